@@ -1,0 +1,219 @@
+"""AlbertConfig: the model's shape, its presets, and the cross-layer sharing strategies.
+
+Field names are transformers' (`embedding_size`, `num_hidden_groups`, `inner_group_num`, ...), so a
+config.json written by transformers loads here and ours loads there. One field is ours: `sharing`,
+the paper's ablation axis (Section 3.1 "Cross-layer parameter sharing", Table 4):
+
+- "all":       every layer uses the weights of its group; layer l of L uses group int(l * G / L)
+               (G = num_hidden_groups), as google-research and transformers do. G = 1 is ALBERT.
+- "attention": one attention block per group shared across depth; a feed-forward block per layer.
+- "ffn":       one feed-forward block per group shared across depth; an attention block per layer.
+- "none":      every layer its own weights (BERT). Stored as G = L groups in transformers' layout.
+
+Presets follow the paper's Table 1 with the v2 release settings (gelu_new, no dropout).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+SHARING = ("all", "attention", "ffn", "none")
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish")
+
+
+@dataclass
+class AlbertConfig:
+    vocab_size: int = 30000
+    embedding_size: int = 128
+    hidden_size: int = 4096
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    num_attention_heads: int = 64
+    intermediate_size: int = 16384
+    inner_group_num: int = 1
+    hidden_act: str = "gelu_new"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    classifier_dropout_prob: float = 0.1
+    pad_token_id: int = 0
+    bos_token_id: int = 2
+    eos_token_id: int = 3
+    # Heads (transformers' names): label count, regression/classification, label names.
+    num_labels: int = 2
+    problem_type: str | None = None
+    id2label: dict[int, str] | None = None
+    # albert-lm's own field: which parts of a layer are shared across depth (module docstring).
+    sharing: str = "all"
+    # Anything else found in a config.json (transformers adds its own bookkeeping); kept, written back.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"AlbertConfig: {msg}")
+
+        need(self.sharing in SHARING, f"sharing must be one of {SHARING}, got {self.sharing!r}")
+        need(self.hidden_act in ACTIVATIONS, f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
+        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+                     "num_attention_heads", "intermediate_size", "inner_group_num", "max_position_embeddings",
+                     "type_vocab_size", "num_labels"):  # fmt: skip
+            need(int(getattr(self, name)) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        need(
+            self.hidden_size % self.num_attention_heads == 0,
+            f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}",
+        )
+        if self.sharing == "none":
+            # Every layer its own weights is G = L groups; keeping it explicit makes the saved
+            # config.json mean the same thing to transformers.
+            self.num_hidden_groups = self.num_hidden_layers
+        need(
+            self.num_hidden_groups <= self.num_hidden_layers,
+            f"num_hidden_groups {self.num_hidden_groups} > num_hidden_layers {self.num_hidden_layers}",
+        )
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            self.num_labels = len(self.id2label)
+
+    # ----------------------------------------------------------------- derived
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {v: k for k, v in (self.id2label or {}).items()}
+
+    def group_of_layer(self, layer: int) -> int:
+        """The hidden group that layer `layer` (0-based) uses: int(l * G / L), as transformers."""
+        return int(layer / (self.num_hidden_layers / self.num_hidden_groups))
+
+    @property
+    def transformers_compatible(self) -> bool:
+        """transformers' ALBERT shares whole layers only ("all", or "none" as G = L)."""
+        return self.sharing in ("all", "none")
+
+    # ----------------------------------------------------------------- presets
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> AlbertConfig:
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
+        values = dict(PRESETS[name])
+        values.update(overrides)
+        return cls(**values)
+
+    # ----------------------------------------------------------------- JSON (transformers' format)
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out: dict[str, Any] = dict(self.extra)
+        out.update(d)
+        if self.id2label is None:
+            out.pop("id2label")
+        else:
+            out["id2label"] = {str(k): v for k, v in self.id2label.items()}
+            out["label2id"] = self.label2id
+        if self.problem_type is None:
+            out.pop("problem_type")
+        out["model_type"] = "albert"
+        return dict(sorted(out.items()))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AlbertConfig:
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        values = {k: v for k, v in d.items() if k in known}
+        # transformers writes label2id beside id2label, and model_type; both are derived here.
+        extra = {k: v for k, v in d.items() if k not in known and k not in ("label2id", "model_type")}
+        if "num_labels" not in values and "id2label" in values:
+            values["num_labels"] = len(values["id2label"])
+        return cls(**values, extra=extra)
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def save_pretrained(self, path: str | os.PathLike) -> Path:
+        """Write `path/config.json` atomically (temporary name, then rename)."""
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / "config.json"
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(self.to_json_string())
+        os.replace(tmp, target)
+        return target
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> AlbertConfig:
+        """Read a config.json, or the config.json inside a folder."""
+        p = Path(path)
+        file = p / "config.json" if p.is_dir() else p
+        if not file.is_file():
+            raise FileNotFoundError(f"no config.json at {file}")
+        try:
+            d = json.loads(file.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{file}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from e
+        if not isinstance(d, dict):
+            raise ValueError(f"{file}: expected a JSON object, got {type(d).__name__}")
+        model_type = d.get("model_type", "albert")
+        if model_type not in ("albert", "albert-lm"):
+            raise ValueError(f"{file}: model_type is {model_type!r}, expected 'albert'")
+        d.update(overrides)
+        try:
+            return cls.from_dict(d)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{file}: {e}") from e
+
+
+def _albert(h: int, layers: int) -> dict[str, Any]:
+    return dict(
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=h // 64,
+        intermediate_size=4 * h,
+        embedding_size=128,
+    )
+
+
+def _bert(h: int, layers: int) -> dict[str, Any]:
+    # BERT: E = H and no sharing; BERT's own defaults are gelu and dropout 0.1.
+    return dict(
+        hidden_size=h,
+        num_hidden_layers=layers,
+        num_attention_heads=h // 64,
+        intermediate_size=4 * h,
+        embedding_size=h,
+        sharing="none",
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    )
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "albert-base": _albert(768, 12),
+    "albert-large": _albert(1024, 24),
+    "albert-xlarge": _albert(2048, 24),
+    "albert-xxlarge": _albert(4096, 12),
+    "bert-base": _bert(768, 12),
+    "bert-large": _bert(1024, 24),
+    # For tests and the laptop demo: ~0.4M parameters with a 5000-piece vocabulary.
+    "albert-tiny": dict(
+        vocab_size=5000,
+        embedding_size=32,
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        intermediate_size=512,
+        max_position_embeddings=512,
+    ),
+}
