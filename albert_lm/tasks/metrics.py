@@ -1,0 +1,294 @@
+"""Metrics for fine-tuning, computed the way the official scripts compute them.
+
+- GLUE (the benchmark's own definitions, as transformers' `glue_compute_metrics`): accuracy; F1 of the
+  positive class (MRPC, QQP); Matthews correlation (CoLA); Pearson and Spearman correlation (STS-B).
+  Statistics come from scikit-learn and scipy so nobody has to trust a hand-rolled correlation.
+- SQuAD 1.1 and 2.0: exact match and token F1 after the official answer normalization (lower case,
+  drop punctuation, drop the articles a/an/the, collapse whitespace), the maximum over the gold
+  answers. SQuAD 2.0 adds the HasAns / NoAns split and, given a no-answer probability per question,
+  the best threshold on these questions (`evaluate-v2.0.py`'s `find_best_thresh`). Written from the
+  published definition of `evaluate-v1.1.py` / `evaluate-v2.0.py`.
+- RACE: accuracy over questions.
+- Token classification: token accuracy and entity-level (BIO / IOB2 spans) precision, recall, F1,
+  micro-averaged as the CoNLL script does.
+
+Scores are percentages for SQuAD (as the official scripts print) and fractions in [0, 1] elsewhere
+(as the GLUE leaderboard's metric code returns them).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- classification
+def accuracy(preds: Sequence[Any], labels: Sequence[Any]) -> float:
+    _check_lengths(preds, labels)
+    if len(labels) == 0:
+        raise ValueError("accuracy of an empty set is undefined")
+    return float(np.mean(np.asarray(preds) == np.asarray(labels)))
+
+
+def binary_f1(preds: Sequence[int], labels: Sequence[int], positive: int = 1) -> float:
+    """F1 of the positive class (GLUE's F1 for MRPC and QQP)."""
+    from sklearn.metrics import f1_score
+
+    _check_lengths(preds, labels)
+    return float(f1_score(labels, preds, pos_label=positive, average="binary", zero_division=0))
+
+
+def macro_f1(preds: Sequence[Any], labels: Sequence[Any]) -> float:
+    from sklearn.metrics import f1_score
+
+    _check_lengths(preds, labels)
+    return float(f1_score(labels, preds, average="macro", zero_division=0))
+
+
+def matthews_corr(preds: Sequence[int], labels: Sequence[int]) -> float:
+    """Matthews correlation (CoLA); 0 when a confusion-matrix margin is empty, as scikit-learn."""
+    from sklearn.metrics import matthews_corrcoef
+
+    _check_lengths(preds, labels)
+    return float(matthews_corrcoef(labels, preds))
+
+
+def pearson_spearman(preds: Sequence[float], labels: Sequence[float]) -> dict[str, float]:
+    """Pearson and Spearman correlation (STS-B); NaN-free: a constant input gives 0 with a warning."""
+    from scipy.stats import pearsonr, spearmanr
+
+    _check_lengths(preds, labels)
+    p, y = np.asarray(preds, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    if len(p) < 2 or np.all(p == p[0]) or np.all(y == y[0]):
+        # A constant vector has no correlation; scipy would return NaN, which JSON cannot carry.
+        logger.warning("correlation undefined for a constant input; reporting 0")
+        return {"pearson": 0.0, "spearman": 0.0}
+    return {"pearson": float(pearsonr(p, y)[0]), "spearman": float(spearmanr(p, y)[0])}
+
+
+GLUE_METRICS: dict[str, tuple[str, ...]] = {
+    "cola": ("mcc",),
+    "sst2": ("accuracy",),
+    "mrpc": ("accuracy", "f1"),
+    "stsb": ("pearson", "spearman"),
+    "qqp": ("accuracy", "f1"),
+    "mnli": ("accuracy",),
+    "qnli": ("accuracy",),
+    "rte": ("accuracy",),
+    "wnli": ("accuracy",),
+}
+
+
+def glue_metrics(task: str, preds: Sequence[Any], labels: Sequence[Any]) -> dict[str, float]:
+    """The GLUE metrics of `task` (label ids, or floats for STS-B) under their usual names."""
+    if task not in GLUE_METRICS:
+        raise ValueError(f"unknown GLUE task {task!r}; choose one of {', '.join(GLUE_METRICS)}")
+    if task == "stsb":
+        out = pearson_spearman(preds, labels)
+        out["corr"] = (out["pearson"] + out["spearman"]) / 2
+        return out
+    out = {}
+    for name in GLUE_METRICS[task]:
+        if name == "accuracy":
+            out["accuracy"] = accuracy(preds, labels)
+        elif name == "f1":
+            out["f1"] = binary_f1(preds, labels)
+        elif name == "mcc":
+            out["mcc"] = matthews_corr(preds, labels)
+    return out
+
+
+# --------------------------------------------------------------------------- SQuAD
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+    """The official SQuAD normalization: lower case, drop ASCII punctuation, drop a/an/the, squeeze spaces.
+
+    The order matters and is the script's: punctuation goes before articles, so "the-end" becomes
+    "theend" (no article left), and articles become spaces before whitespace is collapsed.
+    """
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCTUATION)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def _tokens(s: str) -> list[str]:
+    return normalize_answer(s).split() if s else []
+
+
+def squad_exact(prediction: str, gold: str) -> int:
+    return int(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def squad_f1(prediction: str, gold: str) -> float:
+    """Token-overlap F1 after normalization; two empty answers agree (SQuAD 2.0's no-answer rule)."""
+    pred_toks, gold_toks = _tokens(prediction), _tokens(gold)
+    if not pred_toks or not gold_toks:
+        return float(pred_toks == gold_toks)
+    common = collections.Counter(pred_toks) & collections.Counter(gold_toks)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_toks), same / len(gold_toks)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_gold_answers(dataset: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """qid -> gold answer texts from the official JSON's `data` list; [""] for an unanswerable question.
+
+    As evaluate-v2.0.py: answers that normalize to nothing are dropped, and a question left with none
+    is scored against the empty answer.
+    """
+    gold: dict[str, list[str]] = {}
+    for article in dataset:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                texts = [a["text"] for a in qa.get("answers", []) if normalize_answer(a["text"])]
+                gold[qa["id"]] = texts or [""]
+    return gold
+
+
+def squad_metrics(
+    gold: Mapping[str, Sequence[str]],
+    predictions: Mapping[str, str],
+    na_probs: Mapping[str, float] | None = None,
+    na_prob_threshold: float = 1.0,
+    version2: bool = False,
+) -> dict[str, float]:
+    """EM and F1 in percent, the maximum over gold answers, averaged over every gold question.
+
+    A question with no prediction scores 0 (evaluate-v1.1.py's rule; the v2.0 script would skip it and
+    score the rest, which flatters a partial file, so the count is reported as `missing` instead).
+    With `na_probs` (v2), a question whose no-answer probability exceeds `na_prob_threshold` counts as
+    answered "no answer"; and the best thresholds on these questions are reported as `best_exact`,
+    `best_exact_thresh`, `best_f1`, `best_f1_thresh`, as the official script does.
+    """
+    if not gold:
+        raise ValueError("no gold questions to score")
+    exact: dict[str, float] = {}
+    f1: dict[str, float] = {}
+    missing = 0
+    for qid, answers in gold.items():
+        if qid not in predictions:
+            missing += 1
+            exact[qid] = f1[qid] = 0.0
+            continue
+        pred = predictions[qid]
+        exact[qid] = float(max(squad_exact(pred, a) for a in answers))
+        f1[qid] = max(squad_f1(pred, a) for a in answers)
+    if missing:
+        logger.warning("%d of %d questions have no prediction; they score 0", missing, len(gold))
+    has_ans = {qid: bool(answers != [""]) for qid, answers in gold.items()}
+    if na_probs is not None:
+        exact_t = _apply_na_threshold(exact, na_probs, has_ans, na_prob_threshold)
+        f1_t = _apply_na_threshold(f1, na_probs, has_ans, na_prob_threshold)
+    else:
+        exact_t, f1_t = exact, f1
+    out: dict[str, float] = {
+        "exact_match": 100.0 * sum(exact_t.values()) / len(gold),
+        "f1": 100.0 * sum(f1_t.values()) / len(gold),
+        "total": len(gold),
+    }
+    if version2:
+        for name, want in (("HasAns", True), ("NoAns", False)):
+            ids = [q for q in gold if has_ans[q] == want]
+            out[f"{name}_total"] = len(ids)
+            if ids:
+                out[f"{name}_exact"] = 100.0 * sum(exact_t[q] for q in ids) / len(ids)
+                out[f"{name}_f1"] = 100.0 * sum(f1_t[q] for q in ids) / len(ids)
+        if na_probs is not None:
+            for name, raw in (("exact", exact), ("f1", f1)):
+                best, thresh = best_na_threshold(predictions, raw, na_probs, has_ans)
+                out[f"best_{name}"] = best
+                out[f"best_{name}_thresh"] = thresh
+    if missing:
+        out["missing"] = missing
+    return out
+
+
+def _apply_na_threshold(
+    scores: Mapping[str, float], na_probs: Mapping[str, float], has_ans: Mapping[str, bool], threshold: float
+) -> dict[str, float]:
+    out = {}
+    for qid, s in scores.items():
+        # Predicted "no answer": right exactly when the question has none.
+        out[qid] = float(not has_ans[qid]) if na_probs.get(qid, 0.0) > threshold else s
+    return out
+
+
+def best_na_threshold(
+    predictions: Mapping[str, str],
+    scores: Mapping[str, float],
+    na_probs: Mapping[str, float],
+    has_ans: Mapping[str, bool],
+) -> tuple[float, float]:
+    """evaluate-v2.0.py's `find_best_thresh`: sweep the no-answer threshold over the sorted probabilities.
+
+    Start with every question answered "no answer" (score = number of unanswerable ones); raising the
+    threshold past a question's probability makes its span prediction count instead. Returns (best
+    score in percent, the threshold reaching it).
+    """
+    score = best = float(sum(1 for q in scores if not has_ans[q]))
+    best_thresh = 0.0
+    for qid in sorted(na_probs, key=lambda q: na_probs[q]):
+        if qid not in scores:
+            continue
+        if has_ans[qid]:
+            score += scores[qid]
+        elif predictions.get(qid):
+            score -= 1  # a span given to an unanswerable question
+        if score > best:
+            best, best_thresh = score, na_probs[qid]
+    return 100.0 * best / len(scores), float(best_thresh)
+
+
+# --------------------------------------------------------------------------- token classification
+def _bio_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """(type, start, end) entity spans of an IOB2 / BIO sequence; an I- without a matching B- opens one."""
+    spans = set()
+    kind, start = None, -1
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, _, typ = tag.partition("-")
+        continues = prefix == "I" and kind == typ
+        if kind is not None and not continues:
+            spans.add((kind, start, i))
+            kind = None
+        if prefix in ("B", "I") and not continues:
+            kind, start = typ, i
+    return spans
+
+
+def token_classification_metrics(
+    preds: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]
+) -> dict[str, float]:
+    """Token accuracy, and entity precision / recall / F1 over BIO spans (micro, as conlleval)."""
+    _check_lengths(preds, labels)
+    correct = total = tp = n_pred = n_gold = 0
+    for p, y in zip(preds, labels, strict=True):
+        _check_lengths(p, y)
+        correct += sum(a == b for a, b in zip(p, y, strict=True))
+        total += len(y)
+        ps, ys = _bio_spans(p), _bio_spans(y)
+        tp += len(ps & ys)
+        n_pred += len(ps)
+        n_gold += len(ys)
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"accuracy": correct / total if total else 0.0, "precision": precision, "recall": recall, "f1": f1}
+
+
+def _check_lengths(a: Sequence[Any], b: Sequence[Any]) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} predictions for {len(b)} labels")
