@@ -1,0 +1,219 @@
+"""LAMB as ALBERT was pretrained with it, google-research's AdamW, global-norm clipping, and the schedule.
+
+Paper Section 4.1: "we use the LAMB optimizer with a learning rate of 0.00176", batch 4096, 125k steps.
+The reference is google-research/albert `lamb_optimizer.py` + `optimization.py`; this module follows
+them step for step and writes down each choice:
+
+- Moments: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2 with b1 0.9, b2 0.999, eps 1e-6.
+- **No bias correction** by default: google-research's LAMBOptimizer and AdamWeightDecayOptimizer
+  both use the raw m / (sqrt(v) + eps). `bias_correction=True` gives Adam's m/(1-b1^t), v/(1-b2^t)
+  (what NVIDIA's and the LAMB paper's v3 algorithm do), for those who want it.
+- Decoupled weight decay 0.01 added to the update (update += wd * w), not to the gradient.
+- Trust ratio ||w|| / ||update|| per tensor, 1 when either norm is 0.
+- LayerNorm weights and every bias (google-research's name patterns "LayerNorm", "layer_norm", "bias",
+  which also catch the MLM and SOP output biases) are excluded from weight decay *and* from the trust
+  ratio (google-research sets exclude_from_layer_adaptation = exclude_from_weight_decay). Here they are
+  found by module type (nn.LayerNorm) and by ndim == 1, which selects the same tensors.
+- Gradients are clipped to global norm 1.0 with TF's formula g * c / max(||g||, c) before the step.
+- Learning rate: tf.train.polynomial_decay from the peak to 0 over all training steps (power 1 =
+  linear), with the first `warmup` steps replaced by peak * step / warmup. So step 0 runs with lr 0,
+  and after warmup the rate is peak * (1 - step / total) ** power, not a decay restarted at warmup's end.
+
+AdamW here is google-research's AdamWeightDecayOptimizer: the same update without the trust ratio.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+OPTIMIZERS = ("lamb", "adamw")
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB (You et al., 2020) as google-research/albert's LAMBOptimizer.
+
+    Each param group may set `weight_decay` and `trust_ratio` (bool); `parameter_groups()` builds the
+    two groups the paper used. `trust_ratio=False` everywhere is google-research's AdamW (see `AdamW`).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict],
+        lr: float = 1.76e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.01,
+        trust_ratio: bool = True,
+        bias_correction: bool = False,
+    ) -> None:
+        if lr < 0:
+            raise ValueError(f"learning rate must be >= 0, got {lr}")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"betas must be in [0, 1), got {betas}")
+        if eps <= 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        defaults = dict(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            trust_ratio=trust_ratio,
+            bias_correction=bias_correction,
+        )
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Lamb does not support sparse gradients")
+                # Moments in fp32 whatever the parameter dtype (google-research keeps them fp32).
+                g = p.grad.float()
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    state["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
+                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                state["step"] += 1
+                m.mul_(b1).add_(g, alpha=1.0 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
+                if group["bias_correction"]:
+                    t = float(state["step"])
+                    update = (m / (1.0 - b1**t)) / ((v / (1.0 - b2**t)).sqrt_().add_(group["eps"]))
+                else:
+                    update = m / v.sqrt().add_(group["eps"])
+                w = p.float()
+                if group["weight_decay"] != 0:
+                    update.add_(w, alpha=group["weight_decay"])
+                ratio = 1.0
+                if group["trust_ratio"]:
+                    w_norm = torch.linalg.vector_norm(w)
+                    u_norm = torch.linalg.vector_norm(update)
+                    # Kept as a tensor: no host sync per parameter on GPU.
+                    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                    state["trust_ratio"] = ratio.detach()
+                p.copy_((w - group["lr"] * ratio * update).to(p.dtype))
+        return loss
+
+
+class AdamW(Lamb):
+    """google-research's AdamWeightDecayOptimizer: Adam without bias correction, decoupled decay."""
+
+    def __init__(self, params: Iterable[torch.Tensor] | Iterable[dict], **kwargs) -> None:
+        super().__init__(params, **kwargs)
+        for group in self.param_groups:
+            group["trust_ratio"] = False
+
+
+def is_excluded_from_decay(module: nn.Module, param_name: str, param: torch.Tensor) -> bool:
+    """LayerNorm weights and all biases (1-D tensors): google-research's "LayerNorm|layer_norm|bias"."""
+    return isinstance(module, nn.LayerNorm) or param.ndim <= 1
+
+
+def parameter_groups(model: nn.Module, weight_decay: float = 0.01) -> list[dict]:
+    """Two groups: decayed + trust-ratio tensors, and LayerNorm/bias tensors with neither.
+
+    Shared (tied) parameters appear once. Parameters with requires_grad=False are left out.
+    """
+    decay: list[torch.Tensor] = []
+    no_decay: list[torch.Tensor] = []
+    seen: set[int] = set()
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if id(p) in seen or not p.requires_grad:
+                continue
+            seen.add(id(p))
+            (no_decay if is_excluded_from_decay(module, name, p) else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay, "trust_ratio": True},
+        {"params": no_decay, "weight_decay": 0.0, "trust_ratio": False},
+    ]
+
+
+def build_optimizer(
+    model: nn.Module,
+    name: str = "lamb",
+    lr: float = 1.76e-3,
+    weight_decay: float = 0.01,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-6,
+    bias_correction: bool = False,
+) -> Lamb:
+    """The paper's optimizer (`lamb`) or google-research's `adamw`, with the paper's parameter groups."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+    groups = parameter_groups(model, weight_decay)
+    cls = Lamb if name == "lamb" else AdamW
+    return cls(
+        groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction
+    )
+
+
+@torch.no_grad()
+def clip_by_global_norm(params: Iterable[torch.Tensor], max_norm: float = 1.0) -> torch.Tensor:
+    """Scale all gradients by max_norm / max(global_norm, max_norm), TF's clip_by_global_norm.
+
+    Returns the global norm before clipping (a 0-d fp32 tensor). torch's clip_grad_norm_ adds 1e-6 to
+    the denominator; TF's formula is kept so a step matches google-research exactly.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    norms = torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+    total = torch.linalg.vector_norm(norms)
+    scale = max_norm / torch.clamp(total, min=max_norm)
+    for g in grads:
+        g.mul_(scale.to(g.dtype))
+    return total
+
+
+def learning_rate_factor(step: int, warmup_steps: int, total_steps: int, power: float = 1.0) -> float:
+    """The multiplier of the peak rate at optimizer step `step` (0-based), as google-research.
+
+    Warmup: step / warmup_steps while step < warmup_steps. Then polynomial decay computed from step 0:
+    (1 - min(step, total) / total) ** power, reaching 0 at `total_steps`.
+    """
+    if warmup_steps > 0 and step < warmup_steps:
+        return step / warmup_steps
+    if total_steps <= 0:
+        return 1.0
+    return (1.0 - min(step, total_steps) / total_steps) ** power
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, power: float = 1.0
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """LambdaLR over `learning_rate_factor`; its state (the step) goes into checkpoints."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: learning_rate_factor(s, warmup_steps, total_steps, power)
+    )
+
+
+def scale_learning_rate(batch_size: int, reference_lr: float = 1.76e-3, reference_batch: int = 4096) -> float:
+    """The paper's rate scaled to another global batch by the square root rule.
+
+    LAMB's authors scale the rate with sqrt(batch) (You et al., 2020, Section 4); from 0.00176 at
+    4096 this gives e.g. 2.2e-4 at 64 and 6.2e-4 at 512. A starting point, not a guarantee: small
+    batches are noisier, and a longer warmup helps more than a smaller rate.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch size must be >= 1, got {batch_size}")
+    return reference_lr * math.sqrt(batch_size / reference_batch)
