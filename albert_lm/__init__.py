@@ -1,7 +1,28 @@
 """albert-lm: ALBERT (Lan et al., ICLR 2020) end to end in PyTorch."""
 
 from albert_lm.config import PRESETS, AlbertConfig
+from albert_lm.heads import (
+    AlbertForMaskedLM,
+    AlbertForMultipleChoice,
+    AlbertForPreTraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+)
+from albert_lm.model import AlbertModel, AlbertPreTrainedModel
 
 __version__ = "0.1.0"
 
-__all__ = ["PRESETS", "AlbertConfig", "__version__"]
+__all__ = [
+    "PRESETS",
+    "AlbertConfig",
+    "AlbertForMaskedLM",
+    "AlbertForMultipleChoice",
+    "AlbertForPreTraining",
+    "AlbertForQuestionAnswering",
+    "AlbertForSequenceClassification",
+    "AlbertForTokenClassification",
+    "AlbertModel",
+    "AlbertPreTrainedModel",
+    "__version__",
+]

@@ -65,7 +65,10 @@ class AlbertConfig:
                 raise ValueError(f"AlbertConfig: {msg}")
 
         need(self.sharing in SHARING, f"sharing must be one of {SHARING}, got {self.sharing!r}")
-        need(self.hidden_act in ACTIVATIONS, f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
+        need(
+            self.hidden_act in ACTIVATIONS,
+            f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}",
+        )
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
                      "num_attention_heads", "intermediate_size", "inner_group_num", "max_position_embeddings",
                      "type_vocab_size", "num_labels"):  # fmt: skip
@@ -114,7 +117,7 @@ class AlbertConfig:
         return cls(**values)
 
     # ----------------------------------------------------------------- JSON (transformers' format)
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, model_type: str = "albert") -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out: dict[str, Any] = dict(self.extra)
         out.update(d)
@@ -125,7 +128,7 @@ class AlbertConfig:
             out["label2id"] = self.label2id
         if self.problem_type is None:
             out.pop("problem_type")
-        out["model_type"] = "albert"
+        out["model_type"] = model_type
         return dict(sorted(out.items()))
 
     @classmethod
@@ -138,16 +141,19 @@ class AlbertConfig:
             values["num_labels"] = len(values["id2label"])
         return cls(**values, extra=extra)
 
-    def to_json_string(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+    def to_json_string(self, model_type: str = "albert") -> str:
+        return json.dumps(self.to_dict(model_type), indent=2, sort_keys=True) + "\n"
 
-    def save_pretrained(self, path: str | os.PathLike) -> Path:
-        """Write `path/config.json` atomically (temporary name, then rename)."""
+    def save_pretrained(self, path: str | os.PathLike, model_type: str = "albert") -> Path:
+        """Write `path/config.json` atomically (temporary name, then rename).
+
+        model_type "albert-lm" marks albert-lm's native layout, which transformers must not load.
+        """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / "config.json"
         tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(self.to_json_string())
+        tmp.write_text(self.to_json_string(model_type))
         os.replace(tmp, target)
         return target
 

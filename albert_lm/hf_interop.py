@@ -1,0 +1,216 @@
+"""The one place where transformers' ALBERT parameter names meet ours, and model save/load.
+
+Our names are short and say what a tensor is (`encoder.attention.0.qkv`); transformers' follow the
+TF1 release (`encoder.albert_layer_groups.0.albert_layers.0.attention.query`). The map below is
+the whole difference, plus two structural facts:
+- Q, K and V are one (3H x H) matrix here (one matmul) and three (H x H) matrices there;
+- block b of ours is inner layer b % inner_group_num of group b // inner_group_num there.
+
+Folder layouts written by `save_model`:
+- "transformers": config.json + model.safetensors with transformers' names. Loads in
+  `transformers.AlbertModel.from_pretrained` and friends. Possible for sharing "all" and "none".
+- "native": config.json (model_type "albert-lm") + albert_lm.safetensors with our own names.
+  For sharing "attention" / "ffn", which transformers' ALBERT cannot express; transformers refuses the
+  folder (unknown model type, no model.safetensors) instead of silently loading random weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from albert_lm.config import AlbertConfig
+from albert_lm.weights import NATIVE, PYTORCH_BIN, SAFETENSORS, SAFETENSORS_INDEX, read_weights, write_weights
+
+logger = logging.getLogger(__name__)
+
+# ours -> transformers, for everything outside the layer blocks (prefix renames).
+_RENAMES = {
+    "albert.embeddings.norm.": "albert.embeddings.LayerNorm.",
+    "albert.encoder.embedding_projection.": "albert.encoder.embedding_hidden_mapping_in.",
+    "predictions.norm.": "predictions.LayerNorm.",
+}
+# ours (inside block b) -> transformers (inside albert_layer_groups.g.albert_layers.j).
+_BLOCK_RENAMES = {
+    "attention.out.": "attention.dense.",
+    "attention.norm.": "attention.LayerNorm.",
+    "ffn.up.": "ffn.",
+    "ffn.down.": "ffn_output.",
+    "ffn.norm.": "full_layer_layer_norm.",
+}
+_QKV = ("query", "key", "value")
+# transformers keeps these beside the weights; they carry no information for us.
+_HF_IGNORED = re.compile(
+    r"^albert\.embeddings\.(position_ids|token_type_ids)$|^predictions\.decoder\.(weight|bias)$"
+)
+_TIED = "predictions.decoder.weight"  # our tied decoder: the embedding table under a second name
+_HEAD_PREFIXES = ("predictions.", "sop_classifier.", "classifier.", "qa_outputs.", "albert.pooler.")
+
+_OUR_BLOCK = re.compile(r"^albert\.encoder\.(attention|ffn)\.(\d+)\.(.+)$")
+_HF_BLOCK = re.compile(r"^albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)$")
+
+
+def to_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, torch.Tensor]:
+    """Our full state dict (keys under "albert.") -> transformers' names."""
+    if not config.transformers_compatible:
+        raise ValueError(
+            f"sharing={config.sharing!r} cannot be expressed in transformers' ALBERT, which shares whole "
+            "layers only; save it in albert-lm's native layout (save_pretrained(path, layout='native'))"
+        )
+    k = config.inner_group_num
+    out: dict[str, torch.Tensor] = {}
+    for name, t in state.items():
+        if name == _TIED:
+            continue
+        m = _OUR_BLOCK.match(name)
+        if m is None:
+            for ours, theirs in _RENAMES.items():
+                if name.startswith(ours):
+                    name = theirs + name[len(ours) :]
+            out[name] = t
+            continue
+        part, b, rest = m.group(1), int(m.group(2)), m.group(3)
+        prefix = f"albert.encoder.albert_layer_groups.{b // k}.albert_layers.{b % k}."
+        if part == "attention" and rest.startswith("qkv."):
+            for piece, tensor in zip(_QKV, t.chunk(3, dim=0), strict=True):
+                out[f"{prefix}attention.{piece}.{rest[4:]}"] = tensor
+            continue
+        local = f"{part}.{rest}"
+        for ours, theirs in _BLOCK_RENAMES.items():
+            if local.startswith(ours):
+                local = theirs + local[len(ours) :]
+        out[prefix + local] = t
+    return out
+
+
+def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, torch.Tensor]:
+    """transformers' names -> ours. Unknown names pass through unchanged (the caller reports them)."""
+    k = config.inner_group_num
+    if not any(n.startswith("albert.") for n in state):  # a bare AlbertModel saves without the prefix
+        state = {f"albert.{n}": t for n, t in state.items()}
+    out: dict[str, torch.Tensor] = {}
+    qkv: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
+    inverse = {theirs: ours for ours, theirs in _BLOCK_RENAMES.items()}
+    for name, t in state.items():
+        if _HF_IGNORED.match(name):
+            continue
+        m = _HF_BLOCK.match(name)
+        if m is None:
+            for ours, theirs in _RENAMES.items():
+                if name.startswith(theirs):
+                    name = ours + name[len(theirs) :]
+            out[name] = t
+            continue
+        b = int(m.group(1)) * k + int(m.group(2))
+        rest = m.group(3)
+        qm = re.match(r"^attention\.(query|key|value)\.(weight|bias)$", rest)
+        if qm:
+            qkv.setdefault((b, qm.group(2)), {})[qm.group(1)] = t
+            continue
+        for theirs, ours in sorted(inverse.items(), key=lambda kv: -len(kv[0])):
+            if rest.startswith(theirs):
+                part, _, local = (ours + rest[len(theirs) :]).partition(".")
+                out[f"albert.encoder.{part}.{b}.{local}"] = t
+                break
+        else:
+            out[name] = t  # unknown: reported as unexpected
+    for (b, kind), pieces in qkv.items():
+        if set(pieces) != set(_QKV):
+            absent = ", ".join(p for p in _QKV if p not in pieces)
+            raise ValueError(
+                f"layer block {b}: attention {kind} of {absent} missing (need query, key and value)"
+            )
+        out[f"albert.encoder.attention.{b}.qkv.{kind}"] = torch.cat([pieces[p] for p in _QKV], dim=0)
+    return out
+
+
+def _full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state dict with the encoder under "albert." (a bare AlbertModel has no prefix)."""
+    state = model.state_dict()
+    if not hasattr(model, "albert"):
+        state = {f"albert.{n}": t for n, t in state.items()}
+    return state
+
+
+def save_model(model: torch.nn.Module, path: str | os.PathLike, layout: str = "auto") -> Path:
+    """Write config.json and the weights into `path`, each file atomically. Returns the weights file."""
+    config: AlbertConfig = model.config
+    if layout not in ("auto", "transformers", "native"):
+        raise ValueError(f"layout must be 'auto', 'transformers' or 'native', got {layout!r}")
+    if layout == "auto":
+        layout = "transformers" if config.transformers_compatible else "native"
+    folder = Path(path)
+    state = {n: t for n, t in _full_state(model).items() if n != _TIED}
+    extra = dict(config.extra)
+    config.extra = {**extra, "architectures": [type(model).__name__]}
+    try:
+        if layout == "transformers":
+            hf = to_transformers(state, config)
+            if not hasattr(model, "albert"):  # transformers saves a bare AlbertModel without the prefix
+                hf = {n.removeprefix("albert."): t for n, t in hf.items()}
+            file = folder / SAFETENSORS
+            write_weights(file, hf)
+            config.save_pretrained(folder)
+        else:
+            file = folder / NATIVE
+            write_weights(file, state, {"layout": "albert-lm"})
+            config.save_pretrained(folder, model_type="albert-lm")
+    finally:
+        config.extra = extra
+    for stale in (SAFETENSORS, SAFETENSORS_INDEX, NATIVE, PYTORCH_BIN):
+        if stale != file.name and (folder / stale).exists():
+            logger.warning("removing %s: it would shadow the weights just written", folder / stale)
+            (folder / stale).unlink()
+    return file
+
+
+def load_model(cls: type, path: str | os.PathLike, config: AlbertConfig | None = None, **overrides: Any):
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: not a folder (expected config.json and model weights)")
+    if config is None:
+        config = AlbertConfig.from_pretrained(folder, **overrides)
+    raw, file = read_weights(folder)
+    if file.name == NATIVE:
+        state = raw
+    else:
+        state = from_transformers(raw, config)
+    model = cls(config)
+    expected = {n: t for n, t in _full_state(model).items() if n != _TIED}
+
+    missing = [n for n in expected if n not in state]
+    unexpected = [n for n in state if n not in expected]
+    wrong = [
+        f"{n} (checkpoint {tuple(state[n].shape)}, model {tuple(expected[n].shape)})"
+        for n in expected
+        if n in state and state[n].shape != expected[n].shape
+    ]
+    missing_body = [n for n in missing if not n.startswith(_HEAD_PREFIXES)]
+    unexpected_body = [n for n in unexpected if not n.startswith(_HEAD_PREFIXES)]
+    if missing_body or unexpected_body or wrong:
+        lines = [f"{file}: checkpoint does not fit {cls.__name__} ({config.sharing=}, "
+                 f"num_hidden_groups={config.num_hidden_groups}, inner_group_num={config.inner_group_num}):"]  # fmt: skip
+        lines += [f"  missing: {n}" for n in missing_body]
+        lines += [f"  unexpected: {n}" for n in unexpected_body]
+        lines += [f"  wrong shape: {w}" for w in wrong]
+        raise ValueError("\n".join(lines))
+    if missing:
+        heads = sorted({n.rsplit(".", 1)[0] for n in missing})
+        logger.warning(
+            "%s: no weights in the checkpoint for %s; initialised fresh (train before use)",
+            cls.__name__,
+            ", ".join(heads),
+        )
+    if unexpected:
+        logger.info("%s: ignored checkpoint tensors of other heads: %s", cls.__name__, ", ".join(unexpected))
+
+    with torch.no_grad():  # state_dict tensors share storage with the parameters
+        for name, tensor in expected.items():
+            if name in state:
+                tensor.copy_(state[name])
+    return model

@@ -1,0 +1,292 @@
+"""The ALBERT encoder: factorized embeddings and cross-layer parameter sharing (paper Section 3.1).
+
+Reads top to bottom: embeddings (V x E) -> projection (E -> H) -> L layer applications that draw
+their attention and feed-forward blocks from small shared pools -> pooler. Which block a layer uses
+is a fixed schedule computed from the config (see `AlbertEncoder`), so "all", "attention", "ffn" and
+"none" sharing are one code path. Parameter names are our own; transformers' names live only in
+`hf_interop.py`.
+
+Numerics follow transformers' AlbertModel (post-LayerNorm blocks, tanh pooler on [CLS]) so weights
+move between the two with identical outputs. Two deliberate differences: attention runs through
+F.scaled_dot_product_attention with one fused QKV matrix multiply, and hidden dropout is applied to the
+feed-forward output before the residual add, as google-research does (transformers leaves it out; with
+the v2 configs' dropout 0 the two agree).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from albert_lm.config import AlbertConfig
+from albert_lm.outputs import BaseModelOutputWithPooling
+
+logger = logging.getLogger(__name__)
+
+
+def activation_fn(name: str):
+    # F.gelu(approximate="tanh") is gelu_new in one fused kernel; transformers builds it from 7 ops.
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return lambda x: F.gelu(x, approximate="tanh")
+    if name == "gelu":
+        return F.gelu
+    if name == "relu":
+        return F.relu
+    if name in ("silu", "swish"):
+        return F.silu
+    raise ValueError(f"unknown hidden_act {name!r}")
+
+
+class AlbertEmbeddings(nn.Module):
+    """Token, position and segment embeddings of size E (the factorized part), then LayerNorm."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        e = config.embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, e, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, e)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, e)
+        self.norm = nn.LayerNorm(e, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, E)
+        seq_len = x.shape[1]
+        if seq_len > self.position_embeddings.num_embeddings:
+            raise ValueError(
+                f"sequence length {seq_len} exceeds max_position_embeddings "
+                f"{self.position_embeddings.num_embeddings}"
+            )
+        if position_ids is None:
+            x = x + self.position_embeddings.weight[:seq_len]  # broadcast over the batch, no gather
+        else:
+            x = x + self.position_embeddings(position_ids)
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.norm(x))
+
+
+class AlbertAttention(nn.Module):
+    """Multi-head self-attention, residual, post-LayerNorm. Q, K and V come from one (H -> 3H) matmul."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        h = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.qkv = nn.Linear(h, 3 * h)
+        self.out = nn.Linear(h, h)
+        self.norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.attention_dropout = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        b, s, h = x.shape
+        qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, S, hd)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.attention_dropout if self.training else 0.0
+        )  # (B, nh, S, hd)
+        y = y.transpose(1, 2).reshape(b, s, h)
+        return self.norm(x + self.dropout(self.out(y)))
+
+
+class AlbertFeedForward(nn.Module):
+    """H -> 4H -> H with the config's activation, residual, post-LayerNorm."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.act = activation_fn(config.hidden_act)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.dropout(self.down(self.act(self.up(x)))))
+
+
+def layer_schedule(config: AlbertConfig) -> list[tuple[int, int]]:
+    """(attention block, feed-forward block) for each of the L x inner_group_num layer applications.
+
+    Group blocks: layer l runs the inner_group_num layers of group int(l * G / L), as transformers and
+    google-research do; block index = group * inner_group_num + inner index. A part that is not shared
+    ("ffn" under sharing="attention", "attention" under sharing="ffn") gets one block per application.
+    """
+    k = config.inner_group_num
+    grouped = [
+        config.group_of_layer(layer) * k + inner
+        for layer in range(config.num_hidden_layers)
+        for inner in range(k)
+    ]
+    own = list(range(len(grouped)))
+    if config.sharing == "attention":
+        return list(zip(grouped, own, strict=True))
+    if config.sharing == "ffn":
+        return list(zip(own, grouped, strict=True))
+    return list(zip(grouped, grouped, strict=True))  # "all", and "none" (G = L)
+
+
+class AlbertEncoder(nn.Module):
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
+        self.schedule = layer_schedule(config)
+        n_attention = max(a for a, _ in self.schedule) + 1
+        n_ffn = max(f for _, f in self.schedule) + 1
+        self.attention = nn.ModuleList(AlbertAttention(config) for _ in range(n_attention))
+        self.ffn = nn.ModuleList(AlbertFeedForward(config) for _ in range(n_ffn))
+        # Recompute each layer in backward instead of storing its activations (memory for compute).
+        self.gradient_checkpointing = False
+
+    def _layer(self, x: torch.Tensor, mask: torch.Tensor | None, a: int, f: int) -> torch.Tensor:
+        return self.ffn[f](self.attention[a](x, mask))
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, output_hidden_states: bool = False
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        x = self.embedding_projection(x)  # (B, S, E) -> (B, S, H)
+        states = [x] if output_hidden_states else None
+        for a, f in self.schedule:
+            if self.gradient_checkpointing and self.training:
+                x = checkpoint(self._layer, x, mask, a, f, use_reentrant=False)
+            else:
+                x = self._layer(x, mask, a, f)
+            if states is not None:
+                states.append(x)
+        return x, (tuple(states) if states is not None else None)
+
+
+class AlbertPreTrainedModel(nn.Module):
+    """Weight initialisation, save/load in transformers' folder layout, and small conveniences."""
+
+    base_model_prefix = "albert"
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # BERT/ALBERT initialisation: truncated-free normal(0, initializer_range), as transformers.
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            if getattr(module, "tied", False):
+                return
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def post_init(self) -> None:
+        self.apply(self._init_weights)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        """Unique parameters (tied weights counted once), optionally without the V x E table."""
+        params = {id(p): p for p in self.parameters()}
+        n = sum(p.numel() for p in params.values())
+        if exclude_embeddings:
+            n -= self.get_input_embeddings().weight.numel()
+        return n
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        base = getattr(self, self.base_model_prefix, self)
+        return base.embeddings.word_embeddings
+
+    def set_dropout(self, hidden: float = 0.0, attention: float = 0.0) -> None:
+        """Change dropout in place; the paper switches it off once the model no longer overfits."""
+        for m in self.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = hidden
+            if isinstance(m, AlbertAttention):
+                m.attention_dropout = attention
+
+    def save_pretrained(self, path: str | os.PathLike, layout: str = "auto") -> None:
+        """Write config.json + weights. layout: "auto" | "transformers" | "native" (see hf_interop)."""
+        from albert_lm.hf_interop import save_model
+
+        save_model(self, path, layout=layout)
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | os.PathLike, config: AlbertConfig | None = None, **overrides: Any
+    ) -> AlbertPreTrainedModel:
+        """Load a folder written by transformers' ALBERT or by albert-lm (config.json + weights).
+
+        `overrides` change config fields (e.g. num_labels=3 for a new classifier). Heads absent from
+        the checkpoint are initialised fresh with a warning; a missing, unexpected or mis-shaped tensor
+        of the encoder is an error that names each one.
+        """
+        from albert_lm.hf_interop import load_model
+
+        return load_model(cls, path, config=config, **overrides)
+
+
+def extended_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, S) 1/0 padding mask -> (B, 1, 1, S) boolean for SDPA, or None when nothing is padded."""
+    if attention_mask is None or bool(attention_mask.all()):
+        return None  # no mask lets SDPA pick its fastest kernel
+    return attention_mask[:, None, None, :].bool()
+
+
+class AlbertModel(AlbertPreTrainedModel):
+    """The bare encoder: last_hidden_state (B, S, H) and pooler_output = tanh(W h_[CLS]) (B, H)."""
+
+    def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = AlbertEmbeddings(config)
+        self.encoder = AlbertEncoder(config)
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPooling | tuple:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        if output_attentions:
+            raise ValueError(
+                "output_attentions is not available: albert-lm computes attention with fused SDPA kernels "
+                "that never materialise the attention matrix"
+            )
+        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        x, states = self.encoder(x, extended_mask(attention_mask), output_hidden_states)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+        out = BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=pooled, hidden_states=states)
+        return out.to_tuple() if return_dict is False else out

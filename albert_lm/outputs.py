@@ -1,0 +1,85 @@
+"""Model outputs with transformers' field names.
+
+Users switching from transformers read `out.logits` or index `out[0]`; both work here. Indexing
+skips fields that are None, as transformers' ModelOutput does, so `out[0]` is the loss when one was
+computed and the first logits otherwise. Written by hand because transformers' ModelOutput would make
+transformers a runtime dependency, which albert-lm avoids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+
+
+@dataclass
+class ModelOutput:
+    def to_tuple(self) -> tuple[Any, ...]:
+        return tuple(v for f in fields(self) if (v := getattr(self, f.name)) is not None)
+
+    def __getitem__(self, key: int | slice | str) -> Any:
+        if isinstance(key, str):
+            return getattr(self, key)
+        return self.to_tuple()[key]
+
+    def __iter__(self):
+        return iter(self.to_tuple())
+
+    def __len__(self) -> int:
+        return len(self.to_tuple())
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+
+@dataclass
+class BaseModelOutputWithPooling(ModelOutput):
+    last_hidden_state: torch.Tensor | None = None  # (B, S, H)
+    pooler_output: torch.Tensor | None = None  # (B, H)
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # (L + 1) x (B, S, H)
+
+
+@dataclass
+class AlbertForPreTrainingOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    prediction_logits: torch.Tensor | None = None  # (B, S, V)
+    sop_logits: torch.Tensor | None = None  # (B, 2)
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class MaskedLMOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # (B, S, V)
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class SequenceClassifierOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # (B, num_labels)
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class TokenClassifierOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # (B, S, num_labels)
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class QuestionAnsweringModelOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    start_logits: torch.Tensor | None = None  # (B, S)
+    end_logits: torch.Tensor | None = None  # (B, S)
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class MultipleChoiceModelOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # (B, num_choices)
+    hidden_states: tuple[torch.Tensor, ...] | None = None
