@@ -1,0 +1,171 @@
+"""Training checkpoints: atomic folders, keep-last-k, every RNG, and resume from the newest complete one.
+
+google-research's runner keeps the last `keep_checkpoint_max` (5) TF checkpoints every
+`save_checkpoints_steps` (5000); a crash between its files could leave a half-written one. Here a
+checkpoint is a folder `OUTPUT/checkpoint-STEP/` that is written under a temporary name
+(`OUTPUT/.tmp-checkpoint-STEP/`) and renamed only once every file is on disk, so a folder with the
+final name is always complete, whatever kills the process and when.
+
+A folder holds:
+- the model in transformers' layout (config.json + model.safetensors, via `model.save_pretrained`),
+  loadable by `transformers.AlbertForPreTraining.from_pretrained`; plus the tokenizer, if given;
+- `training_state.pt`: optimizer, scheduler, step, data position, the RNG states of every rank
+  (python, numpy, torch CPU, CUDA), the metric accumulators. Only tensors and plain Python values,
+  read back with `torch.load(weights_only=True)`, which refuses anything that could run code.
+- `pretrain_config.json`, the run's configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "checkpoint-"
+TMP_PREFIX = ".tmp-checkpoint-"
+STATE_FILE = "training_state.pt"
+CONFIG_FILE = "pretrain_config.json"
+_NAME = re.compile(rf"^{PREFIX}(\d+)$")
+
+
+# --------------------------------------------------------------------------- RNG states
+def capture_rng_state() -> dict[str, Any]:
+    """Every generator a training step may draw from, as tensors and plain values (weights_only-safe)."""
+    py_version, py_state, py_gauss = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [py_version, list(py_state), py_gauss],
+        "numpy": [np_name, torch.from_numpy(np_keys.astype(np.int64)), np_pos, np_has_gauss, np_gauss],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    version, py_state, gauss = state["python"]
+    random.setstate((version, tuple(py_state), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --------------------------------------------------------------------------- finding checkpoints
+def checkpoint_step(path: Path) -> int | None:
+    m = _NAME.match(path.name)
+    return int(m.group(1)) if m else None
+
+
+def list_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint folders under `output_dir`, oldest first."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
+    complete = [p for p in found if (p / STATE_FILE).is_file()]
+    return sorted(complete, key=lambda p: checkpoint_step(p) or 0)
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    found = list_checkpoints(output_dir)
+    return found[-1] if found else None
+
+
+def remove_stale_temporaries(output_dir: str | os.PathLike) -> None:
+    """Half-written folders left by a run that was killed while saving."""
+    root = Path(output_dir)
+    if root.is_dir():
+        for p in root.iterdir():
+            if p.is_dir() and p.name.startswith(TMP_PREFIX):
+                logger.info("removing incomplete checkpoint %s", p)
+                shutil.rmtree(p, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- save / load
+def _fsync_dir(path: Path) -> None:
+    # The rename is durable only once the parent directory entry is on disk.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def save_checkpoint(
+    output_dir: str | os.PathLike,
+    step: int,
+    model: nn.Module,
+    training_state: dict[str, Any],
+    run_config: dict[str, Any] | None = None,
+    save_extra: Callable[[Path], None] | None = None,
+    keep_last: int = 5,
+) -> Path:
+    """Write `output_dir/checkpoint-STEP/` atomically, then delete all but the newest `keep_last`.
+
+    `model` must be the unwrapped model (not DDP): its `save_pretrained` writes the weights.
+    `save_extra(folder)` writes anything else into the folder before the rename (the tokenizer).
+    """
+    root = Path(output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{PREFIX}{step}"
+    tmp = root / f"{TMP_PREFIX}{step}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    model.save_pretrained(tmp)
+    if save_extra is not None:
+        save_extra(tmp)
+    if run_config is not None:
+        write_json_atomic(tmp / CONFIG_FILE, run_config)
+    # The state file goes last: a folder is "complete" when it holds it (see list_checkpoints).
+    state_tmp = tmp / (STATE_FILE + ".tmp")
+    with open(state_tmp, "wb") as f:
+        torch.save(training_state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(state_tmp, tmp / STATE_FILE)
+    if final.exists():  # the same step saved again (e.g. SIGTERM right after a periodic save)
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(root)
+    if keep_last > 0:
+        for old in list_checkpoints(root)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_training_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
+    """The non-weight state of a checkpoint, read with weights_only=True (no code runs)."""
+    file = Path(checkpoint_dir) / STATE_FILE
+    if not file.is_file():
+        raise FileNotFoundError(f"no {STATE_FILE} in {checkpoint_dir}: not a complete checkpoint")
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # unpickling errors come in many types; name the file whatever they are
+        raise ValueError(f"{file}: cannot read the training state ({type(e).__name__}: {e})") from e
