@@ -33,8 +33,64 @@ def _run_params(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- albert evaluate
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="score a SQuAD predictions file, or a fine-tuned model on a task's dev set",
+        description="With --predictions: score a SQuAD predictions JSON (question id -> answer text) against "
+        "the official dev JSON as evaluate-v1.1.py / evaluate-v2.0.py do. With --model: run a fine-tuned "
+        "model on the task's dev set. Either way the metrics are printed as one JSON object on the last line.",
+    )
+    p.add_argument("--task", required=True, help="task name (squad1, squad2, rte, ...)")
+    p.add_argument("--data", required=True, help="the dev file (SQuAD JSON) or the task's data folder")
+    p.add_argument("--predictions", help="SQuAD predictions JSON to score")
+    p.add_argument(
+        "--na-probs", help="SQuAD 2.0: JSON of question id -> no-answer probability (or null-score diff)"
+    )
+    p.add_argument(
+        "--na-prob-thresh",
+        type=float,
+        default=1.0,
+        help="SQuAD 2.0: predict no answer above this (default 1.0)",
+    )
+    p.add_argument("--model", help="fine-tuned model folder (config.json, model.safetensors, spiece.model)")
+    p.add_argument("--output", help="with --model: also write eval_results.json and predictions here")
+    p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
+    p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
+    p.set_defaults(func=_run_evaluate)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    if args.predictions:
+        if args.task not in ("squad1", "squad2"):
+            raise ValueError(f"--predictions scores SQuAD files only; got --task {args.task}")
+        from albert_lm.tasks.squad import score_prediction_file
+
+        result = score_prediction_file(
+            args.data, args.predictions, args.task == "squad2", args.na_probs, args.na_prob_thresh
+        )
+    elif args.model:
+        from albert_lm.finetune import evaluate_model
+
+        result = evaluate_model(
+            args.task,
+            args.model,
+            args.data,
+            args.output,
+            batch_size=args.batch_size,
+            max_seq_length=args.max_seq_length,
+        )
+    else:
+        raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
 # --------------------------------------------------------------------------- entry point
-_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_params]
+_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_params, _add_evaluate]
 
 
 def build_parser() -> argparse.ArgumentParser:

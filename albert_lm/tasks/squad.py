@@ -1,0 +1,435 @@
+"""SQuAD 1.1 and 2.0: the official JSON, sliding-window features, n-best span decoding.
+
+Follows BERT's / google-research ALBERT's `run_squad` recipe:
+- the context is split on whitespace into words with their character offsets, and each word is
+  tokenized on its own, so every sub-token knows its word; where a word's pieces spell it out
+  exactly (the usual case: ALBERT's normalization only lower-cases ASCII text) each piece also gets
+  its own character span, otherwise its pieces share the word's span. Predictions are cut from the
+  original context by these character offsets, so the answer keeps its original casing and accents;
+- a context longer than the window is covered by windows of `max_seq_length` tokens moving by
+  `doc_stride`; a token's prediction is trusted only in the window where it has the most context on
+  both sides (BERT's `_check_is_max_context`);
+- decoding takes the `n_best` top start and end logits per window, keeps pairs with start <= end, at
+  most `max_answer_length` tokens, inside the context, and picks the best start + end score.
+
+SQuAD 2.0 "no answer": the score of the [CLS] span (start = end = 0), the minimum over the question's
+windows, as BERT and transformers do. A question is answered "" when
+`null score - best span score > null_score_diff_threshold`; the threshold is chosen on dev to maximise
+F1 (the official script's best threshold) unless given. google-research's ALBERT v2 runner instead
+adds an answer-class head on [CLS]; we keep the [CLS] span because it needs no new parameters and the
+fine-tuned checkpoint stays loadable as transformers' `AlbertForQuestionAnswering` (docs/finetune.md).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albert_lm.tasks import metrics
+from albert_lm.tasks.task import Feature, InputError, Task, TokenizerLike, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+_WHITESPACE = frozenset(" \t\r\n\u202f")
+
+
+@dataclass
+class SquadExample:
+    qid: str
+    question: str
+    context: str
+    answers: list[tuple[str, int]]  # (text, character start in context)
+    is_impossible: bool = False
+    title: str = ""
+    gold: list[str] = field(default_factory=list)  # all gold texts, for scoring
+
+
+# --------------------------------------------------------------------------- reading
+def load_squad_json(path: str | Path) -> list[dict[str, Any]]:
+    """The `data` list of an official SQuAD file, with clear errors for a missing or broken file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no SQuAD file at {path}")
+    raw = path.read_text(encoding="utf-8")
+    if not raw.strip():
+        raise InputError(path, "empty file")
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON (column {e.colno}): {e.msg}", line=e.lineno) from e
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+        raise InputError(path, 'expected a JSON object with a "data" list (the official SQuAD layout)')
+    return obj["data"]
+
+
+def _line_of(raw: str, qid: str) -> int | None:
+    m = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(qid)), raw)
+    return raw.count("\n", 0, m.start()) + 1 if m else None
+
+
+def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -> list[SquadExample]:
+    """Examples of an official SQuAD file; every answer's offset is checked against its context.
+
+    `version2` False rejects unanswerable questions (a 2.0 file given to a 1.1 task).
+    `require_answers` False reads a file without answers (a test set) and skips the checks.
+    """
+    path = Path(path)
+    data = load_squad_json(path)
+    raw: str | None = None
+    examples: list[SquadExample] = []
+
+    def fail(where: str, qid: str | None, message: str) -> InputError:
+        nonlocal raw
+        raw = raw if raw is not None else path.read_text(encoding="utf-8")
+        line = _line_of(raw, qid) if qid else None
+        ident = f" (question id {qid!r})" if qid else ""
+        return InputError(path, f"{where}{ident}: {message}", line=line)
+
+    for i, article in enumerate(data):
+        paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+        if not isinstance(paragraphs, list):
+            raise fail(f"data[{i}]", None, 'missing "paragraphs" list')
+        for j, par in enumerate(paragraphs):
+            where = f"data[{i}].paragraphs[{j}]"
+            if not isinstance(par, dict) or not isinstance(par.get("context"), str) or "qas" not in par:
+                raise fail(where, None, 'missing field "context" or "qas"')
+            context = par["context"]
+            for k, qa in enumerate(par["qas"]):
+                qid = qa.get("id") if isinstance(qa, dict) else None
+                w = f"{where}.qas[{k}]"
+                if not isinstance(qid, str) or not isinstance(qa.get("question"), str):
+                    raise fail(w, qid if isinstance(qid, str) else None, 'missing field "id" or "question"')
+                impossible = bool(qa.get("is_impossible", False))
+                if impossible and not version2:
+                    raise fail(
+                        w, qid, "unanswerable question (is_impossible) in a SQuAD 1.1 task; use squad2"
+                    )
+                answers = []
+                for n, a in enumerate(qa.get("answers", [])):
+                    if not isinstance(a, dict) or not isinstance(a.get("text"), str):
+                        raise fail(f"{w}.answers[{n}]", qid, 'missing field "text"')
+                    start = a.get("answer_start")
+                    if require_answers and (
+                        not isinstance(start, int) or context[start : start + len(a["text"])] != a["text"]
+                    ):
+                        got = context[start : start + len(a["text"])] if isinstance(start, int) else None
+                        raise fail(
+                            f"{w}.answers[{n}]",
+                            qid,
+                            f"answer_start {start!r} does not point at the answer text {a['text']!r} in the "
+                            f"context (found {got!r})",
+                        )
+                    answers.append((a["text"], start if isinstance(start, int) else -1))
+                if require_answers and not impossible and not answers:
+                    raise fail(w, qid, "answerable question without answers")
+                if impossible and answers:
+                    raise fail(w, qid, "is_impossible is true but answers are given")
+                examples.append(
+                    SquadExample(
+                        qid=qid,
+                        question=qa["question"],
+                        context=context,
+                        answers=answers,
+                        is_impossible=impossible,
+                        title=str(article.get("title", "")),
+                        gold=[t for t, _ in answers if metrics.normalize_answer(t)] or [""],
+                    )
+                )
+    if not examples:
+        raise InputError(path, "no questions found")
+    return examples
+
+
+# --------------------------------------------------------------------------- features
+def split_words(text: str) -> tuple[list[str], list[int]]:
+    """Whitespace-separated words and their character starts (BERT's SQuAD word split)."""
+    words: list[str] = []
+    starts: list[int] = []
+    prev_ws = True
+    for i, ch in enumerate(text):
+        if ch in _WHITESPACE:
+            prev_ws = True
+        elif prev_ws:
+            words.append(ch)
+            starts.append(i)
+            prev_ws = False
+        else:
+            words[-1] += ch
+    return words, starts
+
+
+@dataclass
+class _Context:
+    ids: list[int]
+    chars: list[tuple[int, int]]  # character span of each sub-token in the context
+
+
+def tokenize_context(text: str, tokenizer: TokenizerLike) -> _Context:
+    ids: list[int] = []
+    chars: list[tuple[int, int]] = []
+    for word, start in zip(*split_words(text), strict=True):
+        pieces = tokenizer.tokenize(word)
+        if not pieces:
+            continue
+        ids.extend(tokenizer.convert_tokens_to_ids(pieces))
+        lengths = [len(p.replace("\u2581", "")) for p in pieces]
+        if sum(lengths) == len(word):
+            pos = start
+            for n in lengths:
+                chars.append((pos, pos + n))
+                pos += n
+        else:
+            # Normalization changed the characters (accents, quotes, <unk>): pieces share the word's span.
+            chars.extend([(start, start + len(word))] * len(pieces))
+    return _Context(ids, chars)
+
+
+def featurize(
+    examples: Sequence[SquadExample],
+    tokenizer: TokenizerLike,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    training: bool = False,
+) -> list[Feature]:
+    """Sliding-window features [CLS] question [SEP] context window [SEP].
+
+    Training features carry `start_positions` / `end_positions` (0, 0 = [CLS] when the answer is not
+    inside the window or there is none); all carry the context tokens' character spans.
+    """
+    cache: dict[str, _Context] = {}
+    features: list[Feature] = []
+    missed = 0
+    for ei, ex in enumerate(examples):
+        if ex.context not in cache:
+            cache = {
+                ex.context: tokenize_context(ex.context, tokenizer)
+            }  # questions of a paragraph are adjacent
+        ctx = cache[ex.context]
+        q = tokenizer.encode(ex.question, add_special_tokens=False)[:max_query_length]
+        room = max_seq_length - len(q) - 3
+        if room < 1:
+            raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context")
+        windows = []
+        start = 0
+        while True:
+            length = min(len(ctx.ids) - start, room)
+            windows.append((start, length))
+            if start + length >= len(ctx.ids):
+                break
+            start += min(length, doc_stride)
+        tok_start = tok_end = -1
+        if training and ex.answers and not ex.is_impossible:
+            a_text, a_start = ex.answers[0]
+            a_end = a_start + len(a_text)
+            inside = [t for t, (s, e) in enumerate(ctx.chars) if e > a_start and s < a_end]
+            if inside:
+                tok_start, tok_end = inside[0], inside[-1]
+            else:
+                missed += 1
+        offset = len(q) + 2
+        for w_start, w_len in windows:
+            ids = [tokenizer.cls_token_id, *q, tokenizer.sep_token_id, *ctx.ids[w_start : w_start + w_len]]
+            ids.append(tokenizer.sep_token_id)
+            types = [0] * offset + [1] * (w_len + 1)
+            feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": ei}
+            if training:
+                if tok_start >= w_start and tok_end < w_start + w_len:
+                    feat["start_positions"] = tok_start - w_start + offset
+                    feat["end_positions"] = tok_end - w_start + offset
+                else:
+                    feat["start_positions"] = feat["end_positions"] = 0
+            else:
+                feat["context_offset"] = offset
+                feat["token_chars"] = ctx.chars[w_start : w_start + w_len]
+                feat["max_context"] = [
+                    _is_max_context(windows, (w_start, w_len), w_start + i) for i in range(w_len)
+                ]
+            features.append(feat)
+    if missed:
+        logger.warning("%d answers fall on no token (whitespace-only); trained as no-answer", missed)
+    return features
+
+
+def _is_max_context(windows: list[tuple[int, int]], current: tuple[int, int], pos: int) -> bool:
+    """Whether `current` is the window where token `pos` has the most context (BERT's rule)."""
+    best, best_score = None, -math.inf
+    for start, length in windows:
+        end = start + length - 1
+        if start <= pos <= end:
+            score = min(pos - start, end - pos) + 0.01 * length
+            if score > best_score:
+                best, best_score = (start, length), score
+    return best == current
+
+
+# --------------------------------------------------------------------------- decoding
+@dataclass
+class SquadPredictions:
+    text: dict[str, str]  # best non-null span per question
+    null_diff: dict[str, float]  # null score - best span score (SQuAD 2.0's "na_prob")
+
+
+def decode(
+    examples: Sequence[SquadExample],
+    features: Sequence[Feature],
+    outputs: Sequence[dict[str, np.ndarray]],
+    n_best: int = 20,
+    max_answer_length: int = 30,
+) -> SquadPredictions:
+    by_example: dict[int, list[int]] = collections.defaultdict(list)
+    for fi, f in enumerate(features):
+        by_example[f["example_index"]].append(fi)
+    text: dict[str, str] = {}
+    diff: dict[str, float] = {}
+    for ei, ex in enumerate(examples):
+        best, best_span, null = -math.inf, None, math.inf
+        for fi in by_example[ei]:
+            f, o = features[fi], outputs[fi]
+            s_all, e_all = o["start_logits"], o["end_logits"]  # (L,)
+            null = min(null, float(s_all[0] + e_all[0]))
+            off, n = f["context_offset"], len(f["token_chars"])
+            s, e = s_all[off : off + n], e_all[off : off + n]
+            top_s = np.argsort(-s, kind="stable")[:n_best]
+            top_e = np.argsort(-e, kind="stable")[:n_best]
+            for i in top_s:
+                if not f["max_context"][i]:
+                    continue
+                for j in top_e:
+                    if j < i or j - i + 1 > max_answer_length:
+                        continue
+                    score = float(s[i] + e[j])
+                    if score > best:
+                        best, best_span = score, (f["token_chars"][i][0], f["token_chars"][j][1])
+        text[ex.qid] = ex.context[best_span[0] : best_span[1]] if best_span else ""
+        diff[ex.qid] = null - best if best_span else 1e9
+    return SquadPredictions(text, diff)
+
+
+def apply_threshold(preds: SquadPredictions, threshold: float) -> dict[str, str]:
+    return {q: ("" if preds.null_diff[q] > threshold else t) for q, t in preds.text.items()}
+
+
+# --------------------------------------------------------------------------- the task
+class SquadTask(Task):
+    head = "question_answering"
+
+    def __init__(
+        self,
+        version2: bool,
+        doc_stride: int = 128,
+        max_query_length: int = 64,
+        n_best: int = 20,
+        max_answer_length: int = 30,
+        null_score_diff_threshold: float | None = None,
+    ) -> None:
+        self.version2 = version2
+        self.name = "squad2" if version2 else "squad1"
+        self.main_metric = "f1"
+        self.doc_stride, self.max_query_length = doc_stride, max_query_length
+        self.n_best, self.max_answer_length = n_best, max_answer_length
+        self.null_score_diff_threshold = null_score_diff_threshold
+        self.chosen_threshold: float | None = None
+
+    def split_file(self, data: Path, split: str) -> Path | None:
+        if data.is_file():
+            return data
+        v = "v2.0" if self.version2 else "v1.1"
+        for name in (f"{split}-{v}.json", f"{split}.json"):
+            if (data / name).is_file():
+                return data / name
+        return None
+
+    def read(self, path: Path, split: str) -> list[SquadExample]:
+        return read_squad(path, self.version2, require_answers=split != "test")
+
+    def featurize(self, examples, tokenizer, max_seq_length, training: bool = False):  # type: ignore[override]
+        return featurize(
+            examples, tokenizer, max_seq_length, self.doc_stride, self.max_query_length, training=training
+        )
+
+    def predict(self, examples, features, outputs) -> dict[str, Any]:  # type: ignore[override]
+        preds = decode(examples, features, outputs, self.n_best, self.max_answer_length)
+        if not self.version2:
+            return {"text": preds.text, "null_diff": None, "threshold": None}
+        threshold = self.null_score_diff_threshold
+        if threshold is None and all(ex.gold for ex in examples) and any(ex.answers for ex in examples):
+            gold = {ex.qid: ex.gold for ex in examples}
+            raw = metrics.squad_metrics(gold, preds.text, na_probs=preds.null_diff, version2=True)
+            threshold = raw["best_f1_thresh"]
+        threshold = 0.0 if threshold is None else float(threshold)
+        return {"text": apply_threshold(preds, threshold), "raw": preds, "threshold": threshold}
+
+    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+        gold = {ex.qid: ex.gold for ex in examples}
+        if not self.version2:
+            return metrics.squad_metrics(gold, predictions["text"])
+        out = metrics.squad_metrics(gold, predictions["text"], version2=True)
+        raw = predictions["raw"]
+        best = metrics.squad_metrics(gold, raw.text, na_probs=raw.null_diff, version2=True)
+        out.update({k: v for k, v in best.items() if k.startswith("best_")})
+        out["null_score_diff_threshold"] = predictions["threshold"]
+        return out
+
+    def write_predictions(self, examples, predictions, path: Path) -> Path:  # type: ignore[override]
+        """predictions.json (qid -> text, "" for no answer) and, for 2.0, null_odds.json beside it."""
+        target = path / "predictions.json"
+        if self.version2:
+            atomic_write_text(
+                path / "null_odds.json", json.dumps(predictions["raw"].null_diff, indent=1) + "\n"
+            )
+        return atomic_write_text(target, json.dumps(predictions["text"], indent=1, ensure_ascii=False) + "\n")
+
+
+def score_prediction_file(
+    data: str | Path,
+    predictions: str | Path,
+    version2: bool,
+    na_probs: str | Path | None = None,
+    na_prob_threshold: float = 1.0,
+) -> dict[str, float]:
+    """Score a predictions JSON (qid -> answer text) against an official SQuAD file, as the official scripts."""
+    dataset = load_squad_json(data)
+    gold = metrics.squad_gold_answers(dataset)
+    if not gold:
+        raise InputError(data, "no questions found")
+    preds = _read_json_object(predictions, "predictions (question id -> answer text)")
+    bad = [q for q, t in preds.items() if not isinstance(t, str)]
+    if bad:
+        raise InputError(predictions, f"prediction for {bad[0]!r} is not a string")
+    probs = None
+    if na_probs is not None:
+        probs = _read_json_object(na_probs, "no-answer probabilities (question id -> number)")
+        if any(not isinstance(v, (int, float)) for v in probs.values()):
+            raise InputError(na_probs, "no-answer probabilities must be numbers")
+    unknown = set(preds) - set(gold)
+    if unknown:
+        logger.warning("%d predictions are for questions not in %s", len(unknown), data)
+    return metrics.squad_metrics(
+        gold, preds, na_probs=probs, na_prob_threshold=na_prob_threshold, version2=version2
+    )
+
+
+def _read_json_object(path: str | Path, what: str) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no {what} file at {path}")
+    raw = path.read_text(encoding="utf-8")
+    if not raw.strip():
+        raise InputError(path, "empty file")
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON (column {e.colno}): {e.msg}", line=e.lineno) from e
+    if not isinstance(obj, dict):
+        raise InputError(path, f"expected a JSON object of {what}")
+    return obj

@@ -1,0 +1,124 @@
+"""What the fine-tuning loop needs to know about a task, and nothing more.
+
+A task reads its files into examples, turns examples into model features (token ids plus targets),
+turns the model's outputs back into predictions, scores them with the official metric, and writes them
+in the format its benchmark expects. The loop in `albert_lm.finetune` is the same for every task; only
+the head (sequence classification, question answering, multiple choice, token classification) differs.
+
+Input-file errors are `ValueError`s that name the file, the line and the field (`InputError`), raised
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+HEADS = ("sequence_classification", "question_answering", "multiple_choice", "token_classification")
+
+# Keys of a feature dict that become model inputs; everything else is bookkeeping for predictions.
+MODEL_KEYS = ("input_ids", "token_type_ids", "labels", "start_positions", "end_positions")
+
+Feature = dict[str, Any]
+
+
+class InputError(ValueError):
+    """Bad input data: names the file and, where known, the line and the field."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+class TokenizerLike(Protocol):
+    """The part of `albert_lm.AlbertTokenizer` that feature conversion uses."""
+
+    cls_token_id: int
+    sep_token_id: int
+    pad_token_id: int
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
+    def tokenize(self, text: str) -> list[str]: ...
+    def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]: ...
+
+
+class Task(abc.ABC):
+    """One downstream task. Subclasses set the class attributes and implement the five steps."""
+
+    name: str
+    head: str
+    main_metric: str  # the metric that picks the best checkpoint on dev (higher is better)
+    # Evaluation sets: (metric-name suffix, split name); MNLI has matched ("") and mismatched ("_mm").
+    eval_splits: tuple[tuple[str, str], ...] = (("", "dev"),)
+    labels: tuple[str, ...] = ()  # label names for classification heads, in id order
+    problem_type: str | None = None
+
+    @property
+    def num_labels(self) -> int:
+        return max(len(self.labels), 1)
+
+    @abc.abstractmethod
+    def split_file(self, data: Path, split: str) -> Path | None:
+        """The file holding `split` ("train", "dev", ...) under `data` (a folder or a file); None if absent."""
+
+    @abc.abstractmethod
+    def read(self, path: Path, split: str) -> list[Any]:
+        """Examples of one file; `split` "test" allows missing labels."""
+
+    @abc.abstractmethod
+    def featurize(
+        self, examples: Sequence[Any], tokenizer: TokenizerLike, max_seq_length: int, training: bool = False
+    ) -> list[Feature]:
+        """Model features; each carries `example_index` (features > examples for SQuAD windows)."""
+
+    @abc.abstractmethod
+    def predict(
+        self, examples: Sequence[Any], features: Sequence[Feature], outputs: Sequence[dict[str, np.ndarray]]
+    ) -> Any:
+        """Predictions from the per-feature model outputs (logits, trimmed to the feature's length)."""
+
+    @abc.abstractmethod
+    def score(self, examples: Sequence[Any], predictions: Any) -> dict[str, float]:
+        """The official metrics under their usual names."""
+
+    @abc.abstractmethod
+    def write_predictions(self, examples: Sequence[Any], predictions: Any, path: Path) -> Path:
+        """Write predictions in the benchmark's format (atomically); returns the file written."""
+
+    def fit_labels(self, train_examples: Sequence[Any]) -> None:  # noqa: B027 - optional hook
+        """Learn the label set from training data (generic tasks); fixed-label tasks ignore this."""
+
+
+def pair_features(
+    tokenizer: TokenizerLike, a: list[int], b: list[int] | None, max_seq_length: int
+) -> tuple[list[int], list[int]]:
+    """[CLS] a [SEP] (b [SEP]) with BERT's longest-first truncation; returns (input_ids, token_type_ids)."""
+    budget = max_seq_length - (3 if b is not None else 2)
+    a, b = list(a), (list(b) if b is not None else None)
+    # Trim one token at a time from the longer side, as BERT's `_truncate_seq_pair`.
+    while len(a) + (len(b) if b is not None else 0) > budget:
+        if b is not None and len(b) > len(a):
+            b.pop()
+        else:
+            a.pop()
+    ids = [tokenizer.cls_token_id, *a, tokenizer.sep_token_id]
+    types = [0] * len(ids)
+    if b is not None:
+        ids += [*b, tokenizer.sep_token_id]
+        types += [1] * (len(b) + 1)
+    return ids, types
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write to a temporary name beside `path`, then rename: a crash never leaves half a file."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
