@@ -10,6 +10,7 @@ from albert_lm.heads import (
     AlbertForTokenClassification,
 )
 from albert_lm.model import AlbertModel, AlbertPreTrainedModel
+from albert_lm.tokenizer import AlbertTokenizer
 
 __version__ = "0.1.0"
 
@@ -24,5 +25,6 @@ __all__ = [
     "AlbertForTokenClassification",
     "AlbertModel",
     "AlbertPreTrainedModel",
+    "AlbertTokenizer",
     "__version__",
 ]

@@ -89,8 +89,45 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- albert tokenizer train
+def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tokenizer",
+        help="train an ALBERT SentencePiece tokenizer",
+        description="Tokenizer commands. `albert tokenizer train` trains a unigram SentencePiece model with "
+        "ALBERT's special pieces at ids 0-4 (<pad> <unk> [CLS] [SEP] [MASK]) on text normalized as "
+        "google-research's preprocess_text does (whitespace collapsed, accents removed, lower-cased).",
+    )
+    tsub = p.add_subparsers(dest="tokenizer_command", metavar="ACTION")
+    t = tsub.add_parser("train", help="train spiece.model from text files", description=p.description)
+    t.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    t.add_argument("--output", required=True, help="new or empty folder for spiece.model")
+    t.add_argument("--vocab-size", type=int, default=30000, help="pieces in the model (default 30000)")
+    t.add_argument("--cased", action="store_true", help="keep upper case (default: lower-case the text)")
+    t.add_argument(
+        "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
+    )
+    t.add_argument("--seed", type=int, default=12345, help="SentencePiece sampling seed (default 12345)")
+    t.set_defaults(func=_run_tokenizer_train)
+
+
+def _run_tokenizer_train(args: argparse.Namespace) -> int:
+    from albert_lm.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(
+        args.input,
+        args.output,
+        vocab_size=args.vocab_size,
+        do_lower_case=not args.cased,
+        strip_gutenberg=args.strip_gutenberg,
+        seed=args.seed,
+    )
+    print(f"wrote {tok.model_file} ({tok.vocab_size} pieces)")
+    return 0
+
+
 # --------------------------------------------------------------------------- entry point
-_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_params, _add_evaluate]
+_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_params, _add_evaluate, _add_tokenizer]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,458 @@
+"""ALBERT's SentencePiece tokenizer: loading, encoding exactly as google-research does, and training.
+
+Reference behaviour (google-research/albert `tokenization.py`, the rule every released ALBERT model was
+trained with, and which transformers 4.x's sentencepiece-based `AlbertTokenizer` reproduces):
+
+1. `preprocess_text`: whitespace runs collapsed to one space and the ends stripped (`" ".join(s.split())`),
+   NFKD normalization with combining marks removed (accents dropped), then lower-casing (on by default).
+2. SentencePiece `EncodeAsPieces` (the model's own `nmt_nfkc` normalization runs inside).
+3. `encode_pieces`' digit-comma rule: a piece longer than one character that ends with "," after a digit
+   (e.g. "▁1,") is re-encoded without the comma and any "▁", the leading "▁" is dropped again when the
+   original piece had none, and "," is appended as its own piece. So "1,000" never learns a "1," piece.
+
+Differences, written down:
+- transformers 4.x additionally maps "``" and "''" to '"' before normalizing; google-research does not, and
+  neither do we (we follow the rule the released models were trained with).
+- transformers 5's fast tokenizer (the only ALBERT tokenizer left in transformers 5) is a different
+  implementation: on about one book line in five it yields other ids (e.g. "vine-clad" becomes
+  `vine - ▁clad` instead of `vine - clad`), so we do not use it.
+- Special-token strings inside the text ("[MASK]") are not parsed as special tokens, as in
+  google-research; add special ids with `add_special_tokens=True` or by hand.
+
+The API is transformers-like: `from_pretrained`, `encode`, `decode`, `__call__` for (pairs of) texts with
+truncation and padding, `tokenize`, `convert_tokens_to_ids`, the special id attributes, `save_pretrained`.
+`train_tokenizer` trains a unigram model with ALBERT's special pieces at ids 0-4 (`<pad> <unk> [CLS] [SEP]
+[MASK]`) and the released model's trainer settings, on text normalized by the same `preprocess_text`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sentencepiece as spm
+
+logger = logging.getLogger(__name__)
+
+SPIECE_UNDERLINE = "\u2581"
+MODEL_FILE = "spiece.model"
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+# The released model's user-defined pieces (google-research README): always whole pieces.
+USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
+
+_combining_re: re.Pattern[str] | None = None
+
+
+def _combining_pattern() -> re.Pattern[str]:
+    """A regex class of every combining code point: one C-level `sub` instead of a Python loop per char."""
+    global _combining_re
+    if _combining_re is None:
+        chars = [chr(c) for c in range(0x110000) if unicodedata.combining(chr(c))]
+        _combining_re = re.compile("[" + "".join(re.escape(c) for c in chars) + "]")
+    return _combining_re
+
+
+def preprocess_text(
+    text: str, lower: bool = True, remove_space: bool = True, keep_accents: bool = False
+) -> str:
+    """google-research's `preprocess_text`: collapse whitespace, NFKD without combining marks, lower-case.
+
+    Equal, character for character, to the reference's list comprehension over `unicodedata.combining`;
+    ASCII text skips the Unicode steps since NFKD is the identity on it.
+    """
+    if remove_space:
+        text = " ".join(text.split())
+    if not keep_accents and not text.isascii():
+        text = _combining_pattern().sub("", unicodedata.normalize("NFKD", text))
+    if lower:
+        text = text.lower()
+    return text
+
+
+class AlbertTokenizer:
+    """SentencePiece ALBERT tokenizer with google-research's normalization and digit-comma rule."""
+
+    model_input_names = ("input_ids", "token_type_ids", "attention_mask")
+
+    def __init__(
+        self,
+        model_file: str | os.PathLike,
+        do_lower_case: bool = True,
+        remove_space: bool = True,
+        keep_accents: bool = False,
+    ) -> None:
+        self.model_file = Path(model_file)
+        self.do_lower_case = do_lower_case
+        self.remove_space = remove_space
+        self.keep_accents = keep_accents
+        self.sp = load_sentencepiece(self.model_file)
+        self.pad_token, self.unk_token, self.cls_token, self.sep_token, self.mask_token = SPECIAL_PIECES
+        self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = (
+            range(5)
+        )
+        self.all_special_ids = [0, 1, 2, 3, 4]
+        self.all_special_tokens = list(SPECIAL_PIECES)
+        # Pieces the digit-comma rule rewrites: a lookup table makes the rule cost one vectorised check.
+        pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+        self._digit_comma = np.array([_is_digit_comma(p) for p in pieces], dtype=bool)
+        self._digit_comma_ids = frozenset(np.flatnonzero(self._digit_comma).tolist())
+
+    # ------------------------------------------------------------------ loading and saving
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> AlbertTokenizer:
+        """Load a `spiece.model` file, or a folder holding one (and optionally tokenizer_config.json)."""
+        path = Path(path)
+        if path.is_dir():
+            model_file = path / MODEL_FILE
+            if not model_file.is_file():
+                raise FileNotFoundError(
+                    f"{path}: folder holds no {MODEL_FILE} (expected a SentencePiece model)"
+                )
+            config_file = path / CONFIG_FILE
+            if config_file.is_file():
+                saved = json.loads(config_file.read_text())
+                for key in ("do_lower_case", "remove_space", "keep_accents"):
+                    if key in saved:
+                        kwargs.setdefault(key, bool(saved[key]))
+        elif path.is_file():
+            model_file = path
+        else:
+            raise FileNotFoundError(f"{path}: no such tokenizer file or folder")
+        return cls(model_file, **kwargs)
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> list[Path]:
+        """Write spiece.model and tokenizer_config.json into `save_directory` (created if missing)."""
+        out = Path(save_directory)
+        out.mkdir(parents=True, exist_ok=True)
+        model_out = out / MODEL_FILE
+        if not (model_out.exists() and model_out.samefile(self.model_file)):
+            _atomic_write_bytes(model_out, self.sp.serialized_model_proto())
+        config = {
+            "tokenizer_class": "AlbertTokenizer",
+            "do_lower_case": self.do_lower_case,
+            "remove_space": self.remove_space,
+            "keep_accents": self.keep_accents,
+        }
+        config_out = out / CONFIG_FILE
+        _atomic_write_bytes(config_out, (json.dumps(config, indent=2) + "\n").encode())
+        return [model_out, config_out]
+
+    # ------------------------------------------------------------------ vocabulary
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def get_vocab(self) -> dict[str, int]:
+        return {self.sp.id_to_piece(i): i for i in range(self.vocab_size)}
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        if isinstance(tokens, str):
+            return self.sp.piece_to_id(tokens)
+        return [self.sp.piece_to_id(t) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        if isinstance(ids, (int, np.integer)):
+            return self.sp.id_to_piece(int(ids))
+        return [self.sp.id_to_piece(int(i)) for i in ids]
+
+    # ------------------------------------------------------------------ encoding
+    def preprocess(self, text: str) -> str:
+        return preprocess_text(text, self.do_lower_case, self.remove_space, self.keep_accents)
+
+    def tokenize(self, text: str) -> list[str]:
+        """Pieces of `text` (google-research `encode_pieces`, after `preprocess_text`)."""
+        pieces = self.sp.encode(self.preprocess(text), out_type=str)
+        out: list[str] = []
+        for piece in pieces:
+            out.extend(self._split_digit_comma(piece) if _is_digit_comma(piece) else [piece])
+        return out
+
+    def _split_digit_comma(self, piece: str) -> list[str]:
+        new = self.sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+        if piece[0] != SPIECE_UNDERLINE and new and new[0][0] == SPIECE_UNDERLINE:
+            new = new[1:] if len(new[0]) == 1 else [new[0][1:], *new[1:]]
+        return [*new, piece[-1]]
+
+    def encode_batch(
+        self, texts: Sequence[str], num_threads: int = 1, preprocess: bool = True
+    ) -> list[list[int]]:
+        """Ids of many texts without special tokens; SentencePiece encodes the batch in C++ threads."""
+        if preprocess:
+            texts = [self.preprocess(t) for t in texts]
+        batch = self.sp.encode(list(texts), num_threads=num_threads)
+        for k, ids in enumerate(batch):
+            # The rule is rare (a few pieces per thousand lines): only rewrite lines that need it.
+            if self._digit_comma_ids.intersection(ids):
+                batch[k] = self._apply_digit_comma(ids)
+        return batch
+
+    def _apply_digit_comma(self, ids: list[int]) -> list[int]:
+        out: list[int] = []
+        for i in ids:
+            if i in self._digit_comma_ids:
+                out.extend(self.sp.piece_to_id(p) for p in self._split_digit_comma(self.sp.id_to_piece(i)))
+            else:
+                out.append(i)
+        return out
+
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+    ) -> list[int]:
+        """Ids of `text` (and `text_pair`): `[CLS] A [SEP] (B [SEP])` when `add_special_tokens`."""
+        return self.encode_pair(text, text_pair, add_special_tokens, max_length, truncation)["input_ids"]
+
+    def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
+        out = [self.cls_token_id, *ids_a, self.sep_token_id]
+        if ids_b is not None:
+            out += [*ids_b, self.sep_token_id]
+        return out
+
+    def encode_pair(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+    ) -> dict[str, list[int]]:
+        """input_ids, token_type_ids (0 for A, 1 for B) and attention_mask of one (pair of) text(s).
+
+        truncation: False, True / "longest_first" (drop the last token of the longer side until it fits,
+        as transformers does), "only_first" or "only_second".
+        """
+        ids_a = self.encode_batch([text])[0]
+        ids_b = None if text_pair is None else self.encode_batch([text_pair])[0]
+        if truncation and max_length is not None:
+            specials = (3 if ids_b is not None else 2) if add_special_tokens else 0
+            ids_a, ids_b = truncate_pair(ids_a, ids_b, max_length - specials, truncation)
+        if add_special_tokens:
+            input_ids = self.build_inputs_with_special_tokens(ids_a, ids_b)
+            token_type_ids = [0] * (len(ids_a) + 2) + ([1] * (len(ids_b) + 1) if ids_b is not None else [])
+        else:
+            input_ids = ids_a + (ids_b or [])
+            token_type_ids = [0] * len(ids_a) + [1] * len(ids_b or [])
+        return {
+            "input_ids": input_ids,
+            "token_type_ids": token_type_ids,
+            "attention_mask": [1] * len(input_ids),
+        }
+
+    def __call__(
+        self,
+        text: str | Sequence[str],
+        text_pair: str | Sequence[str] | None = None,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+    ) -> dict[str, Any]:
+        """transformers-style call: one text or pair, or a batch of them; padding True/"longest"/"max_length".
+
+        return_tensors="pt" gives (B, T) int64 tensors (a single text becomes a batch of one).
+        """
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        if text_pair is None:
+            pairs: list[str | None] = [None] * len(texts)
+        else:
+            pairs = [text_pair] if isinstance(text_pair, str) else list(text_pair)
+            if len(pairs) != len(texts):
+                raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+        rows = [
+            self.encode_pair(a, b, add_special_tokens, max_length, truncation)
+            for a, b in zip(texts, pairs, strict=True)
+        ]
+        if padding:
+            if padding == "max_length":
+                if max_length is None:
+                    raise ValueError("padding='max_length' needs max_length")
+                width = max_length
+            else:
+                width = max(len(r["input_ids"]) for r in rows)
+            for r in rows:
+                n = width - len(r["input_ids"])
+                r["input_ids"] += [self.pad_token_id] * n
+                r["token_type_ids"] += [0] * n
+                r["attention_mask"] += [0] * n
+        out = {k: [r[k] for r in rows] for k in self.model_input_names}
+        if return_tensors == "pt":
+            import torch
+
+            if len({len(x) for x in out["input_ids"]}) > 1:
+                raise ValueError("return_tensors='pt' needs rows of equal length: pass padding=True")
+            return {k: torch.tensor(v, dtype=torch.long) for k, v in out.items()}
+        if return_tensors is not None:
+            raise ValueError(f"return_tensors={return_tensors!r}: only 'pt' or None")
+        return {k: v[0] for k, v in out.items()} if single else out
+
+    # ------------------------------------------------------------------ decoding
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        """Text of `ids`; special tokens shown as their strings unless skipped (pad is always dropped)."""
+        ids = [int(i) for i in ids]
+        parts: list[str] = []
+        run: list[int] = []
+        for i in ids:
+            if i in (self.pad_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id):
+                if run:
+                    parts.append(self.sp.decode(run))
+                    run = []
+                if not skip_special_tokens and i != self.pad_token_id:
+                    parts.append(self.sp.id_to_piece(i))
+            else:
+                run.append(i)
+        if run:
+            parts.append(self.sp.decode(run))
+        return " ".join(p for p in parts if p)
+
+    def batch_decode(self, batch: Iterable[Iterable[int]], skip_special_tokens: bool = False) -> list[str]:
+        return [self.decode(ids, skip_special_tokens) for ids in batch]
+
+
+def truncate_pair(
+    ids_a: list[int], ids_b: list[int] | None, budget: int, strategy: bool | str = True
+) -> tuple[list[int], list[int] | None]:
+    """Cut (ids_a, ids_b) to at most `budget` ids in all, from the end (transformers' strategies)."""
+    if budget < 0:
+        raise ValueError(f"max_length leaves no room for the special tokens (budget {budget})")
+    a, b = list(ids_a), None if ids_b is None else list(ids_b)
+    excess = len(a) + len(b or []) - budget
+    if excess <= 0:
+        return a, b
+    if strategy in (True, "longest_first"):
+        for _ in range(excess):
+            if b is not None and len(b) > len(a):
+                b.pop()
+            else:
+                a.pop()
+    elif strategy == "only_first":
+        if excess > len(a):
+            raise ValueError(f"cannot truncate the first text by {excess} ids: it has {len(a)}")
+        a = a[: len(a) - excess]
+    elif strategy == "only_second":
+        if b is None or excess > len(b):
+            raise ValueError(f"cannot truncate the second text by {excess} ids: it has {len(b or [])}")
+        b = b[: len(b) - excess]
+    else:
+        raise ValueError(
+            f"truncation={strategy!r}: expected True, 'longest_first', 'only_first' or 'only_second'"
+        )
+    return a, b
+
+
+def _is_digit_comma(piece: str) -> bool:
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def load_sentencepiece(model_file: Path) -> spm.SentencePieceProcessor:
+    """Load and check an ALBERT SentencePiece model: ids 0-4 must be `<pad> <unk> [CLS] [SEP] [MASK]`."""
+    if not model_file.is_file():
+        raise FileNotFoundError(f"{model_file}: no such SentencePiece model file")
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.load(str(model_file))
+    except (RuntimeError, OSError) as e:
+        raise ValueError(f"{model_file}: not a SentencePiece model file ({e})") from None
+    got = tuple(sp.id_to_piece(i) for i in range(min(5, sp.get_piece_size())))
+    if got != SPECIAL_PIECES:
+        raise ValueError(f"{model_file}: ids 0-4 are {list(got)}, expected ALBERT's {list(SPECIAL_PIECES)}")
+    return sp
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary name in the same folder, then rename: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def train_tokenizer(
+    inputs: Sequence[str | os.PathLike],
+    output_dir: str | os.PathLike,
+    vocab_size: int = 30000,
+    do_lower_case: bool = True,
+    strip_gutenberg: bool = False,
+    character_coverage: float = 0.99995,
+    input_sentence_size: int = 10_000_000,
+    seed: int = 12345,
+    num_threads: int | None = None,
+) -> AlbertTokenizer:
+    """Train a unigram SentencePiece model the way the released ALBERT model was trained.
+
+    Each non-empty line of the inputs (after `preprocess_text`) is one training sentence. Trainer settings
+    copy the released model's (pad 0, unk 1, no bos/eos, control pieces [CLS] [SEP] [MASK], the same
+    user-defined pieces and character coverage); SentencePiece samples `input_sentence_size` lines with a
+    fixed seed, so the same inputs and seed give the same model.
+    """
+    from albert_lm.corpus import iter_text_lines
+
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out}: exists and is not a folder")
+    if out.is_dir() and any(p.name not in (MODEL_FILE, CONFIG_FILE, "spiece.vocab") for p in out.iterdir()):
+        raise FileExistsError(f"{out}: folder holds other files; give an empty or new --output folder")
+    out.mkdir(parents=True, exist_ok=True)
+
+    counts = {"lines": 0}
+
+    def sentences() -> Iterator[str]:
+        for path in inputs:
+            for line in iter_text_lines(Path(path), strip_gutenberg=strip_gutenberg):
+                text = preprocess_text(line, lower=do_lower_case)
+                if text:
+                    counts["lines"] += 1
+                    yield text
+
+    spm.set_random_generator_seed(seed)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".train-") as tmp:
+        prefix = Path(tmp) / "spiece"
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=sentences(),
+                model_prefix=str(prefix),
+                model_type="unigram",
+                vocab_size=vocab_size,
+                pad_id=0,
+                unk_id=1,
+                bos_id=-1,
+                eos_id=-1,
+                control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+                character_coverage=character_coverage,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                num_threads=num_threads or os.cpu_count() or 1,
+                minloglevel=2,
+            )
+        except RuntimeError as e:
+            if counts["lines"] == 0:
+                raise ValueError(f"no text lines in {[str(p) for p in inputs]}") from None
+            raise ValueError(f"SentencePiece training failed: {e}") from None
+        for name in ("spiece.model", "spiece.vocab"):
+            os.replace(prefix.with_suffix(Path(name).suffix), out / name)
+    tok = AlbertTokenizer(out / MODEL_FILE, do_lower_case=do_lower_case)
+    tok.save_pretrained(out)
+    logger.info("trained a %d-piece unigram model on %d lines -> %s", tok.vocab_size, counts["lines"], out)
+    return tok

@@ -1,0 +1,222 @@
+"""Tests of albert_lm.tokenizer: the original ALBERT tokenization rule, the transformers-like API, training."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+import torch
+
+from albert_lm.cli import main
+from albert_lm.corpus import iter_text_lines
+from albert_lm.tokenizer import AlbertTokenizer, preprocess_text, train_tokenizer
+
+SPECIAL_WORDS = ["Émile", "1,000", "2,5", "naïve", "café", "crème", "brûlée", "THE", "Town,", "yes!"]
+
+
+def _vocabulary(seed: int = 0) -> list[str]:
+    """A few hundred pseudo-words from syllables: enough variety for a 200-piece unigram model."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    syllables = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
+    words = ["".join(rng.choice(syllables, size=int(rng.integers(1, 4)))) for _ in range(400)]
+    return words + SPECIAL_WORDS
+
+
+def _synthetic_lines(n: int, seed: int = 0) -> list[str]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    words = _vocabulary()
+    return [" ".join(rng.choice(words, size=int(rng.integers(3, 15)))) + "." for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tiny_tok(tmp_path_factory: pytest.TempPathFactory) -> AlbertTokenizer:
+    d = tmp_path_factory.mktemp("tok")
+    (d / "text.txt").write_text("\n".join(_synthetic_lines(2000)) + "\n", encoding="utf-8")
+    return train_tokenizer([d / "text.txt"], d / "model", vocab_size=200, num_threads=1)
+
+
+def reference_ids(sp: spm.SentencePieceProcessor, text: str) -> list[int]:
+    """google-research tokenization.py, written out plainly: preprocess_text, encode_pieces, PieceToId."""
+    text = " ".join(text.strip().split())
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    text = text.lower()
+    new_pieces: list[str] = []
+    for piece in sp.EncodeAsPieces(text):
+        if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+            cur = sp.EncodeAsPieces(piece[:-1].replace("\u2581", ""))
+            if piece[0] != "\u2581" and cur[0][0] == "\u2581":
+                cur = cur[1:] if len(cur[0]) == 1 else [cur[0][1:], *cur[1:]]
+            cur.append(piece[-1])
+            new_pieces.extend(cur)
+        else:
+            new_pieces.append(piece)
+    return [sp.PieceToId(p) for p in new_pieces]
+
+
+@pytest.fixture(scope="module")
+def released(albert_data: Path) -> AlbertTokenizer:
+    return AlbertTokenizer.from_pretrained(albert_data / "tokenizer" / "albert-30k")
+
+
+def test_released_model_known_ids(released: AlbertTokenizer) -> None:
+    assert released.encode("hello, my dog is cute", add_special_tokens=False) == [
+        10975,
+        15,
+        51,
+        1952,
+        25,
+        10901,
+    ]
+    assert released.encode("Hello, my dog is cute") == [2, 10975, 15, 51, 1952, 25, 10901, 3]
+    assert (released.pad_token_id, released.unk_token_id, released.cls_token_id) == (0, 1, 2)
+    assert (released.sep_token_id, released.mask_token_id, released.vocab_size) == (3, 4, 30000)
+
+
+def test_digit_comma_rule(released: AlbertTokenizer) -> None:
+    sp = released.sp
+    for text in ["It cost 1,000 dollars.", "on 12, 13 and 5,", "a1, b22,c", "3,4,5 and 10,000,000"]:
+        ids = released.encode(text, add_special_tokens=False)
+        assert ids == reference_ids(sp, text)
+    # the rule is what makes "1," two pieces: plain SentencePiece keeps one
+    plain = sp.encode("on 12, 13")
+    assert any(released._digit_comma[i] for i in plain)
+    assert sp.encode("on 12, 13", out_type=str) == ["\u2581on", "\u258112,", "\u258113"]
+    assert released.tokenize("on 12, 13") == ["\u2581on", "\u258112", ",", "\u258113"]
+
+
+def test_equals_original_rule_on_book_lines(albert_data: Path, released: AlbertTokenizer) -> None:
+    """Our (batched, table-driven) encoding equals the plain reference on every line of three books."""
+    root = albert_data / "pretrain" / "gutenberg"
+    rows = [r.split("\t") for r in (root / "MANIFEST.tsv").read_text().splitlines()[2:]]
+    small = sorted(r[0] for r in rows if r[1] == "small")[:3]
+    lines = [
+        ln for f in small for ln in iter_text_lines(root / "books" / f, strip_gutenberg=True) if ln.strip()
+    ]
+    assert len(lines) > 5000
+    ours = released.encode_batch(lines, num_threads=2)
+    mismatches = [i for i, line in enumerate(lines) if ours[i] != reference_ids(released.sp, line)]
+    assert mismatches == [], f"{len(mismatches)} lines differ, first: {lines[mismatches[0]]!r}"
+    assert sum(any(released._digit_comma[i] for i in released.sp.encode(ln.lower())) for ln in lines) > 0
+
+
+def test_preprocess_text_matches_reference() -> None:
+    for text in ["  Crème\tBRÛLÉE \n naïve ", "Ångström ﬁne", "plain ascii  text", "İstanbul"]:
+        ref = "".join(
+            c for c in unicodedata.normalize("NFKD", " ".join(text.split())) if not unicodedata.combining(c)
+        )
+        assert preprocess_text(text) == ref.lower()
+        assert preprocess_text(text, lower=False) == ref
+
+
+def test_trained_model_has_albert_specials_and_normalization(tiny_tok: AlbertTokenizer) -> None:
+    assert [tiny_tok.sp.id_to_piece(i) for i in range(5)] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert all(tiny_tok.sp.is_control(i) for i in (0, 2, 3, 4))
+    assert tiny_tok.vocab_size == 200
+    pieces = [tiny_tok.sp.id_to_piece(i) for i in range(5, tiny_tok.vocab_size)]
+    # lower-cased and accent-stripped training text: no capitals, no combining marks, no "é"
+    assert not any(any(c.isupper() or c in "éèûïÉ" for c in p) for p in pieces)
+    assert tiny_tok.tokenize("CAFÉ") == tiny_tok.tokenize("cafe")
+
+
+def test_training_is_reproducible(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("\n".join(_synthetic_lines(500, seed=1)), encoding="utf-8")
+    a = train_tokenizer([tmp_path / "a.txt"], tmp_path / "m1", vocab_size=120, num_threads=1)
+    b = train_tokenizer([tmp_path / "a.txt"], tmp_path / "m2", vocab_size=120, num_threads=1)
+    # the serialized protos differ only in the temporary model_prefix path: compare the vocabulary
+    assert [(a.sp.id_to_piece(i), a.sp.get_score(i)) for i in range(120)] == [
+        (b.sp.id_to_piece(i), b.sp.get_score(i)) for i in range(120)
+    ]
+
+
+def test_pair_encoding_truncation_and_padding(tiny_tok: AlbertTokenizer) -> None:
+    a, b = " ".join(_vocabulary()[:12]), " ".join(_vocabulary()[20:25])
+    ids_a = tiny_tok.encode(a, add_special_tokens=False)
+    ids_b = tiny_tok.encode(b, add_special_tokens=False)
+    enc = tiny_tok(a, b)
+    assert enc["input_ids"] == [2, *ids_a, 3, *ids_b, 3]
+    assert enc["token_type_ids"] == [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
+    assert enc["attention_mask"] == [1] * len(enc["input_ids"])
+    short = tiny_tok(a, b, max_length=12, truncation=True)
+    assert len(short["input_ids"]) == 12 and short["input_ids"][-1] == 3
+    # longest_first cuts the longer side first: both sides end up within one id of each other or b intact
+    n_a = short["token_type_ids"].count(0) - 2
+    n_b = short["token_type_ids"].count(1) - 1
+    assert n_a + n_b == 9 and (abs(n_a - n_b) <= 1 or n_b == len(ids_b))
+    assert short["input_ids"][1 : 1 + n_a] == ids_a[:n_a]
+    batch = tiny_tok([a, b], padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (2, len(ids_a) + 2) and batch["input_ids"].dtype == torch.long
+    assert batch["attention_mask"][1].sum().item() == len(ids_b) + 2
+    assert batch["input_ids"][1, -1].item() == tiny_tok.pad_token_id
+    with pytest.raises(ValueError, match="truncat"):
+        tiny_tok(a, b, max_length=12, truncation="only_weird")
+
+
+def test_decode_and_token_conversion(tiny_tok: AlbertTokenizer) -> None:
+    text = " ".join(_vocabulary()[:6])
+    ids = tiny_tok.encode(text)
+    assert tiny_tok.decode(ids, skip_special_tokens=True) == text
+    assert tiny_tok.decode(ids) == f"[CLS] {text} [SEP]"
+    toks = tiny_tok.tokenize(text)
+    assert tiny_tok.convert_tokens_to_ids(toks) == ids[1:-1]
+    assert tiny_tok.convert_ids_to_tokens(ids[1:-1]) == toks
+
+
+def test_save_and_load_round_trip(tiny_tok: AlbertTokenizer, tmp_path: Path) -> None:
+    tok = AlbertTokenizer(tiny_tok.model_file, do_lower_case=False)
+    tok.save_pretrained(tmp_path / "saved")
+    assert (tmp_path / "saved" / "spiece.model").read_bytes() == tiny_tok.model_file.read_bytes()
+    loaded = AlbertTokenizer.from_pretrained(tmp_path / "saved")
+    assert loaded.do_lower_case is False
+    assert AlbertTokenizer.from_pretrained(tmp_path / "saved" / "spiece.model").do_lower_case is True
+
+
+def test_bad_tokenizer_files(tmp_path: Path) -> None:
+    (tmp_path / "spiece.model").write_bytes(b"this is not a sentencepiece model\n")
+    with pytest.raises(ValueError, match="not a SentencePiece model"):
+        AlbertTokenizer.from_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no such"):
+        AlbertTokenizer.from_pretrained(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no spiece.model"):
+        AlbertTokenizer.from_pretrained(tmp_path / "empty")
+    # a valid SentencePiece model without ALBERT's special ids
+    (tmp_path / "t.txt").write_text("\n".join(_synthetic_lines(300)), encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "t.txt"), model_prefix=str(tmp_path / "plain"), vocab_size=60, minloglevel=2
+    )
+    with pytest.raises(ValueError, match="ids 0-4"):
+        AlbertTokenizer.from_pretrained(tmp_path / "plain.model")
+
+
+def test_cli_tokenizer_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.txt").write_text("\n".join(_synthetic_lines(400)), encoding="utf-8")
+    out = tmp_path / "tok"
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(tmp_path / "a.txt"),
+                "--vocab-size",
+                "100",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert AlbertTokenizer.from_pretrained(out).vocab_size == 100
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert (
+        main(["tokenizer", "train", "--input", str(tmp_path / "empty.txt"), "--output", str(tmp_path / "t2")])
+        == 1
+    )
+    assert "empty input file" in capsys.readouterr().err
