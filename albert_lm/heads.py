@@ -43,15 +43,18 @@ class AlbertMLMHead(nn.Module):
 
 
 class AlbertSOPHead(nn.Module):
-    """Sentence-order (or next-sentence) prediction: two logits from the pooled [CLS]."""
+    """Sentence-order (or next-sentence) prediction from the pooled [CLS].
+
+    Sized by config.num_labels (2 for pretraining) because transformers sizes it so.
+    """
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
         self.dropout = nn.Dropout(config.classifier_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, 2)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.dropout(pooled))  # (B, 2)
+        return self.classifier(self.dropout(pooled))  # (B, num_labels)
 
 
 def _masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -55,6 +55,9 @@ _OUR_BLOCK = re.compile(r"^albert\.encoder\.(attention|ffn)\.(\d+)\.(.+)$")
 _HF_BLOCK = re.compile(r"^albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)$")
 
 
+_PROJECTION = "albert.encoder.embedding_hidden_mapping_in."
+
+
 def to_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, torch.Tensor]:
     """Our full state dict (keys under "albert.") -> transformers' names."""
     if not config.transformers_compatible:
@@ -64,6 +67,11 @@ def to_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> dic
         )
     k = config.inner_group_num
     out: dict[str, torch.Tensor] = {}
+    if config.embedding_size == config.hidden_size:
+        # We have no projection when E == H; transformers always has one: an identity is exact.
+        ref = state["albert.embeddings.word_embeddings.weight"]
+        out[_PROJECTION + "weight"] = torch.eye(config.hidden_size, dtype=ref.dtype)
+        out[_PROJECTION + "bias"] = torch.zeros(config.hidden_size, dtype=ref.dtype)
     for name, t in state.items():
         if name == _TIED:
             continue
@@ -93,6 +101,15 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
     k = config.inner_group_num
     if not any(n.startswith("albert.") for n in state):  # a bare AlbertModel saves without the prefix
         state = {f"albert.{n}": t for n, t in state.items()}
+    if config.embedding_size == config.hidden_size and _PROJECTION + "weight" in state:
+        w, b = state[_PROJECTION + "weight"], state.get(_PROJECTION + "bias")
+        eye = torch.eye(config.hidden_size, dtype=w.dtype)
+        if w.shape != eye.shape or not torch.equal(w, eye) or (b is not None and bool(b.any())):
+            raise ValueError(
+                "embedding_size == hidden_size but the checkpoint's embedding_hidden_mapping_in is not an "
+                "identity: albert-lm follows google-research, which has no E -> H projection when E == H"
+            )
+        state = {n: t for n, t in state.items() if not n.startswith(_PROJECTION)}
     out: dict[str, torch.Tensor] = {}
     qkv: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
     inverse = {theirs: ours for ours, theirs in _BLOCK_RENAMES.items()}

@@ -144,7 +144,12 @@ def layer_schedule(config: AlbertConfig) -> list[tuple[int, int]]:
 class AlbertEncoder(nn.Module):
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
+        # As google-research: the E -> H projection exists only when E != H (BERT, E = H, has none).
+        # transformers always has one; hf_interop writes it as an exact identity for that case.
+        if config.embedding_size != config.hidden_size:
+            self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
+        else:
+            self.embedding_projection = nn.Identity()
         self.schedule = layer_schedule(config)
         n_attention = max(a for a, _ in self.schedule) + 1
         n_ffn = max(f for _, f in self.schedule) + 1

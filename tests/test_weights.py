@@ -1,0 +1,95 @@
+"""Bad checkpoints are refused with an error that names the file and each offending tensor."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertModel
+
+
+def tiny() -> AlbertConfig:
+    return AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)  # fmt: skip
+
+
+@pytest.fixture
+def saved(tmp_path):
+    AlbertForPreTraining(tiny()).save_pretrained(tmp_path)
+    return tmp_path
+
+
+def test_missing_and_misshaped_tensors_are_all_named(saved):
+    file = saved / "model.safetensors"
+    state = load_file(file)
+    del state["albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight"]
+    state["albert.embeddings.position_embeddings.weight"] = torch.zeros(8, 8)
+    state["albert.encoder.something_new.weight"] = torch.zeros(2)
+    save_file(state, file)
+    with pytest.raises(ValueError) as e:
+        AlbertForPreTraining.from_pretrained(saved)
+    msg = str(e.value)
+    assert str(file) in msg
+    assert "missing: albert.encoder.ffn.0.up.weight" in msg
+    assert (
+        "wrong shape: albert.embeddings.position_embeddings.weight (checkpoint (8, 8), model (16, 8))" in msg
+    )
+    assert "unexpected: albert.encoder.something_new.weight" in msg
+
+
+def test_position_ids_buffer_of_old_files_is_ignored(saved):
+    file = saved / "model.safetensors"
+    state = load_file(file)
+    state["albert.embeddings.position_ids"] = torch.arange(16)[None]
+    save_file(state, file)
+    AlbertForPreTraining.from_pretrained(saved)  # no error
+
+
+def test_truncated_file_is_refused(saved):
+    file = saved / "model.safetensors"
+    data = file.read_bytes()
+    file.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="model.safetensors: not a readable safetensors file"):
+        AlbertForPreTraining.from_pretrained(saved)
+
+
+def test_empty_folder_says_what_it_looked_for(tmp_path):
+    tiny().save_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no weights found.*model.safetensors"):
+        AlbertModel.from_pretrained(tmp_path)
+
+
+def test_pytorch_bin_with_plain_tensors_loads(tmp_path):
+    model = AlbertForPreTraining(tiny())
+    model.save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    os.remove(tmp_path / "model.safetensors")
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    back = AlbertForPreTraining.from_pretrained(tmp_path)
+    torch.testing.assert_close(
+        back.albert.encoder.attention[0].qkv.weight, model.albert.encoder.attention[0].qkv.weight
+    )
+
+
+class _Exploit:
+    """Unpickling this calls os.system: a checkpoint from a stranger that would run code."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickle_that_would_run_code_is_refused_and_never_runs(tmp_path):
+    tiny().save_pretrained(tmp_path)
+    marker = tmp_path / "pwned"
+    with open(tmp_path / "pytorch_model.bin", "wb") as f:
+        pickle.dump({"albert.embeddings.word_embeddings.weight": _Exploit(str(marker))}, f)
+    with pytest.raises(ValueError, match="pytorch_model.bin: refused to load"):
+        AlbertModel.from_pretrained(tmp_path)
+    assert not marker.exists()
