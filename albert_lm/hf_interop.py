@@ -16,6 +16,7 @@ Folder layouts written by `save_model`:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -189,9 +190,14 @@ def save_model(model: torch.nn.Module, path: str | os.PathLike, layout: str = "a
 def load_model(cls: type, path: str | os.PathLike, config: AlbertConfig | None = None, **overrides: Any):
     folder = Path(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: not a folder (expected config.json and model weights)")
+        raise FileNotFoundError(
+            f"{folder}: not a folder (expected config.json and model weights). albert-lm never downloads: "
+            "fetch hub checkpoints first, e.g. `hf download albert/albert-base-v2 --local-dir DIR`"
+        )
     if config is None:
         config = AlbertConfig.from_pretrained(folder, **overrides)
+    elif overrides:
+        config = dataclasses.replace(config, **overrides)
     raw, file = read_weights(folder)
     if file.name == NATIVE:
         state = raw
