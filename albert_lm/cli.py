@@ -33,6 +33,72 @@ def _run_params(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- albert finetune
+def _add_finetune(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "finetune",
+        help="fine-tune a checkpoint on GLUE, SQuAD 1.1/2.0, RACE or your own CSV/JSONL data",
+        description="Fine-tune an ALBERT checkpoint (a transformers-layout folder with spiece.model) on a "
+        "downstream task, evaluating on dev as it goes and keeping the best checkpoint in OUTPUT/best. "
+        "Unset options take google-research's per-task defaults (docs/finetune.md). Writes "
+        "OUTPUT/eval_results.json, OUTPUT/metrics.jsonl and OUTPUT/predictions/.",
+    )
+    from albert_lm.tasks import TASK_NAMES  # numpy only: --help stays fast
+
+    p.add_argument("--task", required=True, choices=TASK_NAMES)
+    p.add_argument(
+        "--model", required=True, help="pretrained model folder (config.json, weights, spiece.model)"
+    )
+    p.add_argument("--data", required=True, help="the task's folder (train/dev files) or one file")
+    p.add_argument("--output", required=True, help="output folder")
+    p.add_argument("--max-steps", type=int, help="optimizer steps (default: the task's)")
+    p.add_argument("--epochs", type=float, help="train for this many epochs instead of --max-steps")
+    p.add_argument("--batch-size", type=int, help="training batch size (default: the task's)")
+    p.add_argument("--eval-batch-size", type=int, help="default: twice the training batch")
+    p.add_argument("--learning-rate", type=float, help="peak learning rate (default: the task's)")
+    p.add_argument("--warmup-steps", type=int, help="default: the task's warmup fraction of the steps")
+    p.add_argument("--max-seq-length", type=int, help="default: the task's (512; 384 for SQuAD 1.1)")
+    p.add_argument("--gradient-accumulation", type=int, default=1, help="batches per optimizer step")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--dropout", type=float, help="encoder dropout (default: the task's, 0 or 0.1)")
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    p.add_argument(
+        "--eval-every", type=int, help="evaluate every N steps (default: once per epoch and at the end)"
+    )
+    p.add_argument("--log-every", type=int, default=50, help="log a line every N steps")
+    p.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
+    p.add_argument("--max-eval-examples", type=int, help="use only the first N dev examples")
+    p.add_argument("--doc-stride", type=int, default=128, help="SQuAD: window stride in tokens")
+    p.add_argument("--max-query-length", type=int, default=64, help="SQuAD: question tokens kept")
+    p.add_argument("--max-answer-length", type=int, default=30, help="SQuAD: longest answer in tokens")
+    p.add_argument("--n-best", type=int, default=20, help="SQuAD: start/end candidates per window")
+    p.add_argument(
+        "--null-score-diff-threshold",
+        type=float,
+        help="SQuAD 2.0: answer '' when null score - best span score exceeds this (default: best F1 on dev)",
+    )
+    p.add_argument("--text-column", default="text", help="classification: text column")
+    p.add_argument("--text-pair-column", default="text_pair", help="classification: optional second text")
+    p.add_argument("--label-column", default="label", help="classification: label column")
+    p.add_argument("--tokens-column", default="tokens", help="token classification: tokens column")
+    p.add_argument("--tags-column", default="tags", help="token classification: tags column")
+    p.set_defaults(func=_run_finetune)
+
+
+def _run_finetune(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from albert_lm.finetune import FinetuneConfig, finetune
+
+    names = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    cfg = FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
+    print(json.dumps(finetune(cfg), sort_keys=True))
+    return 0
+
+
 # --------------------------------------------------------------------------- albert evaluate
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -127,7 +193,12 @@ def _run_tokenizer_train(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- entry point
-_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_params, _add_evaluate, _add_tokenizer]
+_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_params,
+    _add_finetune,
+    _add_evaluate,
+    _add_tokenizer,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

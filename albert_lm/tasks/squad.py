@@ -380,14 +380,15 @@ class SquadTask(Task):
         out["null_score_diff_threshold"] = predictions["threshold"]
         return out
 
-    def write_predictions(self, examples, predictions, path: Path) -> Path:  # type: ignore[override]
-        """predictions.json (qid -> text, "" for no answer) and, for 2.0, null_odds.json beside it."""
-        target = path / "predictions.json"
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+        """predictions.json (qid -> text, "" for no answer; `test_` prefix for the test split) and, for
+        SQuAD 2.0, null_odds.json (qid -> null score - best span score, the official `--na-prob-file`)."""
+        prefix = "" if split == "dev" else f"{split}_"
         if self.version2:
-            atomic_write_text(
-                path / "null_odds.json", json.dumps(predictions["raw"].null_diff, indent=1) + "\n"
-            )
-        return atomic_write_text(target, json.dumps(predictions["text"], indent=1, ensure_ascii=False) + "\n")
+            odds = json.dumps(predictions["raw"].null_diff, indent=1) + "\n"
+            atomic_write_text(folder / f"{prefix}null_odds.json", odds)
+        text = json.dumps(predictions["text"], indent=1, ensure_ascii=False) + "\n"
+        return atomic_write_text(folder / f"{prefix}predictions.json", text)
 
 
 def score_prediction_file(

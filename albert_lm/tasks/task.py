@@ -40,6 +40,7 @@ class TokenizerLike(Protocol):
     cls_token_id: int
     sep_token_id: int
     pad_token_id: int
+    unk_token_id: int
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
     def tokenize(self, text: str) -> list[str]: ...
@@ -86,8 +87,12 @@ class Task(abc.ABC):
         """The official metrics under their usual names."""
 
     @abc.abstractmethod
-    def write_predictions(self, examples: Sequence[Any], predictions: Any, path: Path) -> Path:
-        """Write predictions in the benchmark's format (atomically); returns the file written."""
+    def write_predictions(self, examples: Sequence[Any], predictions: Any, folder: Path, split: str) -> Path:
+        """Write `split`'s predictions under `folder` in the benchmark's format (atomically)."""
+
+    def test_splits(self) -> tuple[str, ...]:
+        """Unlabelled splits to predict after training when their file exists."""
+        return ("test",)
 
     def fit_labels(self, train_examples: Sequence[Any]) -> None:  # noqa: B027 - optional hook
         """Learn the label set from training data (generic tasks); fixed-label tasks ignore this."""

@@ -1,0 +1,569 @@
+"""Fine-tuning and evaluation: one loop for every downstream task.
+
+The recipe is google-research ALBERT's fine-tuning (`run_classifier.py`, `run_squad_v1/v2.py`,
+`run_race.py`): AdamW as its AdamWeightDecayOptimizer (no bias correction, eps 1e-6, decay 0.01 on all
+but LayerNorm and biases), linear warmup then linear decay to 0, gradients clipped to global norm 1,
+and the per-task learning rate / batch / warmup / steps / max length of its fine-tuning table (the
+paper's Appendix A.4), all overridable. When the step count or the epochs are changed, the warmup keeps
+the table's warmup fraction.
+
+What we add around it:
+- batches are bucketed by length: examples are shuffled, then sorted by length inside windows of 50
+  batches, and the batches shuffled again, so short sentences are padded to their neighbours' length,
+  not to `max_seq_length`; evaluation runs in length order and restores the original order;
+- evaluation on dev every `eval_every` steps and at the end; the checkpoint with the best value of
+  the task's main metric is kept in OUTPUT/best (written under a temporary name, then renamed), with
+  its dev predictions in OUTPUT/predictions (GLUE submission TSVs, SQuAD predictions JSON, ...);
+- OUTPUT/eval_results.json holds the best checkpoint's metrics under their usual names, and
+  OUTPUT/metrics.jsonl one line per evaluation;
+- every input file is read and checked before anything is written, so bad input leaves no output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from albert_lm.heads import (
+    AlbertForMultipleChoice,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+)
+from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
+from albert_lm.tasks import Task, get_task
+from albert_lm.tasks.task import MODEL_KEYS, Feature, atomic_write_text
+from albert_lm.tokenizer import AlbertTokenizer
+
+logger = logging.getLogger(__name__)
+
+HEAD_CLASSES = {
+    "sequence_classification": AlbertForSequenceClassification,
+    "question_answering": AlbertForQuestionAnswering,
+    "multiple_choice": AlbertForMultipleChoice,
+    "token_classification": AlbertForTokenClassification,
+}
+
+
+@dataclass(frozen=True)
+class TaskDefaults:
+    """One row of google-research ALBERT's fine-tuning table (README / paper Appendix A.4)."""
+
+    learning_rate: float
+    batch_size: int
+    warmup_steps: int
+    max_steps: int | None  # None: train for `epochs`
+    max_seq_length: int
+    dropout: float = 0.0  # "ALBERT DR"; the classifier's dropout is 0.1 everywhere
+    epochs: float | None = None
+
+
+TASK_DEFAULTS: dict[str, TaskDefaults] = {
+    "cola": TaskDefaults(1e-5, 16, 320, 5336, 512),
+    "sst2": TaskDefaults(1e-5, 32, 1256, 20935, 512),
+    "mrpc": TaskDefaults(2e-5, 32, 200, 800, 512),
+    "stsb": TaskDefaults(2e-5, 16, 214, 3598, 512),
+    "qqp": TaskDefaults(5e-5, 128, 1000, 14000, 512, dropout=0.1),
+    "mnli": TaskDefaults(3e-5, 128, 1000, 10000, 512),
+    "qnli": TaskDefaults(1e-5, 32, 1986, 33112, 512),
+    "rte": TaskDefaults(3e-5, 32, 200, 800, 512, dropout=0.1),
+    "wnli": TaskDefaults(2e-5, 16, 250, 2000, 512, dropout=0.1),
+    # SQuAD 1.1: the table's 3649 steps at batch 48 are its 2 epochs; warmup 365 = 10%.
+    "squad1": TaskDefaults(5e-5, 48, 365, None, 384, epochs=2.0),
+    "squad2": TaskDefaults(3e-5, 48, 814, 8144, 512),
+    "race": TaskDefaults(1e-5, 32, 1000, 12000, 512, dropout=0.1),
+    # Users' own data: no table row; transformers' example defaults (3 epochs, 10% warmup).
+    "classification": TaskDefaults(2e-5, 32, 10, None, 128, epochs=3.0),
+    "token-classification": TaskDefaults(5e-5, 32, 10, None, 128, epochs=3.0),
+}
+# Fraction of training spent warming up when no step count is given: from the table, else 10%.
+_DEFAULT_WARMUP_FRACTION = 0.1
+
+
+@dataclass
+class FinetuneConfig:
+    """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""
+
+    task: str
+    model: str  # folder with config.json, model.safetensors (transformers layout) and spiece.model
+    data: str  # the task's data folder or file
+    output: str
+    max_steps: int | None = None
+    epochs: float | None = None
+    batch_size: int | None = None
+    eval_batch_size: int | None = None
+    learning_rate: float | None = None
+    warmup_steps: int | None = None
+    max_seq_length: int | None = None
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    gradient_accumulation: int = 1
+    dropout: float | None = None  # encoder dropout (hidden and attention)
+    classifier_dropout: float = 0.1
+    seed: int = 12345
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only, with loss scaling)
+    device: str = "auto"
+    eval_every: int | None = None  # steps; default once per epoch (and always at the end)
+    log_every: int = 50
+    max_train_examples: int | None = None  # cap for quick runs (CI, smoke tests)
+    max_eval_examples: int | None = None
+    # SQuAD
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float | None = None  # SQuAD 2.0; None: chosen on dev for best F1
+    # RACE
+    max_qa_length: int = 128
+    # users' own data
+    text_column: str = "text"
+    text_pair_column: str | None = "text_pair"
+    label_column: str = "label"
+    tokens_column: str = "tokens"
+    tags_column: str = "tags"
+
+    def __post_init__(self) -> None:
+        if self.task not in TASK_DEFAULTS:
+            raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASK_DEFAULTS)}")
+        if self.precision not in ("fp32", "bf16", "fp16"):
+            raise ValueError(f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
+        for name in ("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+
+    def resolved(self) -> FinetuneConfig:
+        """A copy with the task's defaults filled in (steps and warmup are resolved in `finetune`)."""
+        d = TASK_DEFAULTS[self.task]
+        out = dataclasses.replace(self)
+        for name in ("learning_rate", "batch_size", "max_seq_length", "dropout"):
+            if getattr(out, name) is None:
+                setattr(out, name, getattr(d, name))
+        if out.eval_batch_size is None:
+            out.eval_batch_size = 2 * out.batch_size
+        return out
+
+    def task_options(self) -> dict[str, Any]:
+        return {
+            k: getattr(self, k)
+            for k in (
+                "doc_stride",
+                "max_query_length",
+                "n_best",
+                "max_answer_length",
+                "null_score_diff_threshold",
+                "max_qa_length",
+                "text_column",
+                "text_pair_column",
+                "label_column",
+                "tokens_column",
+                "tags_column",
+            )
+        }
+
+
+def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, int]:
+    """(total optimizer steps, warmup steps, steps per epoch) from the config and the task's row."""
+    d = TASK_DEFAULTS[cfg.task]
+    per_step = cfg.batch_size * cfg.gradient_accumulation
+    steps_per_epoch = max(1, math.ceil(num_train_features / per_step))
+    if cfg.max_steps is not None:
+        total = cfg.max_steps
+    elif cfg.epochs is not None:
+        total = max(1, math.ceil(cfg.epochs * steps_per_epoch))
+    elif d.max_steps is not None:
+        total = d.max_steps
+    else:
+        total = max(1, math.ceil((d.epochs or 1.0) * steps_per_epoch))
+    if cfg.warmup_steps is not None:
+        warmup = cfg.warmup_steps
+    elif d.max_steps is not None:
+        warmup = round(total * d.warmup_steps / d.max_steps)
+    else:
+        warmup = round(total * _DEFAULT_WARMUP_FRACTION)
+    return total, warmup, steps_per_epoch
+
+
+# --------------------------------------------------------------------------- batches
+def feature_length(f: Feature) -> int:
+    ids = f["input_ids"]
+    return max(len(c) for c in ids) if ids and isinstance(ids[0], list) else len(ids)
+
+
+def length_bucketed_batches(
+    lengths: Sequence[int], batch_size: int, rng: np.random.Generator | None, window: int = 50
+) -> list[list[int]]:
+    """Batches of indices with similar lengths.
+
+    Training (`rng` given): shuffle, sort by length within windows of `window` batches, cut, shuffle
+    the batches. Evaluation (`rng` None): one global sort, so padding is minimal and order is fixed.
+    """
+    lengths = np.asarray(lengths)
+    if rng is None:
+        order = np.argsort(lengths, kind="stable")
+        return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+    perm = rng.permutation(len(lengths))
+    batches = []
+    span = batch_size * window
+    for i in range(0, len(perm), span):
+        chunk = perm[i : i + span]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[j : j + batch_size].tolist() for j in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(features: Sequence[Feature], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad to the longest feature of the batch: (B, L), or (B, C, L) for multiple choice."""
+    choices = isinstance(features[0]["input_ids"][0], list)
+    length = max(feature_length(f) for f in features)
+
+    def pad(seq: list[int], value: int) -> list[int]:
+        return seq + [value] * (length - len(seq))
+
+    if choices:
+        ids = [[pad(c, pad_id) for c in f["input_ids"]] for f in features]
+        types = [[pad(c, 0) for c in f["token_type_ids"]] for f in features]
+        mask = [[pad([1] * len(c), 0) for c in f["input_ids"]] for f in features]
+    else:
+        ids = [pad(f["input_ids"], pad_id) for f in features]
+        types = [pad(f["token_type_ids"], 0) for f in features]
+        mask = [pad([1] * len(f["input_ids"]), 0) for f in features]
+    batch = {
+        "input_ids": torch.tensor(ids),
+        "token_type_ids": torch.tensor(types),
+        "attention_mask": torch.tensor(mask),
+    }
+    for key in MODEL_KEYS[2:]:
+        if key in features[0]:
+            values = [f[key] for f in features]
+            if isinstance(values[0], list):  # token labels: ignored beyond each sequence
+                batch[key] = torch.tensor([pad(v, -100) for v in values])
+            else:
+                batch[key] = torch.tensor(values)
+    return batch
+
+
+# --------------------------------------------------------------------------- running the model
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _autocast(device: torch.device, precision: str):
+    if precision == "fp32":
+        return torch.autocast(device.type, enabled=False)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def run_model(
+    model: torch.nn.Module,
+    features: Sequence[Feature],
+    batch_size: int,
+    pad_id: int,
+    device: torch.device,
+    precision: str = "fp32",
+    desc: str = "eval",
+) -> list[dict[str, np.ndarray]]:
+    """Per-feature outputs in feature order, trimmed to each feature's length (logits as float32)."""
+    model.eval()
+    outputs: list[dict[str, np.ndarray] | None] = [None] * len(features)
+    batches = length_bucketed_batches([feature_length(f) for f in features], batch_size, None)
+    for idx in tqdm(batches, desc=desc, unit="batch", disable=None, leave=False):
+        chunk = [features[i] for i in idx]
+        batch = collate(chunk, pad_id)
+        inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
+        with _autocast(device, precision):
+            out = model(**inputs)
+        if getattr(out, "start_logits", None) is not None:
+            starts, ends = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
+            for row, i in enumerate(idx):
+                n = len(features[i]["input_ids"])
+                outputs[i] = {"start_logits": starts[row, :n], "end_logits": ends[row, :n]}
+        else:
+            logits = out.logits.float().cpu().numpy()
+            for row, i in enumerate(idx):
+                value = logits[row]
+                if value.ndim == 2:  # token classification: (L, num_labels)
+                    value = value[: len(features[i]["input_ids"])]
+                outputs[i] = {"logits": value}
+    return outputs  # type: ignore[return-value]
+
+
+@dataclass
+class EvalSet:
+    suffix: str  # metric-name suffix ("" or "_mm")
+    split: str
+    examples: list[Any]
+    features: list[Feature]
+
+
+def evaluate_sets(
+    task: Task,
+    model: torch.nn.Module,
+    sets: Sequence[EvalSet],
+    batch_size: int,
+    pad_id: int,
+    device: torch.device,
+    precision: str,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Metrics of every evaluation set (suffixed names) and the predictions per split."""
+    results: dict[str, float] = {}
+    predictions: dict[str, Any] = {}
+    for s in sets:
+        outputs = run_model(model, s.features, batch_size, pad_id, device, precision, desc=s.split)
+        preds = task.predict(s.examples, s.features, outputs)
+        predictions[s.split] = preds
+        if s.split.startswith("test"):
+            continue
+        for k, v in task.score(s.examples, preds).items():
+            results[k + s.suffix] = v
+    return results, predictions
+
+
+# --------------------------------------------------------------------------- reading
+def _build_task(cfg: FinetuneConfig) -> Task:
+    return get_task(cfg.task, **cfg.task_options())
+
+
+def _read_split(task: Task, data: Path, split: str, cap: int | None) -> list[Any] | None:
+    path = task.split_file(data, split)
+    if path is None:
+        return None
+    examples = task.read(path, split)
+    logger.info("%s: %d examples from %s", split, len(examples), path)
+    return examples[:cap] if cap else examples
+
+
+def _eval_sets(
+    task: Task, data: Path, tokenizer: AlbertTokenizer, max_seq_length: int, cap: int | None, test: bool
+) -> list[EvalSet]:
+    sets = []
+    splits = list(task.eval_splits) + ([("", s) for s in task.test_splits()] if test else [])
+    for suffix, split in splits:
+        examples = _read_split(task, data, split, cap)
+        if examples is not None:
+            sets.append(EvalSet(suffix, split, examples, task.featurize(examples, tokenizer, max_seq_length)))
+    return sets
+
+
+# --------------------------------------------------------------------------- fine-tuning
+def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
+    """Fine-tune `cfg.model` on `cfg.task`; returns the best dev metrics (also in eval_results.json)."""
+    cfg = cfg.resolved()
+    data, out = Path(cfg.data), Path(cfg.output)
+    if not data.exists():
+        raise FileNotFoundError(f"no data at {data}")
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    task = _build_task(cfg)
+    tokenizer = AlbertTokenizer.from_pretrained(cfg.model)
+
+    # Everything is read and checked before the first file is written.
+    train_examples = _read_split(task, data, "train", cfg.max_train_examples)
+    if train_examples is None:
+        raise FileNotFoundError(f"no training file for {cfg.task} under {data}")
+    task.fit_labels(train_examples)
+    train_features = task.featurize(train_examples, tokenizer, cfg.max_seq_length, training=True)
+    eval_sets = _eval_sets(task, data, tokenizer, cfg.max_seq_length, cfg.max_eval_examples, test=True)
+    dev_sets = [s for s in eval_sets if not s.split.startswith("test")]
+    if not dev_sets:
+        logger.warning("no dev file for %s under %s: the last checkpoint is kept", cfg.task, data)
+    total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
+    eval_every = cfg.eval_every or steps_per_epoch
+
+    device = _device(cfg.device)
+    model = _load_for_task(task, cfg.model, cfg).to(device)
+    optimizer = build_optimizer(model, "adamw", lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    scheduler = build_scheduler(optimizer, warmup, total)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and device.type == "cuda")
+    logger.info(
+        "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
+        cfg.task, len(train_features), total, warmup, steps_per_epoch, cfg.batch_size,
+        cfg.gradient_accumulation, cfg.learning_rate, device,
+    )  # fmt: skip
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.jsonl").write_text("")
+    best: dict[str, Any] | None = None
+    lengths = [feature_length(f) for f in train_features]
+    batches = _endless_batches(lengths, cfg.batch_size, rng)
+    running, seen, t0 = 0.0, 0, time.perf_counter()
+    bar = tqdm(total=total, desc=f"finetune {cfg.task}", unit="step", disable=None)
+    for step in range(1, total + 1):
+        model.train()
+        loss_sum = 0.0
+        for _ in range(cfg.gradient_accumulation):
+            idx = next(batches)
+            batch = {
+                k: v.to(device)
+                for k, v in collate([train_features[i] for i in idx], tokenizer.pad_token_id).items()
+            }
+            with _autocast(device, cfg.precision):
+                loss = model(**batch).loss / cfg.gradient_accumulation
+            scaler.scale(loss).backward()
+            loss_sum += float(loss.detach())
+            seen += len(idx)
+        scaler.unscale_(optimizer)
+        clip_by_global_norm(model.parameters(), cfg.max_grad_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        lr = scheduler.get_last_lr()[0]
+        scheduler.step()
+        running += loss_sum
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss_sum:.4f}")
+        if step % cfg.log_every == 0 or step == total:
+            n = cfg.log_every if step % cfg.log_every == 0 else (step % cfg.log_every)
+            rate = seen / (time.perf_counter() - t0)
+            logger.info("step %d | loss %.4f | lr %.3g | %.1f ex/s", step, running / n, lr, rate)
+            running, seen, t0 = 0.0, 0, time.perf_counter()
+        if step % eval_every == 0 or step == total:
+            results, preds = evaluate_sets(
+                task, model, dev_sets, cfg.eval_batch_size, tokenizer.pad_token_id, device, cfg.precision
+            )
+            record = {"step": step, "epoch": round(step / steps_per_epoch, 3), **results}
+            with (out / "metrics.jsonl").open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            if results:
+                logger.info("eval at step %d: %s", step, json.dumps(results, sort_keys=True))
+            main = results.get(task.main_metric, step)  # without dev: the latest is the best
+            if best is None or main > best["main"]:
+                best = {"main": main, "record": record}
+                _save_best(out, model, tokenizer, cfg, task, record)
+                for s in dev_sets:
+                    task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
+            t0 = time.perf_counter()  # examples/s counts training only
+    bar.close()
+
+    test_sets = [s for s in eval_sets if s.split.startswith("test")]
+    if test_sets:
+        model = _load_for_task(task, out / "best", None).to(device)
+        _, preds = evaluate_sets(
+            task, model, test_sets, cfg.eval_batch_size, tokenizer.pad_token_id, device, cfg.precision
+        )
+        for s in test_sets:
+            path = task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
+            logger.info("test predictions: %s", path)
+    assert best is not None
+    results = dict(best["record"])
+    atomic_write_text(out / "eval_results.json", json.dumps(results, indent=2, sort_keys=True) + "\n")
+    logger.info(
+        "best %s = %s at step %d; model in %s", task.main_metric, best["main"], results["step"], out / "best"
+    )
+    return results
+
+
+def _endless_batches(
+    lengths: Sequence[int], batch_size: int, rng: np.random.Generator
+) -> Iterator[list[int]]:
+    while True:
+        yield from length_bucketed_batches(lengths, batch_size, rng)
+
+
+def _load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None) -> torch.nn.Module:
+    cls = HEAD_CLASSES[task.head]
+    overrides: dict[str, Any] = {}
+    if cfg is not None:  # a fresh head on a pretrained encoder
+        overrides.update(
+            hidden_dropout_prob=cfg.dropout,
+            attention_probs_dropout_prob=cfg.dropout,
+            classifier_dropout_prob=cfg.classifier_dropout,
+        )
+        if task.head == "question_answering":
+            overrides["num_labels"] = 2
+        elif task.head != "multiple_choice":
+            overrides["num_labels"] = task.num_labels
+            if task.labels:
+                overrides["id2label"] = dict(enumerate(task.labels))
+            if task.problem_type:
+                overrides["problem_type"] = task.problem_type
+    return cls.from_pretrained(model_dir, **overrides)
+
+
+def _save_best(
+    out: Path,
+    model: torch.nn.Module,
+    tokenizer: AlbertTokenizer,
+    cfg: FinetuneConfig,
+    task: Task,
+    record: dict,
+) -> None:
+    """Write OUTPUT/best under a temporary name, then swap it in: a crash never leaves half a model."""
+    tmp, final, old = out / "best.tmp", out / "best", out / "best.old"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    settings = dataclasses.asdict(cfg)
+    settings["labels"] = list(task.labels)
+    (tmp / "finetune_config.json").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    (tmp / "eval_results.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- evaluation of a saved model
+def evaluate_model(
+    task_name: str,
+    model_dir: str | Path,
+    data: str | Path,
+    output: str | Path | None = None,
+    batch_size: int | None = None,
+    max_seq_length: int | None = None,
+    device: str = "auto",
+    precision: str = "fp32",
+) -> dict[str, float]:
+    """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`."""
+    model_dir, data = Path(model_dir), Path(data)
+    saved_file = model_dir / "finetune_config.json"
+    saved = json.loads(saved_file.read_text()) if saved_file.is_file() else {}
+    if saved.get("task") not in (None, task_name):
+        logger.warning("%s was fine-tuned on %s, evaluated on %s", model_dir, saved["task"], task_name)
+    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    settings = {k: v for k, v in saved.items() if k in known}
+    settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or ""))
+    cfg = FinetuneConfig(**settings)
+    cfg.max_seq_length = max_seq_length or cfg.max_seq_length
+    cfg.eval_batch_size = batch_size or cfg.eval_batch_size
+    cfg = cfg.resolved()
+    task = _build_task(cfg)
+    if task.head in ("sequence_classification", "token_classification") and not task.labels:
+        from albert_lm.config import AlbertConfig
+
+        id2label = AlbertConfig.from_pretrained(model_dir).id2label or {}
+        task.labels = tuple(id2label[i] for i in sorted(id2label))
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    sets = _eval_sets(task, data, tokenizer, cfg.max_seq_length, None, test=False)
+    if not sets:
+        raise FileNotFoundError(f"no dev file for {task_name} under {data}")
+    dev = _device(device)
+    model = _load_for_task(task, model_dir, None).to(dev)
+    results, preds = evaluate_sets(
+        task, model, sets, cfg.eval_batch_size, tokenizer.pad_token_id, dev, precision
+    )
+    if output:
+        out = Path(output)
+        for s in sets:
+            task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
+        atomic_write_text(out / "eval_results.json", json.dumps(results, indent=2, sort_keys=True) + "\n")
+    return results

@@ -1,0 +1,199 @@
+"""RACE: reading comprehension as four-way multiple choice (Lai et al., 2017).
+
+Two layouts are read:
+- one JSON object per question per line (`example_id`, `article`, `question`, `options`, `answer`
+  A-D), as in ../shared/data/race;
+- the original release: `RACE/{train,dev,test}/{middle,high}/*.txt`, each file one JSON object per
+  article with lists `questions`, `options`, `answers` and an `id`.
+
+Each option becomes one sequence, as in google-research's ALBERT `race_utils` and transformers'
+multiple-choice example: [CLS] article [SEP] question-with-option [SEP], where a cloze question
+("... _ ...") has the blank filled with the option and any other question is followed by it. The
+question+option part keeps at most `max_qa_length` tokens (128, google-research's default) and the
+article is cut to what is left. Metric: accuracy, plus middle / high accuracy when the example ids
+say which (RACE's paper reports both).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from albert_lm.tasks import metrics
+from albert_lm.tasks.task import Feature, InputError, Task, TokenizerLike, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+LETTERS = ("A", "B", "C", "D")
+
+
+@dataclass
+class RaceExample:
+    example_id: str
+    article: str
+    question: str
+    options: list[str]
+    answer: str | None  # "A".."D"; None for an unlabelled file
+    level: str  # "middle", "high" or ""
+
+
+def _level(name: str) -> str:
+    low = name.lower()
+    return "middle" if "middle" in low else "high" if "high" in low else ""
+
+
+def _check(obj: dict, path: Path, line: int | None, fields: tuple[str, ...]) -> None:
+    for f in fields:
+        if f not in obj:
+            raise InputError(path, f"missing field {f!r}", line=line)
+
+
+def _example(
+    path: Path,
+    line: int | None,
+    eid: str,
+    article: str,
+    question: str,
+    options: object,
+    answer: object,
+    require: bool,
+) -> RaceExample:
+    if (
+        not isinstance(options, list)
+        or len(options) != len(LETTERS)
+        or not all(isinstance(o, str) for o in options)
+    ):
+        raise InputError(path, f"field 'options' must be a list of {len(LETTERS)} strings", line=line)
+    if answer is None and require:
+        raise InputError(path, "missing field 'answer'", line=line)
+    if answer is not None and answer not in LETTERS:
+        raise InputError(path, f"answer {answer!r} is not one of {', '.join(LETTERS)}", line=line)
+    return RaceExample(eid, article, question, list(options), answer, _level(eid or str(path)))
+
+
+def read_race_jsonl(path: Path, require_answers: bool = True) -> list[RaceExample]:
+    if not path.is_file():
+        raise FileNotFoundError(f"no RACE file at {path}")
+    examples = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(path, f"not valid JSON: {e.msg}", line=n) from e
+            if not isinstance(obj, dict):
+                raise InputError(path, "expected a JSON object", line=n)
+            _check(obj, path, n, ("article", "question", "options"))
+            eid = str(obj.get("example_id", obj.get("id", f"{path.stem}-{n}")))
+            examples.append(
+                _example(
+                    path,
+                    n,
+                    eid,
+                    obj["article"],
+                    obj["question"],
+                    obj["options"],
+                    obj.get("answer"),
+                    require_answers,
+                )
+            )
+    if not examples:
+        raise InputError(path, "empty file")
+    return examples
+
+
+def read_race_folder(folder: Path, require_answers: bool = True) -> list[RaceExample]:
+    """The original release: every *.txt under `folder` (e.g. RACE/dev, or RACE/dev/middle)."""
+    files = sorted(folder.rglob("*.txt"))
+    if not files:
+        raise InputError(folder, "no RACE *.txt files in this folder")
+    examples = []
+    for path in files:
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"not valid JSON: {e.msg}", line=e.lineno) from e
+        _check(obj, path, None, ("article", "questions", "options"))
+        answers = obj.get("answers", [None] * len(obj["questions"]))
+        if not (len(obj["questions"]) == len(obj["options"]) == len(answers)):
+            raise InputError(path, "'questions', 'options' and 'answers' differ in length")
+        rel = path.relative_to(folder.parent).as_posix()
+        for k, (q, opts, ans) in enumerate(zip(obj["questions"], obj["options"], answers, strict=True)):
+            examples.append(_example(path, None, f"{rel}-{k}", obj["article"], q, opts, ans, require_answers))
+    return examples
+
+
+def qa_text(question: str, option: str) -> str:
+    """Fill a cloze blank with the option, else append the option to the question."""
+    return question.replace("_", option) if "_" in question else f"{question} {option}"
+
+
+class RaceTask(Task):
+    name = "race"
+    head = "multiple_choice"
+    main_metric = "accuracy"
+    labels = LETTERS
+
+    def __init__(self, max_qa_length: int = 128) -> None:
+        self.max_qa_length = max_qa_length
+
+    def split_file(self, data: Path, split: str) -> Path | None:
+        if data.is_file():
+            return data
+        for cand in (data / split, data / f"{split}.jsonl", data / f"race_middle_{split}.jsonl"):
+            if cand.exists():
+                return cand
+        found = sorted(data.glob(f"*{split}*.jsonl"))
+        return found[0] if found else None
+
+    def read(self, path: Path, split: str) -> list[RaceExample]:
+        require = not split.startswith("test")
+        return read_race_folder(path, require) if path.is_dir() else read_race_jsonl(path, require)
+
+    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):  # type: ignore[override]
+        features: list[Feature] = []
+        cache: dict[str, list[int]] = {}
+        for i, ex in enumerate(examples):
+            if ex.article not in cache:
+                cache = {ex.article: tokenizer.encode(ex.article, add_special_tokens=False)}
+            article = cache[ex.article]
+            ids, types = [], []
+            for option in ex.options:
+                qa = tokenizer.encode(qa_text(ex.question, option), add_special_tokens=False)[
+                    : self.max_qa_length
+                ]
+                a = article[: max(max_seq_length - len(qa) - 3, 0)]
+                ids.append([tokenizer.cls_token_id, *a, tokenizer.sep_token_id, *qa, tokenizer.sep_token_id])
+                types.append([0] * (len(a) + 2) + [1] * (len(qa) + 1))
+            feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": i}
+            if ex.answer is not None:
+                feat["labels"] = LETTERS.index(ex.answer)
+            features.append(feat)
+        return features
+
+    def predict(self, examples, features, outputs) -> list[int]:  # type: ignore[override]
+        return [int(np.argmax(o["logits"])) for o in outputs]
+
+    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+        gold = [LETTERS.index(ex.answer) for ex in examples]
+        out = {"accuracy": metrics.accuracy(predictions, gold)}
+        for level in ("middle", "high"):
+            idx = [i for i, ex in enumerate(examples) if ex.level == level]
+            if idx and len(idx) < len(examples):
+                out[f"accuracy_{level}"] = metrics.accuracy(
+                    [predictions[i] for i in idx], [gold[i] for i in idx]
+                )
+        return out
+
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+        rows = [
+            json.dumps({"example_id": ex.example_id, "answer": LETTERS[p]})
+            for ex, p in zip(examples, predictions, strict=True)
+        ]
+        return atomic_write_text(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")

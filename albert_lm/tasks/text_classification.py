@@ -1,0 +1,271 @@
+"""Users' own data: text classification and token classification from CSV or JSONL.
+
+Text classification: one example per row (CSV with a header, or one JSON object per line) with a text
+column (`text` by default), an optional second text (`text_pair`), and a `label`. The label set is
+the sorted set of training labels; it is stored in the model's config (`id2label`), so evaluation
+and prediction use the same ids, and a dev label never seen in training is an error naming its line.
+Metrics: accuracy and macro-F1.
+
+Token classification: one sentence per row with `tokens` (a list, or a space-separated string in CSV)
+and `tags` of the same length (BIO / IOB2 tags for entity F1). Each word is tokenized on its own; its
+first piece carries the tag and the others are ignored in the loss (-100), as transformers'
+token-classification example does. Words cut off by `max_seq_length` are predicted "O" with a warning.
+Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albert_lm.tasks import metrics
+from albert_lm.tasks.task import Feature, InputError, Task, TokenizerLike, atomic_write_text, pair_features
+
+logger = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100
+
+
+def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of a .csv (header) or .jsonl / .json (one object per line) file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no data file at {path}")
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".tsv", ".jsonl", ".json"):
+        raise InputError(path, "expected a .csv, .tsv or .jsonl file")
+    any_row = False
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        if suffix in (".csv", ".tsv"):
+            reader = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
+            for row in reader:
+                any_row = True
+                if None in row:
+                    raise InputError(path, "more fields than header columns", line=reader.line_num)
+                yield reader.line_num, row
+        else:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(path, f"not valid JSON: {e.msg}", line=n) from e
+                if not isinstance(row, dict):
+                    raise InputError(path, "expected a JSON object", line=n)
+                any_row = True
+                yield n, row
+    if not any_row:
+        raise InputError(path, "empty file")
+
+
+def _field(row: dict[str, Any], name: str, path: Path, line: int) -> Any:
+    value = row.get(name)
+    if value is None or value == "":
+        raise InputError(path, f"missing value for column {name!r}", line=line)
+    return value
+
+
+def _split_file(data: Path, split: str) -> Path | None:
+    if data.is_file():
+        return data
+    for ext in (".jsonl", ".csv", ".tsv", ".json"):
+        if (data / f"{split}{ext}").is_file():
+            return data / f"{split}{ext}"
+    return None
+
+
+# --------------------------------------------------------------------------- text classification
+@dataclass
+class TextExample:
+    text: str
+    text_pair: str | None
+    label: str | None
+    line: int
+
+
+class TextClassificationTask(Task):
+    name = "classification"
+    head = "sequence_classification"
+    main_metric = "accuracy"
+    problem_type = "single_label_classification"
+
+    def __init__(
+        self,
+        labels: Sequence[str] = (),
+        text_column: str = "text",
+        text_pair_column: str | None = "text_pair",
+        label_column: str = "label",
+    ) -> None:
+        self.labels = tuple(labels)
+        self.text_column, self.text_pair_column, self.label_column = (
+            text_column,
+            text_pair_column,
+            label_column,
+        )
+
+    def split_file(self, data: Path, split: str) -> Path | None:
+        return _split_file(data, split)
+
+    def read(self, path: Path, split: str) -> list[TextExample]:
+        examples = []
+        for line, row in read_rows(path):
+            text = str(_field(row, self.text_column, path, line))
+            pair = row.get(self.text_pair_column) if self.text_pair_column else None
+            label = row.get(self.label_column)
+            if label is None or label == "":
+                if not split.startswith("test"):
+                    raise InputError(path, f"missing value for column {self.label_column!r}", line=line)
+                label = None
+            else:
+                label = str(label)
+                if self.labels and label not in self.labels:
+                    raise InputError(
+                        path,
+                        f"label {label!r} was not seen in training ({', '.join(self.labels)})",
+                        line=line,
+                    )
+            examples.append(TextExample(text, str(pair) if pair not in (None, "") else None, label, line))
+        return examples
+
+    def fit_labels(self, train_examples: Sequence[TextExample]) -> None:
+        found = sorted({ex.label for ex in train_examples if ex.label is not None})
+        if len(found) < 2:
+            raise ValueError(f"text classification needs at least 2 labels in training, found {found}")
+        self.labels = tuple(found)
+
+    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):  # type: ignore[override]
+        features: list[Feature] = []
+        for i, ex in enumerate(examples):
+            a = tokenizer.encode(ex.text, add_special_tokens=False)
+            b = tokenizer.encode(ex.text_pair, add_special_tokens=False) if ex.text_pair else None
+            ids, types = pair_features(tokenizer, a, b, max_seq_length)
+            feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": i}
+            if ex.label is not None:
+                feat["labels"] = self.labels.index(ex.label)
+            features.append(feat)
+        return features
+
+    def predict(self, examples, features, outputs) -> list[int]:  # type: ignore[override]
+        return [int(np.argmax(o["logits"])) for o in outputs]
+
+    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+        gold = [self.labels.index(ex.label) for ex in examples]
+        return {
+            "accuracy": metrics.accuracy(predictions, gold),
+            "f1_macro": metrics.macro_f1(predictions, gold),
+        }
+
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+        rows = [
+            json.dumps({"line": ex.line, "label": self.labels[p]})
+            for ex, p in zip(examples, predictions, strict=True)
+        ]
+        return atomic_write_text(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
+
+
+# --------------------------------------------------------------------------- token classification
+@dataclass
+class TokenExample:
+    tokens: list[str]
+    tags: list[str] | None
+    line: int
+
+
+class TokenClassificationTask(Task):
+    name = "token-classification"
+    head = "token_classification"
+    main_metric = "f1"
+
+    def __init__(
+        self, labels: Sequence[str] = (), tokens_column: str = "tokens", tags_column: str = "tags"
+    ) -> None:
+        self.labels = tuple(labels)
+        self.tokens_column, self.tags_column = tokens_column, tags_column
+
+    def split_file(self, data: Path, split: str) -> Path | None:
+        return _split_file(data, split)
+
+    def read(self, path: Path, split: str) -> list[TokenExample]:
+        examples = []
+        for line, row in read_rows(path):
+            tokens = _as_list(_field(row, self.tokens_column, path, line))
+            raw_tags = row.get(self.tags_column)
+            if raw_tags in (None, ""):
+                if not split.startswith("test"):
+                    raise InputError(path, f"missing value for column {self.tags_column!r}", line=line)
+                tags = None
+            else:
+                tags = _as_list(raw_tags)
+                if len(tags) != len(tokens):
+                    raise InputError(path, f"{len(tokens)} tokens but {len(tags)} tags", line=line)
+                unknown = [t for t in tags if self.labels and t not in self.labels]
+                if unknown:
+                    raise InputError(path, f"tag {unknown[0]!r} was not seen in training", line=line)
+            examples.append(TokenExample(tokens, tags, line))
+        return examples
+
+    def fit_labels(self, train_examples: Sequence[TokenExample]) -> None:
+        found = sorted({t for ex in train_examples for t in ex.tags or []})
+        self.labels = tuple(found)
+
+    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):  # type: ignore[override]
+        features: list[Feature] = []
+        cut = 0
+        for i, ex in enumerate(examples):
+            ids, labels, first = [tokenizer.cls_token_id], [IGNORE_INDEX], []
+            for w, word in enumerate(ex.tokens):
+                pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word)) or [tokenizer.unk_token_id]
+                if len(ids) + len(pieces) > max_seq_length - 1:
+                    cut += 1
+                    break
+                first.append(len(ids))
+                ids += pieces
+                tag = self.labels.index(ex.tags[w]) if ex.tags is not None else IGNORE_INDEX
+                labels += [tag] + [IGNORE_INDEX] * (len(pieces) - 1)
+            ids.append(tokenizer.sep_token_id)
+            labels.append(IGNORE_INDEX)
+            feat: Feature = {
+                "input_ids": ids,
+                "token_type_ids": [0] * len(ids),
+                "example_index": i,
+                "word_starts": first,
+            }
+            if ex.tags is not None:
+                feat["labels"] = labels
+            features.append(feat)
+        if cut:
+            logger.warning(
+                "%d sentences cut at max_seq_length %d; their last words are predicted 'O'",
+                cut,
+                max_seq_length,
+            )
+        return features
+
+    def predict(self, examples, features, outputs) -> list[list[str]]:  # type: ignore[override]
+        out = []
+        for ex, f, o in zip(examples, features, outputs, strict=True):
+            ids = np.asarray(o["logits"]).argmax(-1)  # (L,)
+            tags = [self.labels[int(ids[p])] for p in f["word_starts"]]
+            out.append(tags + ["O"] * (len(ex.tokens) - len(tags)))
+        return out
+
+    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+        return metrics.token_classification_metrics(predictions, [ex.tags for ex in examples])
+
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+        rows = [
+            json.dumps({"line": ex.line, "tokens": ex.tokens, "tags": p}, ensure_ascii=False)
+            for ex, p in zip(examples, predictions, strict=True)
+        ]
+        return atomic_write_text(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
+
+
+def _as_list(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else str(value).split()

@@ -1,0 +1,241 @@
+"""The fine-tuning loop: schedule, length buckets, collation, and end-to-end runs of a tiny model on real data."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertForSequenceClassification
+from albert_lm.cli import main
+from albert_lm.finetune import (
+    FinetuneConfig,
+    collate,
+    length_bucketed_batches,
+    schedule,
+)
+
+
+# --------------------------------------------------------------------------- units
+def _cfg(task: str, **kw) -> FinetuneConfig:
+    return FinetuneConfig(task=task, model="m", data="d", output="o", **kw).resolved()
+
+
+def test_defaults_follow_the_fine_tuning_table():
+    c = _cfg("rte")
+    assert (c.learning_rate, c.batch_size, c.max_seq_length, c.dropout) == (3e-5, 32, 512, 0.1)
+    assert schedule(c, 2490)[:2] == (800, 200)
+    c = _cfg("sst2")
+    assert (c.learning_rate, c.batch_size) == (1e-5, 32) and schedule(c, 67349)[:2] == (20935, 1256)
+    assert schedule(_cfg("cola"), 8551)[:2] == (5336, 320)
+    assert schedule(_cfg("stsb"), 5749)[:2] == (3598, 214)
+    c = _cfg("squad1")
+    assert (c.learning_rate, c.batch_size, c.max_seq_length) == (5e-5, 48, 384)
+    # 2 epochs of 960 windows at batch 48 = 40 steps, 10% warmup
+    assert schedule(c, 960) == (40, 4, 20)
+    # overriding the steps keeps the table's warmup fraction (200 of 800)
+    assert schedule(_cfg("mrpc", max_steps=100), 3668)[:2] == (100, 25)
+    assert schedule(_cfg("mrpc", epochs=1.0, batch_size=10), 95)[:2] == (10, 2)
+    assert schedule(_cfg("rte", max_steps=100, warmup_steps=7), 10)[:2] == (100, 7)
+    with pytest.raises(ValueError, match="unknown task"):
+        FinetuneConfig(task="boolq", model="m", data="d", output="o")
+    with pytest.raises(ValueError, match="precision"):
+        FinetuneConfig(task="rte", model="m", data="d", output="o", precision="fp8")
+
+
+def test_length_buckets_cover_every_index_and_cut_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 300, size=1000)
+    batches = length_bucketed_batches(lengths, 16, np.random.default_rng(1), window=8)
+    assert sorted(i for b in batches for i in b) == list(range(1000))
+
+    def padded(bs):
+        return sum(len(b) * max(lengths[i] for i in b) for b in bs)
+
+    shuffled = np.random.default_rng(1).permutation(1000)
+    random_batches = [shuffled[i : i + 16].tolist() for i in range(0, 1000, 16)]
+    assert padded(batches) < 0.7 * padded(random_batches)
+    # a different seed gives a different order; the same seed the same one
+    again = length_bucketed_batches(lengths, 16, np.random.default_rng(1), window=8)
+    assert again == batches
+    assert length_bucketed_batches(lengths, 16, np.random.default_rng(2), window=8) != batches
+    ordered = length_bucketed_batches(lengths, 16, None)
+    flat = [lengths[i] for b in ordered for i in b]
+    assert flat == sorted(flat)
+
+
+def test_collate_pads_and_masks():
+    feats = [
+        {"input_ids": [2, 7, 3], "token_type_ids": [0, 0, 0], "labels": [-100, 1, -100]},
+        {"input_ids": [2, 7, 8, 9, 3], "token_type_ids": [0, 0, 0, 1, 1], "labels": [-100, 0, 2, 1, -100]},
+    ]
+    b = collate(feats, pad_id=0)
+    assert b["input_ids"].tolist() == [[2, 7, 3, 0, 0], [2, 7, 8, 9, 3]]
+    assert b["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+    assert b["labels"][0].tolist() == [-100, 1, -100, -100, -100]
+    mc = [{"input_ids": [[2, 5, 3], [2, 5, 6, 3]], "token_type_ids": [[0, 0, 0], [0, 0, 1, 1]], "labels": 1}]
+    b = collate(mc, pad_id=0)
+    assert b["input_ids"].shape == (1, 2, 4) and b["labels"].tolist() == [1]
+    assert b["attention_mask"][0, 0].tolist() == [1, 1, 1, 0]
+
+
+# --------------------------------------------------------------------------- end to end
+@pytest.fixture(scope="module")
+def tiny_model(albert_data, tmp_path_factory) -> Path:
+    """A random tiny ALBERT with the released 30k vocabulary, saved as a pretraining checkpoint."""
+    folder = tmp_path_factory.mktemp("tiny")
+    config = AlbertConfig.from_preset(
+        "albert-tiny",
+        vocab_size=30000,
+        embedding_size=16,
+        hidden_size=32,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_hidden_layers=2,
+    )
+    torch.manual_seed(0)
+    AlbertForPreTraining(config).save_pretrained(folder)
+    shutil.copyfile(albert_data / "tokenizer" / "albert-30k" / "spiece.model", folder / "spiece.model")
+    return folder
+
+
+def _finetune_cli(task, model, data, out, *extra) -> dict:
+    args = ["finetune", "--task", task, "--model", str(model), "--data", str(data), "--output", str(out)]
+    args += [
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "8",
+        "--eval-every",
+        "2",
+        "--max-train-examples",
+        "64",
+        *extra,
+    ]
+    assert main(args) == 0
+    return json.loads((out / "eval_results.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("task", "folder", "names", "dev_rows"),
+    [
+        ("rte", "RTE", {"accuracy"}, 277),
+        ("stsb", "STS-B", {"pearson", "spearman"}, 1500),
+        ("cola", "CoLA", {"mcc"}, 1043),
+    ],
+)
+def test_glue_end_to_end(albert_data, tiny_model, tmp_path, capsys, task, folder, names, dev_rows):
+    out = tmp_path / "out"
+    results = _finetune_cli(task, tiny_model, albert_data / "glue" / folder, out)
+    assert names <= set(results) and results["step"] in (2, 4)
+    for name in names:
+        assert -1.0 <= results[name] <= 1.0
+    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [2, 4]
+    # the kept checkpoint is the best evaluation
+    main_metric = {"rte": "accuracy", "stsb": "spearman", "cola": "mcc"}[task]
+    assert results[main_metric] == max(e[main_metric] for e in evals)
+    rows = (out / "predictions" / "dev" / f"{folder}.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction" and len(rows) == dev_rows + 1
+    assert not list(out.glob("**/*.tmp"))
+    # `albert evaluate` on the kept checkpoint reproduces the dev metrics
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "evaluate",
+                "--task",
+                task,
+                "--model",
+                str(out / "best"),
+                "--data",
+                str(albert_data / "glue" / folder),
+            ]
+        )
+        == 0
+    )
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for name in names:
+        assert again[name] == pytest.approx(results[name], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_finetuned_classifier_loads_in_transformers(albert_data, tiny_model, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "out"
+    _finetune_cli("rte", tiny_model, albert_data / "glue" / "RTE", out)
+    ours = AlbertForSequenceClassification.from_pretrained(out / "best").eval()
+    theirs = transformers.AlbertForSequenceClassification.from_pretrained(out / "best").eval()
+    ids = torch.tensor([[2, 10975, 15, 51, 1952, 3]])
+    with torch.no_grad():
+        torch.testing.assert_close(
+            ours(input_ids=ids).logits, theirs(input_ids=ids).logits, atol=1e-5, rtol=1e-4
+        )
+    assert theirs.config.id2label == {0: "entailment", 1: "not_entailment"}
+
+
+@pytest.mark.slow
+def test_squad2_sample_end_to_end(albert_data, tiny_model, tmp_path, capsys):
+    dev = albert_data / "squad" / "dev-v2.0-small.json"
+    out = tmp_path / "out"
+    results = _finetune_cli("squad2", tiny_model, dev, out, "--max-seq-length", "128", "--doc-stride", "64")
+    for name in (
+        "exact_match",
+        "f1",
+        "HasAns_exact",
+        "HasAns_f1",
+        "NoAns_exact",
+        "best_f1",
+        "best_f1_thresh",
+    ):
+        assert name in results
+    assert results["total"] == 14 and results["HasAns_total"] + results["NoAns_total"] == 14
+    preds = json.loads((out / "predictions" / "predictions.json").read_text())
+    odds = json.loads((out / "predictions" / "null_odds.json").read_text())
+    assert len(preds) == len(odds) == 14
+    # every non-empty prediction is a piece of its own context
+    contexts = {
+        qa["id"]: par["context"]
+        for art in json.loads(dev.read_text())["data"]
+        for par in art["paragraphs"]
+        for qa in par["qas"]
+    }
+    assert all(text in contexts[qid] for qid, text in preds.items())
+    # the written predictions score as reported
+    capsys.readouterr()
+    pred_file = out / "predictions" / "predictions.json"
+    assert main(["evaluate", "--task", "squad2", "--data", str(dev), "--predictions", str(pred_file)]) == 0
+    scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scored["f1"] == pytest.approx(results["f1"]) and scored["exact_match"] == pytest.approx(
+        results["exact_match"]
+    )
+
+
+def test_bad_label_fails_before_writing(albert_data, tiny_model, tmp_path, capsys):
+    data = tmp_path / "RTE"
+    data.mkdir()
+    lines = (albert_data / "glue" / "RTE" / "train.tsv").read_text().splitlines()[:20]
+    lines[7] = lines[7].rsplit("\t", 1)[0] + "\tmaybe"
+    (data / "train.tsv").write_text("\n".join(lines) + "\n")
+    shutil.copyfile(albert_data / "glue" / "RTE" / "dev.tsv", data / "dev.tsv")
+    out = tmp_path / "out"
+    args = [
+        "finetune",
+        "--task",
+        "rte",
+        "--model",
+        str(tiny_model),
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+    ]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "train.tsv:8: label 'maybe' in column 'label' is not one of entailment, not_entailment" in err
+    assert not out.exists()
