@@ -192,12 +192,114 @@ def _run_tokenizer_train(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- albert pretrain
+_LR_HELP = (
+    "peak learning rate for your global batch (batch-size x accumulation x processes). The paper's "
+    "0.00176 is for 4096; for a smaller global batch B scale it by sqrt(B / 4096) (LAMB's square-root "
+    "rule): 2.2e-4 at 64, 6.2e-4 at 512, 1.1e-3 at 1024. Default 0.00176"
+)
+
+
+def _add_pretrain(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pretrain",
+        help="pretrain ALBERT (masked LM + SOP, LAMB) on a folder from `albert data create`",
+        description="Pretrain ALBERT as the paper did (Section 4.1: MLM + SOP, LAMB, lr 0.00176 at batch 4096, "
+        "warmup then linear decay). Settings come from --config (a JSON of PretrainConfig fields, e.g. a "
+        "run's pretrain_config.json), then these options. Writes OUTPUT/checkpoint-STEP/ every --save-every "
+        "steps (transformers' layout + training state; the last --keep-last kept), the final model in "
+        "OUTPUT/, OUTPUT/metrics.jsonl, TensorBoard events and training_curves.png. SIGTERM/SIGINT save and "
+        "exit; --resume continues exactly. Several processes: `torchrun --nproc-per-node N -m albert_lm.cli "
+        "pretrain ...` (batch size is per process). Without --data and --config, runs `albert demo`.",
+    )
+    s = argparse.SUPPRESS  # unset options keep the config file's (or the paper's) value
+    p.add_argument("--data", default=s, help="folder from `albert data create` (with its spiece.model)")
+    p.add_argument("--config", default=None, metavar="FILE", help="JSON file of pretraining settings")
+    p.add_argument("--output", default=s, help="output folder (default runs/pretrain)")
+    p.add_argument("--preset", default=s, help="model preset (default albert-base; see `albert params`)")
+    p.add_argument("--model-config", default=s, metavar="FILE", help="model config.json instead of a preset")
+    p.add_argument(
+        "--model-override", action="append", default=s, metavar="KEY=VALUE", dest="model_overrides",
+        help="change one model config field, e.g. num_hidden_layers=24 (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--init-from", default=s, metavar="DIR", help="warm start from a model folder (depth growth)"
+    )
+    p.add_argument(
+        "--init-from-group0", action="store_true", default=s, help="start every hidden group from group 0"
+    )
+    p.add_argument("--max-steps", type=int, default=s, help="optimizer steps (default 125000)")
+    p.add_argument(
+        "--batch-size", type=int, default=s, help="sequences per process and micro-step (default 8)"
+    )
+    p.add_argument(
+        "--gradient-accumulation-steps",
+        type=int,
+        default=s,
+        help="micro-steps per optimizer step (default 1)",
+    )
+    p.add_argument("--learning-rate", type=float, default=s, help=_LR_HELP)
+    p.add_argument("--warmup-steps", type=int, default=s, help="linear warmup steps (default 3125)")
+    p.add_argument("--optimizer", choices=("lamb", "adamw"), default=s, help="default lamb")
+    p.add_argument("--weight-decay", type=float, default=s, help="default 0.01")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default=s, help="bf16 = autocast (default fp32)")
+    p.add_argument(
+        "--gradient-checkpointing", action="store_true", default=s, help="recompute layers in backward"
+    )
+    p.add_argument("--dropout-off-step", type=int, default=s, help="switch dropout off from this step")
+    p.add_argument("--save-every", type=int, default=s, help="checkpoint every N steps (default 5000)")
+    p.add_argument("--keep-last", type=int, default=s, help="checkpoints kept (default 5)")
+    p.add_argument("--eval-every", type=int, default=s, help="evaluate every N steps (default: at the end)")
+    p.add_argument(
+        "--eval-batches", type=int, default=s, help="held-out batches per evaluation (default 100)"
+    )
+    p.add_argument(
+        "--eval-text", default=s, metavar="FILE", help="plain text for out-of-domain MLM evaluation"
+    )
+    p.add_argument("--log-every", type=int, default=s, help="log a line every N steps (default 10)")
+    p.add_argument("--seed", type=int, default=s, help="default 12345")
+    p.add_argument("--resume", action="store_true", default=s, help="continue from the newest checkpoint")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=s)
+    p.set_defaults(func=_run_pretrain)
+
+
+def _run_pretrain(args: argparse.Namespace) -> int:
+    import json
+
+    given = {k: v for k, v in vars(args).items() if k not in ("command", "func", "verbose", "config")}
+    if "data" not in given and args.config is None:
+        from albert_lm.demo import run_demo
+
+        run_demo(given.get("output", "runs/demo"))
+        return 0
+    from albert_lm.pretrain import PretrainConfig, pretrain
+
+    if "model_overrides" in given:
+        pairs = [kv.split("=", 1) for kv in given["model_overrides"]]
+        if any(len(kv) != 2 for kv in pairs):
+            raise ValueError(f"--model-override takes KEY=VALUE, got {given['model_overrides']}")
+        given["model_overrides"] = {k: _json_or_str(v) for k, v in pairs}
+    result = pretrain(PretrainConfig.load(args.config, **given))
+    print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
+    return 0
+
+
+def _json_or_str(value: str):
+    import json
+
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
 # --------------------------------------------------------------------------- entry point
 _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_params,
     _add_finetune,
     _add_evaluate,
     _add_tokenizer,
+    _add_pretrain,
 ]
 
 

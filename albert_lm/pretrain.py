@@ -1,0 +1,688 @@
+"""The pretraining loop: masked LM (+ SOP or NSP) with LAMB, one process or DDP under torchrun.
+
+Follows the paper's Section 4.1 and google-research/albert `run_pretraining.py`:
+- MLM logits only at the masked positions (google-research gathers `masked_lm_positions`; computing
+  V x B x S logits as transformers does costs ~9% of an albert-base step for nothing). The MLM loss is
+  the mean over the micro-batch's masked tokens, the SOP/NSP loss the mean over its sequences; the
+  objective is their sum. With K accumulation steps and W processes the gradient is the mean of the
+  K * W micro-batch gradients (DDP averages, accumulation divides by K), so W=2, K=1 and W=1, K=2 see
+  the same micro-batches (see `_micro_batch_indices`) and take the same step.
+- The SOP head has no dropout here, as google-research's `get_sentence_order_output` (transformers'
+  AlbertSOPHead applies `classifier_dropout_prob`; we set it to 0 during pretraining).
+- LAMB, clipping, warmup + polynomial decay: `albert_lm.optim`. Paper defaults: lr 0.00176 at batch
+  4096, 125k steps, warmup 3125; `--learning-rate` is the rate for your global batch.
+- "dropout off from step N" (Section 4.9: removing dropout helps once the model no longer overfits).
+- Checkpoints in transformers' layout + exact training state (`albert_lm.checkpoint`); `resume` continues
+  bit-for-bit (CPU, fp32): data order and dynamic masking are functions of (seed, epoch, position).
+
+DDP is applied here and nowhere else: the model never sees torch.distributed. Rank 0 logs and saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from albert_lm import checkpoint as ckpt
+from albert_lm.config import AlbertConfig
+from albert_lm.heads import AlbertForPreTraining
+from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+SENTENCE_OBJECTIVES = ("sop", "nsp", "none")
+# Per micro-batch sums, reduced over micro-batches and ranks before anything is divided.
+_STATS = ("mlm_loss_sum", "mlm_count", "mlm_correct", "sop_loss_sum", "sop_count", "sop_correct", "tokens")
+
+
+@dataclass
+class PretrainConfig:
+    """One pretraining run. Defaults are the paper's (Section 4.1) and google-research's flags."""
+
+    data: str | None = None  # folder from `albert data create` (holds spiece.model, train and eval splits)
+    output: str = "runs/pretrain"
+    preset: str = "albert-base"
+    model_config: str | None = None  # a model config.json; replaces `preset`
+    model_overrides: dict[str, Any] = field(
+        default_factory=dict
+    )  # AlbertConfig fields, e.g. num_hidden_layers
+    init_from: str | None = None  # warm start (depth growth) from a model folder
+    init_from_group0: bool = False  # google-research: every hidden group starts from group 0
+    max_steps: int = 125_000
+    batch_size: int = 8  # per process and micro-step
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 0.00176  # the paper's rate at global batch 4096; see optim.scale_learning_rate
+    warmup_steps: int = 3125
+    poly_power: float = 1.0
+    optimizer: str = "lamb"  # lamb | adamw
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    bias_correction: bool = False  # google-research: none
+    max_grad_norm: float = 1.0
+    precision: str = "fp32"  # fp32 | bf16 (autocast)
+    gradient_checkpointing: bool = False
+    dropout_off_step: int | None = None
+    save_every: int = 5000
+    keep_last: int = 5
+    eval_every: int = 0  # 0: evaluate at the end only
+    eval_batches: int = 100  # google-research's max_eval_steps
+    eval_text: str | None = None  # plain text for out-of-domain MLM evaluation
+    log_every: int = 10
+    seed: int = 12345
+    resume: bool = False
+    device: str = "auto"  # auto | cpu | cuda
+    tensorboard: bool = True
+    plot: bool = True
+    dist_timeout_s: int = 600  # a collective waiting longer than this fails instead of hanging
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"PretrainConfig: {msg}")
+
+        for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches"):
+            need(int(getattr(self, name)) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("warmup_steps", "save_every", "eval_every", "keep_last"):
+            need(int(getattr(self, name)) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        need(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        need(self.precision in ("fp32", "bf16"), f"precision must be fp32 or bf16, got {self.precision!r}")
+        need(self.optimizer in ("lamb", "adamw"), f"optimizer must be lamb or adamw, got {self.optimizer!r}")
+        need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def load(cls, file: str | os.PathLike | None = None, **overrides: Any) -> PretrainConfig:
+        """A JSON file of PretrainConfig fields (e.g. a run's pretrain_config.json), then `overrides`."""
+        values: dict[str, Any] = {}
+        if file is not None:
+            path = Path(file)
+            if not path.is_file():
+                raise FileNotFoundError(f"no pretraining config file at {path}")
+            try:
+                values = json.loads(path.read_text())
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from e
+            known = {f.name for f in dataclasses.fields(cls)}
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)}")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+@dataclass
+class PretrainResult:
+    output: Path
+    step: int
+    interrupted: bool
+    final_metrics: dict[str, float]
+
+
+# --------------------------------------------------------------------------- the objective
+class PretrainingObjective(nn.Module):
+    """MLM at the masked positions + SOP/NSP; DDP wraps this, so every parameter is used in forward."""
+
+    def __init__(self, model: AlbertForPreTraining, sentence_objective: str = "sop"):
+        super().__init__()
+        if sentence_objective not in SENTENCE_OBJECTIVES:
+            raise ValueError(
+                f"sentence objective must be one of {SENTENCE_OBJECTIVES}, got {sentence_objective!r}"
+            )
+        self.model = model
+        self.sentence_objective = sentence_objective
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (loss, stats): the scalar objective and the `_STATS` sums of this micro-batch."""
+        out = self.model.albert(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+        )
+        labels = batch["labels"]  # (B, S), -100 except at masked positions
+        masked = labels != -100
+        logits = self.model.predictions(out.last_hidden_state[masked]).float()  # (N, V), N masked tokens
+        target = labels[masked]  # (N,)
+        mlm_sum = F.cross_entropy(logits, target, reduction="sum")
+        n_mlm = target.numel()
+        loss = mlm_sum / max(n_mlm, 1)
+        mlm_correct = (logits.argmax(-1) == target).sum()
+        zero = torch.zeros((), device=logits.device)
+        sop_sum, sop_correct, n_sop = zero, zero, 0
+        if self.sentence_objective != "none":
+            sop_logits = self.model.sop_classifier(out.pooler_output).float()  # (B, 2)
+            sop_target = batch["sentence_order_label"].view(-1)
+            sop_sum = F.cross_entropy(sop_logits, sop_target, reduction="sum")
+            n_sop = sop_target.numel()
+            loss = loss + sop_sum / n_sop
+            sop_correct = (sop_logits.argmax(-1) == sop_target).sum()
+        tokens = batch["attention_mask"].sum()
+        stats = torch.stack(
+            [mlm_sum.detach(), torch.tensor(float(n_mlm), device=logits.device), mlm_correct.float(),
+             sop_sum.detach(), torch.tensor(float(n_sop), device=logits.device), sop_correct.float(),
+             tokens.float()]
+        )  # fmt: skip
+        return loss, stats
+
+
+def summarize(stats: torch.Tensor) -> dict[str, float]:
+    """_STATS sums -> losses and accuracies (token-weighted MLM, sequence-weighted SOP)."""
+    s = dict(zip(_STATS, stats.double().tolist(), strict=True))
+    mlm_loss = s["mlm_loss_sum"] / max(s["mlm_count"], 1)
+    out = {"mlm_loss": mlm_loss, "mlm_acc": s["mlm_correct"] / max(s["mlm_count"], 1), "loss": mlm_loss}
+    if s["sop_count"] > 0:
+        out["sop_loss"] = s["sop_loss_sum"] / s["sop_count"]
+        out["sop_acc"] = s["sop_correct"] / s["sop_count"]
+        out["loss"] += out["sop_loss"]
+    out["tokens"] = s["tokens"]
+    return out
+
+
+# --------------------------------------------------------------------------- data order
+def collate(items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Pad to the longest sequence of the micro-batch (pad id 0, label -100, mask 0)."""
+    length = max(int(it["input_ids"].numel()) for it in items)
+    pad = {"input_ids": 0, "token_type_ids": 0, "attention_mask": 0, "labels": -100}
+    batch: dict[str, torch.Tensor] = {}
+    for key, value in pad.items():
+        rows = [F.pad(it[key].long(), (0, length - it[key].numel()), value=value) for it in items]
+        batch[key] = torch.stack(rows)  # (B, S)
+    if "sentence_order_label" in items[0]:
+        batch["sentence_order_label"] = torch.stack(
+            [it["sentence_order_label"].long().view(()) for it in items]
+        )
+    return batch
+
+
+def epoch_permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(n, generator=g)
+
+
+def _micro_batch_indices(
+    perm: torch.Tensor, offset: int, batch: int, accum: int, rank: int, world: int, micro: int
+) -> list[int]:
+    # The step's global batch is perm[offset : offset + batch*accum*world]; slot rank*accum + micro of it
+    # goes to (rank, micro). So W=2,K=1 and W=1,K=2 see the same micro-batches.
+    start = offset + (rank * accum + micro) * batch
+    return perm[start : start + batch].tolist()
+
+
+# --------------------------------------------------------------------------- distributed
+@dataclass
+class _Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def _init_distributed(cfg: PretrainConfig, device: torch.device) -> _Dist:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return _Dist()
+    if not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.dist_timeout_s))
+    return _Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def _all_reduce(t: torch.Tensor, d: _Dist, op: Any = None) -> torch.Tensor:
+    if d.world > 1:
+        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
+    return t
+
+
+def _gather(obj: Any, d: _Dist) -> list[Any]:
+    if d.world == 1:
+        return [obj]
+    out: list[Any] = [None] * d.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+# --------------------------------------------------------------------------- model and data set-up
+def build_model_config(cfg: PretrainConfig, vocab_size: int | None) -> AlbertConfig:
+    if cfg.model_config:
+        mc = AlbertConfig.from_pretrained(cfg.model_config, **cfg.model_overrides)
+    else:
+        mc = AlbertConfig.from_preset(cfg.preset, **cfg.model_overrides)
+    if vocab_size is not None and mc.vocab_size != vocab_size:
+        logger.info("vocab_size %d -> %d (the tokenizer's)", mc.vocab_size, vocab_size)
+        mc.vocab_size = vocab_size
+    return mc
+
+
+def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
+    from albert_lm.pretraining_data import PretrainingDataset
+    from albert_lm.tokenizer import AlbertTokenizer
+
+    if cfg.data is None:
+        raise ValueError("no --data folder given (make one with `albert data create`, or run `albert demo`)")
+    data = Path(cfg.data)
+    if not data.is_dir():
+        raise FileNotFoundError(f"--data {data}: no such folder")
+    train = PretrainingDataset(data, split="train")
+    try:
+        evaluation = PretrainingDataset(data, split="eval")
+    except (FileNotFoundError, ValueError) as e:
+        logger.warning("no held-out split in %s (%s): evaluating on nothing", data, e)
+        evaluation = None
+    return train, evaluation, AlbertTokenizer.from_pretrained(data)
+
+
+def _autocast(cfg: PretrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    if cfg.precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def evaluate(
+    objective: PretrainingObjective,
+    dataset: Any,
+    cfg: PretrainConfig,
+    device: torch.device,
+    d: _Dist | None = None,
+) -> dict[str, float]:
+    """MLM loss/accuracy (and SOP) on the first `eval_batches` batches of a data set, all ranks together."""
+    d = d or _Dist()
+    was_training = objective.training
+    objective.eval()
+    stats = torch.zeros(len(_STATS), dtype=torch.float64, device=device)
+    n = len(dataset)
+    b = cfg.batch_size
+    for i in range(d.rank * b, min(n, cfg.eval_batches * b), d.world * b):
+        batch = _to(collate([dataset[j] for j in range(i, min(i + b, n))]), device)
+        with _autocast(cfg, device):
+            stats += objective(batch)[1].double()
+    objective.train(was_training)
+    return summarize(_all_reduce(stats, d))
+
+
+# --------------------------------------------------------------------------- logging
+class _Metrics:
+    """metrics.jsonl (+ TensorBoard) on rank 0; on resume, records past the checkpoint are dropped."""
+
+    def __init__(self, output: Path, resume_step: int, tensorboard: bool):
+        self.path = output / METRICS_FILE
+        if self.path.exists():
+            keep = [ln for ln in self.path.read_text().splitlines() if ln.strip()]
+            keep = [ln for ln in keep if json.loads(ln).get("step", 0) <= resume_step]
+            self.path.write_text("".join(ln + "\n" for ln in keep))
+        self.file = open(self.path, "a")  # noqa: SIM115 - lives as long as the run
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.writer = SummaryWriter(str(output / "tensorboard"), purge_step=resume_step + 1)
+            except ImportError:
+                logger.warning("tensorboard is not installed: no event files (pip install tensorboard)")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        if self.writer is not None:
+            split = record.get("split", "train")
+            for k, v in record.items():
+                if k not in ("step", "split") and isinstance(v, (int, float)):
+                    self.writer.add_scalar(f"{split}/{k}", v, record["step"])
+
+    def close(self) -> None:
+        self.file.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _line(step: int, m: dict[str, float], prefix: str = "step") -> str:
+    parts = [f"{prefix} {step}", f"loss {m['loss']:.4f}", f"mlm_acc {m['mlm_acc']:.4f}"]
+    if "sop_acc" in m:
+        parts.append(f"sop_acc {m['sop_acc']:.4f}")
+    if "lr" in m:
+        parts += [f"lr {m['lr']:.3e}", f"tok/s {m['tok_per_s']:.0f}"]
+    return " | ".join(parts)
+
+
+def plot_metrics(output: str | os.PathLike) -> Path | None:
+    """training_curves.png from metrics.jsonl: loss, MLM and SOP accuracy (train and eval), lr."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed: no training_curves.png")
+        return None
+    records = [json.loads(ln) for ln in (Path(output) / METRICS_FILE).read_text().splitlines() if ln.strip()]
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    for split, style in (("train", "-"), ("eval", "o-"), ("eval_text", "s--")):
+        rows = [r for r in records if r.get("split", "train") == split]
+        for ax, key in zip(axes[:3], ("loss", "mlm_acc", "sop_acc"), strict=True):
+            pts = [(r["step"], r[key]) for r in rows if key in r]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), style, label=split, markersize=3)
+                ax.set_title(key)
+    lr = [(r["step"], r["lr"]) for r in records if "lr" in r]
+    if lr:
+        axes[3].plot(*zip(*lr, strict=True))
+        axes[3].set_title("learning rate")
+    for ax in axes:
+        ax.set_xlabel("step")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+    fig.tight_layout()
+    path = Path(output) / "training_curves.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def text_eval_dataset(
+    path: str | os.PathLike, tokenizer: Any, seq_length: int = 128, max_sequences: int = 256, seed: int = 0
+) -> list[dict[str, torch.Tensor]]:
+    """Out-of-domain MLM examples from plain text: consecutive [CLS] chunk [SEP] windows, 15% of the
+    pieces replaced by [MASK] (single pieces, always [MASK]: a fixed, simple probe, not the training
+    recipe's n-gram 80/10/10 masking). Same file and seed, same examples."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"eval text {file}: no such file")
+    lines = [ln for ln in file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    ids = [i for row in tokenizer.encode_batch(lines) for i in row]
+    rng = np.random.default_rng(seed)
+    body = seq_length - 2
+    items = []
+    for start in range(0, len(ids) - body + 1, body):
+        piece = torch.tensor(ids[start : start + body], dtype=torch.long)
+        n_mask = max(1, round(0.15 * body))
+        pos = torch.from_numpy(rng.choice(body, size=n_mask, replace=False)).long()
+        labels = torch.full((seq_length,), -100, dtype=torch.long)
+        labels[pos + 1] = piece[pos]
+        piece[pos] = tokenizer.mask_token_id
+        input_ids = torch.cat(
+            [torch.tensor([tokenizer.cls_token_id]), piece, torch.tensor([tokenizer.sep_token_id])]
+        )
+        items.append(
+            {
+                "input_ids": input_ids,
+                "token_type_ids": torch.zeros(seq_length, dtype=torch.long),
+                "attention_mask": torch.ones(seq_length, dtype=torch.long),
+                "labels": labels,
+            }
+        )
+        if len(items) >= max_sequences:
+            break
+    if not items:
+        raise ValueError(f"eval text {file}: fewer than {body} tokens")
+    return items
+
+
+class _StopFlag:
+    """SIGTERM / SIGINT set a flag; the loop finishes its step, saves, and returns."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+
+    def install(self) -> None:
+        if hasattr(signal, "SIGTERM"):
+            for s in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(ValueError):  # not the main thread: leave handlers alone
+                    self._previous[s] = signal.signal(s, self)
+
+    def restore(self) -> None:
+        for s, h in self._previous.items():
+            signal.signal(s, h)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _resolve_device(cfg: PretrainConfig) -> torch.device:
+    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise ValueError("device cuda asked for, but torch sees no CUDA device")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def pretrain(
+    cfg: PretrainConfig,
+    *,
+    train_dataset: Any = None,
+    eval_dataset: Any = None,
+    tokenizer: Any = None,
+    on_step: Callable[[int], None] | None = None,
+) -> PretrainResult:
+    """Run (or resume) pretraining as `cfg` says; returns where it stopped.
+
+    Data sets default to `PretrainingDataset(cfg.data, split=...)` and the data folder's tokenizer;
+    tests pass their own. `on_step(step)` runs on every rank after each optimizer step.
+    """
+    device = _resolve_device(cfg)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    d = _init_distributed(cfg, device)
+    if train_dataset is None:
+        train_dataset, eval_dataset, tokenizer = _load_data(cfg)
+    sentence_objective = getattr(train_dataset, "objective", "sop")
+    out = Path(cfg.output)
+    if d.main:
+        out.mkdir(parents=True, exist_ok=True)
+        ckpt.remove_stale_temporaries(out)
+    if d.world > 1:
+        dist.barrier()
+    latest = ckpt.latest_checkpoint(out)
+    if latest is not None and not cfg.resume:
+        raise FileExistsError(f"{out} already holds {latest.name}: pass --resume, or choose another --output")
+    if cfg.resume and latest is None and d.main:
+        logger.warning("--resume: no complete checkpoint in %s, starting from step 0", out)
+
+    _seed_everything(cfg.seed)
+    if latest is not None:
+        model = AlbertForPreTraining.from_pretrained(latest)
+    else:
+        model = AlbertForPreTraining(build_model_config(cfg, getattr(tokenizer, "vocab_size", None)))
+        if cfg.init_from:
+            ckpt.warm_start(model, cfg.init_from, cfg.init_from_group0)
+    model.sop_classifier.dropout.p = 0.0  # google-research's SOP head has no dropout
+    if sentence_objective == "none":
+        model.sop_classifier.requires_grad_(False)
+    model.albert.encoder.gradient_checkpointing = cfg.gradient_checkpointing
+    model.to(device).train()
+    objective = PretrainingObjective(model, sentence_objective)
+    wrapped: nn.Module = objective
+    if d.world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        wrapped = nn.parallel.DistributedDataParallel(objective, device_ids=ids)
+    optimizer = build_optimizer(
+        model, cfg.optimizer, cfg.learning_rate, cfg.weight_decay,
+        (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_epsilon, cfg.bias_correction,
+    )  # fmt: skip
+    scheduler = build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.poly_power)
+
+    step, epoch, offset = 0, 0, 0
+    acc = torch.zeros(len(_STATS), dtype=torch.float64, device=device)
+    if latest is not None:
+        state = ckpt.load_training_state(latest)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step, epoch, offset = state["step"], state["epoch"], state["offset"]
+        ranks = state["ranks"]
+        if len(ranks) != d.world and d.main:
+            logger.warning(
+                "resuming %d processes from %d: data order kept, RNG streams not", d.world, len(ranks)
+            )
+        mine = ranks[min(d.rank, len(ranks) - 1)]
+        ckpt.restore_rng_state(mine["rng"])
+        acc = mine["acc"].to(device)
+        if d.main:
+            logger.info("resumed from %s (step %d)", latest, step)
+    else:
+        torch.manual_seed(cfg.seed + d.rank)  # dropout differs between ranks; weights are rank 0's (DDP)
+
+    global_batch = cfg.batch_size * cfg.gradient_accumulation_steps * d.world
+    n = len(train_dataset)
+    if n < global_batch:
+        raise ValueError(f"training set has {n} sequences, fewer than one global batch ({global_batch})")
+    text_eval = None
+    if cfg.eval_text:
+        text_eval = text_eval_dataset(
+            cfg.eval_text, tokenizer, min(128, model.config.max_position_embeddings)
+        )
+    metrics = _Metrics(out, step, cfg.tensorboard) if d.main else None
+    if d.main:
+        tokens_per_step = global_batch * len(train_dataset[0]["input_ids"])
+        logger.info(
+            "pretraining %s (%.1fM parameters, %s) on %d sequences: %d steps, global batch %d (%d x %d x %d "
+            "processes), ~%d tokens per step, %s, %s, lr %.3g",
+            cfg.model_config or cfg.preset, model.num_parameters() / 1e6, sentence_objective, n, cfg.max_steps,
+            global_batch, cfg.batch_size, cfg.gradient_accumulation_steps, d.world, tokens_per_step,
+            cfg.optimizer, cfg.precision, cfg.learning_rate,
+        )  # fmt: skip
+
+    def run_eval(at: int) -> dict[str, float]:
+        results: dict[str, float] = {}
+        for split, ds in (("eval", eval_dataset), ("eval_text", text_eval)):
+            if ds is None:
+                continue
+            m = evaluate(objective, ds, cfg, device, d)
+            m.pop("tokens")
+            results.update({f"{split}_{k}": v for k, v in m.items()})
+            if metrics is not None:
+                metrics.write({"step": at, "split": split, **m})
+                logger.info("%s", _line(at, m, prefix=f"{split} @"))
+        return results
+
+    def save(at: int) -> None:
+        local = {"rng": ckpt.capture_rng_state(), "acc": acc.cpu()}
+        ranks = _gather(local, d)
+        if d.main:
+            state = {
+                "step": at, "epoch": epoch, "offset": offset, "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "ranks": ranks, "global_batch": global_batch,
+            }  # fmt: skip
+            extra = tokenizer.save_pretrained if tokenizer is not None else None
+            path = ckpt.save_checkpoint(out, at, model, state, cfg.to_dict(), extra, cfg.keep_last)
+            logger.info("saved %s", path)
+        if d.world > 1:
+            dist.barrier()
+
+    stop = _StopFlag()
+    stop.install()
+    perm = epoch_permutation(n, cfg.seed, epoch)
+    if hasattr(train_dataset, "set_epoch"):
+        train_dataset.set_epoch(epoch)
+    bar = tqdm(total=cfg.max_steps, initial=step, disable=not d.main, desc="pretrain", unit="step")
+    compute_s = 0.0
+    dropout_off = False
+    result_metrics: dict[str, float] = {}
+    try:
+        while step < cfg.max_steps:
+            if offset + global_batch > n:  # the epoch's remainder is dropped: every step has a full batch
+                epoch, offset = epoch + 1, 0
+                perm = epoch_permutation(n, cfg.seed, epoch)
+                if hasattr(train_dataset, "set_epoch"):
+                    train_dataset.set_epoch(epoch)
+            if cfg.dropout_off_step is not None and step >= cfg.dropout_off_step and not dropout_off:
+                model.set_dropout(hidden=0.0, attention=0.0)
+                dropout_off = True
+                if d.main:
+                    logger.info("dropout off from step %d", step)
+            t0 = time.perf_counter()
+            k_steps = cfg.gradient_accumulation_steps
+            for k in range(k_steps):
+                idx = _micro_batch_indices(perm, offset, cfg.batch_size, k_steps, d.rank, d.world, k)
+                batch = _to(collate([train_dataset[i] for i in idx]), device)
+                last = k == k_steps - 1
+                sync = wrapped.no_sync() if (d.world > 1 and not last) else contextlib.nullcontext()
+                with sync:
+                    with _autocast(cfg, device):
+                        loss, stats = wrapped(batch)
+                    (loss / k_steps).backward()
+                acc += stats.double()
+            grad_norm = clip_by_global_norm(
+                [p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm
+            )
+            lr = optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            offset += global_batch
+            compute_s += time.perf_counter() - t0
+            bar.update(1)
+            if on_step is not None:
+                on_step(step)
+            stopping = torch.tensor([float(stop.signum is not None)], device=device)
+            stopping = bool(_all_reduce(stopping, d, dist.ReduceOp.MAX).item())
+            if step % cfg.log_every == 0 or step == cfg.max_steps or stopping:
+                m = summarize(_all_reduce(acc, d))
+                m.update(lr=lr, grad_norm=float(grad_norm), epoch=epoch)
+                m["tok_per_s"] = m.pop("tokens") / max(compute_s, 1e-9)
+                if metrics is not None:
+                    metrics.write({"step": step, "split": "train", **m})
+                    bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['mlm_acc']:.3f}")
+                    logger.info("%s", _line(step, m))
+                result_metrics = m
+                acc.zero_()
+                compute_s = 0.0
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and not stopping:
+                run_eval(step)
+            if stopping or step == cfg.max_steps or (cfg.save_every and step % cfg.save_every == 0):
+                save(step)
+            if stopping:
+                if d.main:
+                    name = signal.Signals(stop.signum).name if stop.signum else "a signal on another rank"
+                    logger.info("stopped by %s at step %d; continue with --resume", name, step)
+                return PretrainResult(out, step, True, result_metrics)
+        result_metrics.update(run_eval(step))
+        if d.main:
+            model.save_pretrained(out)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(out)
+            ckpt.write_json_atomic(out / ckpt.CONFIG_FILE, cfg.to_dict())
+            logger.info("final model in %s", out)
+        return PretrainResult(out, step, False, result_metrics)
+    finally:
+        bar.close()
+        stop.restore()
+        if metrics is not None:
+            metrics.close()
+            if cfg.plot and (out / METRICS_FILE).stat().st_size > 0:
+                plot_metrics(out)

@@ -1,0 +1,335 @@
+"""The pretraining loop: objective, resume exactness after SIGKILL, SIGTERM, DDP equivalence, warm start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from albert_lm.checkpoint import latest_checkpoint, warm_start
+from albert_lm.config import AlbertConfig
+from albert_lm.heads import AlbertForPreTraining
+from albert_lm.pretrain import PretrainConfig, PretrainingObjective, collate, pretrain, text_eval_dataset
+
+TESTS = Path(__file__).resolve().parent
+TINY = dict(
+    vocab_size=99,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
+
+
+class SyntheticData:
+    """Items in PretrainingDataset's format: pairs of Zipf-distributed tokens ("a a b b ..."), two
+    segments that are swapped for SOP label 1, ~1/7 of the pieces masked; masking depends on the epoch."""
+
+    objective = "sop"
+
+    def __init__(self, n: int = 48, seq: int = 24, seed: int = 0):
+        self.n, self.seq, self.seed, self.epoch = n, seq, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch * 7919 + i)
+        length = self.seq - int(torch.randint(0, 6, (), generator=g))
+        half = (length - 3) // 2
+        weights = 1.0 / torch.arange(1, 95, dtype=torch.float)
+        draw = (torch.multinomial(weights, half, replacement=True, generator=g) + 5).tolist()
+        body = [t for t in draw for _ in range(2)][: 2 * half]
+        a, b = body[:half], body[half:]
+        swap = int(torch.randint(0, 2, (), generator=g))
+        if swap:
+            a, b = b, a
+        ids = torch.tensor([2, *a, 3, *b, 3])
+        labels = torch.full_like(ids, -100)
+        pos = torch.randperm(len(ids) - 2, generator=g)[: max(1, len(ids) // 7)] + 1
+        pos = pos[ids[pos] != 3]
+        labels[pos] = ids[pos]
+        ids[pos] = 4
+        return {
+            "input_ids": ids,
+            "token_type_ids": torch.tensor([0] * (half + 2) + [1] * (half + 1)),
+            "attention_mask": torch.ones_like(ids),
+            "labels": labels,
+            "sentence_order_label": torch.tensor(swap),
+        }
+
+
+def tiny_config(output: str | Path, **kw) -> PretrainConfig:
+    values = dict(
+        output=str(output),
+        preset="albert-tiny",
+        model_overrides=dict(TINY),
+        max_steps=10,
+        batch_size=4,
+        learning_rate=0.02,
+        warmup_steps=2,
+        log_every=2,
+        save_every=3,
+        tensorboard=False,
+        plot=False,
+        seed=7,
+    )
+    values.update(kw)
+    return PretrainConfig(**values)
+
+
+# A subprocess runs this: pretrain on SyntheticData, optionally signalling itself at one step.
+_RUNNER = """
+import json, os, signal, sys
+import torch
+torch.set_num_threads(1)
+sys.path.insert(0, {tests!r})
+from test_pretrain import SyntheticData, tiny_config
+from albert_lm.pretrain import pretrain
+args = json.loads(sys.argv[1])
+rank = int(os.environ.get("RANK", "0"))
+def on_step(step):
+    if step == args.get("kill_at") and rank == args.get("kill_rank", rank):
+        if args["signal"] == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), getattr(signal, args["signal"]))
+r = pretrain(tiny_config(**args["cfg"]), train_dataset=SyntheticData(), on_step=on_step)
+print("RESULT", r.step, r.interrupted)
+"""
+
+
+def _runner(tmp_path: Path) -> Path:
+    script = tmp_path / "runner.py"
+    script.write_text(_RUNNER.format(tests=str(TESTS)))
+    return script
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    return load_file(folder / "model.safetensors")
+
+
+@pytest.fixture
+def one_thread():
+    # Tiny models on a shared 2-core machine: one thread avoids OpenMP spin contention (and makes the
+    # in-process and subprocess runs use the same kernels).
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_masked_only_objective_equals_full_logits_loss():
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).eval()
+    ds = SyntheticData()
+    batch = collate([ds[i] for i in range(6)])  # dynamic padding: lengths differ
+    assert batch["input_ids"].shape[0] == 6 and (batch["attention_mask"] == 0).any()
+    loss, stats = PretrainingObjective(model, "sop")(batch)
+    reference = model(**batch).loss  # transformers-style: all B x S x V logits
+    torch.testing.assert_close(loss, reference, rtol=1e-5, atol=1e-5)
+    assert int(stats[1]) == int((batch["labels"] != -100).sum())  # masked tokens counted
+    loss_none, _ = PretrainingObjective(model, "none")(batch)
+    assert float(loss_none.detach()) < float(loss.detach())  # no SOP term
+
+
+def test_sigkill_then_resume_is_bit_identical(tmp_path, one_thread):
+    cfg = dict(max_steps=10, save_every=3, model_overrides={**TINY, "hidden_dropout_prob": 0.1})
+    # Uninterrupted reference, in this process.
+    ref = tmp_path / "ref"
+    pretrain(tiny_config(ref, **cfg), train_dataset=SyntheticData())
+    # Killed by SIGKILL after step 7 (last checkpoint: step 6), then resumed.
+    out = tmp_path / "run"
+    script = _runner(tmp_path)
+    args = {"cfg": {"output": str(out), **cfg}, "kill_at": 7, "signal": "SIGKILL"}
+    p = subprocess.run(
+        [sys.executable, str(script), json.dumps(args)], env=_env(), capture_output=True, text=True
+    )
+    assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
+    assert latest_checkpoint(out).name == "checkpoint-6"
+    assert not (out / "model.safetensors").exists()  # never finished
+    args = {"cfg": {"output": str(out), "resume": True, **cfg}}
+    p = subprocess.run(
+        [sys.executable, str(script), json.dumps(args)], env=_env(), capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "RESULT 10 False" in p.stdout
+    a, b = _weights(ref), _weights(out)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])]
+    steps = [json.loads(ln)["step"] for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps))  # the step-7 record of the killed run was dropped on resume
+    # Without --resume an existing run is not overwritten.
+    with pytest.raises(FileExistsError, match="--resume"):
+        pretrain(tiny_config(out, **cfg), train_dataset=SyntheticData())
+
+
+def test_sigterm_saves_and_exits_then_resumes_exactly(tmp_path, one_thread):
+    ref = tmp_path / "ref"
+    pretrain(tiny_config(ref, max_steps=8, save_every=0), train_dataset=SyntheticData())
+    out = tmp_path / "run"
+
+    def term(step: int) -> None:
+        if step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    r = pretrain(tiny_config(out, max_steps=8, save_every=0), train_dataset=SyntheticData(), on_step=term)
+    assert r.interrupted and r.step == 5
+    assert latest_checkpoint(out).name == "checkpoint-5"
+    r = pretrain(tiny_config(out, max_steps=8, save_every=0, resume=True), train_dataset=SyntheticData())
+    assert not r.interrupted and r.step == 8
+    a, b = _weights(ref), _weights(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "run"
+    cfg = tiny_config(out, max_steps=6, save_every=2, keep_last=2, eval_every=3, tensorboard=True, plot=True)
+    result = pretrain(cfg, train_dataset=SyntheticData(), eval_dataset=SyntheticData(n=12, seed=3))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
+    records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    assert [r["step"] for r in train] == [2, 4, 6]
+    assert all({"loss", "mlm_acc", "sop_acc", "lr", "tok_per_s"} <= r.keys() for r in train)
+    assert [r["step"] for r in records if r["split"] == "eval"] == [3, 6]
+    assert "eval_mlm_acc" in result.final_metrics
+    assert (out / "training_curves.png").stat().st_size > 0
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    saved = json.loads((out / "pretrain_config.json").read_text())
+    assert PretrainConfig.load(out / "pretrain_config.json").max_steps == saved["max_steps"] == 6
+    model = transformers.AlbertForPreTraining.from_pretrained(out)
+    assert model.config.num_hidden_layers == 2
+
+
+def test_bf16_gradient_checkpointing_and_dropout_off(tmp_path, one_thread):
+    overrides = {**TINY, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    cfg = tiny_config(
+        tmp_path, max_steps=4, save_every=0, precision="bf16", gradient_checkpointing=True,
+        dropout_off_step=2, model_overrides=overrides,
+    )  # fmt: skip
+    r = pretrain(cfg, train_dataset=SyntheticData())
+    assert r.step == 4 and torch.isfinite(torch.tensor(r.final_metrics["loss"]))
+    model = AlbertForPreTraining.from_pretrained(tmp_path)
+    assert model.config.hidden_dropout_prob == 0.1  # the saved config keeps the run's setting
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).train()
+    model.sop_classifier.dropout.p = 0.0  # as pretrain() does: the only dropout left would be random
+    batch = collate([SyntheticData()[i] for i in range(4)])
+    grads = []
+    for flag in (False, True):
+        model.zero_grad()
+        model.albert.encoder.gradient_checkpointing = flag
+        PretrainingObjective(model)(batch)[0].backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_warm_start_deeper_model_and_init_from_group0(tmp_path):
+    torch.manual_seed(0)
+    small = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY))
+    small.save_pretrained(tmp_path / "small")
+    # Shared layers: a 4-layer model takes every weight as it is.
+    deep = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **{**TINY, "num_hidden_layers": 4}))
+    assert warm_start(deep, tmp_path / "small") == []
+    s, d = small.state_dict(), deep.state_dict()
+    assert all(torch.equal(s[k], d[k]) for k in s)
+    # Two hidden groups: group 1 has no source unless init_from_group0 copies group 0.
+    grouped = {**TINY, "num_hidden_layers": 4, "num_hidden_groups": 2}
+    two = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **grouped))
+    fresh = warm_start(two, tmp_path / "small")
+    assert fresh and all(".1." in name for name in fresh)
+    two = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **grouped))
+    assert warm_start(two, tmp_path / "small", init_from_group0=True) == []
+    t = two.state_dict()
+    for k in s:
+        if k.startswith("albert.encoder.attention.0."):
+            assert torch.equal(t[k.replace(".0.", ".1.", 1)], s[k])
+
+
+def test_bad_config_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "run.json"
+    bad.write_text(json.dumps({"max_steps": 5, "lerning_rate": 0.1}))
+    with pytest.raises(ValueError, match="lerning_rate"):
+        PretrainConfig.load(bad)
+    with pytest.raises(ValueError, match="precision"):
+        PretrainConfig(precision="fp8")
+    from albert_lm.cli import main
+
+    assert main(["pretrain", "--config", str(bad)]) == 1
+
+
+def test_cli_help_explains_learning_rate_scaling(capsys):
+    from albert_lm.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "sqrt(B / 4096)" in text and "--gradient-accumulation-steps" in text and "--resume" in text
+
+
+def test_text_eval_dataset_is_deterministic(tmp_path):
+    class Tok:
+        cls_token_id, sep_token_id, mask_token_id = 2, 3, 4
+
+        def encode_batch(self, lines):
+            return [[5 + (ord(c) % 50) for c in line] for line in lines]
+
+    text = tmp_path / "t.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog\n" * 20)
+    a = text_eval_dataset(text, Tok(), seq_length=32)
+    b = text_eval_dataset(text, Tok(), seq_length=32)
+    assert len(a) > 5 and all(torch.equal(x["labels"], y["labels"]) for x, y in zip(a, b, strict=True))
+    masked = a[0]["labels"] != -100
+    assert int(masked.sum()) == round(0.15 * 30) and bool((a[0]["input_ids"][masked] == 4).all())
+
+
+def _torchrun(tmp_path: Path, args: dict, nproc: int = 2, timeout: int = 180) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    cmd += [str(_runner(tmp_path)), json.dumps(args)]
+    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.distributed
+def test_two_processes_match_one_process_with_accumulation(tmp_path, one_thread):
+    common = dict(max_steps=6, batch_size=4, save_every=0)
+    single = tmp_path / "single"
+    pretrain(tiny_config(single, gradient_accumulation_steps=2, **common), train_dataset=SyntheticData())
+    ddp = tmp_path / "ddp"
+    p = _torchrun(tmp_path, {"cfg": {"output": str(ddp), **common}})
+    assert p.returncode == 0, p.stderr[-3000:]
+    a, b = _weights(single), _weights(ddp)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5, msg=k)
+    loss_a = [json.loads(x)["loss"] for x in (single / "metrics.jsonl").read_text().splitlines()]
+    loss_b = [json.loads(x)["loss"] for x in (ddp / "metrics.jsonl").read_text().splitlines()]
+    assert loss_a == pytest.approx(loss_b, rel=1e-4)
+
+
+@pytest.mark.distributed
+def test_a_dying_rank_ends_the_job_with_an_error(tmp_path):
+    args = {"cfg": {"output": str(tmp_path / "ddp"), "max_steps": 50}, "kill_at": 2, "kill_rank": 1}
+    p = _torchrun(tmp_path, {**args, "signal": "exit"}, timeout=240)
+    assert p.returncode != 0
+    assert "RESULT" not in p.stdout
