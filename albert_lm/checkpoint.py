@@ -169,3 +169,40 @@ def load_training_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:  # unpickling errors come in many types; name the file whatever they are
         raise ValueError(f"{file}: cannot read the training state ({type(e).__name__}: {e})") from e
+
+
+# --------------------------------------------------------------------------- warm start (depth growth)
+_BLOCK = re.compile(r"^albert\.encoder\.(attention|ffn)\.(\d+)\.(.+)$")
+
+
+@torch.no_grad()
+def warm_start(model: nn.Module, source: str | os.PathLike, init_from_group0: bool = False) -> list[str]:
+    """Copy the weights of the model folder `source` into `model`, which may be deeper or have more groups.
+
+    The paper warm-starts deeper models from shallower ones (Section 4.x, "we ... initialize from the
+    6-layer model" style depth growth); with all layers shared (one group) the weights carry over as they
+    are: only `num_hidden_layers` differs. With several hidden groups, google-research's
+    `init_from_group0` starts every group from group 0 of the source: our block b (inner layer
+    b % inner_group_num of group b // inner_group_num) takes source block b % inner_group_num.
+    Returns the names left at their fresh initialisation (logged).
+    """
+    from albert_lm.heads import AlbertForPreTraining
+
+    src = AlbertForPreTraining.from_pretrained(source).state_dict()
+    inner = int(getattr(model.config, "inner_group_num", 1))
+    fresh: list[str] = []
+    for name, tensor in model.state_dict().items():
+        origin = name
+        m = _BLOCK.match(name)
+        if init_from_group0 and m is not None:
+            origin = f"albert.encoder.{m.group(1)}.{int(m.group(2)) % inner}.{m.group(3)}"
+        if origin in src and src[origin].shape == tensor.shape:
+            tensor.copy_(src[origin])
+        else:
+            fresh.append(name)
+    if fresh:
+        logger.warning("warm start from %s: %d tensors keep their fresh initialisation: %s",
+                       source, len(fresh), ", ".join(fresh[:8]) + (" ..." if len(fresh) > 8 else ""))  # fmt: skip
+    else:
+        logger.info("warm start: every tensor copied from %s", source)
+    return fresh
