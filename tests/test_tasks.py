@@ -171,3 +171,172 @@ def test_evaluate_cli_bad_predictions_file(tmp_path, capsys):
     bad.write_text("[1, 2]")
     assert main(["evaluate", "--task", "squad1", "--data", str(data), "--predictions", str(bad)]) == 1
     assert "pred.json: expected a JSON object" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- GLUE
+def test_glue_reads_every_shared_task(albert_data):
+    from albert_lm.tasks import get_task
+
+    rows = {"cola": 1043, "sst2": 872, "mrpc": 408, "stsb": 1500, "qnli": 5463, "rte": 277, "wnli": 71}
+    for name, n in rows.items():
+        task = get_task(name)
+        path = task.split_file(albert_data / "glue", "dev")  # the GLUE root finds the task's folder
+        examples = task.read(path, "dev")
+        assert len(examples) == n, name
+        assert all(ex.text_a for ex in examples)
+        assert (examples[0].text_b is None) == (name in ("cola", "sst2"))
+    mrpc = get_task("mrpc").read(albert_data / "glue" / "MRPC" / "dev.tsv", "dev")
+    assert mrpc[0].text_b.startswith('" The foodservice')  # a leading quote is text, not CSV quoting
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ("", r"dev.tsv: empty file"),
+        ("index\tsentence1\tsentence2\tlabel\n", r"dev.tsv: no examples"),
+        ("index\tsentence1\tlabel\n0\ta\tentailment\n", r"dev.tsv:1: missing column 'sentence2'"),
+        (
+            "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tb\n",
+            r"dev.tsv:3: 3 fields, no value for column 'label'",
+        ),
+        (
+            "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tyes\n",
+            r"dev.tsv:2: label 'yes' in column 'label' is not one of",
+        ),
+    ],
+)
+def test_glue_bad_input(tmp_path, content, error):
+    from albert_lm.tasks.glue import GLUE_TASKS, read_glue_tsv
+
+    (tmp_path / "dev.tsv").write_text(content)
+    with pytest.raises(ValueError, match=error):
+        read_glue_tsv(tmp_path / "dev.tsv", GLUE_TASKS["rte"])
+
+
+def test_glue_stsb_scores_and_test_files(tmp_path):
+    from albert_lm.tasks.glue import GLUE_TASKS, GlueTask, read_glue_tsv
+
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    (tmp_path / "dev.tsv").write_text(header + "0\tg\tf\ty\t0\ts\ts\ta\tb\t5.5\n")
+    with pytest.raises(ValueError, match=r"dev.tsv:2: column 'score': score 5.5 outside \[0.0, 5.0\]"):
+        read_glue_tsv(tmp_path / "dev.tsv", GLUE_TASKS["stsb"])
+    # a test file has no label column; predictions become a submission file
+    (tmp_path / "test.tsv").write_text("index\tsentence1\tsentence2\n7\ta b\tc\n9\td\te f\n")
+    task = GlueTask("rte")
+    examples = task.read(tmp_path / "test.tsv", "test")
+    assert [ex.label for ex in examples] == [None, None]
+    path = task.write_predictions(examples, [1, 0], tmp_path / "pred", "test")
+    assert path.name == "RTE.tsv" and path.parent.name == "test"
+    assert path.read_text() == "index\tprediction\n7\tnot_entailment\n9\tentailment\n"
+    mnli = GlueTask("mnli")
+    assert mnli.eval_splits == (("", "dev_matched"), ("_mm", "dev_mismatched"))
+    assert mnli.write_predictions(examples, [0, 2], tmp_path / "p", "test_mismatched").name == "MNLI-mm.tsv"
+
+
+def test_glue_features_truncate_longest_first():
+    from albert_lm.tasks.glue import GlueExample, GlueTask
+
+    tok = ChunkTokenizer()
+    ex = GlueExample("0", "aaa bbb ccc ddd eee fff", "ggg hhh", "entailment", 2)
+    (f,) = GlueTask("rte").featurize([ex], tok, max_seq_length=8)
+    # budget 5 = 8 - 3 specials: the longer first text is cut to 3, the second keeps 2
+    assert len(f["input_ids"]) == 8 and f["token_type_ids"] == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert f["input_ids"][0] == 2 and f["input_ids"][4] == 3 and f["labels"] == 0
+
+
+# --------------------------------------------------------------------------- RACE
+def test_race_jsonl_and_original_layout(albert_data, tmp_path):
+    from albert_lm.tasks.race import RaceTask, qa_text, read_race_folder
+
+    task = RaceTask()
+    examples = task.read(task.split_file(albert_data / "race", "dev"), "dev")
+    assert len(examples) == 1436 and all(len(ex.options) == 4 for ex in examples)
+    assert {ex.answer for ex in examples} == {"A", "B", "C", "D"}
+    # the original release: RACE/dev/{middle,high}/N.txt, one article with several questions each
+    for level in ("middle", "high"):
+        (tmp_path / "dev" / level).mkdir(parents=True)
+        doc = {"id": f"{level}1.txt", "article": "Tom has a cat.", "questions": ["Tom has a _.", "Who?"],
+               "options": [["cat", "dog", "cow", "pig"], ["Tom", "Ann", "Bob", "Sue"]], "answers": ["A", "A"]}  # fmt: skip
+        (tmp_path / "dev" / level / "1.txt").write_text(json.dumps(doc))
+    folder = task.split_file(tmp_path, "dev")
+    examples = read_race_folder(folder)
+    assert len(examples) == 4 and {ex.level for ex in examples} == {"middle", "high"}
+    assert qa_text("Tom has a _.", "cat") == "Tom has a cat." and qa_text("Who?", "Tom") == "Who? Tom"
+    feats = task.featurize(examples, ChunkTokenizer(), max_seq_length=12)
+    assert len(feats[0]["input_ids"]) == 4 and all(len(c) <= 12 for c in feats[0]["input_ids"])
+    scores = task.score(examples, [0, 1, 0, 0])
+    assert scores["accuracy"] == 0.75 and {"accuracy_middle", "accuracy_high"} <= set(scores)
+
+
+def test_race_bad_input(tmp_path):
+    from albert_lm.tasks.race import read_race_jsonl
+
+    good = {
+        "example_id": "m1",
+        "article": "a",
+        "question": "q",
+        "options": ["1", "2", "3", "4"],
+        "answer": "B",
+    }
+    path = tmp_path / "race.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "answer": "E"}) + "\n")
+    with pytest.raises(ValueError, match=r"race.jsonl:2: answer 'E' is not one of A, B, C, D"):
+        read_race_jsonl(path)
+    path.write_text(json.dumps({**good, "options": ["1", "2"]}) + "\n")
+    with pytest.raises(ValueError, match=r"race.jsonl:1: field 'options' must be a list of 4 strings"):
+        read_race_jsonl(path)
+    path.write_text(json.dumps({k: v for k, v in good.items() if k != "article"}) + "\n")
+    with pytest.raises(ValueError, match=r"race.jsonl:1: missing field 'article'"):
+        read_race_jsonl(path)
+    path.write_text("\n")
+    with pytest.raises(ValueError, match=r"race.jsonl: empty file"):
+        read_race_jsonl(path)
+
+
+# --------------------------------------------------------------------------- users' own data
+def test_text_classification_csv_and_jsonl(tmp_path):
+    from albert_lm.tasks import get_task
+
+    (tmp_path / "train.csv").write_text('text,label\n"good, really",pos\nbad,neg\nfine,pos\n')
+    (tmp_path / "dev.jsonl").write_text(
+        '{"text": "nice", "label": "pos"}\n{"text": "awful", "label": "meh"}\n'
+    )
+    task = get_task("classification")
+    train = task.read(task.split_file(tmp_path, "train"), "train")
+    assert train[0].text == "good, really"
+    task.fit_labels(train)
+    assert task.labels == ("neg", "pos")
+    with pytest.raises(ValueError, match=r"dev.jsonl:2: label 'meh' was not seen in training"):
+        task.read(task.split_file(tmp_path, "dev"), "dev")
+    (tmp_path / "bad.csv").write_text("sentence,label\nx,pos\n")
+    with pytest.raises(ValueError, match=r"bad.csv:2: missing value for column 'text'"):
+        task.read(tmp_path / "bad.csv", "train")
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="empty.jsonl: empty file"):
+        task.read(tmp_path / "empty.jsonl", "train")
+    assert (
+        get_task("classification", text_column="sentence").read(tmp_path / "bad.csv", "train")[0].text == "x"
+    )
+
+
+def test_token_classification_reader_features_and_predictions(tmp_path):
+    from albert_lm.tasks import get_task
+
+    (tmp_path / "train.jsonl").write_text(
+        '{"tokens": ["Ann", "lives", "in", "Paris"], "tags": ["B-PER", "O", "O", "B-LOC"]}\n'
+        '{"tokens": ["Bob"], "tags": ["B-PER"]}\n'
+    )
+    (tmp_path / "dev.csv").write_text("tokens,tags\nAnn lives,B-PER O O\n")
+    task = get_task("token-classification")
+    train = task.read(tmp_path / "train.jsonl", "train")
+    task.fit_labels(train)
+    assert task.labels == ("B-LOC", "B-PER", "O")
+    with pytest.raises(ValueError, match=r"dev.csv:2: 2 tokens but 3 tags"):
+        task.read(tmp_path / "dev.csv", "dev")
+    (f, _) = task.featurize(train, ChunkTokenizer(), max_seq_length=64)
+    # "lives" is two pieces: the tag sits on the first, the second is ignored
+    assert f["labels"] == [-100, 1, 2, -100, 2, 0, -100, -100]
+    logits = np.eye(3)[[0, 1, 2, 2, 2, 0, 0, 0]]  # first pieces -> B-PER, O, O, B-LOC
+    preds = task.predict(train[:1], [f], [{"logits": logits}])
+    assert preds == [["B-PER", "O", "O", "B-LOC"]]
+    assert task.score(train[:1], preds)["f1"] == 1.0
