@@ -239,3 +239,49 @@ def test_bad_label_fails_before_writing(albert_data, tiny_model, tmp_path, capsy
     err = capsys.readouterr().err
     assert "train.tsv:8: label 'maybe' in column 'label' is not one of entailment, not_entailment" in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_race_end_to_end(albert_data, tiny_model, tmp_path):
+    # the shared RACE-M dev file stands in for both train and dev (one file for every split)
+    out = tmp_path / "out"
+    results = _finetune_cli(
+        "race", tiny_model, albert_data / "race" / "race_middle_dev.jsonl", out,
+        "--max-seq-length", "96", "--max-eval-examples", "40", "--batch-size", "4",
+    )  # fmt: skip
+    assert 0.0 <= results["accuracy"] <= 1.0
+    rows = (out / "predictions" / "dev_predictions.jsonl").read_text().splitlines()
+    assert len(rows) == 40 and json.loads(rows[0])["answer"] in "ABCD"
+
+
+@pytest.mark.slow
+def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    words = {"pos": ["good", "great", "fine", "nice"], "neg": ["bad", "awful", "poor", "sad"]}
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, n in (("train", 48), ("dev", 16)):
+        rows = []
+        for _ in range(n):
+            label = str(rng.choice(["pos", "neg"]))
+            rows.append(json.dumps({"text": " ".join(rng.choice(words[label], size=4)), "label": label}))
+        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "cls"
+    results = _finetune_cli("classification", tiny_model, data, out)
+    assert {"accuracy", "f1_macro"} <= set(results)
+    saved = json.loads((out / "best" / "config.json").read_text())
+    assert saved["id2label"] == {"0": "neg", "1": "pos"}
+    # evaluation reads the label names back from the saved model
+    capsys.readouterr()
+    assert (
+        main(["evaluate", "--task", "classification", "--model", str(out / "best"), "--data", str(data)]) == 0
+    )
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"] == results["accuracy"]
+
+    tokens = tmp_path / "ner"
+    tokens.mkdir()
+    sent = {"tokens": ["Ann", "met", "Bob", "in", "Rome"], "tags": ["B-PER", "O", "B-PER", "O", "B-LOC"]}
+    for split in ("train", "dev"):
+        (tokens / f"{split}.jsonl").write_text((json.dumps(sent) + "\n") * 8)
+    results = _finetune_cli("token-classification", tiny_model, tokens, tmp_path / "ner-out")
+    assert {"accuracy", "precision", "recall", "f1"} <= set(results)
