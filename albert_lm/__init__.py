@@ -1,6 +1,7 @@
 """albert-lm: ALBERT (Lan et al., ICLR 2020) end to end in PyTorch."""
 
 from albert_lm.config import PRESETS, AlbertConfig
+from albert_lm.finetune import FinetuneConfig, evaluate_model
 from albert_lm.heads import (
     AlbertForMaskedLM,
     AlbertForMultipleChoice,
@@ -12,6 +13,7 @@ from albert_lm.heads import (
 from albert_lm.model import AlbertModel, AlbertPreTrainedModel
 from albert_lm.tokenizer import AlbertTokenizer
 
+# The fine-tuning function stays `albert_lm.finetune.finetune`: exported here it would shadow its module.
 __version__ = "0.1.0"
 
 __all__ = [
@@ -26,5 +28,7 @@ __all__ = [
     "AlbertModel",
     "AlbertPreTrainedModel",
     "AlbertTokenizer",
+    "FinetuneConfig",
     "__version__",
+    "evaluate_model",
 ]
