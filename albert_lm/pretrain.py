@@ -279,7 +279,7 @@ def build_model_config(cfg: PretrainConfig, vocab_size: int | None) -> AlbertCon
 
 
 def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
-    from albert_lm.pretraining_data import PretrainingDataset
+    from albert_lm.dataset import PretrainingDataset
     from albert_lm.tokenizer import AlbertTokenizer
 
     if cfg.data is None:
