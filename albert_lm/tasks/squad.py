@@ -319,6 +319,25 @@ def apply_threshold(preds: SquadPredictions, threshold: float) -> dict[str, str]
     return {q: ("" if preds.null_diff[q] > threshold else t) for q, t in preds.text.items()}
 
 
+def oracle_predictions(
+    examples: Sequence[SquadExample],
+    tokenizer: TokenizerLike,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+) -> dict[str, str]:
+    """The training target of each question cut back out of the context: the best any model can do
+    with this tokenization and offset mapping (answers inside a piece, like "gold" in "golden", are lost)."""
+    train = featurize(examples, tokenizer, max_seq_length, doc_stride, training=True)
+    spans = featurize(examples, tokenizer, max_seq_length, doc_stride, training=False)
+    out = {ex.qid: "" for ex in examples}
+    for t, f in zip(train, spans, strict=True):
+        if t["start_positions"]:
+            ex, off = examples[t["example_index"]], f["context_offset"]
+            start = f["token_chars"][t["start_positions"] - off][0]
+            out[ex.qid] = ex.context[start : f["token_chars"][t["end_positions"] - off][1]]
+    return out
+
+
 # --------------------------------------------------------------------------- the task
 class SquadTask(Task):
     head = "question_answering"
