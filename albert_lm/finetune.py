@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from albert_lm.config import AlbertConfig
 from albert_lm.heads import (
     AlbertForMultipleChoice,
     AlbertForQuestionAnswering,
@@ -355,7 +356,9 @@ def _eval_sets(
     task: Task, data: Path, tokenizer: AlbertTokenizer, max_seq_length: int, cap: int | None, test: bool
 ) -> list[EvalSet]:
     sets = []
-    splits = list(task.eval_splits) + ([("", s) for s in task.test_splits()] if test else [])
+    # One file given for every split: it is train and dev, never a test set to predict.
+    tests = [("", s) for s in task.test_splits()] if test and not data.is_file() else []
+    splits = list(task.eval_splits) + tests
     for suffix, split in splits:
         examples = _read_split(task, data, split, cap)
         if examples is not None:
@@ -374,6 +377,16 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     rng = np.random.default_rng(cfg.seed)
     task = _build_task(cfg)
     tokenizer = AlbertTokenizer.from_pretrained(cfg.model)
+    model_config = AlbertConfig.from_pretrained(cfg.model)
+    if cfg.max_seq_length > model_config.max_position_embeddings:
+        logger.warning(
+            "max_seq_length %d > the model's %d positions: using %d",
+            cfg.max_seq_length, model_config.max_position_embeddings, model_config.max_position_embeddings,
+        )  # fmt: skip
+        cfg.max_seq_length = model_config.max_position_embeddings
+    device = _device(cfg.device)
+    if cfg.precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
 
     # Everything is read and checked before the first file is written.
     train_examples = _read_split(task, data, "train", cfg.max_train_examples)
@@ -388,7 +401,6 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
     eval_every = cfg.eval_every or steps_per_epoch
 
-    device = _device(cfg.device)
     model = _load_for_task(task, cfg.model, cfg).to(device)
     optimizer = build_optimizer(model, "adamw", lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     scheduler = build_scheduler(optimizer, warmup, total)
@@ -546,10 +558,11 @@ def evaluate_model(
     cfg.max_seq_length = max_seq_length or cfg.max_seq_length
     cfg.eval_batch_size = batch_size or cfg.eval_batch_size
     cfg = cfg.resolved()
+    cfg.max_seq_length = min(
+        cfg.max_seq_length, AlbertConfig.from_pretrained(model_dir).max_position_embeddings
+    )
     task = _build_task(cfg)
     if task.head in ("sequence_classification", "token_classification") and not task.labels:
-        from albert_lm.config import AlbertConfig
-
         id2label = AlbertConfig.from_pretrained(model_dir).id2label or {}
         task.labels = tuple(id2label[i] for i in sorted(id2label))
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
