@@ -1,6 +1,7 @@
 """albert-lm: ALBERT (Lan et al., ICLR 2020) end to end in PyTorch."""
 
 from albert_lm.config import PRESETS, AlbertConfig
+from albert_lm.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
 from albert_lm.finetune import FinetuneConfig, evaluate_model
 from albert_lm.heads import (
     AlbertForMaskedLM,
@@ -11,6 +12,7 @@ from albert_lm.heads import (
     AlbertForTokenClassification,
 )
 from albert_lm.model import AlbertModel, AlbertPreTrainedModel
+from albert_lm.pretraining_data import DataConfig
 from albert_lm.tokenizer import AlbertTokenizer
 
 # The fine-tuning function stays `albert_lm.finetune.finetune`: exported here it would shadow its module.
@@ -28,6 +30,10 @@ __all__ = [
     "AlbertModel",
     "AlbertPreTrainedModel",
     "AlbertTokenizer",
+    "DataConfig",
+    "PretrainingDataset",
+    "PretrainingSampler",
+    "collate_pretraining",
     "FinetuneConfig",
     "__version__",
     "evaluate_model",

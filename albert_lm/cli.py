@@ -293,6 +293,88 @@ def _json_or_str(value: str):
         return value
 
 
+# --------------------------------------------------------------------------- albert data create
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "data",
+        help="turn raw text into ALBERT pretraining examples (SOP/NSP pairs, n-gram masking)",
+        description="Data commands. `albert data create` streams text files into sharded, memory-mapped "
+        "pretraining examples (google-research create_pretraining_data.py, quirks fixed; see docs/data.md).",
+    )
+    dsub = p.add_subparsers(dest="data_command", metavar="ACTION")
+    d = dsub.add_parser("create", help="create sharded pretraining examples", description=p.description)
+    d.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    d.add_argument("--tokenizer", required=True, help="spiece.model file or a folder holding one")
+    d.add_argument("--output", required=True, help="new or empty folder (or an unfinished run to resume)")
+    d.add_argument("--max-seq-length", type=int, required=True, help="tokens per example, specials included")
+    d.add_argument("--seed", type=int, default=12345, help="seed of every random draw (default 12345)")
+    d.add_argument(
+        "--format",
+        choices=["lines", "paragraphs"],
+        default="lines",
+        help="lines: one sentence per line, blank line between documents (google-research); "
+        "paragraphs: raw text split into sentences by Bling Fire (default lines)",
+    )
+    d.add_argument("--strip-gutenberg", action="store_true", help="keep only text between Gutenberg markers")
+    d.add_argument(
+        "--objective", choices=["sop", "nsp"], default="sop", help="sentence objective (default sop)"
+    )
+    d.add_argument(
+        "--masking",
+        choices=["dynamic", "static"],
+        default="dynamic",
+        help="dynamic: masks drawn when read, new each epoch (default); static: fixed at creation",
+    )
+    d.add_argument("--dupe-factor", type=int, default=1, help="passes over the data (default 1)")
+    d.add_argument("--short-seq-prob", type=float, default=0.1, help="share of shorter targets (default 0.1)")
+    d.add_argument("--masked-lm-prob", type=float, default=0.15, help="share of masked tokens (default 0.15)")
+    d.add_argument(
+        "--max-predictions-per-seq", type=int, default=20, help="mask cap per example (default 20)"
+    )
+    d.add_argument("--max-ngram", type=int, default=3, help="longest masked n-gram in words (default 3)")
+    d.add_argument(
+        "--eval-fraction", type=float, default=0.01, help="held-out share of blocks (default 0.01)"
+    )
+    d.add_argument("--shard-mb", type=float, default=4.0, help="input MB per shard (default 4)")
+    d.add_argument("--workers", type=int, default=None, help="processes (default: CPU count)")
+    d.add_argument("--skip-invalid-utf8", action="store_true", help="skip and count undecodable lines")
+    d.add_argument(
+        "--max-line-bytes", type=int, default=1 << 20, help="longest accepted line (default 1 MiB)"
+    )
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.set_defaults(func=_run_data_create)
+
+
+def _run_data_create(args: argparse.Namespace) -> int:
+    from albert_lm.pretraining_data import DataConfig
+    from albert_lm.shards import create_pretraining_data, format_summary
+
+    shard_bytes = int(args.shard_mb * (1 << 20))
+    cfg = DataConfig(
+        max_seq_length=args.max_seq_length,
+        objective=args.objective,
+        masking=args.masking,
+        dupe_factor=args.dupe_factor,
+        short_seq_prob=args.short_seq_prob,
+        masked_lm_prob=args.masked_lm_prob,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        max_ngram=args.max_ngram,
+        seed=args.seed,
+        input_format=args.format,
+        strip_gutenberg=args.strip_gutenberg,
+        eval_fraction=args.eval_fraction,
+        block_bytes=min(1 << 20, shard_bytes),
+        shard_bytes=shard_bytes,
+        skip_invalid_utf8=args.skip_invalid_utf8,
+        max_line_bytes=args.max_line_bytes,
+    )
+    manifest = create_pretraining_data(
+        args.input, args.tokenizer, args.output, cfg, num_workers=args.workers, progress=not args.no_progress
+    )
+    print(format_summary(manifest))
+    return 0
+
+
 # --------------------------------------------------------------------------- entry point
 _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_params,
@@ -300,6 +382,7 @@ _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_evaluate,
     _add_tokenizer,
     _add_pretrain,
+    _add_data,
 ]
 
 

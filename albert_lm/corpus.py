@@ -12,7 +12,8 @@ Two input formats:
 
 Files are cut into blocks of about `block_bytes` at blank lines, so many processes can read one big file,
 and no reader ever holds more than one block. In "lines" format a document is the text between blank lines
-(a document longer than a block is cut at the block end); in "paragraphs" format a document is one block
+(a document with no blank line is cut at a line end after 3 blocks' worth of bytes, which keeps every
+block, and so the memory of a reader, bounded); in "paragraphs" format a document is one block
 (a book is one document, or a few for books over `block_bytes`).
 
 `strip_gutenberg` keeps only the text between Project Gutenberg's START and END marker lines (both the
@@ -38,6 +39,7 @@ FORMATS = ("lines", "paragraphs")
 _HEAD_WINDOW = 1 << 20  # Gutenberg headers (with the old "small print") end well within 1 MiB
 _TAIL_WINDOW = 1 << 20
 _START_RE = re.compile(rb"^(\*\*\* ?START OF[^\n]*|\*END\*THE SMALL PRINT[^\n]*)\n", re.M | re.I)
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")  # a line end, then a blank line
 _END_RE = re.compile(rb"^(\*\*\* ?END OF|End of (the )?Project Gutenberg)", re.M | re.I)
 
 
@@ -124,64 +126,82 @@ def plan_blocks(
         with open(path, "rb") as f:
             pos = start
             while pos < end:
-                cut = _next_blank_line_end(f, pos + block_bytes, end)
+                cut = _next_blank_line_end(f, pos + block_bytes, end, give_up=2 * block_bytes)
                 blocks.append(Block(str(path), pos, cut))
                 pos = cut
     return blocks
 
 
-def _next_blank_line_end(f, pos: int, end: int) -> int:
-    """Offset just after the first blank line at or after `pos` (or `end`)."""
+def _next_blank_line_end(f, pos: int, end: int, give_up: int) -> int:
+    """Offset just after the first blank line at or after `pos`; or after the first line end past
+    `pos + give_up` (a document with no blank line for that long is cut there, so a block stays bounded);
+    or `end`. Lines are read in pieces of at most 1 MiB, so a huge line costs no memory here."""
     if pos >= end:
         return end
     f.seek(pos)
-    f.readline(1 << 20)  # finish the line `pos` falls in
+    line_start = False  # `pos` may fall inside a line: finish it first
     while True:
-        here = f.tell()
-        if here >= end:
+        if f.tell() >= end:
             return end
-        line = f.readline(1 << 20)
-        if not line:
+        piece = f.readline(1 << 20)
+        if not piece:
             return end
-        if not line.strip():
+        whole_line = line_start and piece.endswith(b"\n")
+        line_start = piece.endswith(b"\n")
+        if (whole_line and not piece.strip()) or (line_start and f.tell() - pos > give_up):
             return min(f.tell(), end)
+
+
+def read_block_text(
+    block: Block, stats: ReadStats, skip_invalid_utf8: bool = False, max_line_bytes: int = 1 << 20
+) -> str:
+    """The decoded text of a block, read in one call (blocks are small), with every input check."""
+    with open(block.path, "rb") as f:
+        f.seek(block.start)
+        data = f.read(block.nbytes)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise ValueError(
+            f"{block.path}: binary data (NUL byte at offset {block.start + nul}); expected UTF-8 text"
+        )
+    if len(data) > max_line_bytes:
+        pos = 0
+        for raw in data.split(b"\n"):  # C-level split; only blocks that could hold a long line pay for it
+            if len(raw) > max_line_bytes:
+                raise ValueError(
+                    f"{block.path}: line at byte offset {block.start + pos} is {len(raw)} bytes, over "
+                    f"--max-line-bytes {max_line_bytes}; expected text lines (a binary or one-line file?)"
+                )
+            pos += len(raw) + 1
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if not skip_invalid_utf8:
+            raise ValueError(
+                f"{block.path}: invalid UTF-8 at byte offset {block.start + e.start} ({e.reason}); "
+                "expected UTF-8 text (or pass --skip-invalid-utf8 to skip such lines)"
+            ) from None
+        good = []
+        for raw in data.split(b"\n"):
+            try:
+                good.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                stats.skipped_invalid_utf8 += 1
+                logger.warning(
+                    "%s: skipped a line of invalid UTF-8 in bytes %d-%d", block.path, block.start, block.end
+                )
+        text = "\n".join(good)
+    stats.lines += text.count("\n") + (not text.endswith("\n"))
+    return text
 
 
 def iter_block_lines(
     block: Block, stats: ReadStats, skip_invalid_utf8: bool = False, max_line_bytes: int = 1 << 20
 ) -> Iterator[str]:
-    """Decoded lines of a block (line ends removed), reading at most `max_line_bytes` at a time."""
-    with open(block.path, "rb") as f:
-        f.seek(block.start)
-        pos = block.start
-        lineno = 0
-        while pos < block.end:
-            raw = f.readline(min(max_line_bytes + 1, block.end - pos))
-            if not raw:
-                break
-            lineno += 1
-            if len(raw) > max_line_bytes:
-                raise ValueError(
-                    f"{block.path}: line at byte offset {pos} is longer than {max_line_bytes} bytes "
-                    "(--max-line-bytes); expected text lines (is this a binary or one-line file?)"
-                )
-            if b"\0" in raw:
-                nul = pos + raw.index(b"\0")
-                raise ValueError(f"{block.path}: binary data (NUL byte at offset {nul}); expected UTF-8 text")
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                if not skip_invalid_utf8:
-                    raise ValueError(
-                        f"{block.path}: invalid UTF-8 at byte offset {pos + e.start} ({e.reason}); "
-                        "expected UTF-8 text (or pass --skip-invalid-utf8 to skip such lines)"
-                    ) from None
-                stats.skipped_invalid_utf8 += 1
-                pos += len(raw)
-                continue
-            pos += len(raw)
-            stats.lines += 1
-            yield line.rstrip("\r\n")
+    """Decoded lines of a block, line ends removed."""
+    text = read_block_text(block, stats, skip_invalid_utf8, max_line_bytes)
+    for line in text.split("\n"):
+        yield line.rstrip("\r")
 
 
 def iter_text_lines(
@@ -197,7 +217,7 @@ def split_sentences(paragraph: str) -> list[str]:
     """Sentences of one paragraph (Bling Fire; it puts one sentence per output line)."""
     import blingfire
 
-    return [s for s in blingfire.text_to_sentences(paragraph).split("\n") if s.strip()]
+    return [s.strip() for s in blingfire.text_to_sentences(paragraph).split("\n") if s and not s.isspace()]
 
 
 def iter_documents(
@@ -210,10 +230,9 @@ def iter_documents(
     """Documents of a block, each a list of sentences (raw text; normalization is the tokenizer's)."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: expected one of {FORMATS}")
-    lines = iter_block_lines(block, stats, skip_invalid_utf8, max_line_bytes)
     if fmt == "lines":
         doc: list[str] = []
-        for line in lines:
+        for line in iter_block_lines(block, stats, skip_invalid_utf8, max_line_bytes):
             if line.strip():
                 doc.append(line)
             elif doc:
@@ -226,16 +245,12 @@ def iter_documents(
             stats.sentences += len(doc)
             yield doc
         return
-    # paragraphs: the whole block is one document
-    doc, para = [], []
-    for line in lines:
-        if line.strip():
-            para.append(line)
-        elif para:
-            doc.extend(split_sentences(" ".join(para)))
-            para = []
-    if para:
-        doc.extend(split_sentences(" ".join(para)))
+    # paragraphs: the whole block is one document. Blank lines become U+2029 (PARAGRAPH SEPARATOR), where
+    # Bling Fire always ends a sentence, and line breaks inside a paragraph become spaces, so the whole
+    # block is segmented in one call (per-paragraph calls spend most of their time in the ctypes wrapper).
+    text = read_block_text(block, stats, skip_invalid_utf8, max_line_bytes)
+    text = _PARAGRAPH_BREAK.sub("\u2029", text.replace("\r\n", "\n")).replace("\n", " ")
+    doc = split_sentences(text)
     if doc:
         stats.documents += 1
         stats.sentences += len(doc)

@@ -49,16 +49,16 @@ SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # The released model's user-defined pieces (google-research README): always whole pieces.
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 
-_combining_re: re.Pattern[str] | None = None
 
+def _drop_combining(text: str) -> str:
+    """Remove combining characters (`unicodedata.combining(c) != 0`), as the reference's per-character loop.
 
-def _combining_pattern() -> re.Pattern[str]:
-    """A regex class of every combining code point: one C-level `sub` instead of a Python loop per char."""
-    global _combining_re
-    if _combining_re is None:
-        chars = [chr(c) for c in range(0x110000) if unicodedata.combining(chr(c))]
-        _combining_re = re.compile("[" + "".join(re.escape(c) for c in chars) + "]")
-    return _combining_re
+    Only the distinct characters of the text are looked up, then one C-level regex pass deletes them.
+    """
+    marks = [c for c in set(text) if unicodedata.combining(c)]
+    if not marks:
+        return text
+    return re.sub("[" + "".join(re.escape(c) for c in marks) + "]", "", text)
 
 
 def preprocess_text(
@@ -72,7 +72,7 @@ def preprocess_text(
     if remove_space:
         text = " ".join(text.split())
     if not keep_accents and not text.isascii():
-        text = _combining_pattern().sub("", unicodedata.normalize("NFKD", text))
+        text = _drop_combining(unicodedata.normalize("NFKD", text))
     if lower:
         text = text.lower()
     return text
@@ -171,6 +171,23 @@ class AlbertTokenizer:
     def preprocess(self, text: str) -> str:
         return preprocess_text(text, self.do_lower_case, self.remove_space, self.keep_accents)
 
+    def preprocess_batch(self, texts: Sequence[str]) -> list[str]:
+        """`preprocess` of many texts, with one Unicode pass over all of them.
+
+        Same result as one call per text: after the whitespace collapse no text holds a newline, NFKD and
+        lower-casing act on each side of a newline independently (it is a stable, uncased code point).
+        """
+        if self.remove_space:
+            texts = [" ".join(t.split()) for t in texts]
+        elif any("\n" in t for t in texts):
+            return [self.preprocess(t) for t in texts]
+        big = "\n".join(texts)
+        if not self.keep_accents and not big.isascii():
+            big = _drop_combining(unicodedata.normalize("NFKD", big))
+        if self.do_lower_case:
+            big = big.lower()
+        return big.split("\n") if texts else []
+
     def tokenize(self, text: str) -> list[str]:
         """Pieces of `text` (google-research `encode_pieces`, after `preprocess_text`)."""
         pieces = self.sp.encode(self.preprocess(text), out_type=str)
@@ -190,7 +207,7 @@ class AlbertTokenizer:
     ) -> list[list[int]]:
         """Ids of many texts without special tokens; SentencePiece encodes the batch in C++ threads."""
         if preprocess:
-            texts = [self.preprocess(t) for t in texts]
+            texts = self.preprocess_batch(texts)
         batch = self.sp.encode(list(texts), num_threads=num_threads)
         for k, ids in enumerate(batch):
             # The rule is rare (a few pieces per thousand lines): only rewrite lines that need it.
