@@ -83,6 +83,26 @@ def test_collate_pads_and_masks():
     assert b["attention_mask"][0, 0].tolist() == [1, 1, 1, 0]
 
 
+def test_cli_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["finetune", "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for word in (
+        "--task",
+        "rte",
+        "squad2",
+        "token-classification",
+        "--max-steps",
+        "--precision",
+        "--doc-stride",
+    ):
+        assert word in text
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    assert "--predictions" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- end to end
 @pytest.fixture(scope="module")
 def tiny_model(albert_data, tmp_path_factory) -> Path:
@@ -211,8 +231,13 @@ def test_squad2_sample_end_to_end(albert_data, tiny_model, tmp_path, capsys):
     pred_file = out / "predictions" / "predictions.json"
     assert main(["evaluate", "--task", "squad2", "--data", str(dev), "--predictions", str(pred_file)]) == 0
     scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert scored["f1"] == pytest.approx(results["f1"]) and scored["exact_match"] == pytest.approx(
-        results["exact_match"]
+    assert scored["f1"] == pytest.approx(results["f1"])
+    assert scored["exact_match"] == pytest.approx(results["exact_match"])
+    # and the kept model, run again by `albert evaluate --model`, gives the same scores
+    assert main(["evaluate", "--task", "squad2", "--model", str(out / "best"), "--data", str(dev)]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["f1"] == pytest.approx(results["f1"]) and again["best_f1"] == pytest.approx(
+        results["best_f1"]
     )
 
 

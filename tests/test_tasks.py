@@ -356,3 +356,24 @@ def test_squad_offsets_with_the_real_tokenizer(albert_data):
     # The answer keeps the context's own characters (case, accents) and never grows past the gold span.
     first = examples[0]
     assert preds[first.qid] == first.answers[0][0]
+
+
+def test_glue_mnli_and_qqp_layouts(tmp_path):
+    from albert_lm.tasks.glue import GlueTask
+
+    cols = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse"
+    cols += "\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n"
+    row = "0\t1\t1n\tfiction\t(a)\t(b)\t(a)\t(b)\tThe cat sat.\tA cat sat.\tentailment\tentailment\n"
+    for stem in ("dev_matched", "dev_mismatched"):
+        (tmp_path / f"{stem}.tsv").write_text(cols + row + row.replace("\tentailment\n", "\tneutral\n"))
+    task = GlueTask("mnli")
+    for _, split in task.eval_splits:
+        examples = task.read(task.split_file(tmp_path, split), split)
+        assert [ex.label for ex in examples] == ["entailment", "neutral"] and examples[
+            0
+        ].text_b == "A cat sat."
+    (tmp_path / "qqp.tsv").write_text(
+        "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n5\t1\t2\tWhy?\tHow?\t2\n"
+    )
+    with pytest.raises(ValueError, match=r"qqp.tsv:2: label '2' in column 'is_duplicate' is not one of 0, 1"):
+        GlueTask("qqp").read(tmp_path / "qqp.tsv", "dev")
