@@ -117,7 +117,7 @@ def mask_sequence(
 
     word_used = [False] * n_words
     chosen: list[int] = []
-    uniforms = _Uniforms(rng)
+    uniforms = UniformStream(rng)
     for _ in range(4 * n_words):  # a bound, never reached in practice: the target stops the loop first
         if len(chosen) >= target:
             break
@@ -157,7 +157,7 @@ def mask_sequence(
     return out, positions, labels
 
 
-class _Uniforms:
+class UniformStream:
     """Uniform draws fetched from the generator in blocks: one numpy call per 64 draws, not per draw."""
 
     def __init__(self, rng: np.random.Generator, block: int = 64) -> None:
@@ -168,3 +168,7 @@ class _Uniforms:
         if not self.buf:
             self.buf = self.rng.random(self.block).tolist()
         return self.buf.pop()
+
+    def integer(self, low: int, high: int) -> int:
+        """Uniform integer in [low, high)."""
+        return low + min(int(self.next() * (high - low)), high - low - 1)

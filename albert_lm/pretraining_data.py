@@ -32,13 +32,16 @@ The reference's quirks, and what we do instead:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from albert_lm.masking import mask_sequence
+from albert_lm.masking import UniformStream, mask_sequence
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +131,28 @@ class ExampleStats:
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
-# A document: its sentences, each a 1-D int array of token ids (no special tokens).
-Document = list[np.ndarray]
+@dataclass
+class Document:
+    """A document's token ids back to back (no special tokens); sentence s is
+    `tokens[bounds[s]:bounds[s + 1]]`. Slices of one array, so segments are views, never copies."""
+
+    tokens: np.ndarray
+    bounds: list[int]
+
+    @classmethod
+    def from_sentences(cls, sentences: Sequence[Sequence[int]], dtype: np.dtype = TOKEN_DTYPE) -> Document:
+        """One document from its sentences' ids; empty sentences are dropped."""
+        lens = [len(x) for x in sentences if len(x)]
+        tokens = np.fromiter(itertools.chain.from_iterable(sentences), dtype=dtype, count=sum(lens))
+        return cls(tokens, [0, *itertools.accumulate(lens)])
+
+    @classmethod
+    def from_flat(cls, tokens: np.ndarray, lengths: np.ndarray) -> Document:
+        """One document from `AlbertTokenizer.encode_flat` output; empty sentences are dropped."""
+        return cls(tokens, [0, *np.cumsum(lengths[lengths > 0]).tolist()])
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
 
 
 @dataclass
@@ -150,11 +173,11 @@ class ExampleBuffer:
         self.labels.append(label)
 
 
-def draw_target(cfg: DataConfig, rng: np.random.Generator) -> tuple[int, bool]:
+def draw_target(cfg: DataConfig, u: UniformStream) -> tuple[int, bool]:
     """(target length of A + B, whether it is a short one)."""
     max_num_tokens = cfg.max_seq_length - 3
-    if rng.random() < cfg.short_seq_prob:
-        return int(rng.integers(2, max_num_tokens + 1)), True
+    if u.next() < cfg.short_seq_prob:
+        return u.integer(2, max_num_tokens + 1), True
     return max_num_tokens, False
 
 
@@ -192,65 +215,54 @@ def examples_from_document(
     dtype: np.dtype = TOKEN_DTYPE,
 ) -> None:
     """Append the examples of document `d` to `out` (google-research `create_instances_from_document`)."""
-    sents = docs[d]
+    doc = docs[d]
+    n, cum, toks = len(doc), doc.bounds, doc.tokens
     max_num_tokens = cfg.max_seq_length - 3
-    target, short = draw_target(cfg, rng)
+    u = UniformStream(rng)  # scalar draws from blocks: one generator call per 64 draws
+    target, short = draw_target(cfg, u)
     cls, sep = np.array([cls_id], dtype), np.array([sep_id], dtype)
-    chunk: list[np.ndarray] = []
-    length = 0
-    i = 0
-    while i < len(sents):
-        chunk.append(sents[i])
-        length += len(sents[i])
-        if i == len(sents) - 1 or length >= target:
-            if len(chunk) == 1 and cfg.objective == "sop":
-                if i + 1 < len(sents):  # fix: B is the next sentence, never another document's
-                    i += 1
-                    chunk.append(sents[i])
-                else:
-                    stats.dropped_lone_sentences += 1
-                    chunk, length = [], 0
-                    i += 1
-                    continue
-            a_end = 1 if len(chunk) < 2 else int(rng.integers(1, len(chunk)))
-            a = np.concatenate(chunk[:a_end])
-            label = 0
-            if cfg.objective == "nsp" and len(docs) > 1 and (len(chunk) == 1 or rng.random() < 0.5):
-                label = 1
-                target_b = target - len(a)
-                other = int(rng.integers(len(docs) - 1))
-                other += other >= d  # fix: uniform over the *other* documents
-                rdoc = docs[other]
-                parts: list[np.ndarray] = []
-                got = 0
-                for j in range(int(rng.integers(len(rdoc))), len(rdoc)):
-                    parts.append(rdoc[j])
-                    got += len(rdoc[j])
-                    if got >= target_b:
-                        break
-                b = np.concatenate(parts)
-                i -= len(chunk) - a_end  # put the unused sentences back
-            elif len(chunk) == 1:  # NSP with a single document in the shard: nothing to pair with
+    s = 0  # first sentence of the current chunk
+    while s < n:
+        # The chunk: sentences s..k-1, the fewest whose length reaches the target (or the rest).
+        k = min(bisect.bisect_left(cum, cum[s] + target, s + 1), n)
+        if k - s == 1 and cfg.objective == "sop":
+            if k == n:
                 stats.dropped_lone_sentences += 1
-                chunk, length = [], 0
-                i += 1
-                continue
-            else:
-                b = np.concatenate(chunk[a_end:])
-                if cfg.objective == "sop" and rng.random() < 0.5:
-                    a, b = b, a
-                    label = 1
-            a, b = truncate_pair(a, b, max_num_tokens, rng)
-            if len(a) and len(b):
-                tokens = np.concatenate([cls, a, sep, b, sep]).astype(dtype, copy=False)
-                out.append(tokens, len(a), label)
-                stats.examples += 1
-                stats.tokens += len(tokens)
-                stats.label_ones += label
-                stats.short_targets += short
-            chunk, length = [], 0
-            target, short = draw_target(cfg, rng)  # fix: a new target for every example
-        i += 1
+                break
+            k += 1  # fix: B is the next sentence, never another document's
+        size = k - s
+        a_end = 1 if size < 2 else u.integer(1, size)
+        a = toks[cum[s] : cum[s + a_end]]
+        label = 0
+        next_s = k
+        if cfg.objective == "nsp" and len(docs) > 1 and (size == 1 or u.next() < 0.5):
+            label = 1
+            other = u.integer(0, len(docs) - 1)
+            other += other >= d  # fix: uniform over the *other* documents
+            r = docs[other]
+            j0 = u.integer(0, len(r))
+            j1 = min(bisect.bisect_left(r.bounds, r.bounds[j0] + target - len(a), j0 + 1), len(r))
+            b = r.tokens[r.bounds[j0] : r.bounds[j1]]
+            next_s = s + a_end  # put the unused sentences back
+        elif size == 1:  # NSP with a single document in the shard: nothing to pair with
+            stats.dropped_lone_sentences += 1
+            s = k
+            continue
+        else:
+            b = toks[cum[s + a_end] : cum[k]]
+            if cfg.objective == "sop" and u.next() < 0.5:
+                a, b = b, a
+                label = 1
+        a, b = truncate_pair(a, b, max_num_tokens, rng)
+        if len(a) and len(b):
+            tokens = np.concatenate([cls, a, sep, b, sep]).astype(dtype, copy=False)
+            out.append(tokens, len(a), label)
+            stats.examples += 1
+            stats.tokens += len(tokens)
+            stats.label_ones += label
+            stats.short_targets += short
+        target, short = draw_target(cfg, u)  # fix: a new target for every example
+        s = next_s
 
 
 def create_examples(

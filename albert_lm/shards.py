@@ -47,7 +47,7 @@ from tqdm import tqdm
 
 from albert_lm.corpus import Block, ReadStats, iter_documents, plan_blocks
 from albert_lm.masking import word_start_table
-from albert_lm.pretraining_data import DataConfig, ExampleStats, create_examples, static_masks
+from albert_lm.pretraining_data import DataConfig, Document, ExampleStats, create_examples, static_masks
 from albert_lm.tokenizer import AlbertTokenizer
 
 logger = logging.getLogger(__name__)
@@ -155,9 +155,8 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
         for sentences in iter_documents(
             block, cfg.input_format, read, cfg.skip_invalid_utf8, cfg.max_line_bytes
         ):
-            ids = tok.encode_batch(sentences)
-            doc = [np.array(x, dtype=dtype) for x in ids if x]
-            if doc:
+            doc = Document.from_flat(*tok.encode_flat(sentences, dtype))
+            if len(doc):
                 docs.append(doc)
         _report(block.nbytes)
     stats = ExampleStats(documents=len(docs), sentences=sum(len(d) for d in docs))

@@ -16,6 +16,7 @@ from albert_lm.dataset import PretrainingDataset, PretrainingSampler, collate_pr
 from albert_lm.masking import mask_sequence, word_start_table
 from albert_lm.pretraining_data import (
     DataConfig,
+    Document,
     ExampleBuffer,
     ExampleStats,
     examples_from_document,
@@ -28,14 +29,13 @@ MAX_LEN = 128
 
 
 # ----------------------------------------------------------------------------- example creation (synthetic)
-def _synthetic_docs(n_docs: int, rng: np.random.Generator) -> list[list[np.ndarray]]:
-    """Document d's sentence s holds ids 1000*d + 10*s + (0..9 cycling): origin readable from any id."""
+def _synthetic_docs(n_docs: int, rng: np.random.Generator) -> list[Document]:
+    """Every id of document d's sentence s is 1000 * d + s + 5: the origin of any token is readable."""
     docs = []
     for d in range(n_docs):
         n_sent = int(rng.integers(1, 40))
-        docs.append(
-            [np.full(int(rng.integers(3, 40)), 1000 * d + s, dtype=np.int32) + 5 for s in range(n_sent)]
-        )
+        sents = [np.full(int(rng.integers(3, 40)), 1000 * d + s + 5) for s in range(n_sent)]
+        docs.append(Document.from_sentences(sents, np.dtype(np.int32)))
     return docs
 
 
@@ -73,7 +73,11 @@ def test_pairs_follow_the_objective(objective: str) -> None:
 
 
 def test_lone_last_sentence_is_dropped_and_counted() -> None:
-    docs = [[np.arange(5, 200, dtype=np.int32)], [np.full(10, 7, np.int32), np.full(10, 8, np.int32)]]
+    i32 = np.dtype(np.int32)
+    docs = [
+        Document.from_sentences([np.arange(5, 200)], i32),
+        Document.from_sentences([np.full(10, 7), np.full(10, 8)], i32),
+    ]
     out, stats = ExampleBuffer.empty(), ExampleStats()
     cfg = DataConfig(max_seq_length=64, short_seq_prob=0.0)
     rng = np.random.default_rng(1)

@@ -1,0 +1,146 @@
+"""Benchmark of `albert data create` against raw SentencePiece encoding of the same text.
+
+    .venv/bin/python benchmarks/bench_data.py --tier small   # the 10 MB tier of the shared books
+    .venv/bin/python benchmarks/bench_data.py --tier all     # all 100 MB
+
+For the chosen books it measures
+1. the practical limit: SentencePiece (the released 30k model) encoding the books' text (Gutenberg headers
+   and footers removed, lower-cased, one call per line), on `--workers` threads, text already in memory;
+2. `albert data create --format paragraphs --strip-gutenberg --max-seq-length 128` with `--workers`
+   processes, end to end (reading, Bling Fire segmentation, normalization, encoding, SOP pairs, writing),
+   as a subprocess whose process tree is sampled every 20 ms from /proc for the peak resident memory:
+   the peak of the sum over all processes (shared pages counted in each: an upper bound) and the
+   largest single process.
+Not run by the tests; the figures go in docs/data.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import sentencepiece as spm
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("ALBERT_DATA", ROOT.parent / "shared" / "data"))
+
+
+def books(tier: str) -> list[Path]:
+    root = DATA / "pretrain" / "gutenberg"
+    rows = [r.split("\t") for r in (root / "MANIFEST.tsv").read_text().splitlines()[2:]]
+    return sorted(root / "books" / r[0] for r in rows if tier == "all" or r[1] == tier)
+
+
+def sentencepiece_limit(files: list[Path], threads: int) -> tuple[float, int]:
+    from albert_lm.corpus import gutenberg_body
+
+    sp = spm.SentencePieceProcessor(model_file=str(DATA / "tokenizer" / "albert-30k" / "spiece.model"))
+    lines, nbytes = [], 0
+    for f in files:
+        start, end = gutenberg_body(f)
+        with open(f, "rb") as fh:
+            fh.seek(start)
+            body = fh.read(end - start)
+        nbytes += len(body)
+        lines += [ln.lower() for ln in body.decode("utf-8").splitlines()]
+    t0 = time.perf_counter()
+    sp.encode(lines, num_threads=threads)
+    return nbytes / 1e6 / (time.perf_counter() - t0), nbytes
+
+
+def _tree_rss_kib(root_pid: int) -> tuple[int, int]:
+    """(sum, max) of VmRSS over root_pid and its descendants."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    total = biggest = 0
+    stack = [root_pid]
+    while stack:
+        pid = stack.pop()
+        stack += children.get(pid, [])
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    kib = int(line.split()[1])
+                    total += kib
+                    biggest = max(biggest, kib)
+        except OSError:
+            pass
+    return total, biggest
+
+
+def run_create(files: list[Path], workers: int, out: Path) -> tuple[float, int, int, str]:
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "albert"),
+        "data",
+        "create",
+        "--input",
+        *map(str, files),
+        "--tokenizer",
+        str(DATA / "tokenizer" / "albert-30k"),
+        "--output",
+        str(out),
+        "--max-seq-length",
+        "128",
+        "--format",
+        "paragraphs",
+        "--strip-gutenberg",
+        "--workers",
+        str(workers),
+        "--no-progress",
+    ]
+    peak = {"sum": 0, "max": 0}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def sample() -> None:
+        while proc.poll() is None:
+            s, m = _tree_rss_kib(proc.pid)
+            peak["sum"], peak["max"] = max(peak["sum"], s), max(peak["max"], m)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    output, _ = proc.communicate()
+    seconds = time.perf_counter() - t0
+    sampler.join()
+    if proc.returncode != 0:
+        sys.exit(f"albert data create failed:\n{output}")
+    return seconds, peak["sum"], peak["max"], output
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tier", choices=["small", "all"], default="small")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    files = books(args.tier)
+    limit, nbytes = sentencepiece_limit(files, args.workers)
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, rss_sum, rss_max, output = run_create(files, args.workers, Path(tmp) / "data")
+    speed = nbytes / 1e6 / seconds
+    print(output.strip())
+    print(f"books: {len(files)} ({args.tier}), text after Gutenberg stripping: {nbytes / 1e6:.1f} MB")
+    print(f"SentencePiece encoding alone, {args.workers} threads: {limit:.2f} MB/s")
+    print(
+        f"albert data create, {args.workers} processes: {seconds:.1f} s, {speed:.2f} MB/s "
+        f"= {100 * speed / limit:.0f}% of SentencePiece alone"
+    )
+    print(
+        f"peak RSS: {rss_sum / 1024:.0f} MiB summed over processes, {rss_max / 1024:.0f} MiB largest process"
+    )
+
+
+if __name__ == "__main__":
+    main()
