@@ -12,12 +12,8 @@ import torch
 
 from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
-from albert_lm.finetune import (
-    FinetuneConfig,
-    collate,
-    length_bucketed_batches,
-    schedule,
-)
+from albert_lm.finetune import FinetuneConfig, schedule
+from albert_lm.tasks.batches import collate, length_bucketed_batches
 
 
 # --------------------------------------------------------------------------- units
@@ -144,14 +140,16 @@ def _finetune_cli(task, model, data, out, *extra) -> dict:
 @pytest.mark.parametrize(
     ("task", "folder", "names", "dev_rows"),
     [
-        ("rte", "RTE", {"accuracy"}, 277),
-        ("stsb", "STS-B", {"pearson", "spearman"}, 1500),
-        ("cola", "CoLA", {"mcc"}, 1043),
+        ("rte", "RTE", {"accuracy"}, 277),  # the whole dev set, re-evaluated below
+        ("stsb", "STS-B", {"pearson", "spearman"}, 300),
+        ("cola", "CoLA", {"mcc"}, 300),
     ],
 )
 def test_glue_end_to_end(albert_data, tiny_model, tmp_path, capsys, task, folder, names, dev_rows):
-    out = tmp_path / "out"
-    results = _finetune_cli(task, tiny_model, albert_data / "glue" / folder, out)
+    out, data = tmp_path / "out", albert_data / "glue" / folder
+    results = _finetune_cli(
+        task, tiny_model, data, out, *(["--max-eval-examples", "300"] if task != "rte" else [])
+    )
     assert names <= set(results) and results["step"] in (2, 4)
     for name in names:
         assert -1.0 <= results[name] <= 1.0
@@ -163,32 +161,15 @@ def test_glue_end_to_end(albert_data, tiny_model, tmp_path, capsys, task, folder
     rows = (out / "predictions" / "dev" / f"{folder}.tsv").read_text().splitlines()
     assert rows[0] == "index\tprediction" and len(rows) == dev_rows + 1
     assert not list(out.glob("**/*.tmp"))
+    if task != "rte":
+        return
     # `albert evaluate` on the kept checkpoint reproduces the dev metrics
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "evaluate",
-                "--task",
-                task,
-                "--model",
-                str(out / "best"),
-                "--data",
-                str(albert_data / "glue" / folder),
-            ]
-        )
-        == 0
-    )
+    assert main(["evaluate", "--task", task, "--model", str(out / "best"), "--data", str(data)]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    for name in names:
-        assert again[name] == pytest.approx(results[name], abs=1e-6)
-
-
-@pytest.mark.slow
-def test_finetuned_classifier_loads_in_transformers(albert_data, tiny_model, tmp_path):
+    assert again["accuracy"] == pytest.approx(results["accuracy"], abs=1e-6)
+    # the fine-tuned classifier gives the same logits in transformers, with its label names
     transformers = pytest.importorskip("transformers")
-    out = tmp_path / "out"
-    _finetune_cli("rte", tiny_model, albert_data / "glue" / "RTE", out)
     ours = AlbertForSequenceClassification.from_pretrained(out / "best").eval()
     theirs = transformers.AlbertForSequenceClassification.from_pretrained(out / "best").eval()
     ids = torch.tensor([[2, 10975, 15, 51, 1952, 3]])
