@@ -131,10 +131,14 @@ def squad_exact(prediction: str, gold: str) -> int:
     return int(normalize_answer(prediction) == normalize_answer(gold))
 
 
-def squad_f1(prediction: str, gold: str) -> float:
-    """Token-overlap F1 after normalization; two empty answers agree (SQuAD 2.0's no-answer rule)."""
+def squad_f1(prediction: str, gold: str, version2: bool = True) -> float:
+    """Token-overlap F1 after normalization.
+
+    SQuAD 2.0 (evaluate-v2.0.py): an empty side scores 1 when both are empty, else 0 (no-answer).
+    SQuAD 1.1 (evaluate-v1.1.py): no shared token is 0, even for two answers that normalize to nothing.
+    """
     pred_toks, gold_toks = _tokens(prediction), _tokens(gold)
-    if not pred_toks or not gold_toks:
+    if version2 and (not pred_toks or not gold_toks):
         return float(pred_toks == gold_toks)
     common = collections.Counter(pred_toks) & collections.Counter(gold_toks)
     same = sum(common.values())
@@ -144,17 +148,20 @@ def squad_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def squad_gold_answers(dataset: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+def squad_gold_answers(dataset: Sequence[Mapping[str, Any]], version2: bool = True) -> dict[str, list[str]]:
     """qid -> gold answer texts from the official JSON's `data` list; [""] for an unanswerable question.
 
-    As evaluate-v2.0.py: answers that normalize to nothing are dropped, and a question left with none
-    is scored against the empty answer.
+    SQuAD 2.0, as evaluate-v2.0.py: answers that normalize to nothing are dropped, and a question left
+    with none is scored against the empty answer. SQuAD 1.1 keeps every answer as given (dev-v1.1 has
+    three "." answers, which evaluate-v1.1.py keeps).
     """
     gold: dict[str, list[str]] = {}
     for article in dataset:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
-                texts = [a["text"] for a in qa.get("answers", []) if normalize_answer(a["text"])]
+                texts = [
+                    a["text"] for a in qa.get("answers", []) if not version2 or normalize_answer(a["text"])
+                ]
                 gold[qa["id"]] = texts or [""]
     return gold
 
@@ -186,7 +193,7 @@ def squad_metrics(
             continue
         pred = predictions[qid]
         exact[qid] = float(max(squad_exact(pred, a) for a in answers))
-        f1[qid] = max(squad_f1(pred, a) for a in answers)
+        f1[qid] = max(squad_f1(pred, a, version2) for a in answers)
     if missing:
         logger.warning("%d of %d questions have no prediction; they score 0", missing, len(gold))
     has_ans = {qid: bool(answers != [""]) for qid, answers in gold.items()}

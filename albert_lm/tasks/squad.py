@@ -141,7 +141,7 @@ def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -
                         answers=answers,
                         is_impossible=impossible,
                         title=str(article.get("title", "")),
-                        gold=[t for t, _ in answers if metrics.normalize_answer(t)] or [""],
+                        gold=[t for t, _ in answers if not version2 or metrics.normalize_answer(t)] or [""],
                     )
                 )
     if not examples:
@@ -419,7 +419,7 @@ def score_prediction_file(
 ) -> dict[str, float]:
     """Score a predictions JSON (qid -> answer text) against an official SQuAD file, as the official scripts."""
     dataset = load_squad_json(data)
-    gold = metrics.squad_gold_answers(dataset)
+    gold = metrics.squad_gold_answers(dataset, version2)
     if not gold:
         raise InputError(data, "no questions found")
     preds = _read_json_object(predictions, "predictions (question id -> answer text)")
