@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,7 @@ def books(tier: str) -> list[Path]:
     return sorted(root / "books" / r[0] for r in rows if tier == "all" or r[1] == tier)
 
 
-def sentencepiece_limit(files: list[Path], threads: int) -> tuple[float, int]:
+def sentencepiece_limit(files: list[Path], threads: int) -> tuple[float, float, int]:
     from albert_lm.corpus import gutenberg_body
 
     sp = spm.SentencePieceProcessor(model_file=str(DATA / "tokenizer" / "albert-30k" / "spiece.model"))
@@ -49,9 +50,10 @@ def sentencepiece_limit(files: list[Path], threads: int) -> tuple[float, int]:
             body = fh.read(end - start)
         nbytes += len(body)
         lines += [ln.lower() for ln in body.decode("utf-8").splitlines()]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sp.encode(lines, num_threads=threads)
-    return nbytes / 1e6 / (time.perf_counter() - t0), nbytes
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return nbytes / 1e6 / wall, nbytes / 1e6 / cpu, nbytes
 
 
 def _tree_rss_kib(root_pid: int) -> tuple[int, int]:
@@ -80,7 +82,7 @@ def _tree_rss_kib(root_pid: int) -> tuple[int, int]:
     return total, biggest
 
 
-def run_create(files: list[Path], workers: int, out: Path) -> tuple[float, int, int, str]:
+def run_create(files: list[Path], workers: int, out: Path) -> tuple[float, float, int, int, str]:
     cmd = [
         str(ROOT / ".venv" / "bin" / "albert"),
         "data",
@@ -101,6 +103,7 @@ def run_create(files: list[Path], workers: int, out: Path) -> tuple[float, int, 
         "--no-progress",
     ]
     peak = {"sum": 0, "max": 0}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -114,10 +117,20 @@ def run_create(files: list[Path], workers: int, out: Path) -> tuple[float, int, 
     sampler.start()
     output, _ = proc.communicate()
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the CLI and its (waited-for) worker processes
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     sampler.join()
     if proc.returncode != 0:
         sys.exit(f"albert data create failed:\n{output}")
-    return seconds, peak["sum"], peak["max"], output
+    return seconds, cpu, peak["sum"], peak["max"], output
+
+
+def startup_cpu() -> float:
+    """CPU seconds of `albert --help`: interpreter start and package import, paid once per run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([str(ROOT / ".venv" / "bin" / "albert"), "--help"], check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def main() -> None:
@@ -125,17 +138,29 @@ def main() -> None:
     ap.add_argument("--tier", choices=["small", "all"], default="small")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
+    load0 = f"{os.getloadavg()[0]:.2f}"
     files = books(args.tier)
-    limit, nbytes = sentencepiece_limit(files, args.workers)
+    limit, limit_cpu, nbytes = sentencepiece_limit(files, args.workers)
     with tempfile.TemporaryDirectory() as tmp:
-        seconds, rss_sum, rss_max, output = run_create(files, args.workers, Path(tmp) / "data")
-    speed = nbytes / 1e6 / seconds
+        seconds, cpu, rss_sum, rss_max, output = run_create(files, args.workers, Path(tmp) / "data")
+    startup = startup_cpu()
+    speed, speed_cpu = nbytes / 1e6 / seconds, nbytes / 1e6 / cpu
     print(output.strip())
     print(f"books: {len(files)} ({args.tier}), text after Gutenberg stripping: {nbytes / 1e6:.1f} MB")
-    print(f"SentencePiece encoding alone, {args.workers} threads: {limit:.2f} MB/s")
+    print(f"load average before/after: {load0} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(
-        f"albert data create, {args.workers} processes: {seconds:.1f} s, {speed:.2f} MB/s "
-        f"= {100 * speed / limit:.0f}% of SentencePiece alone"
+        f"SentencePiece encoding alone, {args.workers} threads: {limit:.2f} MB/s wall, "
+        f"{limit_cpu:.2f} MB per CPU-second"
+    )
+    print(
+        f"albert data create, {args.workers} processes: {seconds:.1f} s, {speed:.2f} MB/s wall "
+        f"= {100 * speed / limit:.0f}% of SentencePiece alone; {speed_cpu:.2f} MB per CPU-second "
+        f"= {100 * speed_cpu / limit_cpu:.0f}% (start-up included)"
+    )
+    rest = nbytes / 1e6 / (cpu - startup)
+    print(
+        f"start-up of the `albert` command (Python, `import albert_lm`, which imports torch): {startup:.1f} "
+        f"CPU-s; without it: {rest:.2f} MB per CPU-second = {100 * rest / limit_cpu:.0f}% of SentencePiece alone"
     )
     print(
         f"peak RSS: {rss_sum / 1024:.0f} MiB summed over processes, {rss_max / 1024:.0f} MiB largest process"

@@ -359,3 +359,10 @@ def test_cli_bad_input(
         json.loads((tmp_path / "o6" / "manifest.json").read_text())["summary"]["skipped_invalid_utf8_lines"]
         == 1
     )
+
+
+@pytest.mark.parametrize("argv", [["data", "create", "--help"], ["tokenizer", "train", "--help"]])
+def test_cli_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0 and "--input" in capsys.readouterr().out
