@@ -51,6 +51,7 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data", required=True, help="the task's folder (train/dev files) or one file")
     p.add_argument("--output", required=True, help="output folder")
+    p.add_argument("--tokenizer", help="spiece.model (or its folder) when --model has none")
     p.add_argument("--max-steps", type=int, help="optimizer steps (default: the task's)")
     p.add_argument("--epochs", type=float, help="train for this many epochs instead of --max-steps")
     p.add_argument("--batch-size", type=int, help="training batch size (default: the task's)")

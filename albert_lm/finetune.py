@@ -103,6 +103,7 @@ class FinetuneConfig:
     model: str  # folder with config.json, model.safetensors (transformers layout) and spiece.model
     data: str  # the task's data folder or file
     output: str
+    tokenizer: str | None = None  # spiece.model or a folder holding it; default: the model folder
     max_steps: int | None = None
     epochs: float | None = None
     batch_size: int | None = None
@@ -317,7 +318,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     task = _build_task(cfg)
-    tokenizer = AlbertTokenizer.from_pretrained(cfg.model)
+    tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
     model_config = AlbertConfig.from_pretrained(cfg.model)
     if cfg.max_seq_length > model_config.max_position_embeddings:
         logger.warning(

@@ -12,7 +12,7 @@ import torch
 
 from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
-from albert_lm.finetune import FinetuneConfig, schedule
+from albert_lm.finetune import FinetuneConfig, finetune, schedule
 from albert_lm.tasks.batches import collate, length_bucketed_batches
 
 
@@ -292,5 +292,11 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     sent = {"tokens": ["Ann", "met", "Bob", "in", "Rome"], "tags": ["B-PER", "O", "B-PER", "O", "B-LOC"]}
     for split in ("train", "dev"):
         (tokens / f"{split}.jsonl").write_text((json.dumps(sent) + "\n") * 8)
-    results = _finetune_cli("token-classification", tiny_model, tokens, tmp_path / "ner-out")
+    # a checkpoint folder without spiece.model takes the tokenizer from --tokenizer
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_model, bare, ignore=shutil.ignore_patterns("spiece.model"))
+    with pytest.raises(FileNotFoundError, match="spiece.model"):
+        finetune(FinetuneConfig(task="token-classification", model=str(bare), data=str(tokens), output="x"))
+    tok = str(tiny_model / "spiece.model")
+    results = _finetune_cli("token-classification", bare, tokens, tmp_path / "ner-out", "--tokenizer", tok)
     assert {"accuracy", "precision", "recall", "f1"} <= set(results)
