@@ -1,0 +1,154 @@
+"""Fine-tuning settings: google-research ALBERT's per-task table and the FinetuneConfig dataclass.
+
+The table is the paper's Appendix A.4 / google-research's README (learning rate, batch, warmup, steps,
+max length, encoder dropout per task). `FinetuneConfig` fields left None take the task's row;
+`schedule` turns a config and the training-set size into step counts, keeping the table's warmup
+fraction when the steps or epochs are changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TaskDefaults:
+    """One row of google-research ALBERT's fine-tuning table (README / paper Appendix A.4)."""
+
+    learning_rate: float
+    batch_size: int
+    warmup_steps: int
+    max_steps: int | None  # None: train for `epochs`
+    max_seq_length: int
+    dropout: float = 0.0  # "ALBERT DR"; the classifier's dropout is 0.1 everywhere
+    epochs: float | None = None
+
+
+TASK_DEFAULTS: dict[str, TaskDefaults] = {
+    "cola": TaskDefaults(1e-5, 16, 320, 5336, 512),
+    "sst2": TaskDefaults(1e-5, 32, 1256, 20935, 512),
+    "mrpc": TaskDefaults(2e-5, 32, 200, 800, 512),
+    "stsb": TaskDefaults(2e-5, 16, 214, 3598, 512),
+    "qqp": TaskDefaults(5e-5, 128, 1000, 14000, 512, dropout=0.1),
+    "mnli": TaskDefaults(3e-5, 128, 1000, 10000, 512),
+    "qnli": TaskDefaults(1e-5, 32, 1986, 33112, 512),
+    "rte": TaskDefaults(3e-5, 32, 200, 800, 512, dropout=0.1),
+    "wnli": TaskDefaults(2e-5, 16, 250, 2000, 512, dropout=0.1),
+    # SQuAD 1.1: the table's 3649 steps at batch 48 are its 2 epochs; warmup 365 = 10%.
+    "squad1": TaskDefaults(5e-5, 48, 365, None, 384, epochs=2.0),
+    "squad2": TaskDefaults(3e-5, 48, 814, 8144, 512),
+    "race": TaskDefaults(1e-5, 32, 1000, 12000, 512, dropout=0.1),
+    # Users' own data: no table row; transformers' example defaults (3 epochs, 10% warmup).
+    "classification": TaskDefaults(2e-5, 32, 10, None, 128, epochs=3.0),
+    "token-classification": TaskDefaults(5e-5, 32, 10, None, 128, epochs=3.0),
+}
+# Fraction of training spent warming up when no step count is given: from the table, else 10%.
+_DEFAULT_WARMUP_FRACTION = 0.1
+
+
+@dataclass
+class FinetuneConfig:
+    """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""
+
+    task: str
+    model: str  # folder with config.json, model.safetensors (transformers layout) and spiece.model
+    data: str  # the task's data folder or file
+    output: str
+    tokenizer: str | None = None  # spiece.model or a folder holding it; default: the model folder
+    max_steps: int | None = None
+    epochs: float | None = None
+    batch_size: int | None = None
+    eval_batch_size: int | None = None
+    learning_rate: float | None = None
+    warmup_steps: int | None = None
+    max_seq_length: int | None = None
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    gradient_accumulation: int = 1
+    dropout: float | None = None  # encoder dropout (hidden and attention)
+    classifier_dropout: float = 0.1
+    seed: int = 12345
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only, with loss scaling)
+    device: str = "auto"
+    eval_every: int | None = None  # steps; default once per epoch (and always at the end)
+    log_every: int = 50
+    max_train_examples: int | None = None  # cap for quick runs (CI, smoke tests)
+    max_eval_examples: int | None = None
+    # SQuAD
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float | None = None  # SQuAD 2.0; None: chosen on dev for best F1
+    # RACE
+    max_qa_length: int = 128
+    # users' own data
+    text_column: str = "text"
+    text_pair_column: str | None = "text_pair"
+    label_column: str = "label"
+    tokens_column: str = "tokens"
+    tags_column: str = "tags"
+
+    def __post_init__(self) -> None:
+        if self.task not in TASK_DEFAULTS:
+            raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASK_DEFAULTS)}")
+        if self.precision not in ("fp32", "bf16", "fp16"):
+            raise ValueError(f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
+        for name in ("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+
+    def resolved(self) -> FinetuneConfig:
+        """A copy with the task's defaults filled in (steps and warmup are resolved in `finetune`)."""
+        d = TASK_DEFAULTS[self.task]
+        out = dataclasses.replace(self)
+        for name in ("learning_rate", "batch_size", "max_seq_length", "dropout"):
+            if getattr(out, name) is None:
+                setattr(out, name, getattr(d, name))
+        if out.eval_batch_size is None:
+            out.eval_batch_size = 2 * out.batch_size
+        return out
+
+    def task_options(self) -> dict[str, Any]:
+        return {
+            k: getattr(self, k)
+            for k in (
+                "doc_stride",
+                "max_query_length",
+                "n_best",
+                "max_answer_length",
+                "null_score_diff_threshold",
+                "max_qa_length",
+                "text_column",
+                "text_pair_column",
+                "label_column",
+                "tokens_column",
+                "tags_column",
+            )
+        }
+
+
+def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, int]:
+    """(total optimizer steps, warmup steps, steps per epoch) from the config and the task's row."""
+    d = TASK_DEFAULTS[cfg.task]
+    per_step = cfg.batch_size * cfg.gradient_accumulation
+    steps_per_epoch = max(1, math.ceil(num_train_features / per_step))
+    if cfg.max_steps is not None:
+        total = cfg.max_steps
+    elif cfg.epochs is not None:
+        total = max(1, math.ceil(cfg.epochs * steps_per_epoch))
+    elif d.max_steps is not None:
+        total = d.max_steps
+    else:
+        total = max(1, math.ceil((d.epochs or 1.0) * steps_per_epoch))
+    if cfg.warmup_steps is not None:
+        warmup = cfg.warmup_steps
+    elif d.max_steps is not None:
+        warmup = round(total * d.warmup_steps / d.max_steps)
+    else:
+        warmup = round(total * _DEFAULT_WARMUP_FRACTION)
+    return total, warmup, steps_per_epoch
