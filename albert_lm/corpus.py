@@ -250,7 +250,11 @@ def iter_documents(
     # block is segmented in one call (per-paragraph calls spend most of their time in the ctypes wrapper).
     text = read_block_text(block, stats, skip_invalid_utf8, max_line_bytes)
     text = _PARAGRAPH_BREAK.sub("\u2029", text.replace("\r\n", "\n")).replace("\n", " ")
-    doc = split_sentences(text)
+    import blingfire
+
+    # Raw segments (a trailing U+2029 or space included): the tokenizer's normalization removes that
+    # whitespace anyway, and empty segments give no tokens, so cleaning them here would be wasted work.
+    doc = blingfire.text_to_sentences(text).split("\n")
     if doc:
         stats.documents += 1
         stats.sentences += len(doc)

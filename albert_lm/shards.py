@@ -103,7 +103,7 @@ def plan_shards(inputs: list[str], cfg: DataConfig) -> dict[str, list[list[Block
 def plan_id(plan: dict[str, list[list[Block]]], cfg: DataConfig, tokenizer_sha: str) -> str:
     """Hash of everything the output bytes depend on: settings, tokenizer, and each block's file and range."""
     files = sorted({b.path for shards in plan.values() for s in shards for b in s})
-    stamp = {f: os.stat(f).st_size for f in files}
+    stamp = {f: (os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in files}  # an edited input is a new plan
     desc = {
         "config": asdict(cfg),
         "tokenizer": tokenizer_sha,
@@ -292,7 +292,7 @@ def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, 
     # fork keeps start-up cheap (no re-import of torch); spawn where fork does not exist
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     queue = ctx.Queue()
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(tok_dir, queue), maxtasksperchild=8) as pool:
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(tok_dir, queue)) as pool:
         results = pool.imap_unordered(build_shard, tasks, chunksize=1)
         while len(metas) < len(tasks):
             while not queue.empty():
