@@ -70,7 +70,7 @@ class PretrainingDataset(Dataset):
         self.word_start = np.load(self.path / "word_start.npy")
         self._shard_dirs = [self.path / s["dir"] for s in self.manifest["splits"][split]["shards"]]
         counts = [s["examples"] for s in self.manifest["splits"][split]["shards"]]
-        self._cum = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        self._cum = [0, *np.cumsum(counts, dtype=np.int64).tolist()]  # ints even for a split with no shards
         self._shards: list[dict[str, np.ndarray] | None] = [None] * len(self._shard_dirs)
 
     def __len__(self) -> int:
