@@ -229,10 +229,15 @@ class AlbertTokenizer:
         flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=dtype, count=int(lens.sum()))
         hits = np.flatnonzero(self._digit_comma[flat])
         if len(hits):
-            for row in np.unique(np.searchsorted(np.cumsum(lens), hits, side="right")).tolist():
-                batch[row] = self._apply_digit_comma(batch[row])
-            lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-            flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=dtype, count=int(lens.sum()))
+            ends = np.cumsum(lens)
+            parts, done = [], 0
+            for row in np.unique(np.searchsorted(ends, hits, side="right")).tolist():
+                start = int(ends[row] - lens[row])
+                fixed = self._apply_digit_comma(batch[row])
+                parts += [flat[done:start], np.array(fixed, dtype=dtype)]
+                done = int(ends[row])
+                lens[row] = len(fixed)
+            flat = np.concatenate([*parts, flat[done:]])  # splice the rewritten texts in
         return flat, lens
 
     def _apply_digit_comma(self, ids: list[int]) -> list[int]:

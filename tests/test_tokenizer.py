@@ -103,6 +103,8 @@ def test_equals_original_rule_on_book_lines(albert_data: Path, released: AlbertT
     ours = released.encode_batch(lines, num_threads=2)
     mismatches = [i for i, line in enumerate(lines) if ours[i] != reference_ids(released.sp, line)]
     assert mismatches == [], f"{len(mismatches)} lines differ, first: {lines[mismatches[0]]!r}"
+    flat, lens = released.encode_flat(lines)  # the array form the data pipeline uses
+    assert lens.tolist() == [len(x) for x in ours] and flat.tolist() == [i for x in ours for i in x]
     assert sum(any(released._digit_comma[i] for i in released.sp.encode(ln.lower())) for ln in lines) > 0
 
 
