@@ -333,3 +333,43 @@ def test_a_dying_rank_ends_the_job_with_an_error(tmp_path):
     p = _torchrun(tmp_path, {**args, "signal": "exit"}, timeout=240)
     assert p.returncode != 0
     assert "RESULT" not in p.stdout
+
+
+@pytest.fixture(scope="module")
+def book_data(albert_data, tmp_path_factory) -> Path:
+    """A real data folder: one public-domain book, an 800-piece tokenizer, 64-token SOP examples."""
+    from albert_lm.pretraining_data import DataConfig
+    from albert_lm.shards import create_pretraining_data
+    from albert_lm.tokenizer import train_tokenizer
+
+    book = albert_data / "pretrain/gutenberg/books/Thoreau_Henry_David__On_the_Duty_of_Civil_Disobedience.txt"
+    root = tmp_path_factory.mktemp("book")
+    train_tokenizer([book], root / "tok", vocab_size=800, strip_gutenberg=True)
+    cfg = DataConfig(
+        max_seq_length=64,
+        input_format="paragraphs",
+        strip_gutenberg=True,
+        block_bytes=8 << 10,
+        eval_fraction=0.1,
+    )
+    create_pretraining_data([str(book)], root / "tok", root / "data", cfg, num_workers=1, progress=False)
+    return root / "data"
+
+
+def test_loss_falls_over_50_steps_on_real_text(book_data, tmp_path, one_thread):
+    cfg = PretrainConfig(
+        data=str(book_data), output=str(tmp_path / "run"), preset="albert-tiny", max_steps=50, batch_size=8,
+        learning_rate=0.01, warmup_steps=5, log_every=5, save_every=0, eval_batches=10, tensorboard=False,
+        plot=False,
+    )  # fmt: skip
+    result = pretrain(cfg)
+    train = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in train if r["split"] == "train"]
+    assert len(train) == 10
+    first, last = train[0]["mlm_loss"], min(r["mlm_loss"] for r in train[-3:])
+    assert last < first - 0.5, (first, last)
+    uniform = torch.log(torch.tensor(800.0)).item()  # a model that learnt nothing
+    assert result.final_metrics["eval_mlm_loss"] < uniform - 0.5
+    assert 0.0 <= result.final_metrics["eval_sop_acc"] <= 1.0
+    # The final folder is a complete model + tokenizer.
+    assert (tmp_path / "run" / "spiece.model").is_file() and (tmp_path / "run" / "config.json").is_file()
