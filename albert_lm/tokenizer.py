@@ -219,12 +219,16 @@ class AlbertTokenizer:
                 batch[k] = self._apply_digit_comma(ids)
         return batch
 
-    def encode_flat(self, texts: Sequence[str], dtype: type = np.int32) -> tuple[np.ndarray, np.ndarray]:
+    def encode_flat(
+        self, texts: Sequence[str], dtype: type = np.int32, num_threads: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
         """`encode_batch` as one array: ((N,) ids of all texts back to back, (len(texts),) lengths).
 
         The digit-comma check runs vectorised over the whole batch; the few texts it hits are redone.
         """
-        batch = self.sp.encode(self.preprocess_batch(texts))
+        # One thread by default: the data pipeline runs one process per core (SentencePiece's default, -1,
+        # would start a thread per core in every process).
+        batch = self.sp.encode(self.preprocess_batch(texts), num_threads=num_threads)
         lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
         flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=dtype, count=int(lens.sum()))
         hits = np.flatnonzero(self._digit_comma[flat])
