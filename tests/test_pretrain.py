@@ -373,3 +373,17 @@ def test_loss_falls_over_50_steps_on_real_text(book_data, tmp_path, one_thread):
     assert 0.0 <= result.final_metrics["eval_sop_acc"] <= 1.0
     # The final folder is a complete model + tokenizer.
     assert (tmp_path / "run" / "spiece.model").is_file() and (tmp_path / "run" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
+    from albert_lm.demo import CORPUS_DIR, run_demo
+
+    assert (CORPUS_DIR / "README.md").is_file() and len(list(CORPUS_DIR.glob("*.txt"))) == 5
+    one_book = sorted(CORPUS_DIR.glob("Alger*.txt"))
+    report = run_demo(tmp_path, max_steps=3, files=one_book, eval_every=2, batch_size=4, vocab_size=1000)
+    assert 0.0 < report["unigram_mlm_acc"] < 0.5 and 0.5 <= report["sop_majority_acc"] < 0.6
+    assert len(report["fill_mask"]["top5"]) == 5
+    assert json.loads((tmp_path / "demo_results.json").read_text())["settings"]["max_steps"] == 3
+    transformers = pytest.importorskip("transformers")
+    transformers.AlbertForPreTraining.from_pretrained(tmp_path / "model")
