@@ -12,10 +12,13 @@ from albert_lm.heads import (
     AlbertForTokenClassification,
 )
 from albert_lm.model import AlbertModel, AlbertPreTrainedModel
+from albert_lm.optim import AdamW, Lamb
+from albert_lm.pretrain import PretrainConfig
 from albert_lm.pretraining_data import DataConfig
 from albert_lm.tokenizer import AlbertTokenizer
 
-# The fine-tuning function stays `albert_lm.finetune.finetune`: exported here it would shadow its module.
+# The fine-tuning function stays `albert_lm.finetune.finetune` and the pretraining one
+# `albert_lm.pretrain.pretrain`: exported here they would shadow their modules.
 __version__ = "0.1.0"
 
 __all__ = [
@@ -30,6 +33,9 @@ __all__ = [
     "AlbertModel",
     "AlbertPreTrainedModel",
     "AlbertTokenizer",
+    "AdamW",
+    "Lamb",
+    "PretrainConfig",
     "DataConfig",
     "PretrainingDataset",
     "PretrainingSampler",
