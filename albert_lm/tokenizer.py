@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 SPIECE_UNDERLINE = "\u2581"
 MODEL_FILE = "spiece.model"
 CONFIG_FILE = "tokenizer_config.json"
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # The released model's user-defined pieces (google-research README): always whole pieces.
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
@@ -54,9 +55,10 @@ USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 def _drop_combining(text: str) -> str:
     """Remove combining characters (`unicodedata.combining(c) != 0`), as the reference's per-character loop.
 
-    Only the distinct characters of the text are looked up, then one C-level regex pass deletes them.
+    Only the distinct non-ASCII characters of the text are looked up (combining marks are never ASCII),
+    then one C-level regex pass deletes them.
     """
-    marks = [c for c in set(text) if unicodedata.combining(c)]
+    marks = [c for c in set("".join(_NON_ASCII.findall(text))) if unicodedata.combining(c)]
     if not marks:
         return text
     return re.sub("[" + "".join(re.escape(c) for c in marks) + "]", "", text)
