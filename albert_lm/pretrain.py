@@ -171,7 +171,8 @@ class PretrainingObjective(nn.Module):
         mlm_correct = (logits.argmax(-1) == target).sum()
         zero = torch.zeros((), device=logits.device)
         sop_sum, sop_correct, n_sop = zero, zero, 0
-        if self.sentence_objective != "none":
+        # Plain-text evaluation sets carry no sentence labels: MLM only there.
+        if self.sentence_objective != "none" and "sentence_order_label" in batch:
             sop_logits = self.model.sop_classifier(out.pooler_output).float()  # (B, 2)
             sop_target = batch["sentence_order_label"].view(-1)
             sop_sum = F.cross_entropy(sop_logits, sop_target, reduction="sum")

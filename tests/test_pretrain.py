@@ -356,11 +356,11 @@ def book_data(albert_data, tmp_path_factory) -> Path:
     return root / "data"
 
 
-def test_loss_falls_over_50_steps_on_real_text(book_data, tmp_path, one_thread):
+def test_loss_falls_over_50_steps_on_real_text(albert_data, book_data, tmp_path, one_thread):
     cfg = PretrainConfig(
         data=str(book_data), output=str(tmp_path / "run"), preset="albert-tiny", max_steps=50, batch_size=8,
         learning_rate=0.01, warmup_steps=5, log_every=5, save_every=0, eval_batches=10, tensorboard=False,
-        plot=False,
+        plot=False, eval_text=str(albert_data / "pretrain/wikitext-2/valid.txt"),
     )  # fmt: skip
     result = pretrain(cfg)
     train = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -371,6 +371,7 @@ def test_loss_falls_over_50_steps_on_real_text(book_data, tmp_path, one_thread):
     uniform = torch.log(torch.tensor(800.0)).item()  # a model that learnt nothing
     assert result.final_metrics["eval_mlm_loss"] < uniform - 0.5
     assert 0.0 <= result.final_metrics["eval_sop_acc"] <= 1.0
+    assert result.final_metrics["eval_text_mlm_loss"] < uniform  # out-of-domain text (WikiText-2)
     # The final folder is a complete model + tokenizer.
     assert (tmp_path / "run" / "spiece.model").is_file() and (tmp_path / "run" / "config.json").is_file()
 
