@@ -337,8 +337,13 @@ class _Metrics:
     def __init__(self, output: Path, resume_step: int, tensorboard: bool):
         self.path = output / METRICS_FILE
         if self.path.exists():
-            keep = [ln for ln in self.path.read_text().splitlines() if ln.strip()]
-            keep = [ln for ln in keep if json.loads(ln).get("step", 0) <= resume_step]
+            keep = []
+            for ln in self.path.read_text().splitlines():
+                try:
+                    if json.loads(ln).get("step", 0) <= resume_step:
+                        keep.append(ln)
+                except json.JSONDecodeError:
+                    pass  # a line cut short by the kill that ended the previous run
             self.path.write_text("".join(ln + "\n" for ln in keep))
         self.file = open(self.path, "a")  # noqa: SIM115 - lives as long as the run
         self.writer = None

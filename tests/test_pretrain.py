@@ -165,6 +165,8 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, one_thread):
     assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
     assert latest_checkpoint(out).name == "checkpoint-6"
     assert not (out / "model.safetensors").exists()  # never finished
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 7, "split": "tr')  # as if the kill had cut a line short
     args = {"cfg": {"output": str(out), "resume": True, **cfg}}
     p = subprocess.run(
         [sys.executable, str(script), json.dumps(args)], env=_env(), capture_output=True, text=True
