@@ -22,8 +22,9 @@ What we do instead, and why (each a quirk of the reference):
   (target - masked so far) / (mean span length), a rule that does not look at the span drawn: the masked
   count is right on average and the length distribution stays unbiased; `max_predictions_per_seq`
   remains a hard cap (a span over it ends the example's masking);
-- the target counts [CLS] and the two [SEP]s, which can never be masked (15% of 128 tokens = 14.2% of the
-  text): we count the maskable tokens only, so 15% of the text is masked on average;
+- the budget counts [CLS] and the two [SEP]s, which can never be masked, so the share of the text it
+  asks for depends on the length (19 of 125 text tokens = 15.2% at 128 tokens, 3 of 17 = 17.6% at 20):
+  we take 15% of the maskable tokens, so 15% of the text is masked on average at every length;
 - `max(1, ...)` forces a mask into every example, over-masking short ones: we keep the expectation instead;
 - the random replacement is any vocabulary entry, `<pad>`, `[CLS]`, `[SEP]`, `[MASK]` included: we draw
   from the ordinary pieces (ids 5 and up) only;
