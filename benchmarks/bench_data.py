@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_data.py --tier small   # the 10 MB tier of the shared books
     .venv/bin/python benchmarks/bench_data.py --tier all     # all 100 MB
+    .venv/bin/python benchmarks/bench_data.py --tier all --format lines   # same text, a sentence per line
 
 For the chosen books it measures
 1. the practical limit: SentencePiece (the released 30k model) encoding the books' text (Gutenberg headers
@@ -39,13 +40,13 @@ def books(tier: str) -> list[Path]:
     return sorted(root / "books" / r[0] for r in rows if tier == "all" or r[1] == tier)
 
 
-def sentencepiece_limit(files: list[Path], threads: int) -> tuple[float, float, int]:
+def sentencepiece_limit(files: list[Path], threads: int, strip: bool) -> tuple[float, float, int]:
     from albert_lm.corpus import gutenberg_body
 
     sp = spm.SentencePieceProcessor(model_file=str(DATA / "tokenizer" / "albert-30k" / "spiece.model"))
     lines, nbytes = [], 0
     for f in files:
-        start, end = gutenberg_body(f)
+        start, end = gutenberg_body(f) if strip else (0, f.stat().st_size)
         with open(f, "rb") as fh:
             fh.seek(start)
             body = fh.read(end - start)
@@ -86,7 +87,25 @@ def _tree_rss_kib(root_pid: int) -> tuple[int, int]:
     return total, biggest
 
 
-def run_create(files: list[Path], workers: int, out: Path) -> tuple[float, float, int, int, str]:
+def to_lines_format(files: list[Path], out_dir: Path) -> list[Path]:
+    """The books in google-research's format (a sentence per line, blank line between documents), made
+    with our own reader and segmenter, untimed: for measuring `--format lines` on the same text."""
+    from albert_lm.corpus import ReadStats, iter_documents, plan_blocks
+
+    out = []
+    for f in files:
+        target = out_dir / f.name
+        with open(target, "w", encoding="utf-8") as fh:
+            for block in plan_blocks([f], 1 << 20, strip_gutenberg=True):
+                for doc in iter_documents(block, "paragraphs", ReadStats()):
+                    fh.write("\n".join(s.strip() for s in doc if s.strip()) + "\n\n")
+        out.append(target)
+    return out
+
+
+def run_create(
+    files: list[Path], workers: int, out: Path, fmt: str = "paragraphs"
+) -> tuple[float, float, int, int, str]:
     cmd = [
         str(ROOT / ".venv" / "bin" / "albert"),
         "data",
@@ -100,8 +119,8 @@ def run_create(files: list[Path], workers: int, out: Path) -> tuple[float, float
         "--max-seq-length",
         "128",
         "--format",
-        "paragraphs",
-        "--strip-gutenberg",
+        fmt,
+        *(["--strip-gutenberg"] if fmt == "paragraphs" else []),
         "--workers",
         str(workers),
         "--no-progress",
@@ -141,23 +160,35 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tier", choices=["small", "all"], default="small")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--format",
+        choices=["paragraphs", "lines"],
+        default="paragraphs",
+        help="paragraphs: the books as they are; lines: first rewritten one sentence per line (untimed)",
+    )
     args = ap.parse_args()
     load0 = f"{os.getloadavg()[0]:.2f}"
     files = books(args.tier)
-    limit, limit_cpu, nbytes = sentencepiece_limit(files, args.workers)
     with tempfile.TemporaryDirectory() as tmp:
-        seconds, cpu, rss_sum, rss_max, output = run_create(files, args.workers, Path(tmp) / "data")
+        inputs = files if args.format == "paragraphs" else to_lines_format(files, Path(tmp))
+        # the reference encodes exactly the text the command reads
+        limit, limit_cpu, nbytes = sentencepiece_limit(
+            inputs, args.workers, strip=args.format == "paragraphs"
+        )
+        seconds, cpu, rss_sum, rss_max, output = run_create(
+            inputs, args.workers, Path(tmp) / "data", args.format
+        )
     startup = startup_cpu()
     speed, speed_cpu = nbytes / 1e6 / seconds, nbytes / 1e6 / cpu
     print(output.strip())
-    print(f"books: {len(files)} ({args.tier}), text after Gutenberg stripping: {nbytes / 1e6:.1f} MB")
+    print(f"books: {len(files)} ({args.tier}), input text ({args.format}): {nbytes / 1e6:.1f} MB")
     print(f"load average before/after: {load0} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(
         f"SentencePiece encoding alone: {args.workers} threads {limit:.2f} MB/s wall; "
         f"1 thread {limit_cpu:.2f} MB per CPU-second"
     )
     print(
-        f"albert data create, {args.workers} processes: {seconds:.1f} s, {speed:.2f} MB/s wall "
+        f"albert data create --format {args.format}, {args.workers} processes: {seconds:.1f} s, {speed:.2f} MB/s wall "
         f"= {100 * speed / limit:.0f}% of SentencePiece alone; {speed_cpu:.2f} MB per CPU-second "
         f"= {100 * speed_cpu / limit_cpu:.0f}% (start-up included)"
     )
