@@ -33,6 +33,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import blingfire
+
 logger = logging.getLogger(__name__)
 
 FORMATS = ("lines", "paragraphs")
@@ -215,8 +217,6 @@ def iter_text_lines(
 
 def split_sentences(paragraph: str) -> list[str]:
     """Sentences of one paragraph (Bling Fire; it puts one sentence per output line)."""
-    import blingfire
-
     return [s.strip() for s in blingfire.text_to_sentences(paragraph).split("\n") if s and not s.isspace()]
 
 
@@ -250,8 +250,6 @@ def iter_documents(
     # block is segmented in one call (per-paragraph calls spend most of their time in the ctypes wrapper).
     text = read_block_text(block, stats, skip_invalid_utf8, max_line_bytes)
     text = _PARAGRAPH_BREAK.sub("\u2029", text.replace("\r\n", "\n")).replace("\n", " ")
-    import blingfire
-
     # Raw segments (a trailing U+2029 or space included): the tokenizer's normalization removes that
     # whitespace anyway, and empty segments give no tokens, so cleaning them here would be wasted work.
     doc = blingfire.text_to_sentences(text).split("\n")
