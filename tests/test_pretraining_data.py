@@ -382,3 +382,16 @@ def test_nsp_data_end_to_end(tiny_setup: tuple[Path, Path], tmp_path: Path) -> N
     )
     labels = np.array([int(ds[i]["sentence_order_label"]) for i in range(len(ds))])
     assert 0.4 < labels.mean() < 0.7  # about half random B (more: lone-sentence chunks, as google-research)
+
+
+def test_real_text_same_seed_same_bytes(albert_data: Path, tmp_path: Path) -> None:
+    books = _small_books(albert_data)[:3]
+    tok = albert_data / "tokenizer" / "albert-30k"
+    cfg = dict(max_seq_length=MAX_LEN, input_format="paragraphs", strip_gutenberg=True, shard_bytes=1 << 19)
+    cfg["block_bytes"] = 1 << 18
+    for name, workers in (("a", 1), ("b", 2)):
+        create_pretraining_data(
+            books, tok, tmp_path / name, DataConfig(**cfg), num_workers=workers, progress=False
+        )
+    a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
+    assert sum(k.endswith("tokens.npy") for k in a) > 2 and a == b
