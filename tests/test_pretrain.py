@@ -390,3 +390,36 @@ def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
     assert json.loads((tmp_path / "demo_results.json").read_text())["settings"]["max_steps"] == 3
     transformers = pytest.importorskip("transformers")
     transformers.AlbertForPreTraining.from_pretrained(tmp_path / "model")
+
+
+def test_cli_pretrain_config_file_plus_overrides(book_data, tmp_path, one_thread, capsys):
+    from albert_lm.cli import main
+
+    run = tmp_path / "run.json"
+    run.write_text(
+        json.dumps({"preset": "albert-tiny", "max_steps": 50, "batch_size": 4, "tensorboard": False})
+    )
+    out = tmp_path / "out"
+    argv = [
+        "pretrain",
+        "--config",
+        str(run),
+        "--data",
+        str(book_data),
+        "--output",
+        str(out),
+        "--max-steps",
+        "2",
+    ]
+    argv += ["--model-override", "num_hidden_layers=2", "--warmup-steps", "1", "--log-every", "1"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {
+        "output": str(out),
+        "step": 2,
+        "interrupted": False,
+    }
+    saved = json.loads((out / "pretrain_config.json").read_text())
+    assert saved["max_steps"] == 2 and saved["batch_size"] == 4 and saved["learning_rate"] == 0.00176
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 2
+    assert main(argv) == 1  # the folder holds checkpoints now: refused without --resume
+    assert main([*argv, "--resume"]) == 0
