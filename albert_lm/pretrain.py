@@ -237,6 +237,7 @@ class _Dist:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
+    owned: bool = False  # this run created the process group, so it destroys it at the end
 
     @property
     def main(self) -> bool:
@@ -247,10 +248,11 @@ def _init_distributed(cfg: PretrainConfig, device: torch.device) -> _Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return _Dist()
-    if not dist.is_initialized():
+    owned = not dist.is_initialized()
+    if owned:
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend, timeout=timedelta(seconds=cfg.dist_timeout_s))
-    return _Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return _Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), owned)
 
 
 def _all_reduce(t: torch.Tensor, d: _Dist, op: Any = None) -> torch.Tensor:
@@ -688,6 +690,8 @@ def pretrain(
     finally:
         bar.close()
         stop.restore()
+        if d.owned:
+            dist.destroy_process_group()
         if metrics is not None:
             metrics.close()
             if cfg.plot and (out / METRICS_FILE).stat().st_size > 0:
