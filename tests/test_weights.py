@@ -85,6 +85,7 @@ class _Exploit:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # our hostile file uses protocol 4 on purpose
 def test_pickle_that_would_run_code_is_refused_and_never_runs(tmp_path):
     tiny().save_pretrained(tmp_path)
     marker = tmp_path / "pwned"
