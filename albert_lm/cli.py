@@ -271,7 +271,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     if "data" not in given and args.config is None:
         from albert_lm.demo import run_demo
 
-        run_demo(given.get("output", "runs/demo"))
+        run_demo(given.get("output", "runs/demo"), max_steps=given.get("max_steps"))
         return 0
     from albert_lm.pretrain import PretrainConfig, pretrain
 
