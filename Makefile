@@ -16,7 +16,7 @@ $(BIN)/albert: pyproject.toml
 setup: $(BIN)/albert
 
 demo: setup
-	$(BIN)/albert params
+	$(BIN)/albert demo
 
 test: setup
 	$(BIN)/ruff check albert_lm tests benchmarks
