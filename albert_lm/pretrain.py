@@ -30,7 +30,6 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +42,13 @@ from tqdm.auto import tqdm
 
 from albert_lm import checkpoint as ckpt
 from albert_lm.config import AlbertConfig
+from albert_lm.distributed import DistInfo, StopFlag, all_reduce, gather, init_distributed
 from albert_lm.heads import AlbertForPreTraining
 from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
+from albert_lm.pretrain_monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics, text_eval_dataset
 
 logger = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
 SENTENCE_OBJECTIVES = ("sop", "nsp", "none")
 # Per micro-batch sums, reduced over micro-batches and ranks before anything is divided.
 _STATS = ("mlm_loss_sum", "mlm_count", "mlm_correct", "sop_loss_sum", "sop_count", "sop_correct", "tokens")
@@ -231,44 +231,6 @@ def _micro_batch_indices(
     return perm[start : start + batch].tolist()
 
 
-# --------------------------------------------------------------------------- distributed
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    owned: bool = False  # this run created the process group, so it destroys it at the end
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def _init_distributed(cfg: PretrainConfig, device: torch.device) -> _Dist:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return _Dist()
-    owned = not dist.is_initialized()
-    if owned:
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.dist_timeout_s))
-    return _Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), owned)
-
-
-def _all_reduce(t: torch.Tensor, d: _Dist, op: Any = None) -> torch.Tensor:
-    if d.world > 1:
-        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
-    return t
-
-
-def _gather(obj: Any, d: _Dist) -> list[Any]:
-    if d.world == 1:
-        return [obj]
-    out: list[Any] = [None] * d.world
-    dist.all_gather_object(out, obj)
-    return out
-
-
 # --------------------------------------------------------------------------- model and data set-up
 def build_model_config(cfg: PretrainConfig, vocab_size: int | None) -> AlbertConfig:
     if cfg.model_config:
@@ -315,10 +277,10 @@ def evaluate(
     dataset: Any,
     cfg: PretrainConfig,
     device: torch.device,
-    d: _Dist | None = None,
+    d: DistInfo | None = None,
 ) -> dict[str, float]:
     """MLM loss/accuracy (and SOP) on the first `eval_batches` batches of a data set, all ranks together."""
-    d = d or _Dist()
+    d = d or DistInfo()
     was_training = objective.training
     objective.eval()
     stats = torch.zeros(len(_STATS), dtype=torch.float64, device=device)
@@ -329,150 +291,7 @@ def evaluate(
         with _autocast(cfg, device):
             stats += objective(batch)[1].double()
     objective.train(was_training)
-    return summarize(_all_reduce(stats, d))
-
-
-# --------------------------------------------------------------------------- logging
-class _Metrics:
-    """metrics.jsonl (+ TensorBoard) on rank 0; on resume, records past the checkpoint are dropped."""
-
-    def __init__(self, output: Path, resume_step: int, tensorboard: bool):
-        self.path = output / METRICS_FILE
-        if self.path.exists():
-            keep = []
-            for ln in self.path.read_text().splitlines():
-                try:
-                    if json.loads(ln).get("step", 0) <= resume_step:
-                        keep.append(ln)
-                except json.JSONDecodeError:
-                    pass  # a line cut short by the kill that ended the previous run
-            self.path.write_text("".join(ln + "\n" for ln in keep))
-        self.file = open(self.path, "a")  # noqa: SIM115 - lives as long as the run
-        self.writer = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.writer = SummaryWriter(str(output / "tensorboard"), purge_step=resume_step + 1)
-            except ImportError:
-                logger.warning("tensorboard is not installed: no event files (pip install tensorboard)")
-
-    def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
-        if self.writer is not None:
-            split = record.get("split", "train")
-            for k, v in record.items():
-                if k not in ("step", "split") and isinstance(v, (int, float)):
-                    self.writer.add_scalar(f"{split}/{k}", v, record["step"])
-
-    def close(self) -> None:
-        self.file.close()
-        if self.writer is not None:
-            self.writer.close()
-
-
-def _line(step: int, m: dict[str, float], prefix: str = "step") -> str:
-    parts = [f"{prefix} {step}", f"loss {m['loss']:.4f}", f"mlm_acc {m['mlm_acc']:.4f}"]
-    if "sop_acc" in m:
-        parts.append(f"sop_acc {m['sop_acc']:.4f}")
-    if "lr" in m:
-        parts += [f"lr {m['lr']:.3e}", f"tok/s {m['tok_per_s']:.0f}"]
-    return " | ".join(parts)
-
-
-def plot_metrics(output: str | os.PathLike) -> Path | None:
-    """training_curves.png from metrics.jsonl: loss, MLM and SOP accuracy (train and eval), lr."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        logger.warning("matplotlib is not installed: no training_curves.png")
-        return None
-    records = [json.loads(ln) for ln in (Path(output) / METRICS_FILE).read_text().splitlines() if ln.strip()]
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
-    for split, style in (("train", "-"), ("eval", "o-"), ("eval_text", "s--")):
-        rows = [r for r in records if r.get("split", "train") == split]
-        for ax, key in zip(axes[:3], ("loss", "mlm_acc", "sop_acc"), strict=True):
-            pts = [(r["step"], r[key]) for r in rows if key in r]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), style, label=split, markersize=3)
-                ax.set_title(key)
-    lr = [(r["step"], r["lr"]) for r in records if "lr" in r]
-    if lr:
-        axes[3].plot(*zip(*lr, strict=True))
-        axes[3].set_title("learning rate")
-    for ax in axes:
-        ax.set_xlabel("step")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
-    fig.tight_layout()
-    path = Path(output) / "training_curves.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def text_eval_dataset(
-    path: str | os.PathLike, tokenizer: Any, seq_length: int = 128, max_sequences: int = 256, seed: int = 0
-) -> list[dict[str, torch.Tensor]]:
-    """Out-of-domain MLM examples from plain text: consecutive [CLS] chunk [SEP] windows, 15% of the
-    pieces replaced by [MASK] (single pieces, always [MASK]: a fixed, simple probe, not the training
-    recipe's n-gram 80/10/10 masking). Same file and seed, same examples."""
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"eval text {file}: no such file")
-    lines = [ln for ln in file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    ids = [i for row in tokenizer.encode_batch(lines) for i in row]
-    rng = np.random.default_rng(seed)
-    body = seq_length - 2
-    items = []
-    for start in range(0, len(ids) - body + 1, body):
-        piece = torch.tensor(ids[start : start + body], dtype=torch.long)
-        n_mask = max(1, round(0.15 * body))
-        pos = torch.from_numpy(rng.choice(body, size=n_mask, replace=False)).long()
-        labels = torch.full((seq_length,), -100, dtype=torch.long)
-        labels[pos + 1] = piece[pos]
-        piece[pos] = tokenizer.mask_token_id
-        input_ids = torch.cat(
-            [torch.tensor([tokenizer.cls_token_id]), piece, torch.tensor([tokenizer.sep_token_id])]
-        )
-        items.append(
-            {
-                "input_ids": input_ids,
-                "token_type_ids": torch.zeros(seq_length, dtype=torch.long),
-                "attention_mask": torch.ones(seq_length, dtype=torch.long),
-                "labels": labels,
-            }
-        )
-        if len(items) >= max_sequences:
-            break
-    if not items:
-        raise ValueError(f"eval text {file}: fewer than {body} tokens")
-    return items
-
-
-class _StopFlag:
-    """SIGTERM / SIGINT set a flag; the loop finishes its step, saves, and returns."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-
-    def install(self) -> None:
-        if hasattr(signal, "SIGTERM"):
-            for s in (signal.SIGTERM, signal.SIGINT):
-                with contextlib.suppress(ValueError):  # not the main thread: leave handlers alone
-                    self._previous[s] = signal.signal(s, self)
-
-    def restore(self) -> None:
-        for s, h in self._previous.items():
-            signal.signal(s, h)
+    return summarize(all_reduce(stats, d))
 
 
 def _seed_everything(seed: int) -> None:
@@ -505,7 +324,7 @@ def pretrain(
     device = _resolve_device(cfg)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    d = _init_distributed(cfg, device)
+    d = init_distributed(device, cfg.dist_timeout_s)
     if train_dataset is None:
         train_dataset, eval_dataset, tokenizer = _load_data(cfg)
     sentence_objective = getattr(train_dataset, "objective", "sop")
@@ -573,7 +392,7 @@ def pretrain(
         text_eval = text_eval_dataset(
             cfg.eval_text, tokenizer, min(128, model.config.max_position_embeddings)
         )
-    metrics = _Metrics(out, step, cfg.tensorboard) if d.main else None
+    metrics = MetricsLog(out, step, cfg.tensorboard) if d.main else None
     if d.main:
         tokens_per_step = global_batch * len(train_dataset[0]["input_ids"])
         logger.info(
@@ -594,12 +413,12 @@ def pretrain(
             results.update({f"{split}_{k}": v for k, v in m.items()})
             if metrics is not None:
                 metrics.write({"step": at, "split": split, **m})
-                logger.info("%s", _line(at, m, prefix=f"{split} @"))
+                logger.info("%s", format_line(at, m, prefix=f"{split} @"))
         return results
 
     def save(at: int) -> None:
         local = {"rng": ckpt.capture_rng_state(), "acc": acc.cpu()}
-        ranks = _gather(local, d)
+        ranks = gather(local, d)
         if d.main:
             state = {
                 "step": at, "epoch": epoch, "offset": offset, "optimizer": optimizer.state_dict(),
@@ -611,7 +430,7 @@ def pretrain(
         if d.world > 1:
             dist.barrier()
 
-    stop = _StopFlag()
+    stop = StopFlag()
     stop.install()
     perm = epoch_permutation(n, cfg.seed, epoch)
     if hasattr(train_dataset, "set_epoch"):
@@ -658,15 +477,15 @@ def pretrain(
             if on_step is not None:
                 on_step(step)
             stopping = torch.tensor([float(stop.signum is not None)], device=device)
-            stopping = bool(_all_reduce(stopping, d, dist.ReduceOp.MAX).item())
+            stopping = bool(all_reduce(stopping, d, dist.ReduceOp.MAX).item())
             if step % cfg.log_every == 0 or step == cfg.max_steps or stopping:
-                m = summarize(_all_reduce(acc, d))
+                m = summarize(all_reduce(acc, d))
                 m.update(lr=lr, grad_norm=float(grad_norm), epoch=epoch)
                 m["tok_per_s"] = m.pop("tokens") / max(compute_s, 1e-9)
                 if metrics is not None:
                     metrics.write({"step": step, "split": "train", **m})
                     bar.set_postfix(loss=f"{m['loss']:.3f}", mlm_acc=f"{m['mlm_acc']:.3f}")
-                    logger.info("%s", _line(step, m))
+                    logger.info("%s", format_line(step, m))
                 result_metrics = m
                 acc.zero_()
                 compute_s = 0.0

@@ -1,0 +1,76 @@
+"""Process-group plumbing for the training loops: torchrun's environment, gloo or nccl, collectives that
+are no-ops in a single process, and a SIGTERM / SIGINT flag that lets a run save before it exits.
+
+Kept apart from the loop so the loop reads as training; the model never imports torch.distributed.
+A collective that waits longer than the timeout fails instead of hanging, so a dead rank ends the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    owned: bool = False  # this run created the process group, so it destroys it at the end
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: torch.device, timeout_s: float) -> DistInfo:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    owned = not dist.is_initialized()
+    if owned:
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), owned)
+
+
+def all_reduce(t: torch.Tensor, d: DistInfo, op: Any = None) -> torch.Tensor:
+    if d.world > 1:
+        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
+    return t
+
+
+def gather(obj: Any, d: DistInfo) -> list[Any]:
+    if d.world == 1:
+        return [obj]
+    out: list[Any] = [None] * d.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+class StopFlag:
+    """SIGTERM / SIGINT set a flag; the loop finishes its step, saves, and returns."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+
+    def install(self) -> None:
+        if hasattr(signal, "SIGTERM"):
+            for s in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(ValueError):  # not the main thread: leave handlers alone
+                    self._previous[s] = signal.signal(s, self)
+
+    def restore(self) -> None:
+        for s, h in self._previous.items():
+            signal.signal(s, h)
