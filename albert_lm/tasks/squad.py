@@ -57,16 +57,8 @@ class SquadExample:
 def load_squad_json(path: str | Path) -> list[dict[str, Any]]:
     """The `data` list of an official SQuAD file, with clear errors for a missing or broken file."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no SQuAD file at {path}")
-    raw = path.read_text(encoding="utf-8")
-    if not raw.strip():
-        raise InputError(path, "empty file")
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (column {e.colno}): {e.msg}", line=e.lineno) from e
-    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+    obj = _read_json_object(path, "SQuAD")
+    if not isinstance(obj.get("data"), list):
         raise InputError(path, 'expected a JSON object with a "data" list (the official SQuAD layout)')
     return obj["data"]
 
