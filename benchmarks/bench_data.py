@@ -194,7 +194,7 @@ def main() -> None:
     )
     rest = nbytes / 1e6 / (cpu - startup)
     print(
-        f"start-up of the `albert` command (Python, `import albert_lm`, which imports torch): {startup:.1f} "
+        f"start-up of the `albert` command (Python and `import albert_lm`): {startup:.1f} "
         f"CPU-s; without it: {rest:.2f} MB per CPU-second = {100 * rest / limit_cpu:.0f}% of SentencePiece alone"
     )
     print(
