@@ -25,6 +25,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from albert_lm.config import AlbertConfig
+from albert_lm.kernels import Linear, reuse_casts
 from albert_lm.outputs import BaseModelOutputWithPooling
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,13 @@ def activation_fn(name: str):
     if name in ("silu", "swish"):
         return F.silu
     raise ValueError(f"unknown hidden_act {name!r}")
+
+
+def fused_activation(name: str) -> str | None:
+    """The name `kernels.linear` fuses into the matrix multiply for hidden_act, or None."""
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return "gelu_new"
+    return name if name in ("gelu", "relu") else None
 
 
 class AlbertEmbeddings(nn.Module):
@@ -80,6 +88,19 @@ class AlbertEmbeddings(nn.Module):
         return self.dropout(self.norm(x))
 
 
+BF16_EAGER_ATTENTION = True  # `albert bench` turns it off to show the gain
+
+
+def _attention_bf16_cpu_train(q, k, v, mask, dropout: float) -> torch.Tensor:
+    # PyTorch's CPU flash-attention backward is 4x slower in bf16 than these three ops (19 ms against
+    # 5 ms for albert-base 8 x 128 per layer, benchmarks/bench_attention.py); softmax runs in fp32.
+    scores = (q @ k.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = F.dropout(scores.softmax(-1), dropout).to(v.dtype)
+    return probs @ v
+
+
 class AlbertAttention(nn.Module):
     """Multi-head self-attention, residual, post-LayerNorm. Q, K and V come from one (H -> 3H) matmul."""
 
@@ -88,8 +109,8 @@ class AlbertAttention(nn.Module):
         h = config.hidden_size
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
-        self.qkv = nn.Linear(h, 3 * h)
-        self.out = nn.Linear(h, h)
+        self.qkv = Linear(h, 3 * h)
+        self.out = Linear(h, h)
         self.norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
         self.attention_dropout = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -98,9 +119,12 @@ class AlbertAttention(nn.Module):
         b, s, h = x.shape
         qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, S, hd)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.attention_dropout if self.training else 0.0
-        )  # (B, nh, S, hd)
+        dropout = self.attention_dropout if self.training else 0.0
+        if BF16_EAGER_ATTENTION and q.dtype == torch.bfloat16 and q.requires_grad and q.device.type == "cpu":
+            y = _attention_bf16_cpu_train(q, k, v, mask, dropout)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        # y: (B, nh, S, hd)
         y = y.transpose(1, 2).reshape(b, s, h)
         return self.norm(x + self.dropout(self.out(y)))
 
@@ -110,14 +134,17 @@ class AlbertFeedForward(nn.Module):
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        # Linear: oneDNN matrix multiplies, with the activation fused into `up` where it can be.
+        self.up = Linear(config.hidden_size, config.intermediate_size)
+        self.down = Linear(config.intermediate_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.act = activation_fn(config.hidden_act)
+        self.fused_act = fused_activation(config.hidden_act)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x + self.dropout(self.down(self.act(self.up(x)))))
+        h = self.up(x, self.fused_act) if self.fused_act else self.act(self.up(x))
+        return self.norm(x + self.dropout(self.down(h)))
 
 
 def layer_schedule(config: AlbertConfig) -> list[tuple[int, int]]:
@@ -147,7 +174,7 @@ class AlbertEncoder(nn.Module):
         # As google-research: the E -> H projection exists only when E != H (BERT, E = H, has none).
         # transformers always has one; hf_interop writes it as an exact identity for that case.
         if config.embedding_size != config.hidden_size:
-            self.embedding_projection = nn.Linear(config.embedding_size, config.hidden_size)
+            self.embedding_projection = Linear(config.embedding_size, config.hidden_size)
         else:
             self.embedding_projection = nn.Identity()
         self.schedule = layer_schedule(config)
@@ -166,13 +193,14 @@ class AlbertEncoder(nn.Module):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
         x = self.embedding_projection(x)  # (B, S, E) -> (B, S, H)
         states = [x] if output_hidden_states else None
-        for a, f in self.schedule:
-            if self.gradient_checkpointing and self.training:
-                x = checkpoint(self._layer, x, mask, a, f, use_reentrant=False)
-            else:
-                x = self._layer(x, mask, a, f)
-            if states is not None:
-                states.append(x)
+        with reuse_casts():  # under autocast, shared weights are cast once, not once per layer
+            for a, f in self.schedule:
+                if self.gradient_checkpointing and self.training:
+                    x = checkpoint(self._layer, x, mask, a, f, use_reentrant=False)
+                else:
+                    x = self._layer(x, mask, a, f)
+                if states is not None:
+                    states.append(x)
         return x, (tuple(states) if states is not None else None)
 
 
@@ -269,7 +297,7 @@ class AlbertModel(AlbertPreTrainedModel):
         super().__init__(config)
         self.embeddings = AlbertEmbeddings(config)
         self.encoder = AlbertEncoder(config)
-        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
+        self.pooler = Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
         self.post_init()
 
     def forward(

@@ -1,0 +1,151 @@
+"""The oneDNN linear path: same numbers as F.linear (values and gradients), fallbacks, and switches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from albert_lm import kernels
+from albert_lm.config import AlbertConfig
+from albert_lm.heads import AlbertForPreTraining
+from albert_lm.model import AlbertModel, _attention_bf16_cpu_train
+
+needs_onednn = pytest.mark.skipif(not kernels.enabled(), reason="oneDNN is not available in this torch build")
+
+
+def _reference(x, w, b, activation):
+    y = F.linear(x, w, b)
+    return {"gelu": F.gelu, "gelu_new": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu}.get(
+        activation, lambda t: t
+    )(y)
+
+
+@pytest.fixture
+def tensors():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 40, 96, generator=g, requires_grad=True)
+    w = (torch.randn(200, 96, generator=g) * 0.05).requires_grad_()
+    b = torch.randn(200, generator=g).requires_grad_()
+    return x, w, b
+
+
+@needs_onednn
+@pytest.mark.parametrize("activation", [None, "gelu", "gelu_new", "relu"])
+def test_linear_matches_f_linear_values_and_gradients(tensors, activation):
+    x, w, b = tensors
+    y = kernels.linear(x, w, b, activation)
+    ref = _reference(x, w, b, activation)
+    assert y.shape == ref.shape == (3, 40, 200)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    grad = torch.randn_like(y)
+    ours = torch.autograd.grad(y, (x, w, b), grad)
+    theirs = torch.autograd.grad(ref, (x, w, b), grad)
+    for a, r in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():  # the inference path, activation fused
+        torch.testing.assert_close(kernels.linear(x, w, b, activation), ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_linear_without_bias_and_grad_only_for_input(tensors):
+    x, w, _ = tensors
+    w = w.detach()
+    y = kernels.linear(x, w, None)
+    (gx,) = torch.autograd.grad(y.sum(), (x,))
+    torch.testing.assert_close(gx, torch.autograd.grad(F.linear(x, w).sum(), (x,))[0], rtol=1e-5, atol=1e-5)
+
+
+def test_switch_off_and_unsupported_dtypes_use_f_linear(tensors):
+    x, w, b = (t.detach() for t in tensors)
+    was = kernels._ENABLED
+    try:
+        kernels.set_enabled(False)
+        assert not kernels.enabled()
+        assert torch.equal(kernels.linear(x, w, b, "gelu"), F.gelu(F.linear(x, w, b)))
+    finally:
+        kernels.set_enabled(was)
+    y = kernels.linear(x.double(), w.double(), b.double())
+    assert y.dtype == torch.float64
+    assert torch.equal(y, F.linear(x.double(), w.double(), b.double()))
+    with pytest.raises(ValueError, match="unknown activation"):
+        kernels.linear(x, w, b, "tanh")
+
+
+@needs_onednn
+def test_bf16_autocast_inference_and_training(tensors):
+    x, w, b = tensors
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.no_grad():
+            y = kernels.linear(x, w, b, "gelu_new")
+            ref = F.gelu(F.linear(x, w, b), approximate="tanh")
+        assert y.dtype == ref.dtype == torch.bfloat16
+        torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
+        loss = kernels.linear(x, w, b).float().sum()  # training: autocast's own bf16 path
+    loss.backward()
+    assert w.grad is not None and w.grad.dtype == torch.float32 and torch.isfinite(w.grad).all()
+
+
+def test_reuse_casts_casts_each_weight_once_per_block(tensors):
+    _, w, _ = tensors
+    with kernels.reuse_casts():
+        a, b = kernels._cast(w, torch.bfloat16), kernels._cast(w, torch.bfloat16)
+        assert a is b
+        with kernels.reuse_casts():  # nested: the same cache
+            assert kernels._cast(w, torch.bfloat16) is a
+    assert kernels._cast(w, torch.bfloat16) is not a  # outside the block: a fresh cast
+    assert kernels._CAST_CACHE is None
+
+
+def test_model_gradients_match_with_the_switch_off():
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", hidden_dropout_prob=0.0)).train()
+    model.set_dropout(0.0, 0.0)
+    ids = torch.randint(5, model.config.vocab_size, (2, 24))
+    mask = torch.ones_like(ids)
+    mask[1, 20:] = 0
+
+    def grads():
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, attention_mask=mask, labels=ids, sentence_order_label=torch.tensor([0, 1]))
+        out.loss.backward()
+        return out.loss.detach(), {
+            n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
+        }
+
+    loss_on, on = grads()
+    was = kernels._ENABLED
+    try:
+        kernels.set_enabled(False)
+        loss_off, off = grads()
+    finally:
+        kernels.set_enabled(was)
+    torch.testing.assert_close(loss_on, loss_off, rtol=1e-5, atol=1e-5)
+    assert on.keys() == off.keys()
+    for name in on:
+        torch.testing.assert_close(on[name], off[name], rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_bf16_eager_attention_matches_sdpa():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=g, dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 16, dtype=torch.bool)
+    mask[1, ..., 12:] = False
+    ours = _attention_bf16_cpu_train(q, k, v, mask, 0.0)
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    torch.testing.assert_close(ours.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_bf16_training_forward_runs_eager_attention_and_backward():
+    torch.manual_seed(0)
+    model = AlbertModel(AlbertConfig.from_preset("albert-tiny")).train()
+    ids = torch.randint(5, model.config.vocab_size, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
+    out.float().pow(2).mean().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_tune_cpu_allocator_is_harmless():
+    assert kernels.tune_cpu_allocator() in (True, False)
+    assert torch.ones(4).sum().item() == 4
