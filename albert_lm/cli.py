@@ -405,7 +405,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         description="Speed of albert-lm against transformers with the same weights, timings interleaved: "
         "this machine's matrix-multiply limits, inference (1x128, 8x128, 4x512), a pretraining step "
         "(8x128), both in fp32 and bf16, SST-2 dev end to end, peak memory, and the gain of each of our "
-        "speed choices. Needs transformers (pip install transformers). About 10 minutes for albert-base "
+        "speed choices. Needs transformers (pip install transformers). About 15 minutes for albert-base "
         "on 2 cores.",
     )
     p.add_argument("--preset", default="albert-base", help="model size (default albert-base)")

@@ -91,9 +91,10 @@ class AlbertEmbeddings(nn.Module):
 BF16_EAGER_ATTENTION = True  # `albert bench` turns it off to show the gain
 
 
-def _attention_bf16_cpu_train(q, k, v, mask, dropout: float) -> torch.Tensor:
-    # PyTorch's CPU flash-attention backward is 4x slower in bf16 than these three ops (19 ms against
-    # 5 ms for albert-base 8 x 128 per layer, benchmarks/bench_attention.py); softmax runs in fp32.
+def _attention_bf16_cpu(q, k, v, mask, dropout: float) -> torch.Tensor:
+    # On CPU in bf16, PyTorch's flash attention is slower than these three ops up to S = 256: albert-base
+    # 8 x 128 per layer, forward 4.1 ms against 2.0, forward + backward 19 ms against 5 (longer
+    # sequences: flash wins, 4 x 512 training 105 ms against 178). Softmax runs in fp32.
     scores = (q @ k.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -120,8 +121,8 @@ class AlbertAttention(nn.Module):
         qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, S, hd)
         dropout = self.attention_dropout if self.training else 0.0
-        if BF16_EAGER_ATTENTION and q.dtype == torch.bfloat16 and q.requires_grad and q.device.type == "cpu":
-            y = _attention_bf16_cpu_train(q, k, v, mask, dropout)
+        if BF16_EAGER_ATTENTION and q.dtype == torch.bfloat16 and q.device.type == "cpu" and s <= 256:
+            y = _attention_bf16_cpu(q, k, v, mask, dropout)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         # y: (B, nh, S, hd)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pretrained vs random initialisation on GLUE dev (docs/pretrained_vs_random.md), end to end on CPU:
 # 1. an 8000-piece tokenizer and SOP/MLM data from the 27 `small`-tier Gutenberg books,
-# 2. albert-tiny (H128 L4 E32, 0.5M parameters) pretrained 700 LAMB steps at batch 32,
+# 2. albert-tiny (H128 L4 E32, 0.5M parameters) pretrained $PT_STEPS LAMB steps at batch 32,
 # 3. the same architecture saved untrained (torch seed 1) with the same spiece.model,
 # 4. both fine-tuned with identical settings on CoLA, SST-2, MRPC, STS-B and RTE,
 # 5. a table of the dev scores.
@@ -15,6 +15,10 @@ DATA=${DATA:-/work/shared/data}
 RUNS=${RUNS:-/work/runs}
 BOOKS=$DATA/pretrain/gutenberg/books
 START=${START:-1}  # START=3: reuse $RUNS/tok8k, ptdata and pretrained, redo steps 3-5
+PT_STEPS=${PT_STEPS:-6000}    # pretraining steps (the first, 2026-11-22 04:00 run: 700)
+PT_WARMUP=${PT_WARMUP:-400}   # ~7% of them (first run: 50)
+FT_EPOCHS=${FT_EPOCHS:-3}     # fine-tuning epochs on CoLA, MRPC, STS-B, RTE; SST-2 gets one
+                              # (first run: fixed 60-150 steps, under one epoch everywhere)
 mkdir -p "$RUNS"
 
 # The small tier of the books (27 files, 10 MB), from MANIFEST.tsv column `tier`.
@@ -31,10 +35,11 @@ time "$ALBERT" data create --input "${SMALL[@]}" --tokenizer "$RUNS/tok8k/spiece
     --no-progress
 
 # 2. Pretraining: albert-tiny, LAMB, lr 0.01 at batch 32 (the demo's measured rate for this size),
-#    50 warmup steps (7%) then linear decay to 0 at step 700.
+#    PT_WARMUP warmup steps then linear decay to 0 at step PT_STEPS.
 time "$ALBERT" pretrain --data "$RUNS/ptdata" --output "$RUNS/pretrained" --preset albert-tiny \
-    --max-steps 700 --batch-size 32 --learning-rate 0.01 --warmup-steps 50 \
-    --eval-every 350 --save-every 350 --keep-last 1 --log-every 25 --seed 1 --device cpu
+    --max-steps "$PT_STEPS" --batch-size 32 --learning-rate 0.01 --warmup-steps "$PT_WARMUP" \
+    --eval-every $((PT_STEPS / 4)) --save-every $((PT_STEPS / 4)) --keep-last 1 --log-every 100 \
+    --seed 1 --device cpu
 fi
 
 # 3. Random initialisation: the pretrained model's config.json, untrained, same tokenizer.
@@ -51,16 +56,17 @@ EOF
 
 # 4. Fine-tuning, identical for both arms: batch 32, max length 128, lr 3e-4 (tiny models want more
 #    than the paper's 1e-5..3e-5), seed 1, warmup = the task's default fraction, dropout = the task's
-#    default, a fixed step budget per task. The two arms run side by side.
+#    default; FT_EPOCHS epochs (SST-2: one), dev evaluated after each, the best kept.
+#    The two arms run side by side.
 declare -A DIR=([cola]=CoLA [sst2]=SST-2 [mrpc]=MRPC [stsb]=STS-B [rte]=RTE)
-declare -A STEPS=([sst2]=150 [cola]=150 [mrpc]=100 [stsb]=100 [rte]=60)
+declare -A EPOCHS=([sst2]=1 [cola]=$FT_EPOCHS [mrpc]=$FT_EPOCHS [stsb]=$FT_EPOCHS [rte]=$FT_EPOCHS)
 arm() {
     local init=$1
     for task in sst2 cola mrpc stsb rte; do
         /usr/bin/time -f "$init $task wall %e s" "$ALBERT" finetune --task "$task" \
             --model "$RUNS/$init" --data "$DATA/glue/${DIR[$task]}" --output "$RUNS/ft/$init/$task" \
-            --max-steps "${STEPS[$task]}" --batch-size 32 --learning-rate 3e-4 --max-seq-length 128 \
-            --seed 1 --device cpu --log-every 50
+            --epochs "${EPOCHS[$task]}" --batch-size 32 --learning-rate 3e-4 --max-seq-length 128 \
+            --seed 1 --device cpu --log-every 100
     done
 }
 arm pretrained > "$RUNS/ft_pretrained.log" 2>&1 &

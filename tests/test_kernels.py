@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from albert_lm import kernels
 from albert_lm.config import AlbertConfig
 from albert_lm.heads import AlbertForPreTraining
-from albert_lm.model import AlbertModel, _attention_bf16_cpu_train
+from albert_lm.model import AlbertModel, _attention_bf16_cpu
 
 needs_onednn = pytest.mark.skipif(not kernels.enabled(), reason="oneDNN is not available in this torch build")
 
@@ -131,12 +131,12 @@ def test_bf16_eager_attention_matches_sdpa():
     q, k, v = (torch.randn(2, 4, 16, 8, generator=g, dtype=torch.bfloat16) for _ in range(3))
     mask = torch.ones(2, 1, 1, 16, dtype=torch.bool)
     mask[1, ..., 12:] = False
-    ours = _attention_bf16_cpu_train(q, k, v, mask, 0.0)
+    ours = _attention_bf16_cpu(q, k, v, mask, 0.0)
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
     torch.testing.assert_close(ours.float(), ref, rtol=2e-2, atol=2e-2)
 
 
-def test_bf16_training_forward_runs_eager_attention_and_backward():
+def test_bf16_training_runs_eager_attention_and_backward():
     torch.manual_seed(0)
     model = AlbertModel(AlbertConfig.from_preset("albert-tiny")).train()
     ids = torch.randint(5, model.config.vocab_size, (2, 16))
