@@ -460,7 +460,10 @@ def run_suite(
     only: tuple[str, ...] = ("gemm", "inference", "pretraining", "sst2", "ablations", "memory"),
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    import transformers
+    try:
+        import transformers
+    except ImportError as e:
+        raise ValueError("albert bench compares against transformers: pip install transformers") from e
 
     transformers.utils.logging.disable_progress_bar()
     kernels.tune_cpu_allocator()  # for both models alike

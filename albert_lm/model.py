@@ -10,7 +10,8 @@ Numerics follow transformers' AlbertModel (post-LayerNorm blocks, tanh pooler on
 move between the two with identical outputs. Two deliberate differences: attention runs through
 F.scaled_dot_product_attention with one fused QKV matrix multiply, and hidden dropout is applied to the
 feed-forward output before the residual add, as google-research does (transformers leaves it out; with
-the v2 configs' dropout 0 the two agree).
+the v2 configs' dropout 0 the two agree). On CPU the linear layers compute through oneDNN
+(`albert_lm.kernels`, about 2x MKL's rate here) and bf16 attention up to 256 tokens runs eagerly.
 """
 
 from __future__ import annotations

@@ -21,16 +21,24 @@ FT_EPOCHS=${FT_EPOCHS:-3}     # fine-tuning epochs on CoLA, MRPC, STS-B, RTE; SS
                               # (first run: fixed 60-150 steps, under one epoch everywhere)
 mkdir -p "$RUNS"
 
-# The small tier of the books (27 files, 10 MB), from MANIFEST.tsv column `tier`.
+TIER=${TIER:-small}            # books for the pretraining data: small (27 files, 10 MB) or all (253, 100 MB)
+
+# The small tier of the books (27 files, 10 MB), from MANIFEST.tsv column `tier`; the tokenizer is
+# always trained on these.
 mapfile -t SMALL < <(awk -F'\t' -v d="$BOOKS" '!/^#/ && $2 == "small" {print d "/" $1}' \
     "$DATA/pretrain/gutenberg/MANIFEST.tsv")
-echo "${#SMALL[@]} small-tier books"
+mapfile -t ALL < <(awk -F'\t' -v d="$BOOKS" '!/^#/ && $2 != "tier" {print d "/" $1}' \
+    "$DATA/pretrain/gutenberg/MANIFEST.tsv")
+if [[ $TIER == all ]]; then PT_BOOKS=("${ALL[@]}"); else PT_BOOKS=("${SMALL[@]}"); fi
+echo "${#SMALL[@]} small-tier books; pretraining data from ${#PT_BOOKS[@]} books"
 
 if (( START <= 2 )); then
 # 1. Tokenizer (8000 pieces, trained on the same books) and pretraining data.
+if [[ ! -f $RUNS/tok8k/spiece.model ]]; then
 time "$ALBERT" tokenizer train --input "${SMALL[@]}" --output "$RUNS/tok8k" \
     --vocab-size 8000 --strip-gutenberg --seed 1
-time "$ALBERT" data create --input "${SMALL[@]}" --tokenizer "$RUNS/tok8k/spiece.model" \
+fi
+time "$ALBERT" data create --input "${PT_BOOKS[@]}" --tokenizer "$RUNS/tok8k/spiece.model" \
     --output "$RUNS/ptdata" --max-seq-length 128 --format paragraphs --strip-gutenberg --seed 1 \
     --no-progress
 
@@ -69,8 +77,10 @@ arm() {
             --seed 1 --device cpu --log-every 100
     done
 }
-arm pretrained > "$RUNS/ft_pretrained.log" 2>&1 &
-arm random > "$RUNS/ft_random.log" 2>&1 &
+# One thread each: two 2-thread processes on 2 cores fight over them (OpenMP spin-waits) and both
+# crawl (the first run: ~1.6 s per step of 32 sentences instead of a fraction of that).
+OMP_NUM_THREADS=1 arm pretrained > "$RUNS/ft_pretrained.log" 2>&1 &
+OMP_NUM_THREADS=1 arm random > "$RUNS/ft_random.log" 2>&1 &
 wait
 grep " wall " "$RUNS/ft_pretrained.log" "$RUNS/ft_random.log"
 
