@@ -24,7 +24,7 @@ def child(side: str, tuned: bool, precision: str, steps: int) -> None:
     import transformers
 
     from albert_lm import kernels
-    from albert_lm.bench import pretraining_batch
+    from albert_lm.bench_workloads import pretraining_batch
     from albert_lm.config import AlbertConfig
     from albert_lm.heads import AlbertForPreTraining
     from albert_lm.optim import build_optimizer, clip_by_global_norm

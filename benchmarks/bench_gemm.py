@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from albert_lm.bench import gemm_limits
+from albert_lm.bench_workloads import gemm_limits
 from albert_lm.config import AlbertConfig
 
 

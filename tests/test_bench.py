@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from albert_lm.bench import _child_peak_rss, encoder_flops, format_table, run_suite
+from albert_lm.bench import _child_peak_rss, format_table, run_suite
+from albert_lm.bench_workloads import encoder_flops
 from albert_lm.cli import main
 from albert_lm.config import AlbertConfig
 

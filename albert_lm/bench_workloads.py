@@ -1,0 +1,381 @@
+"""The workloads of `albert bench`: each times albert-lm and transformers on the same weights.
+
+Timing helpers (interleaved repeats), model FLOPs and the machine's matrix-multiply limits, one row
+builder per workload (inference, pretraining step, SST-2 end to end) and the ablations that switch
+one of our speed choices off at a time. `albert_lm.bench` runs them as a suite and prints the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from albert_lm import kernels
+from albert_lm.config import AlbertConfig
+
+SIDES = ("ours", "theirs")
+
+
+# --------------------------------------------------------------------------- timing
+def _timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, alternating them call by call after `warmup` rounds."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(_timed(fn))
+    return times
+
+
+def _autocast(precision: str):
+    if precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------- FLOPs and GEMM limits
+def encoder_flops(config: AlbertConfig, batch: int, seq: int) -> float:
+    """Forward FLOPs of the encoder's matrix multiplies (projection, L layers, attention scores)."""
+    h, i, tokens = config.hidden_size, config.intermediate_size, batch * seq
+    per_layer = 2 * tokens * (3 * h * h + h * h + 2 * h * i) + 2 * 2 * batch * seq * seq * h
+    layers = config.num_hidden_layers * config.inner_group_num
+    projection = 2 * tokens * config.embedding_size * h if config.embedding_size != h else 0
+    return float(layers * per_layer + projection)
+
+
+def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> dict[str, dict[str, float]]:
+    """GFLOP/s per path on the encoder's three matrix shapes; `limit` per dtype is the best path."""
+    h, i = config.hidden_size, config.intermediate_size
+    shapes = [(tokens, h, 3 * h), (tokens, h, i), (tokens, i, h)]
+    paths: dict[str, dict[str, float]] = {}
+
+    def rate(fn, flops: float) -> float:
+        return flops / statistics.median(interleaved({"f": fn}, repeats, 2)["f"]) / 1e9
+
+    for name, dtype, use_onednn in (
+        ("fp32 MKL (F.linear)", torch.float32, False),
+        ("fp32 oneDNN", torch.float32, True),
+        ("bf16 oneDNN", torch.bfloat16, True),
+    ):
+        rates = []
+        for m, k, n in shapes:
+            x, w, b = (
+                torch.randn(m, k, dtype=dtype),
+                torch.randn(n, k, dtype=dtype),
+                torch.zeros(n, dtype=dtype),
+            )
+            if use_onednn and kernels.enabled():
+                fn = lambda x=x, w=w, b=b: kernels._mm(x, w, b)  # noqa: E731
+            elif use_onednn:
+                continue
+            else:
+                fn = lambda x=x, w=w, b=b: F.linear(x, w, b)  # noqa: E731
+            rates.append(rate(fn, 2.0 * m * k * n))
+        if rates:
+            paths[name] = {
+                "gflops": statistics.mean(rates),
+                "dtype": "bf16" if dtype == torch.bfloat16 else "fp32",
+            }
+    limits = {}
+    for dt in ("fp32", "bf16"):
+        candidates = [p["gflops"] for p in paths.values() if p["dtype"] == dt]
+        if candidates:
+            limits[dt] = max(candidates)
+    return {"paths": paths, "limits": limits}  # type: ignore[dict-item]
+
+
+# --------------------------------------------------------------------------- rows
+@dataclass
+class Row:
+    workload: str
+    precision: str
+    unit: str
+    ours: list[float]  # seconds per repeat
+    theirs: list[float]
+    work: float  # tokens (or sentences) per repeat
+    flops: float = 0.0  # model FLOPs per repeat, for the limit column
+    check: str = ""
+    rss_mib: dict[str, float] = field(default_factory=dict)
+
+    def rate(self, ts: list[float]) -> float:
+        return self.work / statistics.median(ts)
+
+    @property
+    def ratio(self) -> float:
+        return self.rate(self.ours) / self.rate(self.theirs) if self.theirs else float("nan")
+
+    def limit_fraction(self, limits: dict[str, float]) -> float | None:
+        if not self.flops or self.precision not in limits:
+            return None
+        return self.flops / statistics.median(self.ours) / 1e9 / limits[self.precision]
+
+    def as_dict(self, limits: dict[str, float]) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(
+            ours_rate=self.rate(self.ours),
+            theirs_rate=self.rate(self.theirs) if self.theirs else None,
+            ratio=self.ratio,
+            limit_fraction=self.limit_fraction(limits),
+        )
+        return d
+
+
+def _same_weights(ours: torch.nn.Module, transformers_cls: type) -> torch.nn.Module:
+    with tempfile.TemporaryDirectory() as d:
+        ours.save_pretrained(d)
+        return transformers_cls.from_pretrained(d)
+
+
+def _random_ids(vocab: int, batch: int, seq: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(5, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def _sides(ours: torch.nn.Module, transformers_cls: type, sides: tuple[str, ...]):
+    """(ours or None, theirs or None) holding the same weights; only the sides asked are kept."""
+    theirs = _same_weights(ours, transformers_cls) if "theirs" in sides else None
+    return (ours if "ours" in sides else None), theirs
+
+
+def inference_row(
+    config: AlbertConfig, batch: int, seq: int, precision: str, repeats: int, sides: tuple[str, ...] = SIDES
+) -> Row:
+    import transformers
+
+    from albert_lm.model import AlbertModel
+
+    torch.manual_seed(0)
+    models = dict(
+        zip(SIDES, _sides(AlbertModel(config).eval(), transformers.AlbertModel, sides), strict=True)
+    )
+    ids = _random_ids(config.vocab_size, batch, seq)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+    def run(model):
+        with torch.inference_mode(), _autocast(precision):
+            return model(**inputs).last_hidden_state
+
+    check = ""
+    if len(sides) == 2:
+        diff = (run(models["ours"]).float() - run(models["theirs"]).float()).abs().max().item()
+        check = f"max |diff| {diff:.1e}"
+    fns = {side: (lambda m=models[side]: run(m)) for side in sides}
+    times = interleaved(fns, repeats, 2)
+    return Row(
+        f"inference {batch} x {seq}", precision, "tokens/s", times.get("ours", []), times.get("theirs", []),
+        batch * seq, encoder_flops(config, batch, seq), check,
+    )  # fmt: skip
+
+
+def pretraining_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random ids with 15% of the tokens masked (never [CLS]), two segments, random SOP labels."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (batch, seq), generator=g)
+    masked = torch.rand(batch, seq, generator=g) < 0.15
+    masked[:, 0] = False
+    return {
+        "input_ids": torch.where(masked, torch.full_like(ids, 4), ids),
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, seq).contiguous(),
+        "labels": torch.where(masked, ids, torch.full_like(ids, -100)),
+        "sentence_order_label": torch.randint(0, 2, (batch,), generator=g),
+    }
+
+
+def pretraining_row(
+    config: AlbertConfig, batch: int, seq: int, precision: str, repeats: int, sides: tuple[str, ...] = SIDES
+) -> Row:
+    import transformers
+
+    from albert_lm.heads import AlbertForPreTraining
+    from albert_lm.optim import build_optimizer, clip_by_global_norm
+    from albert_lm.pretrain import PretrainingObjective
+
+    torch.manual_seed(0)
+    ours, theirs = _sides(AlbertForPreTraining(config).train(), transformers.AlbertForPreTraining, sides)
+    data = pretraining_batch(config.vocab_size, batch, seq)
+    losses: dict[str, Callable[[], torch.Tensor]] = {}
+    if ours is not None:
+        ours.sop_classifier.dropout.p = 0.0  # what `albert pretrain` does
+        objective = PretrainingObjective(ours, "sop")
+        losses["ours"] = lambda: objective(data)[0]
+    if theirs is not None:
+        theirs.train()
+        theirs.sop_classifier.dropout.p = 0.0  # as ours during pretraining (google-research has none)
+        losses["theirs"] = lambda: theirs(**data).loss
+    check = ""
+    if len(losses) == 2:
+        with torch.no_grad():
+            check = f"initial loss |diff| {abs(losses['ours']().item() - losses['theirs']().item()):.1e}"
+
+    def step(model, loss_fn):
+        opt = build_optimizer(model, "lamb", lr=1e-5)
+
+        def run():
+            with _autocast(precision):
+                loss = loss_fn()
+            loss.backward()
+            clip_by_global_norm(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return run
+
+    fns = {side: step(ours if side == "ours" else theirs, fn) for side, fn in losses.items()}
+    times = interleaved(fns, repeats, 1)
+    return Row(
+        f"pretraining step {batch} x {seq}", precision, "tokens/s", times.get("ours", []),
+        times.get("theirs", []), batch * seq, 3 * encoder_flops(config, batch, seq), check,
+    )  # fmt: skip
+
+
+def sst2_row(
+    config: AlbertConfig, data: Path, precision: str, repeats: int, sides: tuple[str, ...] = SIDES
+) -> Row:
+    """Text in, labels out on SST-2 dev: the `albert evaluate` path against transformers' pipeline."""
+    import transformers
+
+    from albert_lm.finetune import run_model
+    from albert_lm.heads import AlbertForSequenceClassification
+    from albert_lm.tasks import get_task
+    from albert_lm.tokenizer import AlbertTokenizer
+
+    batch_size = 32
+    spiece = data / "tokenizer" / "albert-30k" / "spiece.model"
+    task = get_task("sst2")
+    examples = task.read(data / "glue" / "SST-2" / "dev.tsv", "dev")
+    texts = [ex.text_a for ex in examples]
+    torch.manual_seed(0)
+    tokenizer = AlbertTokenizer.from_pretrained(spiece)
+    config = dataclasses.replace(config, num_labels=2, vocab_size=tokenizer.vocab_size)
+    model = AlbertForSequenceClassification(config).eval()
+    fns: dict[str, Callable[[], list[int]]] = {}
+    if "theirs" in sides:
+        with tempfile.TemporaryDirectory() as d:
+            model.save_pretrained(d)
+            tokenizer.save_pretrained(d)
+            theirs = transformers.AlbertForSequenceClassification.from_pretrained(d).eval()
+            their_tokenizer = transformers.AlbertTokenizer.from_pretrained(d)
+
+        def run_theirs() -> list[int]:
+            labels: list[int] = []
+            for i in range(0, len(texts), batch_size):
+                enc = their_tokenizer(texts[i : i + batch_size], padding="longest", return_tensors="pt")
+                with torch.inference_mode(), _autocast(precision):
+                    labels += theirs(**enc).logits.argmax(-1).tolist()
+            return labels
+
+        fns["theirs"] = run_theirs
+    if "ours" in sides:
+
+        def run_ours() -> list[int]:
+            features = task.featurize(examples, tokenizer, 512)
+            outputs = run_model(
+                model, features, batch_size, tokenizer.pad_token_id, torch.device("cpu"), precision
+            )
+            return task.predict(examples, features, outputs)
+
+        fns = {"ours": run_ours, **fns}
+    check = ""
+    if len(fns) == 2:
+        a, b = fns["ours"](), fns["theirs"]()
+        check = f"same label on {sum(x == y for x, y in zip(a, b, strict=True)) / len(a):.1%}"
+    times = interleaved(fns, repeats, 1)
+    return Row(
+        "SST-2 dev end to end (872 sentences)", precision, "sentences/s", times.get("ours", []),
+        times.get("theirs", []), len(texts), check=check,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- ablations
+@contextlib.contextmanager
+def _switched_off(choice: str):
+    from albert_lm import model as model_module
+
+    if choice == "oneDNN linear":
+        was = kernels._ENABLED
+        kernels.set_enabled(False)
+        try:
+            yield
+        finally:
+            kernels.set_enabled(was)
+    elif choice == "weight casts reused":
+        was = kernels._REUSE_CASTS
+        kernels._REUSE_CASTS = False
+        try:
+            yield
+        finally:
+            kernels._REUSE_CASTS = was
+    elif choice == "bf16 eager attention":
+        was = model_module.BF16_EAGER_ATTENTION
+        model_module.BF16_EAGER_ATTENTION = False
+        try:
+            yield
+        finally:
+            model_module.BF16_EAGER_ATTENTION = was
+    else:
+        raise ValueError(choice)
+
+
+ABLATIONS = (  # (choice, workload, precision)
+    ("oneDNN linear", "inference", "fp32"),
+    ("oneDNN linear", "pretraining", "fp32"),
+    ("oneDNN linear", "inference", "bf16"),
+    ("weight casts reused", "inference", "bf16"),
+    ("bf16 eager attention", "inference", "bf16"),
+    ("bf16 eager attention", "pretraining", "bf16"),
+)
+
+
+def ablation_row(config: AlbertConfig, choice: str, workload: str, precision: str, repeats: int) -> Row:
+    """Ours with the choice on against ours with it off (in the `theirs` slot), interleaved."""
+    from albert_lm.heads import AlbertForPreTraining
+    from albert_lm.model import AlbertModel
+    from albert_lm.optim import build_optimizer, clip_by_global_norm
+    from albert_lm.pretrain import PretrainingObjective
+
+    torch.manual_seed(0)
+    b, s = 8, 128
+    if workload == "inference":
+        model = AlbertModel(config).eval()
+        ids = _random_ids(config.vocab_size, b, s)
+
+        def fn():
+            with torch.inference_mode(), _autocast(precision):
+                model(input_ids=ids)
+    else:
+        model = AlbertForPreTraining(config).train()
+        objective, opt = PretrainingObjective(model, "sop"), build_optimizer(model, "lamb", lr=1e-5)
+        data = pretraining_batch(config.vocab_size, b, s)
+
+        def fn():
+            with _autocast(precision):
+                loss = objective(data)[0]
+            loss.backward()
+            clip_by_global_norm(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    def off():
+        with _switched_off(choice):
+            fn()
+
+    times = interleaved({"on": fn, "off": off}, repeats, 1)
+    return Row(f"{choice}: {workload} {b} x {s}", precision, "tokens/s", times["on"], times["off"], b * s)
