@@ -90,9 +90,18 @@ def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return hit
 
 
+try:  # the device-type autocast queries; older torch releases only have the CPU-specific ones
+    torch.get_autocast_dtype("cpu")
+    _cpu_autocast_on = lambda: torch.is_autocast_enabled("cpu")  # noqa: E731
+    _cpu_autocast_dtype = lambda: torch.get_autocast_dtype("cpu")  # noqa: E731
+except (AttributeError, TypeError):
+    _cpu_autocast_on = torch.is_autocast_cpu_enabled
+    _cpu_autocast_dtype = torch.get_autocast_cpu_dtype
+
+
 def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
-    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-        return torch.get_autocast_dtype("cpu")
+    if x.device.type == "cpu" and _cpu_autocast_on():
+        return _cpu_autocast_dtype()
     return None
 
 
