@@ -199,13 +199,31 @@ def pretraining_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> dict[s
     }
 
 
+def train_step(
+    model: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], precision: str
+) -> Callable[[], None]:
+    """One pretraining step as `albert pretrain` takes it: loss, backward, clip at 1.0, LAMB, zero grads."""
+    from albert_lm.optim import build_optimizer, clip_by_global_norm
+
+    opt = build_optimizer(model, "lamb", lr=1e-5)
+
+    def run() -> None:
+        with _autocast(precision):
+            loss = loss_fn()
+        loss.backward()
+        clip_by_global_norm(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return run
+
+
 def pretraining_row(
     config: AlbertConfig, batch: int, seq: int, precision: str, repeats: int, sides: tuple[str, ...] = SIDES
 ) -> Row:
     import transformers
 
     from albert_lm.heads import AlbertForPreTraining
-    from albert_lm.optim import build_optimizer, clip_by_global_norm
     from albert_lm.pretrain import PretrainingObjective
 
     torch.manual_seed(0)
@@ -225,20 +243,7 @@ def pretraining_row(
         with torch.no_grad():
             check = f"initial loss |diff| {abs(losses['ours']().item() - losses['theirs']().item()):.1e}"
 
-    def step(model, loss_fn):
-        opt = build_optimizer(model, "lamb", lr=1e-5)
-
-        def run():
-            with _autocast(precision):
-                loss = loss_fn()
-            loss.backward()
-            clip_by_global_norm(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-
-        return run
-
-    fns = {side: step(ours if side == "ours" else theirs, fn) for side, fn in losses.items()}
+    fns = {side: train_step(ours if side == "ours" else theirs, fn, precision) for side, fn in losses.items()}
     times = interleaved(fns, repeats, 1)
     return Row(
         f"pretraining step {batch} x {seq}", precision, "tokens/s", times.get("ours", []),
@@ -305,33 +310,26 @@ def sst2_row(
 
 
 # --------------------------------------------------------------------------- ablations
+# Each ablated choice is one module-level switch: (module name, attribute).
+_SWITCHES = {
+    "oneDNN linear": ("albert_lm.kernels", "_ENABLED"),
+    "weight casts reused": ("albert_lm.kernels", "_REUSE_CASTS"),
+    "bf16 eager attention": ("albert_lm.model", "BF16_EAGER_ATTENTION"),
+}
+
+
 @contextlib.contextmanager
 def _switched_off(choice: str):
-    from albert_lm import model as model_module
+    import importlib
 
-    if choice == "oneDNN linear":
-        was = kernels._ENABLED
-        kernels.set_enabled(False)
-        try:
-            yield
-        finally:
-            kernels.set_enabled(was)
-    elif choice == "weight casts reused":
-        was = kernels._REUSE_CASTS
-        kernels._REUSE_CASTS = False
-        try:
-            yield
-        finally:
-            kernels._REUSE_CASTS = was
-    elif choice == "bf16 eager attention":
-        was = model_module.BF16_EAGER_ATTENTION
-        model_module.BF16_EAGER_ATTENTION = False
-        try:
-            yield
-        finally:
-            model_module.BF16_EAGER_ATTENTION = was
-    else:
-        raise ValueError(choice)
+    module, name = _SWITCHES[choice]
+    target = importlib.import_module(module)
+    was = getattr(target, name)
+    setattr(target, name, False)
+    try:
+        yield
+    finally:
+        setattr(target, name, was)
 
 
 ABLATIONS = (  # (choice, workload, precision)
@@ -348,7 +346,6 @@ def ablation_row(config: AlbertConfig, choice: str, workload: str, precision: st
     """Ours with the choice on against ours with it off (in the `theirs` slot), interleaved."""
     from albert_lm.heads import AlbertForPreTraining
     from albert_lm.model import AlbertModel
-    from albert_lm.optim import build_optimizer, clip_by_global_norm
     from albert_lm.pretrain import PretrainingObjective
 
     torch.manual_seed(0)
@@ -362,16 +359,10 @@ def ablation_row(config: AlbertConfig, choice: str, workload: str, precision: st
                 model(input_ids=ids)
     else:
         model = AlbertForPreTraining(config).train()
-        objective, opt = PretrainingObjective(model, "sop"), build_optimizer(model, "lamb", lr=1e-5)
+        model.sop_classifier.dropout.p = 0.0
+        objective = PretrainingObjective(model, "sop")
         data = pretraining_batch(config.vocab_size, b, s)
-
-        def fn():
-            with _autocast(precision):
-                loss = objective(data)[0]
-            loss.backward()
-            clip_by_global_norm(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        fn = train_step(model, lambda: objective(data)[0], precision)
 
     def off():
         with _switched_off(choice):

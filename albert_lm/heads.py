@@ -14,7 +14,7 @@ from torch import nn
 
 from albert_lm.config import AlbertConfig
 from albert_lm.kernels import Linear, linear
-from albert_lm.model import AlbertModel, AlbertPreTrainedModel, activation_fn, fused_activation
+from albert_lm.model import AlbertModel, AlbertPreTrainedModel
 from albert_lm.outputs import (
     AlbertForPreTrainingOutput,
     MaskedLMOutput,
@@ -31,8 +31,7 @@ class AlbertMLMHead(nn.Module):
     def __init__(self, config: AlbertConfig, word_embeddings: nn.Embedding):
         super().__init__()
         self.dense = Linear(config.hidden_size, config.embedding_size)
-        self.act = activation_fn(config.hidden_act)
-        self.fused_act = fused_activation(config.hidden_act)
+        self.act = config.hidden_act  # AlbertConfig has checked the name
         self.norm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
         self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
         self.decoder.weight = word_embeddings.weight  # tied: one Parameter, two names
@@ -41,8 +40,7 @@ class AlbertMLMHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         # hidden: (..., H), e.g. (B, S, H) or only the masked positions (N, H) -> (..., V)
-        h = self.dense(hidden, self.fused_act) if self.fused_act else self.act(self.dense(hidden))
-        return linear(self.norm(h), self.decoder.weight, self.bias)
+        return linear(self.norm(self.dense(hidden, self.act)), self.decoder.weight, self.bias)
 
 
 class AlbertSOPHead(nn.Module):

@@ -7,7 +7,7 @@ linears) reach 370-430, with the activation fused into the output write. `benchm
 measures both on your machine. No library exposes that path as a module, so this one is written here.
 
 `linear(x, weight, bias, activation)` is the one entry point:
-- no gradient needed (inference, evaluation): one oneDNN call, gelu / gelu_new / relu fused;
+- no gradient needed (inference, evaluation): one oneDNN call, gelu (erf or tanh) / relu fused;
 - gradient needed (fp32 training): `_OneDnnLinear`, whose forward and both backward products (grad
   input, grad weight) also go through oneDNN; the activation then runs as its own op for autograd;
 - under CPU autocast (bf16 inference) the inputs are cast to the autocast dtype first, as F.linear
@@ -22,6 +22,7 @@ relative in fp32); the parity tests against transformers run with it on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 
@@ -30,7 +31,22 @@ import torch.nn.functional as F
 from torch import nn
 
 _ENABLED = os.environ.get("ALBERT_LM_ONEDNN", "1") != "0"
-_FUSED = {"gelu": ("gelu", "none"), "gelu_new": ("gelu", "tanh"), "relu": ("relu", "")}
+_TANH_GELU = functools.partial(F.gelu, approximate="tanh")
+# hidden_act names (transformers' spellings) -> function. F.gelu(approximate="tanh") is gelu_new in one
+# kernel; transformers builds it from 7 ops.
+ACTIVATIONS = {
+    "gelu": F.gelu,
+    "gelu_new": _TANH_GELU,
+    "gelu_pytorch_tanh": _TANH_GELU,
+    "gelu_fast": _TANH_GELU,
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}
+# The ones oneDNN fuses into the matrix multiply: (post-op, algorithm).
+_FUSED = {"gelu": ("gelu", "none"), "relu": ("relu", "")} | {
+    name: ("gelu", "tanh") for name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+}
 
 
 def _available() -> bool:
@@ -132,22 +148,21 @@ class _OneDnnLinear(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
+def activation_fn(name: str):
+    """The function for a config's hidden_act."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown hidden_act {name!r} (expected one of {', '.join(ACTIVATIONS)})")
+    return ACTIVATIONS[name]
+
+
 def _activate(y: torch.Tensor, activation: str | None) -> torch.Tensor:
-    if activation is None:
-        return y
-    if activation == "gelu_new":
-        return F.gelu(y, approximate="tanh")
-    if activation == "gelu":
-        return F.gelu(y)
-    if activation == "relu":
-        return F.relu(y)
-    raise ValueError(f"unknown activation {activation!r} (expected gelu, gelu_new or relu)")
+    return y if activation is None else activation_fn(activation)(y)
 
 
 def linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None
 ) -> torch.Tensor:
-    """activation(x @ weight^T + bias); activation is None, "gelu", "gelu_new" (tanh) or "relu"."""
+    """activation(x @ weight^T + bias); activation is None or a hidden_act name (`ACTIVATIONS`)."""
     cast = _autocast_dtype(x)
     dtype = cast or x.dtype
     needs_grad = torch.is_grad_enabled() and (

@@ -32,26 +32,6 @@ from albert_lm.outputs import BaseModelOutputWithPooling
 logger = logging.getLogger(__name__)
 
 
-def activation_fn(name: str):
-    # F.gelu(approximate="tanh") is gelu_new in one fused kernel; transformers builds it from 7 ops.
-    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
-        return lambda x: F.gelu(x, approximate="tanh")
-    if name == "gelu":
-        return F.gelu
-    if name == "relu":
-        return F.relu
-    if name in ("silu", "swish"):
-        return F.silu
-    raise ValueError(f"unknown hidden_act {name!r}")
-
-
-def fused_activation(name: str) -> str | None:
-    """The name `kernels.linear` fuses into the matrix multiply for hidden_act, or None."""
-    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
-        return "gelu_new"
-    return name if name in ("gelu", "relu") else None
-
-
 class AlbertEmbeddings(nn.Module):
     """Token, position and segment embeddings of size E (the factorized part), then LayerNorm."""
 
@@ -140,13 +120,11 @@ class AlbertFeedForward(nn.Module):
         self.up = Linear(config.hidden_size, config.intermediate_size)
         self.down = Linear(config.intermediate_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.act = activation_fn(config.hidden_act)
-        self.fused_act = fused_activation(config.hidden_act)
+        self.act = config.hidden_act  # AlbertConfig has checked the name
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.up(x, self.fused_act) if self.fused_act else self.act(self.up(x))
-        return self.norm(x + self.dropout(self.down(h)))
+        return self.norm(x + self.dropout(self.down(self.up(x, self.act))))
 
 
 def layer_schedule(config: AlbertConfig) -> list[tuple[int, int]]:

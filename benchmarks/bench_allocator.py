@@ -24,10 +24,9 @@ def child(side: str, tuned: bool, precision: str, steps: int) -> None:
     import transformers
 
     from albert_lm import kernels
-    from albert_lm.bench_workloads import pretraining_batch
+    from albert_lm.bench_workloads import pretraining_batch, train_step
     from albert_lm.config import AlbertConfig
     from albert_lm.heads import AlbertForPreTraining
-    from albert_lm.optim import build_optimizer, clip_by_global_norm
     from albert_lm.pretrain import PretrainingObjective
 
     if tuned:
@@ -44,16 +43,11 @@ def child(side: str, tuned: bool, precision: str, steps: int) -> None:
     else:
         objective = PretrainingObjective(model, "sop")
         loss_fn = lambda: objective(batch)[0]  # noqa: E731
-    opt = build_optimizer(model, "lamb", lr=1e-5)
+    run = train_step(model, loss_fn, precision)
 
     def step() -> float:
         start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = loss_fn()
-        loss.backward()
-        clip_by_global_norm(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        run()
         return time.perf_counter() - start
 
     step(), step()

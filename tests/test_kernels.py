@@ -68,7 +68,7 @@ def test_switch_off_and_unsupported_dtypes_use_f_linear(tensors):
     y = kernels.linear(x.double(), w.double(), b.double())
     assert y.dtype == torch.float64
     assert torch.equal(y, F.linear(x.double(), w.double(), b.double()))
-    with pytest.raises(ValueError, match="unknown activation"):
+    with pytest.raises(ValueError, match="unknown hidden_act"):
         kernels.linear(x, w, b, "tanh")
 
 
@@ -149,3 +149,11 @@ def test_bf16_training_runs_eager_attention_and_backward():
 def test_tune_cpu_allocator_is_harmless():
     assert kernels.tune_cpu_allocator() in (True, False)
     assert torch.ones(4).sum().item() == 4
+
+
+def test_every_config_activation_has_a_kernel_function():
+    from albert_lm.config import ACTIVATIONS
+
+    assert set(kernels.ACTIVATIONS) == set(ACTIVATIONS)
+    x = torch.linspace(-3, 3, 7)
+    torch.testing.assert_close(kernels.activation_fn("gelu_fast")(x), F.gelu(x, approximate="tanh"))
