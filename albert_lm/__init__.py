@@ -31,7 +31,7 @@ _EXPORTS = {
     "collate_pretraining": "dataset",
     "AdamW": "optim",
     "Lamb": "optim",
-    "PretrainConfig": "pretrain",
+    "PretrainConfig": "pretrain_config",
     "FinetuneConfig": "finetune_config",
     "evaluate_model": "finetune",
 }
@@ -89,6 +89,6 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     )
     from albert_lm.model import AlbertModel, AlbertPreTrainedModel
     from albert_lm.optim import AdamW, Lamb
-    from albert_lm.pretrain import PretrainConfig
+    from albert_lm.pretrain_config import PretrainConfig
     from albert_lm.pretraining_data import DataConfig
     from albert_lm.tokenizer import AlbertTokenizer

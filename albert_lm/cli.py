@@ -179,7 +179,7 @@ def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_tokenizer_train(args: argparse.Namespace) -> int:
-    from albert_lm.tokenizer import train_tokenizer
+    from albert_lm.tokenizer_train import train_tokenizer
 
     tok = train_tokenizer(
         args.input,

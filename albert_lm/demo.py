@@ -113,7 +113,7 @@ def run_demo(
     from albert_lm.pretrain import PretrainConfig, pretrain
     from albert_lm.pretraining_data import DataConfig
     from albert_lm.shards import create_pretraining_data
-    from albert_lm.tokenizer import train_tokenizer
+    from albert_lm.tokenizer_train import train_tokenizer
 
     s = DemoSettings(**overrides)
     if max_steps is not None:

@@ -342,7 +342,7 @@ def book_data(albert_data, tmp_path_factory) -> Path:
     """A real data folder: one public-domain book, an 800-piece tokenizer, 64-token SOP examples."""
     from albert_lm.pretraining_data import DataConfig
     from albert_lm.shards import create_pretraining_data
-    from albert_lm.tokenizer import train_tokenizer
+    from albert_lm.tokenizer_train import train_tokenizer
 
     book = albert_data / "pretrain/gutenberg/books/Thoreau_Henry_David__On_the_Duty_of_Civil_Disobedience.txt"
     root = tmp_path_factory.mktemp("book")

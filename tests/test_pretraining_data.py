@@ -23,7 +23,7 @@ from albert_lm.pretraining_data import (
     truncate_pair,
 )
 from albert_lm.shards import create_pretraining_data
-from albert_lm.tokenizer import train_tokenizer
+from albert_lm.tokenizer_train import train_tokenizer
 
 MAX_LEN = 128
 

@@ -11,7 +11,8 @@ import torch
 
 from albert_lm.cli import main
 from albert_lm.corpus import iter_text_lines
-from albert_lm.tokenizer import AlbertTokenizer, preprocess_text, train_tokenizer
+from albert_lm.tokenizer import AlbertTokenizer, preprocess_text
+from albert_lm.tokenizer_train import train_tokenizer
 
 SPECIAL_WORDS = ["Émile", "1,000", "2,5", "naïve", "café", "crème", "brûlée", "THE", "Town,", "yes!"]
 
