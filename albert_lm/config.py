@@ -29,6 +29,17 @@ SHARING = ("all", "attention", "ffn", "none")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish")
 
 
+def read_json_object(file: Path) -> dict[str, Any]:
+    """A JSON file holding one object; bad JSON or another type is a ValueError naming file and line."""
+    try:
+        d = json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from e
+    if not isinstance(d, dict):
+        raise ValueError(f"{file}: expected a JSON object, got {type(d).__name__}")
+    return d
+
+
 @dataclass
 class AlbertConfig:
     vocab_size: int = 30000
@@ -164,12 +175,7 @@ class AlbertConfig:
         file = p / "config.json" if p.is_dir() else p
         if not file.is_file():
             raise FileNotFoundError(f"no config.json at {file}")
-        try:
-            d = json.loads(file.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{file}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from e
-        if not isinstance(d, dict):
-            raise ValueError(f"{file}: expected a JSON object, got {type(d).__name__}")
+        d = read_json_object(file)
         model_type = d.get("model_type", "albert")
         if model_type not in ("albert", "albert-lm"):
             raise ValueError(f"{file}: model_type is {model_type!r}, expected 'albert'")

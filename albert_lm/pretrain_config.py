@@ -7,11 +7,12 @@ Bad values fail at construction with a message that names the field.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from albert_lm.config import read_json_object
 
 
 @dataclass
@@ -81,10 +82,7 @@ class PretrainConfig:
             path = Path(file)
             if not path.is_file():
                 raise FileNotFoundError(f"no pretraining config file at {path}")
-            try:
-                values = json.loads(path.read_text())
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from e
+            values = read_json_object(path)
             known = {f.name for f in dataclasses.fields(cls)}
             unknown = sorted(set(values) - known)
             if unknown:

@@ -277,6 +277,13 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
         PretrainConfig.load(bad)
     with pytest.raises(ValueError, match="precision"):
         PretrainConfig(precision="fp8")
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="expected a JSON object, got list"):
+        PretrainConfig.load(bad)
+    bad.write_text('{"max_steps": 5,\n "seed": }')
+    with pytest.raises(ValueError, match=r"not valid JSON \(line 2"):
+        PretrainConfig.load(bad)
+    bad.write_text(json.dumps({"max_steps": 5, "lerning_rate": 0.1}))
     from albert_lm.cli import main
 
     assert main(["pretrain", "--config", str(bad)]) == 1
