@@ -81,9 +81,42 @@ def test_bf16_autocast_inference_and_training(tensors):
             ref = F.gelu(F.linear(x, w, b), approximate="tanh")
         assert y.dtype == ref.dtype == torch.bfloat16
         torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
-        loss = kernels.linear(x, w, b).float().sum()  # training: autocast's own bf16 path
+        loss = kernels.linear(x, w, b).float().sum()
     loss.backward()
     assert w.grad is not None and w.grad.dtype == torch.float32 and torch.isfinite(w.grad).all()
+
+
+@needs_onednn
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_training_gradients_match_f_linear_with_packed_weights(precision):
+    # The same weight used three times in one reuse_casts block (as ALBERT's shared layer): cast and
+    # packed once, and its gradient summed over the uses, as F.linear under autocast gives.
+    torch.manual_seed(0)
+    x = torch.randn(4, 16, 32, requires_grad=True)
+    w = torch.randn(48, 32, requires_grad=True)
+    b = torch.randn(48, requires_grad=True)
+    proj = torch.randn(48, 32) / 8
+    cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+
+    def run(fn):
+        for t in (x, w, b):
+            t.grad = None
+        h = x
+        with cast:
+            for _ in range(3):
+                h = fn(h, w, b).float() @ proj
+        h.square().mean().backward()
+        return h.detach(), x.grad.clone(), w.grad.clone(), b.grad.clone()
+
+    with kernels.reuse_casts():
+        ours = run(kernels.linear)
+        prepared = [v for v in kernels._CACHE.values() if isinstance(v, kernels._Prepared)]
+    ref = run(F.linear)
+    assert len(prepared) == 1 and prepared[0]._pack == kernels._CAN_PACK
+    tol = {"rtol": 1e-4, "atol": 1e-5} if precision == "fp32" else {"rtol": 3e-2, "atol": 3e-2}
+    for a, r in zip(ours, ref, strict=True):
+        assert a.dtype == r.dtype
+        torch.testing.assert_close(a / r.abs().max(), r / r.abs().max(), **tol)
 
 
 def test_reuse_casts_casts_each_weight_once_per_block(tensors):
@@ -94,7 +127,7 @@ def test_reuse_casts_casts_each_weight_once_per_block(tensors):
         with kernels.reuse_casts():  # nested: the same cache
             assert kernels._cast(w, torch.bfloat16) is a
     assert kernels._cast(w, torch.bfloat16) is not a  # outside the block: a fresh cast
-    assert kernels._CAST_CACHE is None
+    assert kernels._CACHE is None
 
 
 def test_model_gradients_match_with_the_switch_off():
