@@ -2,7 +2,7 @@
 
 Workloads (albert-base unless asked otherwise):
 - GEMM limits: the best matrix-multiply rate this machine reaches per dtype on albert-base's shapes
-  (fp32 through MKL, which nn.Linear uses, and through oneDNN; bf16 through oneDNN);
+  (F.linear, oneDNN, oneDNN with pre-packed weights; fp32 and bf16);
 - inference: AlbertModel forward, batch x seq 1 x 128, 8 x 128, 4 x 512, fp32 and bf16 autocast;
 - pretraining step: forward, backward, global-norm clipping, LAMB, 8 x 128, fp32 and bf16 autocast.
   Ours: `PretrainingObjective` (MLM logits at the masked positions only); theirs:
@@ -12,10 +12,13 @@ Workloads (albert-base unless asked otherwise):
   transformers' AlbertTokenizer with padding="longest" on batches in file order, and its model;
 - ablations: each speed choice of ours switched off in turn, on the workload it serves.
 
-Each timing row alternates ours and theirs repeat by repeat, so machine noise hits both alike, and
-reports median tokens/s (min-max) and the ratio of medians. "Limit" is model FLOP/s (the matrix
-multiplies of the encoder, 3x forward for a training step) as a fraction of the GEMM limit for the dtype.
-Peak RSS comes from a child process per model and workload (a process's peak cannot be reset).
+Each comparison row runs ours and theirs in two worker processes (`_Worker`: a user runs one library
+per process, and in one process each would run on the heap the other grew), loads the same weights in
+both, checks the outputs agree, then alternates them repeat by repeat, so machine noise hits both
+alike; it reports median tokens/s (min-max), the ratio of medians and each worker's peak RSS.
+`isolate=False` (`albert bench --same-process`) runs both in this process instead. "Limit" is model
+FLOP/s (the matrix multiplies of the encoder, 3x forward for a training step) as a fraction of the GEMM
+limit for the dtype. Ablations switch one of our choices off at a time, in this process.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,41 +40,116 @@ import torch
 from albert_lm import kernels
 from albert_lm.bench_workloads import (
     ABLATIONS,
+    SIDES,
     Row,
+    Workload,
     ablation_row,
+    check_line,
     gemm_limits,
-    inference_row,
-    pretraining_row,
-    sst2_row,
+    runner,
+    workload_size,
+    write_weights,
 )
 from albert_lm.config import AlbertConfig
 
 
-# --------------------------------------------------------------------------- peak memory
-def _child_peak_rss(args: list[str]) -> float | None:
-    """Peak RSS (MiB) of a child process running one workload for one model."""
-    cmd = [sys.executable, "-m", "albert_lm.bench", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("peak_rss_mib ")]
-    return float(lines[-1].split()[1]) if done.returncode == 0 and lines else None
+# --------------------------------------------------------------------------- one side per process
+class _Worker:
+    """One side of a comparison in its own process (`python -m albert_lm.bench worker ...`).
+
+    Why a process per side: in one process each model runs on the heap the other one grew. Measured
+    here: transformers' bf16 pretraining step ran at 731 tokens/s in a fresh process and 797 after our
+    step had run in it (its 123 MB logits no longer needed fresh pages), and our bf16 inference dropped
+    from 4076 to 3590 tokens/s once transformers had run beside it. A user runs one of them, so each
+    side gets a process; the parent still alternates them repeat by repeat, so machine noise hits both.
+    """
+
+    def __init__(self, args: list[str]):
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "albert_lm.bench", "worker", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
+        )  # fmt: skip
+        self._call("ready")
+
+    def _call(self, *command: str) -> str:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            self._proc.stdin.write(" ".join(command) + "\n")
+            self._proc.stdin.flush()
+            for line in self._proc.stdout:
+                if line.startswith(_REPLY):
+                    return line[len(_REPLY) :].strip()
+        except BrokenPipeError:
+            pass
+        self._proc.wait()
+        self._log.seek(0)
+        tail = self._log.read()[-2000:]
+        raise RuntimeError(f"bench worker {self._proc.args[4:]} failed on {command[0]!r}:\n{tail}")
+
+    def run(self) -> float:
+        return float(self._call("run"))
+
+    def check(self, path: Path) -> torch.Tensor:
+        self._call("check", str(path))
+        return torch.load(path, weights_only=True)
+
+    def close(self) -> float:
+        peak = float(self._call("quit"))
+        self._proc.wait()
+        self._log.close()
+        return peak
 
 
-def _child_main(argv: list[str]) -> None:
-    """`python -m albert_lm.bench WORKLOAD SIDE PRECISION PRESET [DATA]`: one side only, peak RSS."""
+class _InProcess:
+    """The same interface in this process (`--same-process`), for comparison with the workers."""
+
+    def __init__(self, args: list[str]):
+        self._run, self._check = _runner_from_args(args)
+
+    def run(self) -> float:
+        start = time.perf_counter()
+        self._run()
+        return time.perf_counter() - start
+
+    def check(self, path: Path) -> torch.Tensor:
+        return self._check()
+
+    def close(self) -> float | None:
+        return None
+
+
+_REPLY = "@@bench "
+
+
+def _runner_from_args(args: list[str]):
+    kind, batch, seq, side, precision, folder, data = args
+    workload = Workload(kind, int(batch), int(seq))
+    return runner(workload, side, precision, Path(folder), Path(data) if data != "-" else None)
+
+
+def _worker_main(args: list[str]) -> None:
+    """Serve one side: `ready`, `check PATH` (save the output to check), `run` (seconds), `quit` (peak RSS)."""
     import transformers
 
     transformers.utils.logging.disable_progress_bar()
-    workload, side, precision, preset, *rest = argv
-    kernels.tune_cpu_allocator()
-    config = AlbertConfig.from_preset(preset)
-    sides = (side,)
-    {
-        "inference-8x128": lambda: inference_row(config, 8, 128, precision, 2, sides),
-        "inference-4x512": lambda: inference_row(config, 4, 512, precision, 2, sides),
-        "pretraining-8x128": lambda: pretraining_row(config, 8, 128, precision, 2, sides),
-        "sst2": lambda: sst2_row(config, Path(rest[0]), precision, 1, sides),
-    }[workload]()
-    print(f"peak_rss_mib {_peak_rss_mib():.0f}")
+    kernels.tune_cpu_allocator()  # both sides alike: the table does not credit the setting to us
+    run, check = _runner_from_args(args)
+    for line in sys.stdin:
+        command, *rest = line.split()
+        if command == "ready":
+            reply = "ok"
+        elif command == "check":
+            torch.save(check(), rest[0])
+            reply = "ok"
+        elif command == "run":
+            start = time.perf_counter()
+            run()
+            reply = f"{time.perf_counter() - start:.6f}"
+        else:
+            print(f"{_REPLY}{_peak_rss_mib():.1f}", flush=True)
+            return
+        print(f"{_REPLY}{reply}", flush=True)
 
 
 def _peak_rss_mib() -> float:
@@ -81,6 +160,45 @@ def _peak_rss_mib() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def compare(
+    config: AlbertConfig,
+    workload: Workload,
+    precision: str,
+    repeats: int,
+    data: Path | None = None,
+    warmup: int = 2,
+    isolate: bool = True,
+) -> Row:
+    """Ours against transformers on one workload: same weights, outputs checked, repeats alternated."""
+    unit, work, flops = workload_size(workload, config, data)
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d) / "model"
+        write_weights(workload, config, folder, data)
+        side_cls = _Worker if isolate else _InProcess
+        args = [*workload.as_args(), "", precision, str(folder), str(data) if data else "-"]
+        sides = {}
+        try:
+            for side in SIDES:
+                args[3] = side
+                sides[side] = side_cls(list(args))
+            outputs = {side: s.check(Path(d) / f"{side}.pt") for side, s in sides.items()}
+            for _ in range(warmup):
+                for s in sides.values():
+                    s.run()
+            times: dict[str, list[float]] = {side: [] for side in sides}
+            for _ in range(repeats):
+                for side, s in sides.items():
+                    times[side].append(s.run())
+            peaks = {side: s.close() for side, s in sides.items()}
+        finally:
+            for s in sides.values():
+                if isinstance(s, _Worker) and s._proc.poll() is None:
+                    s._proc.kill()
+    rss = {k: v for k, v in peaks.items() if v is not None}
+    check = check_line(workload, outputs["ours"], outputs["theirs"])
+    return Row(workload.name, precision, unit, times["ours"], times["theirs"], work, flops, check, rss)
 
 
 # --------------------------------------------------------------------------- the suite
@@ -100,12 +218,16 @@ def machine_line() -> str:
     )
 
 
+PARTS = ("gemm", "inference", "pretraining", "sst2", "ablations")
+
+
 def run_suite(
     preset: str = "albert-base",
     data: Path | None = None,
     repeats: int = 10,
-    only: tuple[str, ...] = ("gemm", "inference", "pretraining", "sst2", "ablations", "memory"),
+    only: tuple[str, ...] = PARTS,
     log: Callable[[str], None] = print,
+    isolate: bool = True,
 ) -> dict[str, Any]:
     try:
         import transformers
@@ -113,53 +235,42 @@ def run_suite(
         raise ValueError("albert bench compares against transformers: pip install transformers") from e
 
     transformers.utils.logging.disable_progress_bar()
-    kernels.tune_cpu_allocator()  # for both models alike
+    kernels.tune_cpu_allocator()  # for the GEMM limits and the ablations (the workers set their own)
     config = AlbertConfig.from_preset(preset)
-    result: dict[str, Any] = {"machine": machine_line(), "preset": preset, "rows": [], "ablations": []}
+    result: dict[str, Any] = {
+        "machine": machine_line(),
+        "preset": preset,
+        "isolated": isolate,
+        "rows": [],
+        "ablations": [],
+    }
     limits: dict[str, float] = {}
     if "gemm" in only:
         log("GEMM limits ...")
         g = gemm_limits(config)
         result["gemm"], limits = g, g["limits"]
-    rows: list[Row] = []
+    jobs: list[tuple[Workload, str, int]] = []
     if "inference" in only:
         for precision in ("fp32", "bf16"):
             for b, s in ((1, 128), (8, 128), (4, 512)):
-                log(f"inference {b} x {s} {precision} ...")
-                rows.append(inference_row(config, b, s, precision, repeats))
+                jobs.append((Workload("inference", b, s), precision, repeats))
     if "pretraining" in only:
         for precision in ("fp32", "bf16"):
-            log(f"pretraining step 8 x 128 {precision} ...")
-            rows.append(pretraining_row(config, 8, 128, precision, max(3, repeats // 2)))
-    sst2_ok = data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file()
+            jobs.append((Workload("pretraining", 8, 128), precision, max(3, repeats // 2)))
     if "sst2" in only:
-        if sst2_ok:
-            log("SST-2 dev end to end ...")
-            rows.append(sst2_row(config, data, "fp32", max(3, repeats // 2)))  # type: ignore[arg-type]
+        if data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file():
+            jobs.append((Workload("sst2"), "fp32", max(3, repeats // 2)))
         else:
             log(f"SST-2 skipped: no glue/SST-2/dev.tsv under {data} (set --data or ALBERT_DATA)")
-    if "memory" in only:
-        jobs = {
-            "inference 8 x 128": "inference-8x128",
-            "inference 4 x 512": "inference-4x512",
-            "pretraining step 8 x 128": "pretraining-8x128",
-        }
-        if sst2_ok:
-            jobs["SST-2 dev end to end (872 sentences)"] = "sst2"
-        for row in rows:
-            job = jobs.get(row.workload)
-            if job and row.precision == "fp32":
-                log(f"peak RSS {row.workload} ...")
-                extra = [str(data)] if job == "sst2" else []
-                row.rss_mib = {
-                    side: _child_peak_rss([job, side, row.precision, preset, *extra])
-                    for side in ("ours", "theirs")
-                }
+    rows = []
+    for workload, precision, n in jobs:
+        log(f"{workload.name} {precision} ...")
+        rows.append(compare(config, workload, precision, n, data, isolate=isolate))
     result["rows"] = [r.as_dict(limits) for r in rows]
     if "ablations" in only:
-        for choice, workload, precision in ABLATIONS:
-            log(f"ablation {choice} ({workload}, {precision}) ...")
-            row = ablation_row(config, choice, workload, precision, max(3, repeats // 2))
+        for choice, workload_kind, precision in ABLATIONS:
+            log(f"ablation {choice} ({workload_kind}, {precision}) ...")
+            row = ablation_row(config, choice, workload_kind, precision, max(3, repeats // 2))
             result["ablations"].append(row.as_dict(limits))
     return result
 
@@ -207,5 +318,5 @@ def write_json(result: dict[str, Any], path: Path) -> None:
     tmp.replace(path)
 
 
-if __name__ == "__main__":
-    _child_main(sys.argv[1:])
+if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
+    _worker_main(sys.argv[2:])

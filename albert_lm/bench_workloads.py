@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -70,11 +69,16 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
     def rate(fn, flops: float) -> float:
         return flops / statistics.median(interleaved({"f": fn}, repeats, 2)["f"]) / 1e9
 
-    for name, dtype, use_onednn in (
-        ("fp32 MKL (F.linear)", torch.float32, False),
-        ("fp32 oneDNN", torch.float32, True),
-        ("bf16 oneDNN", torch.bfloat16, True),
+    for name, dtype, path in (
+        ("fp32 F.linear (MKL here; what nn.Linear uses)", torch.float32, "flinear"),
+        ("fp32 oneDNN", torch.float32, "onednn"),
+        ("fp32 oneDNN, packed weights", torch.float32, "packed"),
+        ("bf16 F.linear (what autocast uses)", torch.bfloat16, "flinear"),
+        ("bf16 oneDNN", torch.bfloat16, "onednn"),
+        ("bf16 oneDNN, packed weights", torch.bfloat16, "packed"),
     ):
+        if (path == "onednn" and not kernels.enabled()) or (path == "packed" and not kernels.can_pack()):
+            continue
         rates = []
         for m, k, n in shapes:
             x, w, b = (
@@ -82,18 +86,17 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
                 torch.randn(n, k, dtype=dtype),
                 torch.zeros(n, dtype=dtype),
             )
-            if use_onednn and kernels.enabled():
-                fn = lambda x=x, w=w, b=b: kernels._mm(x, w, b)  # noqa: E731
-            elif use_onednn:
-                continue
-            else:
+            if path == "flinear":
                 fn = lambda x=x, w=w, b=b: F.linear(x, w, b)  # noqa: E731
+            else:
+                if path == "packed":
+                    w = torch.ops.mkldnn._reorder_linear_weight(w, m)
+                fn = lambda x=x, w=w, b=b: kernels._mm(x, w, b)  # noqa: E731
             rates.append(rate(fn, 2.0 * m * k * n))
-        if rates:
-            paths[name] = {
-                "gflops": statistics.mean(rates),
-                "dtype": "bf16" if dtype == torch.bfloat16 else "fp32",
-            }
+        paths[name] = {
+            "gflops": statistics.mean(rates),
+            "dtype": "bf16" if dtype == torch.bfloat16 else "fp32",
+        }
     limits = {}
     for dt in ("fp32", "bf16"):
         candidates = [p["gflops"] for p in paths.values() if p["dtype"] == dt]
@@ -138,50 +141,8 @@ class Row:
         return d
 
 
-def _same_weights(ours: torch.nn.Module, transformers_cls: type) -> torch.nn.Module:
-    with tempfile.TemporaryDirectory() as d:
-        ours.save_pretrained(d)
-        return transformers_cls.from_pretrained(d)
-
-
 def _random_ids(vocab: int, batch: int, seq: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(5, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
-
-
-def _sides(ours: torch.nn.Module, transformers_cls: type, sides: tuple[str, ...]):
-    """(ours or None, theirs or None) holding the same weights; only the sides asked are kept."""
-    theirs = _same_weights(ours, transformers_cls) if "theirs" in sides else None
-    return (ours if "ours" in sides else None), theirs
-
-
-def inference_row(
-    config: AlbertConfig, batch: int, seq: int, precision: str, repeats: int, sides: tuple[str, ...] = SIDES
-) -> Row:
-    import transformers
-
-    from albert_lm.model import AlbertModel
-
-    torch.manual_seed(0)
-    models = dict(
-        zip(SIDES, _sides(AlbertModel(config).eval(), transformers.AlbertModel, sides), strict=True)
-    )
-    ids = _random_ids(config.vocab_size, batch, seq)
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-
-    def run(model):
-        with torch.inference_mode(), _autocast(precision):
-            return model(**inputs).last_hidden_state
-
-    check = ""
-    if len(sides) == 2:
-        diff = (run(models["ours"]).float() - run(models["theirs"]).float()).abs().max().item()
-        check = f"max |diff| {diff:.1e}"
-    fns = {side: (lambda m=models[side]: run(m)) for side in sides}
-    times = interleaved(fns, repeats, 2)
-    return Row(
-        f"inference {batch} x {seq}", precision, "tokens/s", times.get("ours", []), times.get("theirs", []),
-        batch * seq, encoder_flops(config, batch, seq), check,
-    )  # fmt: skip
 
 
 def pretraining_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -218,43 +179,96 @@ def train_step(
     return run
 
 
-def pretraining_row(
-    config: AlbertConfig, batch: int, seq: int, precision: str, repeats: int, sides: tuple[str, ...] = SIDES
-) -> Row:
+@dataclass(frozen=True)
+class Workload:
+    """One row of the comparison: what runs, on how much input."""
+
+    kind: str  # "inference" | "pretraining" | "sst2"
+    batch: int = 0
+    seq: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.kind == "sst2":
+            return "SST-2 dev end to end (872 sentences)"
+        label = "inference" if self.kind == "inference" else "pretraining step"
+        return f"{label} {self.batch} x {self.seq}"
+
+    def as_args(self) -> list[str]:
+        return [self.kind, str(self.batch), str(self.seq)]
+
+
+def write_weights(workload: Workload, config: AlbertConfig, folder: Path, data: Path | None) -> None:
+    """Our model with seeded random weights, saved in transformers' layout: both sides load this folder."""
+    from albert_lm.heads import AlbertForPreTraining, AlbertForSequenceClassification
+    from albert_lm.model import AlbertModel
+    from albert_lm.tokenizer import AlbertTokenizer
+
+    torch.manual_seed(0)
+    if workload.kind == "inference":
+        AlbertModel(config).save_pretrained(folder)
+    elif workload.kind == "pretraining":
+        AlbertForPreTraining(config).save_pretrained(folder)
+    else:
+        assert data is not None
+        tokenizer = AlbertTokenizer.from_pretrained(data / "tokenizer" / "albert-30k" / "spiece.model")
+        config = dataclasses.replace(config, num_labels=2, vocab_size=tokenizer.vocab_size)
+        AlbertForSequenceClassification(config).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+
+def runner(
+    workload: Workload, side: str, precision: str, folder: Path, data: Path | None
+) -> tuple[Callable[[], Any], Callable[[], torch.Tensor]]:
+    """(run one repeat, the output to check) for one side, its model loaded from `folder`.
+
+    ours: albert-lm as its commands use it; theirs: transformers with its own classes and tokenizer.
+    """
+    import transformers
+
+    if workload.kind == "inference":
+        from albert_lm.model import AlbertModel
+
+        cls = AlbertModel if side == "ours" else transformers.AlbertModel
+        model = cls.from_pretrained(folder).eval()
+        ids = _random_ids(model.config.vocab_size, workload.batch, workload.seq)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+        def infer() -> torch.Tensor:
+            with torch.inference_mode(), _autocast(precision):
+                return model(**inputs).last_hidden_state
+
+        return infer, lambda: infer().float()
+    if workload.kind == "pretraining":
+        return _pretraining_runner(workload, side, precision, folder)
+    return _sst2_runner(side, precision, folder, data)
+
+
+def _pretraining_runner(workload: Workload, side: str, precision: str, folder: Path):
     import transformers
 
     from albert_lm.heads import AlbertForPreTraining
     from albert_lm.pretrain import PretrainingObjective
 
-    torch.manual_seed(0)
-    ours, theirs = _sides(AlbertForPreTraining(config).train(), transformers.AlbertForPreTraining, sides)
-    data = pretraining_batch(config.vocab_size, batch, seq)
-    losses: dict[str, Callable[[], torch.Tensor]] = {}
-    if ours is not None:
-        ours.sop_classifier.dropout.p = 0.0  # what `albert pretrain` does
-        objective = PretrainingObjective(ours, "sop")
-        losses["ours"] = lambda: objective(data)[0]
-    if theirs is not None:
-        theirs.train()
-        theirs.sop_classifier.dropout.p = 0.0  # as ours during pretraining (google-research has none)
-        losses["theirs"] = lambda: theirs(**data).loss
-    check = ""
-    if len(losses) == 2:
+    cls = AlbertForPreTraining if side == "ours" else transformers.AlbertForPreTraining
+    model = cls.from_pretrained(folder).train()
+    model.sop_classifier.dropout.p = 0.0  # what `albert pretrain` does (google-research has none)
+    data = pretraining_batch(model.config.vocab_size, workload.batch, workload.seq)
+    if side == "ours":
+        objective = PretrainingObjective(model, "sop")  # MLM logits at the masked positions only
+        loss_fn = lambda: objective(data)[0]  # noqa: E731
+    else:
+        loss_fn = lambda: model(**data).loss  # noqa: E731
+
+    def initial_loss() -> torch.Tensor:
         with torch.no_grad():
-            check = f"initial loss |diff| {abs(losses['ours']().item() - losses['theirs']().item()):.1e}"
+            return loss_fn().detach().float()
 
-    fns = {side: train_step(ours if side == "ours" else theirs, fn, precision) for side, fn in losses.items()}
-    times = interleaved(fns, repeats, 1)
-    return Row(
-        f"pretraining step {batch} x {seq}", precision, "tokens/s", times.get("ours", []),
-        times.get("theirs", []), batch * seq, 3 * encoder_flops(config, batch, seq), check,
-    )  # fmt: skip
+    return train_step(model, loss_fn, precision), initial_loss
 
 
-def sst2_row(
-    config: AlbertConfig, data: Path, precision: str, repeats: int, sides: tuple[str, ...] = SIDES
-) -> Row:
-    """Text in, labels out on SST-2 dev: the `albert evaluate` path against transformers' pipeline."""
+def _sst2_runner(side: str, precision: str, folder: Path, data: Path | None):
+    """Text in, labels out on SST-2 dev: the `albert evaluate` path against transformers' classes."""
     import transformers
 
     from albert_lm.finetune import run_model
@@ -262,24 +276,26 @@ def sst2_row(
     from albert_lm.tasks import get_task
     from albert_lm.tokenizer import AlbertTokenizer
 
+    assert data is not None
     batch_size = 32
-    spiece = data / "tokenizer" / "albert-30k" / "spiece.model"
     task = get_task("sst2")
     examples = task.read(data / "glue" / "SST-2" / "dev.tsv", "dev")
-    texts = [ex.text_a for ex in examples]
-    torch.manual_seed(0)
-    tokenizer = AlbertTokenizer.from_pretrained(spiece)
-    config = dataclasses.replace(config, num_labels=2, vocab_size=tokenizer.vocab_size)
-    model = AlbertForSequenceClassification(config).eval()
-    fns: dict[str, Callable[[], list[int]]] = {}
-    if "theirs" in sides:
-        with tempfile.TemporaryDirectory() as d:
-            model.save_pretrained(d)
-            tokenizer.save_pretrained(d)
-            theirs = transformers.AlbertForSequenceClassification.from_pretrained(d).eval()
-            their_tokenizer = transformers.AlbertTokenizer.from_pretrained(d)
+    if side == "ours":
+        tokenizer = AlbertTokenizer.from_pretrained(folder)
+        model = AlbertForSequenceClassification.from_pretrained(folder).eval()
 
-        def run_theirs() -> list[int]:
+        def classify() -> list[int]:
+            features = task.featurize(examples, tokenizer, 512)
+            outputs = run_model(
+                model, features, batch_size, tokenizer.pad_token_id, torch.device("cpu"), precision
+            )
+            return task.predict(examples, features, outputs)
+    else:
+        texts = [ex.text_a for ex in examples]
+        their_tokenizer = transformers.AlbertTokenizer.from_pretrained(folder)
+        theirs = transformers.AlbertForSequenceClassification.from_pretrained(folder).eval()
+
+        def classify() -> list[int]:
             labels: list[int] = []
             for i in range(0, len(texts), batch_size):
                 enc = their_tokenizer(texts[i : i + batch_size], padding="longest", return_tensors="pt")
@@ -287,26 +303,29 @@ def sst2_row(
                     labels += theirs(**enc).logits.argmax(-1).tolist()
             return labels
 
-        fns["theirs"] = run_theirs
-    if "ours" in sides:
+    return classify, lambda: torch.tensor(classify())
 
-        def run_ours() -> list[int]:
-            features = task.featurize(examples, tokenizer, 512)
-            outputs = run_model(
-                model, features, batch_size, tokenizer.pad_token_id, torch.device("cpu"), precision
-            )
-            return task.predict(examples, features, outputs)
 
-        fns = {"ours": run_ours, **fns}
-    check = ""
-    if len(fns) == 2:
-        a, b = fns["ours"](), fns["theirs"]()
-        check = f"same label on {sum(x == y for x, y in zip(a, b, strict=True)) / len(a):.1%}"
-    times = interleaved(fns, repeats, 1)
-    return Row(
-        "SST-2 dev end to end (872 sentences)", precision, "sentences/s", times.get("ours", []),
-        times.get("theirs", []), len(texts), check=check,
-    )  # fmt: skip
+def check_line(workload: Workload, ours: torch.Tensor, theirs: torch.Tensor) -> str:
+    if workload.kind == "inference":
+        return f"max |diff| {(ours - theirs).abs().max().item():.1e}"
+    if workload.kind == "pretraining":
+        return f"initial loss |diff| {(ours - theirs).abs().item():.1e}"
+    return f"same label on {(ours == theirs).float().mean().item():.1%}"
+
+
+def workload_size(workload: Workload, config: AlbertConfig, data: Path | None) -> tuple[str, float, float]:
+    """(unit, work per repeat, model FLOPs per repeat) for the rate and limit columns."""
+    if workload.kind == "sst2":
+        assert data is not None
+        from albert_lm.tasks import get_task
+
+        n = len(get_task("sst2").read(data / "glue" / "SST-2" / "dev.tsv", "dev"))
+        return "sentences/s", float(n), 0.0
+    flops = encoder_flops(config, workload.batch, workload.seq)
+    if workload.kind == "pretraining":
+        flops *= 3  # forward, grad-input, grad-weight
+    return "tokens/s", float(workload.batch * workload.seq), flops
 
 
 # --------------------------------------------------------------------------- ablations
@@ -315,6 +334,7 @@ _SWITCHES = {
     "oneDNN linear": ("albert_lm.kernels", "_ENABLED"),
     "weight casts reused": ("albert_lm.kernels", "_REUSE_CASTS"),
     "bf16 eager attention": ("albert_lm.model", "BF16_EAGER_ATTENTION"),
+    "packed weights": ("albert_lm.kernels", "_CAN_PACK"),
 }
 
 
@@ -336,6 +356,9 @@ ABLATIONS = (  # (choice, workload, precision)
     ("oneDNN linear", "inference", "fp32"),
     ("oneDNN linear", "pretraining", "fp32"),
     ("oneDNN linear", "inference", "bf16"),
+    ("packed weights", "inference", "fp32"),
+    ("packed weights", "pretraining", "fp32"),
+    ("packed weights", "pretraining", "bf16"),
     ("weight casts reused", "inference", "bf16"),
     ("bf16 eager attention", "inference", "bf16"),
     ("bf16 eager attention", "pretraining", "bf16"),

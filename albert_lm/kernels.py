@@ -75,6 +75,10 @@ def enabled() -> bool:
     return _ENABLED and _AVAILABLE
 
 
+def can_pack() -> bool:
+    return enabled() and _CAN_PACK
+
+
 def _can_pack() -> bool:
     """Whether this torch build can pre-pack a linear weight into oneDNN's blocked layout."""
     if not _AVAILABLE or not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):

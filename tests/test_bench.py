@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from albert_lm.bench import _child_peak_rss, format_table, run_suite
-from albert_lm.bench_workloads import encoder_flops
+from albert_lm.bench import compare, format_table, run_suite
+from albert_lm.bench_workloads import Workload, encoder_flops
 from albert_lm.cli import main
 from albert_lm.config import AlbertConfig
 
@@ -24,7 +24,9 @@ def test_encoder_flops_by_hand():
 
 
 def test_suite_on_tiny_model_prints_the_table(tmp_path):
-    result = run_suite("albert-tiny", None, repeats=2, only=("inference", "ablations"), log=lambda m: None)
+    result = run_suite(
+        "albert-tiny", None, repeats=2, only=("inference", "ablations"), log=lambda m: None, isolate=False
+    )
     rows = result["rows"]
     assert [r["workload"] for r in rows[:3]] == [
         "inference 1 x 128",
@@ -35,14 +37,25 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
         assert r["ours_rate"] > 0 and r["theirs_rate"] > 0 and r["ratio"] > 0
         if r["precision"] == "fp32":
             assert float(r["check"].split()[-1]) <= 1e-5  # same weights, same outputs
-    assert len(result["ablations"]) == 6
+    assert len(result["ablations"]) == 9
     table = format_table(result)
     assert "| inference 8 x 128 | fp32 |" in table and "bf16 eager attention" in table
 
 
-def test_peak_rss_child_reports_memory():
-    mib = _child_peak_rss(["inference-8x128", "ours", "fp32", "albert-tiny"])
-    assert mib is not None and 50 < mib < 4000
+@pytest.mark.parametrize("workload", [Workload("inference", 2, 16), Workload("pretraining", 2, 16)])
+def test_compare_runs_each_side_in_its_own_worker(workload):
+    cfg = AlbertConfig.from_preset("albert-tiny")
+    row = compare(cfg, workload, "fp32", repeats=2, warmup=1)
+    assert len(row.ours) == len(row.theirs) == 2 and min(row.ours + row.theirs) > 0
+    assert float(row.check.split()[-1]) <= 1e-5  # both workers loaded the same weights
+    assert set(row.rss_mib) == {"ours", "theirs"}
+    assert all(50 < mib < 4000 for mib in row.rss_mib.values())  # each worker's own peak
+
+
+def test_a_failing_worker_is_an_error_with_its_output():
+    cfg = AlbertConfig.from_preset("albert-tiny")
+    with pytest.raises(RuntimeError, match="bench worker"):
+        compare(cfg, Workload("inference", 2, 99999), "fp32", repeats=1)  # longer than max positions
 
 
 def test_cli_bench_writes_json(tmp_path, capsys):
