@@ -332,7 +332,7 @@ def workload_size(workload: Workload, config: AlbertConfig, data: Path | None) -
 # Each ablated choice is one module-level switch: (module name, attribute).
 _SWITCHES = {
     "oneDNN linear": ("albert_lm.kernels", "_ENABLED"),
-    "weight casts reused": ("albert_lm.kernels", "_REUSE_CASTS"),
+    "weights prepared once per forward": ("albert_lm.kernels", "_REUSE_CASTS"),
     "bf16 eager attention": ("albert_lm.model", "BF16_EAGER_ATTENTION"),
     "packed weights": ("albert_lm.kernels", "_CAN_PACK"),
 }
@@ -359,7 +359,7 @@ ABLATIONS = (  # (choice, workload, precision)
     ("packed weights", "inference", "fp32"),
     ("packed weights", "pretraining", "fp32"),
     ("packed weights", "pretraining", "bf16"),
-    ("weight casts reused", "inference", "bf16"),
+    ("weights prepared once per forward", "inference", "bf16"),
     ("bf16 eager attention", "inference", "bf16"),
     ("bf16 eager attention", "pretraining", "bf16"),
 )

@@ -130,7 +130,7 @@ class _Prepared:
         return self._packed_t
 
 
-_CACHE: dict[tuple[int, torch.dtype], Any] | None = None
+_CACHE: dict[tuple, Any] | None = None  # (id(param), dtype) -> cast; (id, "prepared", dtype) -> _Prepared
 _REUSE_CASTS = True  # `albert bench` turns it off to show the gain
 
 
@@ -167,9 +167,9 @@ def _prepare(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> _Prepared:
     if _CACHE is None:  # one use: packing would not pay for its reorder
         return _Prepared(weight.detach().to(dtype), False, rows)
     key = (id(weight), "prepared", dtype)
-    hit = _CACHE.get(key)  # type: ignore[call-overload]
+    hit = _CACHE.get(key)
     if hit is None:
-        hit = _CACHE[key] = _Prepared(_cast(weight, dtype), True, rows)  # type: ignore[index]
+        hit = _CACHE[key] = _Prepared(_cast(weight, dtype), True, rows)
     return hit
 
 
