@@ -3,8 +3,9 @@
     python benchmarks/bench_gemm.py --preset albert-base --tokens 1024
 
 Times (tokens x H) @ (H x 3H), (tokens x H) @ (H x 4H) and (tokens x 4H) @ (4H x H), the encoder's three
-products, through MKL (F.linear in fp32, what nn.Linear uses) and through oneDNN (fp32 and bf16, what
-albert-lm's `kernels.linear` uses), and prints GFLOP/s per path, the mean over the three shapes.
+products, through F.linear (MKL in fp32, what nn.Linear uses; oneDNN in bf16, what autocast uses) and
+through oneDNN directly, with plain and with pre-packed weights (what albert-lm's `kernels.linear` uses),
+fp32 and bf16, and prints GFLOP/s per path, the mean over the three shapes.
 """
 
 from __future__ import annotations
