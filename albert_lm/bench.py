@@ -97,8 +97,13 @@ class _Worker:
     def close(self) -> float:
         peak = float(self._call("quit"))
         self._proc.wait()
-        self._log.close()
         return peak
+
+    def kill(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._log.close()
 
 
 class _InProcess:
@@ -117,6 +122,9 @@ class _InProcess:
 
     def close(self) -> float | None:
         return None
+
+    def kill(self) -> None:
+        pass
 
 
 _REPLY = "@@bench "
@@ -177,12 +185,11 @@ def compare(
         folder = Path(d) / "model"
         write_weights(workload, config, folder, data)
         side_cls = _Worker if isolate else _InProcess
-        args = [*workload.as_args(), "", precision, str(folder), str(data) if data else "-"]
         sides = {}
         try:
             for side in SIDES:
-                args[3] = side
-                sides[side] = side_cls(list(args))
+                args = [*workload.as_args(), side, precision, str(folder), str(data) if data else "-"]
+                sides[side] = side_cls(args)
             outputs = {side: s.check(Path(d) / f"{side}.pt") for side, s in sides.items()}
             for _ in range(warmup):
                 for s in sides.values():
@@ -194,8 +201,7 @@ def compare(
             peaks = {side: s.close() for side, s in sides.items()}
         finally:
             for s in sides.values():
-                if isinstance(s, _Worker) and s._proc.poll() is None:
-                    s._proc.kill()
+                s.kill()  # no-op for a worker that quit
     rss = {k: v for k, v in peaks.items() if v is not None}
     check = check_line(workload, outputs["ours"], outputs["theirs"])
     return Row(workload.name, precision, unit, times["ours"], times["theirs"], work, flops, check, rss)
