@@ -90,7 +90,7 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
                 fn = lambda x=x, w=w, b=b: F.linear(x, w, b)  # noqa: E731
             else:
                 if path == "packed":
-                    w = torch.ops.mkldnn._reorder_linear_weight(w, m)
+                    w = kernels._pack(w, m)
                 fn = lambda x=x, w=w, b=b: kernels._mm(x, w, b)  # noqa: E731
             rates.append(rate(fn, 2.0 * m * k * n))
         paths[name] = {

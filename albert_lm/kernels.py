@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,6 +95,11 @@ def _can_pack() -> bool:
 _CAN_PACK = _can_pack()
 
 
+def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """weight (N, K) reordered into oneDNN's blocked layout for inputs of about `rows` rows."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+
+
 class _Prepared:
     """One weight made ready for oneDNN in one dtype: cast once, packed once, transposed-and-packed once.
 
@@ -118,7 +124,7 @@ class _Prepared:
         if not self._pack:
             return self.weight
         if self._packed is None:
-            self._packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, self._rows)
+            self._packed = _pack(self.weight, self._rows)
         return self._packed
 
     def packed_t(self) -> torch.Tensor:
@@ -126,11 +132,16 @@ class _Prepared:
         if not self._pack:
             return self.weight.t()
         if self._packed_t is None:
-            self._packed_t = torch.ops.mkldnn._reorder_linear_weight(self.weight.t().contiguous(), self._rows)
+            self._packed_t = _pack(self.weight.t().contiguous(), self._rows)
         return self._packed_t
 
 
-_CACHE: dict[tuple, Any] | None = None  # (id(param), dtype) -> cast; (id, "prepared", dtype) -> _Prepared
+class _Local(threading.local):
+    # Per thread: two threads running forwards at once must not share, or leave behind, a cache.
+    cache: dict[tuple, Any] | None = None  # (id(param), dtype) -> cast; (id, "prepared", dtype) -> _Prepared
+
+
+_LOCAL = _Local()
 _REUSE_CASTS = True  # `albert bench` turns it off to show the gain
 
 
@@ -140,36 +151,38 @@ def reuse_casts() -> Iterator[None]:
 
     ALBERT applies its shared layer L times per forward; autocast alone would cast its weights L times
     and send L gradients back through L casts. The encoder wraps its layer loop in this block, so each
-    weight is cast and packed once per forward (`_Prepared`). Nested blocks share the outer cache.
+    weight is cast and packed once per forward (`_Prepared`). Nested blocks share the outer cache; each
+    thread has its own.
     """
-    global _CACHE
-    outer = _CACHE
+    outer = _LOCAL.cache
     if outer is None and _REUSE_CASTS:
-        _CACHE = {}
+        _LOCAL.cache = {}
     try:
         yield
     finally:
-        _CACHE = outer
+        _LOCAL.cache = outer
 
 
 def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """t (a parameter) in dtype, detached from autograd; cast once per `reuse_casts` block."""
-    if _CACHE is None:
+    cache = _LOCAL.cache
+    if cache is None:
         return t.detach().to(dtype)
     key = (id(t), dtype)  # t is a parameter, alive for the whole block, so its id is stable
-    hit = _CACHE.get(key)
+    hit = cache.get(key)
     if hit is None:
-        hit = _CACHE[key] = t.detach().to(dtype)
+        hit = cache[key] = t.detach().to(dtype)
     return hit
 
 
 def _prepare(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> _Prepared:
-    if _CACHE is None:  # one use: packing would not pay for its reorder
+    cache = _LOCAL.cache
+    if cache is None:  # one use: packing would not pay for its reorder
         return _Prepared(weight.detach().to(dtype), False, rows)
     key = (id(weight), "prepared", dtype)
-    hit = _CACHE.get(key)
+    hit = cache.get(key)
     if hit is None:
-        hit = _CACHE[key] = _Prepared(_cast(weight, dtype), True, rows)
+        hit = cache[key] = _Prepared(_cast(weight, dtype), True, rows)
     return hit
 
 

@@ -110,7 +110,7 @@ def test_training_gradients_match_f_linear_with_packed_weights(precision):
 
     with kernels.reuse_casts():
         ours = run(kernels.linear)
-        prepared = [v for v in kernels._CACHE.values() if isinstance(v, kernels._Prepared)]
+        prepared = [v for v in kernels._LOCAL.cache.values() if isinstance(v, kernels._Prepared)]
     ref = run(F.linear)
     assert len(prepared) == 1 and prepared[0]._pack == kernels._CAN_PACK
     tol = {"rtol": 1e-4, "atol": 1e-5} if precision == "fp32" else {"rtol": 3e-2, "atol": 3e-2}
@@ -127,7 +127,34 @@ def test_reuse_casts_casts_each_weight_once_per_block(tensors):
         with kernels.reuse_casts():  # nested: the same cache
             assert kernels._cast(w, torch.bfloat16) is a
     assert kernels._cast(w, torch.bfloat16) is not a  # outside the block: a fresh cast
-    assert kernels._CACHE is None
+    assert kernels._LOCAL.cache is None
+
+
+def test_reuse_casts_caches_are_per_thread():
+    # Interleaved blocks in two threads (A enters, B enters, A leaves, B leaves) must leave no cache
+    # behind: a left-over cache would hand out stale weights after the next optimizer step.
+    import threading
+
+    w = torch.randn(4, 4)
+    barrier, seen = threading.Barrier(2), {}
+
+    def block(name: str, leave_first: bool) -> None:
+        with kernels.reuse_casts():
+            seen[name] = kernels._cast(w, torch.bfloat16)
+            barrier.wait()
+            if not leave_first:
+                barrier.wait()
+        if leave_first:
+            barrier.wait()
+        seen[name + " after"] = kernels._LOCAL.cache
+
+    threads = [threading.Thread(target=block, args=(n, n == "a")) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["a"] is not seen["b"]  # each thread cast into its own cache
+    assert seen["a after"] is None and seen["b after"] is None and kernels._LOCAL.cache is None
 
 
 def test_model_gradients_match_with_the_switch_off():
