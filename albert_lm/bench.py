@@ -263,8 +263,9 @@ def run_suite(
     if "pretraining" in only:
         for precision in ("fp32", "bf16"):
             jobs.append((Workload("pretraining", 8, 128), precision, max(3, repeats // 2)))
+    sst2_ok = data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file()
     if "sst2" in only:
-        if data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file():
+        if sst2_ok:
             jobs.append((Workload("sst2"), "fp32", max(3, repeats // 2)))
         else:
             log(f"SST-2 skipped: no glue/SST-2/dev.tsv under {data} (set --data or ALBERT_DATA)")
@@ -276,8 +277,10 @@ def run_suite(
     result["rows"] = [r.as_dict(limits) for r in rows]
     if "ablations" in only:
         for choice, workload_kind, precision in ABLATIONS:
+            if workload_kind == "sst2" and not sst2_ok:
+                continue
             log(f"ablation {choice} ({workload_kind}, {precision}) ...")
-            row = ablation_row(config, choice, workload_kind, precision, max(3, repeats // 2))
+            row = ablation_row(config, choice, workload_kind, precision, max(3, repeats // 2), data)
             result["ablations"].append(row.as_dict(limits))
     return result
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -329,23 +330,35 @@ def workload_size(workload: Workload, config: AlbertConfig, data: Path | None) -
 
 
 # --------------------------------------------------------------------------- ablations
-# Each ablated choice is one module-level switch: (module name, attribute).
-_SWITCHES = {
-    "oneDNN linear": ("albert_lm.kernels", "_ENABLED"),
-    "weights prepared once per forward": ("albert_lm.kernels", "_REUSE_CASTS"),
-    "bf16 eager attention": ("albert_lm.model", "BF16_EAGER_ATTENTION"),
-    "packed weights": ("albert_lm.kernels", "_CAN_PACK"),
+def _file_order_batches(lengths, batch_size: int, rng=None, window: int = 50) -> list[list[int]]:
+    """The ablation of length-sorted batches: consecutive examples, padded to each batch's longest."""
+    return [list(range(i, min(i + batch_size, len(lengths)))) for i in range(0, len(lengths), batch_size)]
+
+
+# Each ablated choice is one module-level switch: (module name, attribute, value when off).
+_SWITCHES: dict[str, tuple[str, str, Any]] = {
+    "oneDNN linear": ("albert_lm.kernels", "_ENABLED", False),
+    "weights prepared once per forward": ("albert_lm.kernels", "_REUSE_CASTS", False),
+    "bf16 eager attention": ("albert_lm.model", "BF16_EAGER_ATTENTION", False),
+    "packed weights": ("albert_lm.kernels", "_CAN_PACK", False),
+    "length-sorted evaluation batches": (
+        "albert_lm.finetune",
+        "length_bucketed_batches",
+        _file_order_batches,
+    ),
 }
+# Not a switch: the ablation computes the loss as transformers does instead.
+MLM_MASKED_ONLY = "MLM logits at masked positions only"
 
 
 @contextlib.contextmanager
 def _switched_off(choice: str):
     import importlib
 
-    module, name = _SWITCHES[choice]
+    module, name, off_value = _SWITCHES[choice]
     target = importlib.import_module(module)
     was = getattr(target, name)
-    setattr(target, name, False)
+    setattr(target, name, off_value)
     try:
         yield
     finally:
@@ -362,10 +375,28 @@ ABLATIONS = (  # (choice, workload, precision)
     ("weights prepared once per forward", "inference", "bf16"),
     ("bf16 eager attention", "inference", "bf16"),
     ("bf16 eager attention", "pretraining", "bf16"),
+    (MLM_MASKED_ONLY, "pretraining", "fp32"),
+    (MLM_MASKED_ONLY, "pretraining", "bf16"),
+    ("length-sorted evaluation batches", "sst2", "fp32"),
 )
 
 
-def ablation_row(config: AlbertConfig, choice: str, workload: str, precision: str, repeats: int) -> Row:
+def _all_positions_loss(model: torch.nn.Module, data: dict[str, torch.Tensor]) -> torch.Tensor:
+    """MLM logits and their softmax at every position, as transformers' AlbertForPreTraining, + SOP."""
+    out = model.albert(
+        input_ids=data["input_ids"],
+        attention_mask=data["attention_mask"],
+        token_type_ids=data["token_type_ids"],
+    )
+    logits = model.predictions(out.last_hidden_state).float()
+    mlm = F.cross_entropy(logits.view(-1, logits.shape[-1]), data["labels"].view(-1))  # ignores -100
+    sop = F.cross_entropy(model.sop_classifier(out.pooler_output).float(), data["sentence_order_label"])
+    return mlm + sop
+
+
+def ablation_row(
+    config: AlbertConfig, choice: str, workload: str, precision: str, repeats: int, data: Path | None = None
+) -> Row:
     """Ours with the choice on against ours with it off (in the `theirs` slot), interleaved."""
     from albert_lm.heads import AlbertForPreTraining
     from albert_lm.model import AlbertModel
@@ -373,6 +404,7 @@ def ablation_row(config: AlbertConfig, choice: str, workload: str, precision: st
 
     torch.manual_seed(0)
     b, s = 8, 128
+    name, unit, work = f"{choice}: {workload} {b} x {s}", "tokens/s", float(b * s)
     if workload == "inference":
         model = AlbertModel(config).eval()
         ids = _random_ids(config.vocab_size, b, s)
@@ -380,16 +412,27 @@ def ablation_row(config: AlbertConfig, choice: str, workload: str, precision: st
         def fn():
             with torch.inference_mode(), _autocast(precision):
                 model(input_ids=ids)
-    else:
+    elif workload == "pretraining":
         model = AlbertForPreTraining(config).train()
         model.sop_classifier.dropout.p = 0.0
         objective = PretrainingObjective(model, "sop")
-        data = pretraining_batch(config.vocab_size, b, s)
-        fn = train_step(model, lambda: objective(data)[0], precision)
+        batch = pretraining_batch(config.vocab_size, b, s)
+        fn = train_step(model, lambda: objective(batch)[0], precision)
+        if choice == MLM_MASKED_ONLY:
+            off = train_step(model, lambda: _all_positions_loss(model, batch), precision)
+    else:
+        assert data is not None
+        with tempfile.TemporaryDirectory() as d:
+            sst2 = Workload("sst2")
+            write_weights(sst2, config, Path(d), data)
+            fn, _ = runner(sst2, "ours", precision, Path(d), data)
+        name, unit = f"{choice}: SST-2 dev end to end", "sentences/s"
+        work = float(workload_size(sst2, config, data)[1])
+    if choice != MLM_MASKED_ONLY:
 
-    def off():
-        with _switched_off(choice):
-            fn()
+        def off():
+            with _switched_off(choice):
+                fn()
 
     times = interleaved({"on": fn, "off": off}, repeats, 1)
-    return Row(f"{choice}: {workload} {b} x {s}", precision, "tokens/s", times["on"], times["off"], b * s)
+    return Row(name, precision, unit, times["on"], times["off"], work)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from albert_lm.bench import compare, format_table, run_suite
-from albert_lm.bench_workloads import Workload, encoder_flops
+from albert_lm.bench_workloads import MLM_MASKED_ONLY, Workload, ablation_row, encoder_flops
 from albert_lm.cli import main
 from albert_lm.config import AlbertConfig
 
@@ -37,7 +37,7 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
         assert r["ours_rate"] > 0 and r["theirs_rate"] > 0 and r["ratio"] > 0
         if r["precision"] == "fp32":
             assert float(r["check"].split()[-1]) <= 1e-5  # same weights, same outputs
-    assert len(result["ablations"]) == 9
+    assert len(result["ablations"]) == 11  # all but the SST-2 one, which needs the data
     table = format_table(result)
     assert "| inference 8 x 128 | fp32 |" in table and "bf16 eager attention" in table
 
@@ -56,6 +56,26 @@ def test_a_failing_worker_is_an_error_with_its_output():
     cfg = AlbertConfig.from_preset("albert-tiny")
     with pytest.raises(RuntimeError, match="bench worker"):
         compare(cfg, Workload("inference", 2, 99999), "fp32", repeats=1)  # longer than max positions
+
+
+def test_ablations_that_change_the_computation_not_a_switch(albert_data):
+    cfg = AlbertConfig.from_preset("albert-tiny")
+    mlm = ablation_row(cfg, MLM_MASKED_ONLY, "pretraining", "fp32", repeats=1)
+    sst2 = ablation_row(cfg, "length-sorted evaluation batches", "sst2", "fp32", repeats=1, data=albert_data)
+    assert sst2.unit == "sentences/s" and sst2.work == 872
+    for row in (mlm, sst2):
+        assert len(row.ours) == len(row.theirs) == 1 and row.ratio > 0
+
+
+def test_switched_off_replaces_and_restores():
+    from albert_lm import finetune
+    from albert_lm.bench_workloads import _file_order_batches, _switched_off
+
+    original = finetune.length_bucketed_batches
+    with _switched_off("length-sorted evaluation batches"):
+        assert finetune.length_bucketed_batches is _file_order_batches
+        assert finetune.length_bucketed_batches([5, 1, 9, 2, 7], 2) == [[0, 1], [2, 3], [4]]
+    assert finetune.length_bucketed_batches is original
 
 
 def test_cli_bench_writes_json(tmp_path, capsys):
