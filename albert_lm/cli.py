@@ -406,7 +406,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "this machine's matrix-multiply limits, inference (1x128, 8x128, 4x512), a pretraining step "
         "(8x128), both in fp32 and bf16, SST-2 dev end to end, peak memory, and the gain of each of our "
         "speed choices. Each library runs in its own worker process, the two alternated repeat by "
-        "repeat. Needs transformers (pip install transformers). About 13 minutes for albert-base "
+        "repeat. Needs transformers (pip install transformers). About 17 minutes for albert-base "
         "on 2 cores.",
     )
     p.add_argument("--preset", default="albert-base", help="model size (default albert-base)")
