@@ -70,17 +70,36 @@ class AlbertEmbeddings(nn.Module):
 
 
 BF16_EAGER_ATTENTION = True  # `albert bench` turns it off to show the gain
+# Inference attention runs in blocks of at most this many scores (fp32, 4 MB) once the whole score
+# tensor would exceed twice that: a 4 x 512 batch's 12.6M scores (50 MB) cost page faults and cache
+# misses; by blocks, albert-base 4 x 512 attention takes 13.8 ms per layer against 15.2 whole and
+# 22.3 for PyTorch's flash kernel (bf16, 2 threads, measured 2026-11-22).
+_SCORE_BLOCK = 1 << 20
 
 
-def _attention_bf16_cpu(q, k, v, mask, dropout: float) -> torch.Tensor:
-    # On CPU in bf16, PyTorch's flash attention is slower than these three ops up to S = 256: albert-base
-    # 8 x 128 per layer, forward 4.1 ms against 2.0, forward + backward 19 ms against 5 (longer
-    # sequences: flash wins, 4 x 512 training 105 ms against 178). Softmax runs in fp32.
+def _eager_attention(q, k, v, mask, dropout: float) -> torch.Tensor:
     scores = (q @ k.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     probs = F.dropout(scores.softmax(-1), dropout).to(v.dtype)
     return probs @ v
+
+
+def _attention_bf16_cpu(q, k, v, mask, dropout: float) -> torch.Tensor:
+    # On CPU in bf16, PyTorch's flash attention is slower than these three ops (softmax in fp32): per
+    # albert-base layer, 8 x 128 forward 2.6 ms against 4.3, forward + backward 9 against 21 ms. Training
+    # keeps flash beyond 256 tokens (4 x 512: 70 ms against 95); inference goes by blocks there.
+    b, h, s, d = q.shape
+    if b * h * s * s <= 2 * _SCORE_BLOCK or torch.is_grad_enabled():
+        return _eager_attention(q, k, v, mask, dropout)
+    out = q.new_empty(b, s, h, d)
+    rows = max(16, _SCORE_BLOCK // (h * s))
+    for i in range(b):
+        m = None if mask is None else mask[i : i + 1]
+        for j in range(0, s, rows):
+            block = _eager_attention(q[i : i + 1, :, j : j + rows], k[i : i + 1], v[i : i + 1], m, dropout)
+            out[i, j : j + rows] = block[0].transpose(0, 1)
+    return out.transpose(1, 2)  # (B, h, S, d), as the caller expects
 
 
 class AlbertAttention(nn.Module):
@@ -102,7 +121,8 @@ class AlbertAttention(nn.Module):
         qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, S, hd)
         dropout = self.attention_dropout if self.training else 0.0
-        if BF16_EAGER_ATTENTION and q.dtype == torch.bfloat16 and q.device.type == "cpu" and s <= 256:
+        eager = s <= 256 or not torch.is_grad_enabled()  # see _attention_bf16_cpu
+        if BF16_EAGER_ATTENTION and q.dtype == torch.bfloat16 and q.device.type == "cpu" and eager:
             y = _attention_bf16_cpu(q, k, v, mask, dropout)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)

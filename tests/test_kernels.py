@@ -196,6 +196,19 @@ def test_bf16_eager_attention_matches_sdpa():
     torch.testing.assert_close(ours.float(), ref, rtol=2e-2, atol=2e-2)
 
 
+def test_bf16_inference_attention_by_blocks_matches_sdpa():
+    # Long enough that the scores (2 x 2 x 1100 x 1100) go by query blocks of 476 rows; padding masked.
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 1100, 8, generator=g, dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 1100, dtype=torch.bool)
+    mask[1, ..., 900:] = False
+    with torch.no_grad():
+        ours = _attention_bf16_cpu(q, k, v, mask, 0.0)
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    assert ours.shape == ref.shape == (2, 2, 1100, 8)
+    torch.testing.assert_close(ours.float(), ref, rtol=2e-2, atol=2e-2)
+
+
 def test_bf16_training_runs_eager_attention_and_backward():
     torch.manual_seed(0)
     model = AlbertModel(AlbertConfig.from_preset("albert-tiny")).train()
