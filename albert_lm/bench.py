@@ -276,11 +276,12 @@ def run_suite(
         rows.append(compare(config, workload, precision, n, data, warmup, isolate))
     result["rows"] = [r.as_dict(limits) for r in rows]
     if "ablations" in only:
-        for choice, workload_kind, precision in ABLATIONS:
+        for choice, workload_kind, precision, b, s in ABLATIONS:
             if workload_kind == "sst2" and not sst2_ok:
                 continue
             log(f"ablation {choice} ({workload_kind}, {precision}) ...")
-            row = ablation_row(config, choice, workload_kind, precision, max(3, repeats // 2), data)
+            n = max(3, repeats // 2)
+            row = ablation_row(config, choice, workload_kind, precision, n, data, b, s)
             result["ablations"].append(row.as_dict(limits))
     return result
 

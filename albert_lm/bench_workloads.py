@@ -365,19 +365,20 @@ def _switched_off(choice: str):
         setattr(target, name, was)
 
 
-ABLATIONS = (  # (choice, workload, precision)
-    ("oneDNN linear", "inference", "fp32"),
-    ("oneDNN linear", "pretraining", "fp32"),
-    ("oneDNN linear", "inference", "bf16"),
-    ("packed weights", "inference", "fp32"),
-    ("packed weights", "pretraining", "fp32"),
-    ("packed weights", "pretraining", "bf16"),
-    ("weights prepared once per forward", "inference", "bf16"),
-    ("bf16 eager attention", "inference", "bf16"),
-    ("bf16 eager attention", "pretraining", "bf16"),
-    (MLM_MASKED_ONLY, "pretraining", "fp32"),
-    (MLM_MASKED_ONLY, "pretraining", "bf16"),
-    ("length-sorted evaluation batches", "sst2", "fp32"),
+ABLATIONS = (  # (choice, workload, precision, batch, seq)
+    ("oneDNN linear", "inference", "fp32", 8, 128),
+    ("oneDNN linear", "pretraining", "fp32", 8, 128),
+    ("oneDNN linear", "inference", "bf16", 8, 128),
+    ("packed weights", "inference", "fp32", 8, 128),
+    ("packed weights", "pretraining", "fp32", 8, 128),
+    ("packed weights", "pretraining", "bf16", 8, 128),
+    ("weights prepared once per forward", "inference", "bf16", 8, 128),
+    ("bf16 eager attention", "inference", "bf16", 8, 128),
+    ("bf16 eager attention", "inference", "bf16", 4, 512),
+    ("bf16 eager attention", "pretraining", "bf16", 8, 128),
+    (MLM_MASKED_ONLY, "pretraining", "fp32", 8, 128),
+    (MLM_MASKED_ONLY, "pretraining", "bf16", 8, 128),
+    ("length-sorted evaluation batches", "sst2", "fp32", 0, 0),
 )
 
 
@@ -395,7 +396,14 @@ def _all_positions_loss(model: torch.nn.Module, data: dict[str, torch.Tensor]) -
 
 
 def ablation_row(
-    config: AlbertConfig, choice: str, workload: str, precision: str, repeats: int, data: Path | None = None
+    config: AlbertConfig,
+    choice: str,
+    workload: str,
+    precision: str,
+    repeats: int,
+    data: Path | None = None,
+    b: int = 8,
+    s: int = 128,
 ) -> Row:
     """Ours with the choice on against ours with it off (in the `theirs` slot), interleaved."""
     from albert_lm.heads import AlbertForPreTraining
@@ -403,7 +411,6 @@ def ablation_row(
     from albert_lm.pretrain import PretrainingObjective
 
     torch.manual_seed(0)
-    b, s = 8, 128
     name, unit, work = f"{choice}: {workload} {b} x {s}", "tokens/s", float(b * s)
     if workload == "inference":
         model = AlbertModel(config).eval()

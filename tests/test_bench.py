@@ -37,7 +37,7 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
         assert r["ours_rate"] > 0 and r["theirs_rate"] > 0 and r["ratio"] > 0
         if r["precision"] == "fp32":
             assert float(r["check"].split()[-1]) <= 1e-5  # same weights, same outputs
-    assert len(result["ablations"]) == 11  # all but the SST-2 one, which needs the data
+    assert len(result["ablations"]) == 12  # all but the SST-2 one, which needs the data
     table = format_table(result)
     assert "| inference 8 x 128 | fp32 |" in table and "bf16 eager attention" in table
 
