@@ -11,7 +11,7 @@ move between the two with identical outputs. Two deliberate differences: attenti
 F.scaled_dot_product_attention with one fused QKV matrix multiply, and hidden dropout is applied to the
 feed-forward output before the residual add, as google-research does (transformers leaves it out; with
 the v2 configs' dropout 0 the two agree). On CPU the linear layers compute through oneDNN
-(`albert_lm.kernels`, about 2x MKL's rate here) and bf16 attention up to 256 tokens runs eagerly.
+(`albert_lm.kernels`, about 2x MKL's rate here) and bf16 attention runs eagerly (training: up to 256 tokens).
 """
 
 from __future__ import annotations
