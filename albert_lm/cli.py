@@ -412,7 +412,13 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default="albert-base", help="model size (default albert-base)")
     p.add_argument("--data", help="the shared data folder, for SST-2 (default: $ALBERT_DATA)")
     p.add_argument("--repeats", type=int, default=10, help="timed repeats per inference row")
-    parts = ("gemm", "inference", "pretraining", "sst2", "ablations")
+    parts = (
+        "gemm",
+        "inference",
+        "pretraining",
+        "sst2",
+        "ablations",
+    )  # = bench.PARTS (not imported: --help stays fast)
     p.add_argument("--only", nargs="+", choices=parts, default=parts)
     p.add_argument(
         "--same-process",

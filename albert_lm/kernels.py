@@ -76,10 +76,6 @@ def enabled() -> bool:
     return _ENABLED and _AVAILABLE
 
 
-def can_pack() -> bool:
-    return enabled() and _CAN_PACK
-
-
 def _can_pack() -> bool:
     """Whether this torch build can pre-pack a linear weight into oneDNN's blocked layout."""
     if not _AVAILABLE or not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
@@ -93,6 +89,10 @@ def _can_pack() -> bool:
 
 
 _CAN_PACK = _can_pack()
+
+
+def can_pack() -> bool:
+    return enabled() and _CAN_PACK
 
 
 def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
@@ -217,7 +217,7 @@ class _OneDnnLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, prepared: _Prepared):  # type: ignore[override]
-        b = None if bias is None else bias.detach().to(x.dtype)
+        b = None if bias is None else _cast(bias, x.dtype)  # once per reuse_casts block
         ctx.save_for_backward(x)
         ctx.prepared = prepared
         ctx.dtypes = (weight.dtype, None if bias is None else bias.dtype)

@@ -78,6 +78,14 @@ def test_switched_off_replaces_and_restores():
     assert finetune.length_bucketed_batches is original
 
 
+def test_cli_bench_parts_are_the_suites_parts():
+    from albert_lm.bench import PARTS
+    from albert_lm.cli import build_parser
+
+    only = build_parser().parse_args(["bench"]).only
+    assert tuple(only) == PARTS
+
+
 def test_cli_bench_writes_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert (
