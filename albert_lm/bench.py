@@ -5,6 +5,7 @@ Workloads (albert-base unless asked otherwise):
   (F.linear, oneDNN, oneDNN with pre-packed weights; fp32 and bf16);
 - inference: AlbertModel forward, batch x seq 1 x 128, 8 x 128, 4 x 512, fp32 and bf16 autocast;
 - pretraining step: forward, backward, global-norm clipping, LAMB, 8 x 128, fp32 and bf16 autocast.
+  `precision="auto"` benches bf16 only where this CPU computes it natively (`kernels.native_bf16`);
   Ours: `PretrainingObjective` (MLM logits at the masked positions only); theirs:
   `transformers.AlbertForPreTraining(labels=, sentence_order_label=)`;
 - SST-2 dev end to end: the 872 sentences as text in, labels out, batch 32. Ours: the `albert
@@ -37,7 +38,7 @@ from typing import Any
 
 import torch
 
-from albert_lm import kernels
+from albert_lm import autotune, kernels
 from albert_lm.bench_workloads import (
     ABLATIONS,
     SIDES,
@@ -51,6 +52,7 @@ from albert_lm.bench_workloads import (
     write_weights,
 )
 from albert_lm.config import AlbertConfig
+from albert_lm.hardware import cpu_info
 
 
 # --------------------------------------------------------------------------- one side per process
@@ -211,20 +213,53 @@ def compare(
 def machine_line() -> str:
     import transformers
 
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     return (
-        f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"{cpu_info().describe()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
         f"transformers {transformers.__version__}, Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d')}"
     )
 
 
+def machine_facts() -> dict[str, Any]:
+    """Where the bench ran: the CPU, its ISA level (emulation applied), and its bf16 against fp32 rate."""
+    cpu = cpu_info()
+    return {
+        "cpu": cpu.model,
+        "cores": cpu.cores,
+        "threads": torch.get_num_threads(),
+        "isa": cpu.isa,
+        "hardware_isa": cpu.hardware_isa,
+        "emulation": cpu.emulation,
+        "native_bf16": kernels.native_bf16(),
+        "gemm_bf16_vs_fp32": kernels.bf16_speed(),
+        "autotune": autotune.enabled(),
+        "torch": torch.__version__,
+    }
+
+
+def kernels_chosen() -> dict[str, dict[str, int]]:
+    """How many products took each path, per product kind and dtype, from the tuner's table on disk
+    (the workers wrote it)."""
+    autotune.reset()
+    counts: dict[str, dict[str, int]] = {}
+    for key, entry in autotune.choices().items():
+        op, dtype = key.split()[:2]
+        row = counts.setdefault(f"{op} {dtype}", {})
+        row[entry["choice"]] = row.get(entry["choice"], 0) + 1
+    return counts
+
+
 PARTS = ("gemm", "inference", "pretraining", "sst2", "ablations")
+PRECISIONS = ("auto", "fp32", "bf16", "all")
+
+
+def precisions(choice: str) -> tuple[str, ...]:
+    """The precisions to bench: `auto` is fp32, plus bf16 where this CPU computes it natively."""
+    if choice == "all":
+        return ("fp32", "bf16")
+    if choice == "auto":
+        return ("fp32", "bf16") if kernels.native_bf16() else ("fp32",)
+    return (choice,)
 
 
 def run_suite(
@@ -234,6 +269,7 @@ def run_suite(
     only: tuple[str, ...] = PARTS,
     log: Callable[[str], None] = print,
     isolate: bool = True,
+    precision: str = "auto",
 ) -> dict[str, Any]:
     try:
         import transformers
@@ -245,6 +281,7 @@ def run_suite(
     config = AlbertConfig.from_preset(preset)
     result: dict[str, Any] = {
         "machine": machine_line(),
+        "facts": machine_facts(),
         "preset": preset,
         "isolated": isolate,
         "rows": [],
@@ -255,14 +292,22 @@ def run_suite(
         log("GEMM limits ...")
         g = gemm_limits(config)
         result["gemm"], limits = g, g["limits"]
+    chosen = precisions(precision)
+    result["precisions"] = list(chosen)
+    if "bf16" not in chosen:
+        s = result["facts"]["gemm_bf16_vs_fp32"]
+        log(
+            f"bf16 rows skipped: no native bf16 on this CPU (bf16 {s['bf16_gflops']:.0f} against fp32 "
+            f"{s['fp32_gflops']:.0f} GFLOP/s); --precision bf16 or all runs them"
+        )
     jobs: list[tuple[Workload, str, int]] = []
     if "inference" in only:
-        for precision in ("fp32", "bf16"):
+        for p in chosen:
             for b, s in ((1, 128), (8, 128), (4, 512)):
-                jobs.append((Workload("inference", b, s), precision, repeats))
+                jobs.append((Workload("inference", b, s), p, repeats))
     if "pretraining" in only:
-        for precision in ("fp32", "bf16"):
-            jobs.append((Workload("pretraining", 8, 128), precision, max(3, repeats // 2)))
+        for p in chosen:
+            jobs.append((Workload("pretraining", 8, 128), p, max(3, repeats // 2)))
     sst2_ok = data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file()
     if "sst2" in only:
         if sst2_ok:
@@ -270,19 +315,20 @@ def run_suite(
         else:
             log(f"SST-2 skipped: no glue/SST-2/dev.tsv under {data} (set --data or ALBERT_DATA)")
     rows = []
-    for workload, precision, n in jobs:
-        log(f"{workload.name} {precision} ...")
+    for workload, p, n in jobs:
+        log(f"{workload.name} {p} ...")
         warmup = 1 if workload.kind == "sst2" else 2  # an SST-2 repeat takes transformers ~45 s here
-        rows.append(compare(config, workload, precision, n, data, warmup, isolate))
+        rows.append(compare(config, workload, p, n, data, warmup, isolate))
     result["rows"] = [r.as_dict(limits) for r in rows]
     if "ablations" in only:
-        for choice, workload_kind, precision, b, s in ABLATIONS:
-            if workload_kind == "sst2" and not sst2_ok:
+        for choice, workload_kind, p, b, s in ABLATIONS:
+            if (workload_kind == "sst2" and not sst2_ok) or p not in chosen:
                 continue
-            log(f"ablation {choice} ({workload_kind}, {precision}) ...")
+            log(f"ablation {choice} ({workload_kind}, {p}) ...")
             n = max(3, repeats // 2)
-            row = ablation_row(config, choice, workload_kind, precision, n, data, b, s)
+            row = ablation_row(config, choice, workload_kind, p, n, data, b, s)
             result["ablations"].append(row.as_dict(limits))
+    result["kernels"] = kernels_chosen()
     return result
 
 
@@ -291,7 +337,24 @@ def _range(work: float, ts: list[float]) -> str:
 
 
 def format_table(result: dict[str, Any]) -> str:
-    out = [f"albert-lm bench: {result['preset']}; {result['machine']}", ""]
+    out = [f"albert-lm bench: {result['preset']}; {result['machine']}"]
+    facts = result.get("facts")
+    if facts:
+        s = facts["gemm_bf16_vs_fp32"]
+        out.append(
+            f"ISA {facts['isa']}; bf16 {'native' if facts['native_bf16'] else 'not native'} "
+            f"(bf16 {s['bf16_gflops']:.0f} against fp32 {s['fp32_gflops']:.0f} GFLOP/s); "
+            f"kernels {'chosen by timing' if facts['autotune'] else 'fixed (ALBERT_LM_AUTOTUNE=0)'}"
+        )
+    if result.get("kernels"):
+        out.append(
+            "kernels chosen: "
+            + "; ".join(
+                f"{kind}: " + ", ".join(f"{path} x{n}" for path, n in sorted(paths.items()))
+                for kind, paths in sorted(result["kernels"].items())
+            )
+        )
+    out.append("")
     limits = result.get("gemm", {}).get("limits", {})
     if "gemm" in result:
         out += ["| matrix multiply | GFLOP/s |", "|---|---|"]

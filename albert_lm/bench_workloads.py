@@ -78,8 +78,10 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
         ("bf16 oneDNN", torch.bfloat16, "onednn"),
         ("bf16 oneDNN, packed weights", torch.bfloat16, "packed"),
     ):
-        if (path == "onednn" and not kernels.enabled()) or (path == "packed" and not kernels.can_pack()):
-            continue
+        if (path == "onednn" and not (kernels.enabled() and kernels.primitive_works(dtype))) or (
+            path == "packed" and not kernels.can_pack(dtype)
+        ):
+            continue  # this primitive does not exist on this CPU (e.g. bf16 below AVX-512)
         rates = []
         for m, k, n in shapes:
             x, w, b = (
@@ -338,9 +340,10 @@ def _file_order_batches(lengths, batch_size: int, rng=None, window: int = 50) ->
 # Each ablated choice is one module-level switch: (module name, attribute, value when off).
 _SWITCHES: dict[str, tuple[str, str, Any]] = {
     "oneDNN linear": ("albert_lm.kernels", "_ENABLED", False),
+    "kernels chosen by timing": ("albert_lm.autotune", "_ENABLED", False),
     "weights prepared once per forward": ("albert_lm.kernels", "_REUSE_CASTS", False),
     "bf16 eager attention": ("albert_lm.model", "BF16_EAGER_ATTENTION", False),
-    "packed weights": ("albert_lm.kernels", "_CAN_PACK", False),
+    "packed weights": ("albert_lm.kernels", "_PACKING", False),
     "length-sorted evaluation batches": (
         "albert_lm.finetune",
         "length_bucketed_batches",
@@ -366,6 +369,9 @@ def _switched_off(choice: str):
 
 
 ABLATIONS = (  # (choice, workload, precision, batch, seq)
+    ("kernels chosen by timing", "inference", "fp32", 8, 128),
+    ("kernels chosen by timing", "pretraining", "fp32", 8, 128),
+    ("kernels chosen by timing", "inference", "bf16", 8, 128),
     ("oneDNN linear", "inference", "fp32", 8, 128),
     ("oneDNN linear", "pretraining", "fp32", 8, 128),
     ("oneDNN linear", "inference", "bf16", 8, 128),

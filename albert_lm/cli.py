@@ -63,7 +63,11 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--dropout", type=float, help="encoder dropout (default: the task's, 0 or 0.1)")
     p.add_argument("--seed", type=int, default=12345)
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument(
+        "--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+        help="auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
+        "AVX512-BF16 or AMX), else fp32; fp16 on CUDA only",
+    )  # fmt: skip
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     p.add_argument(
         "--eval-every", type=int, help="evaluate every N steps (default: once per epoch and at the end)"
@@ -125,6 +129,10 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="with --model: also write eval_results.json and predictions here")
     p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
     p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
+    p.add_argument(
+        "--precision", choices=("auto", "fp32", "bf16"), default="auto",
+        help="with --model: auto (default) is bf16 where this machine computes it fast, else fp32",
+    )  # fmt: skip
     p.set_defaults(func=_run_evaluate)
 
 
@@ -149,6 +157,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             args.output,
             batch_size=args.batch_size,
             max_seq_length=args.max_seq_length,
+            precision=args.precision,
         )
     else:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")
@@ -243,7 +252,11 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-steps", type=int, default=s, help="linear warmup steps (default 3125)")
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default=s, help="default lamb")
     p.add_argument("--weight-decay", type=float, default=s, help="default 0.01")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default=s, help="bf16 = autocast (default fp32)")
+    p.add_argument(
+        "--precision", choices=("auto", "fp32", "bf16"), default=s,
+        help="auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
+        "AVX512-BF16 or AMX), else fp32; bf16 = autocast",
+    )  # fmt: skip
     p.add_argument(
         "--gradient-checkpointing", action="store_true", default=s, help="recompute layers in backward"
     )
@@ -421,6 +434,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     )  # = bench.PARTS (not imported: --help stays fast)
     p.add_argument("--only", nargs="+", choices=parts, default=parts)
     p.add_argument(
+        "--precision", choices=("auto", "fp32", "bf16", "all"), default="auto",
+        help="rows to run: auto (default) is fp32, plus bf16 where this CPU computes it natively; all = both",
+    )  # fmt: skip
+    p.add_argument(
         "--same-process",
         action="store_true",
         help="run ours and transformers in this one process instead of a worker process each",
@@ -444,6 +461,7 @@ def _run_bench(args: argparse.Namespace) -> int:
         tuple(args.only),
         log,
         isolate=not args.same_process,
+        precision=args.precision,
     )
     print(format_table(result))
     if args.json:

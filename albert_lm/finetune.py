@@ -44,6 +44,7 @@ from albert_lm.heads import (
     AlbertForSequenceClassification,
     AlbertForTokenClassification,
 )
+from albert_lm.kernels import resolve_precision
 from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
@@ -65,6 +66,14 @@ def _device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def _resolve_precision(precision: str, device: torch.device) -> str:
+    """`auto` -> bf16 where this device computes it fast, else fp32 (logged); others unchanged."""
+    resolved, why = resolve_precision(precision, device)
+    if precision == "auto":
+        logger.info("precision auto -> %s: %s", resolved, why)
+    return resolved
 
 
 def _autocast(device: torch.device, precision: str):
@@ -187,6 +196,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         )  # fmt: skip
         cfg.max_seq_length = model_config.max_position_embeddings
     device = _device(cfg.device)
+    cfg.precision = _resolve_precision(cfg.precision, device)
     if cfg.precision == "fp16" and device.type != "cuda":
         raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
 
@@ -345,7 +355,7 @@ def evaluate_model(
     batch_size: int | None = None,
     max_seq_length: int | None = None,
     device: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
 ) -> dict[str, float]:
     """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`."""
     model_dir, data = Path(model_dir), Path(data)
@@ -372,6 +382,7 @@ def evaluate_model(
     if not sets:
         raise FileNotFoundError(f"no dev file for {task_name} under {data}")
     dev = _device(device)
+    precision = _resolve_precision(precision, dev)
     model = _load_for_task(task, model_dir, None).to(dev)
     results, preds = evaluate_sets(
         task, model, sets, cfg.eval_batch_size, tokenizer.pad_token_id, dev, precision

@@ -71,7 +71,7 @@ class FinetuneConfig:
     dropout: float | None = None  # encoder dropout (hidden and attention)
     classifier_dropout: float = 0.1
     seed: int = 12345
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (fp16 on CUDA only, with loss scaling)
+    precision: str = "auto"  # auto (bf16 where it is fast, else fp32) | fp32 | bf16 | fp16 (CUDA only)
     device: str = "auto"
     eval_every: int | None = None  # steps; default once per epoch (and always at the end)
     log_every: int = 50
@@ -95,8 +95,8 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         if self.task not in TASK_DEFAULTS:
             raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASK_DEFAULTS)}")
-        if self.precision not in ("fp32", "bf16", "fp16"):
-            raise ValueError(f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
+        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+            raise ValueError(f"precision must be auto, fp32, bf16 or fp16, got {self.precision!r}")
         for name in ("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -1,39 +1,56 @@
-"""Linear layers whose CPU matrix multiplies run through oneDNN instead of MKL.
+"""Linear layers whose CPU matrix multiplies take the fastest path this machine has, found by timing.
 
-Why: on x86 CPUs PyTorch's fp32 nn.Linear calls MKL sgemm, which on the machines we measured (an AMD
-EPYC with AVX-512) reaches 170-190 GFLOP/s on two threads; the same products through oneDNN's
-inner-product primitive (`torch.ops.mkldnn._linear_pointwise`, the op torch.compile emits for CPU
-linears) reach 370-430, with the activation fused into the output write. `benchmarks/bench_gemm.py`
-measures both on your machine. No library exposes that path as a module, so this one is written here.
+Why: which library multiplies fastest depends on the CPU. On a 2-core AMD EPYC Zen 5 (AVX-512) MKL's
+fp32 sgemm, what nn.Linear calls, reached 170-190 GFLOP/s and oneDNN's inner product
+(`torch.ops.mkldnn._linear_pointwise`, the op torch.compile emits for CPU linears) 370-430; on a
+2-core Zen 3 (AVX2 only) both reach 110-145, and oneDNN's grad-weight product on transposed operands
+only 50-90. oneDNN's bf16 product does not exist at all below AVX-512 (creating the primitive fails).
+So nothing is chosen by CPU name:
+- a oneDNN path is used only where a probe of that exact primitive (dtype, packed weight or not,
+  fused activation) has worked in this process (`primitive_works`);
+- among the paths that work, each product shape is timed once and the fastest kept (`albert_lm.autotune`,
+  cached on disk per machine): the forward product (F.linear, oneDNN, oneDNN with a packed weight; in
+  inference with the activation, fused where oneDNN can), and in training the grad-input and
+  grad-weight products (torch.mm or oneDNN). `benchmarks/bench_gemm.py` shows the rates on your machine.
+No library exposes this as a module, so it is written here.
 
 `linear(x, weight, bias, activation)` is the one entry point:
-- no gradient needed (inference, evaluation): one oneDNN call, gelu (erf or tanh) / relu fused;
-- gradient needed (training): `_OneDnnLinear`, whose forward and grad-input products go through
-  oneDNN (grad-weight too in fp32); the activation then runs as its own op for autograd;
 - under CPU autocast (bf16) the input is cast to the autocast dtype first, as F.linear would be;
-- inside `reuse_casts` (the encoder's layer loop) each weight is cast and packed into oneDNN's blocked
-  layout once per forward and reused by every layer (`_Prepared`);
-- anything else (CUDA, float64, oneDNN missing, the switch off) falls back to F.linear.
+- inside `reuse_casts` (the encoder's layer loop) each weight is cast, and packed if that path wins,
+  once per forward and reused by every layer (`_Prepared`); training goes through `_Linear`, whose
+  backward reuses the same prepared weight;
+- anything else (CUDA, float64, the switch off) is F.linear.
+bf16 on a CPU without native bf16 works (the plain path) with one warning that says how much slower
+than fp32 it runs here; `resolve_precision("auto", ...)` picks bf16 only where it is faster.
 
-The switch: environment variable ALBERT_LM_ONEDNN=0, or `set_enabled(False)`, turns it off (the
-benchmarks use it to show the gain). Results differ from MKL's only by summation order (about 1e-6
-relative in fp32); the parity tests against transformers run with it on.
+Switches: ALBERT_LM_ONEDNN=0 (or `set_enabled(False)`) never uses oneDNN; ALBERT_LM_AUTOTUNE=0 keeps
+oneDNN's paths where they work without timing (the choices measured best on the Zen 5). Results differ
+between paths by summation order only (about 1e-6 relative in fp32); the parity tests against
+transformers run with the tuned choices.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import threading
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from albert_lm import autotune
+from albert_lm.hardware import cpu_info
+
+logger = logging.getLogger(__name__)
+
 _ENABLED = os.environ.get("ALBERT_LM_ONEDNN", "1") != "0"
+_PACKING = True  # `albert bench` turns it off to show the gain
 _TANH_GELU = functools.partial(F.gelu, approximate="tanh")
 # hidden_act names (transformers' spellings) -> function. F.gelu(approximate="tanh") is gelu_new in one
 # kernel; transformers builds it from 7 ops.
@@ -52,47 +69,58 @@ _FUSED = {"gelu": ("gelu", "none"), "relu": ("relu", "")} | {
 }
 
 
-def _available() -> bool:
-    """oneDNN built in, the op registered, and one tiny call working (some builds lack the kernel)."""
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+def activation_fn(name: str):
+    """The function for a config's hidden_act."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown hidden_act {name!r} (expected one of {', '.join(ACTIVATIONS)})")
+    return ACTIVATIONS[name]
+
+
+def _activate(y: torch.Tensor, activation: str | None) -> torch.Tensor:
+    return y if activation is None else activation_fn(activation)(y)
+
+
+# --------------------------------------------------------------------------- what works here
+@functools.cache
+def primitive_works(dtype: torch.dtype, packed: bool = False, activation: str | None = None) -> bool:
+    """Whether oneDNN's linear primitive runs here for this dtype, weight layout and fused activation.
+
+    Tried once per process on a 2 x 3 product. Below AVX-512, bf16 fails ("could not create a primitive
+    descriptor"); emulation variables (hardware.EMULATION_ENV) make a bigger CPU fail the same way.
+    """
+    ops = torch.ops.mkldnn
+    if not (torch.backends.mkldnn.is_available() and hasattr(ops, "_linear_pointwise")):
         return False
+    if packed and not hasattr(ops, "_reorder_linear_weight"):
+        return False
+    if activation is not None and activation not in _FUSED:
+        return False
+    attr, alg = _FUSED.get(activation, ("none", "")) if activation else ("none", "")
     try:
-        y = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), torch.ones(4, 3), None, "none", [], "")
-        return y.shape == (2, 4) and bool((y == 3).all())
+        w = torch.ones(4, 3, dtype=dtype)
+        if packed:
+            w = ops._reorder_linear_weight(w, 2)
+        y = ops._linear_pointwise(torch.ones(2, 3, dtype=dtype), w, None, attr, [], alg)
+        expected = _activate(torch.full((2, 4), 3.0), activation)
+        return y.shape == (2, 4) and torch.allclose(y.float(), expected, rtol=1e-2, atol=1e-2)
     except (RuntimeError, NotImplementedError):
         return False
 
 
-_AVAILABLE = _available()
-
-
 def set_enabled(enabled: bool) -> None:
-    """Turn the oneDNN path on or off for this process (it is on by default where available)."""
+    """Turn the oneDNN paths on or off for this process (on by default where they work)."""
     global _ENABLED
     _ENABLED = bool(enabled)
 
 
 def enabled() -> bool:
-    return _ENABLED and _AVAILABLE
+    """oneDNN switched on and its fp32 primitive working here."""
+    return _ENABLED and primitive_works(torch.float32)
 
 
-def _can_pack() -> bool:
-    """Whether this torch build can pre-pack a linear weight into oneDNN's blocked layout."""
-    if not _AVAILABLE or not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
-        return False
-    try:
-        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(4, 3), 2)
-        y = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), w, None, "none", [], "")
-        return y.shape == (2, 4) and bool((y == 3).all())
-    except (RuntimeError, NotImplementedError):
-        return False
-
-
-_CAN_PACK = _can_pack()
-
-
-def can_pack() -> bool:
-    return enabled() and _CAN_PACK
+def can_pack(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether a weight can be pre-packed into oneDNN's blocked layout for this dtype here."""
+    return _ENABLED and _PACKING and primitive_works(dtype, packed=True)
 
 
 def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
@@ -100,37 +128,120 @@ def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight, rows)
 
 
-class _Prepared:
-    """One weight made ready for oneDNN in one dtype: cast once, packed once, transposed-and-packed once.
+def _mm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, activation: str | None = None):
+    """x (M, K) @ w (N, K)^T + b through oneDNN, the activation fused when given (it must be in _FUSED)."""
+    attr, alg = _FUSED[activation] if activation is not None else ("none", "")
+    return torch.ops.mkldnn._linear_pointwise(x, w, b, attr, [], alg)
 
-    Packing (oneDNN's blocked weight layout, `_reorder_linear_weight`) makes each product 8-15% faster
-    on this machine's shapes (bf16 890 against 780 GFLOP/s, fp32 440 against 400; more for short
-    inputs), but costs a reorder, so it pays only for a weight used several times: ALBERT's shared layer
-    uses each weight L times per forward. Inside `reuse_casts` a weight is prepared once per forward and
-    kept by every layer's autograd node, so backward packs the transpose (for grad-input) once too.
+
+# --------------------------------------------------------------------------- bf16 and --precision auto
+def bf16_speed() -> dict[str, float]:
+    """GFLOP/s of a 256 x 1024 x 1024 product in bf16 and in fp32, each on the fastest path `linear`
+    could take here; measured once per machine (cached with the kernel choices)."""
+
+    def measure() -> dict[str, float]:
+        m, k, n = 256, 1024, 1024
+        rates = {}
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            x, w = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
+            fns: dict[str, Callable[[], Any]] = {"flinear": lambda x=x, w=w: F.linear(x, w)}
+            if _ENABLED and primitive_works(dtype):
+                fns["onednn"] = lambda x=x, w=w: _mm(x, w, None)
+            seconds = autotune.time_candidates(fns, budget_s=0.15, max_rounds=3)
+            rates[f"{name}_gflops"] = round(2 * m * k * n / min(seconds.values()) / 1e9, 1)
+        return rates
+
+    return autotune.measured("bf16_vs_fp32_gemm", measure)
+
+
+def native_bf16() -> bool:
+    """bf16 is fast on this CPU: oneDNN's bf16 primitive works and multiplies >= 1.2x the fp32 rate."""
+    if not primitive_works(torch.bfloat16):
+        return False
+    speed = bf16_speed()
+    return speed["bf16_gflops"] >= 1.2 * speed["fp32_gflops"]
+
+
+def _bf16_line() -> str:
+    s = bf16_speed()
+    return (
+        f"{cpu_info().describe()}: bf16 matrix multiplies at {s['bf16_gflops']:.0f} GFLOP/s against "
+        f"{s['fp32_gflops']:.0f} in fp32"
+    )
+
+
+class SlowBf16Warning(UserWarning):
+    """bf16 was asked for on a CPU where it runs slower than fp32."""
+
+
+_WARNED_BF16 = False
+
+
+def _warn_if_bf16_is_slow() -> None:
+    global _WARNED_BF16
+    if _WARNED_BF16:
+        return
+    _WARNED_BF16 = True
+    if native_bf16():
+        return
+    s = bf16_speed()
+    warnings.warn(
+        f"bf16 on this CPU has no native support and will be about "
+        f"{s['fp32_gflops'] / max(s['bf16_gflops'], 1e-3):.1f}x slower than fp32 ({_bf16_line()}); "
+        "use precision fp32, or auto, which picks bf16 only where it is faster",
+        SlowBf16Warning,
+        stacklevel=3,
+    )
+
+
+def resolve_precision(precision: str, device: torch.device | str = "cpu") -> tuple[str, str]:
+    """(fp32 | bf16 | fp16, why) for a requested precision; "auto" is bf16 where it is fast, else fp32.
+
+    Fast: a CUDA device with bf16 (Ampere and later), or a CPU whose bf16 products measure >= 1.2x its
+    fp32 ones (AVX512-BF16 or AMX in practice). A precision given explicitly is kept as it is.
+    """
+    device = torch.device(device)
+    if precision != "auto":
+        return precision, "asked for"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return "bf16", f"{torch.cuda.get_device_name(device)} computes bf16 natively"
+        return "fp32", f"{torch.cuda.get_device_name(device)} has no bf16"
+    if device.type != "cpu":
+        return "fp32", f"device {device.type}"
+    if native_bf16():
+        return "bf16", f"{_bf16_line()} (native bf16)"
+    return "fp32", f"{_bf16_line()} (no native bf16)"
+
+
+# --------------------------------------------------------------------------- prepared weights
+class _Prepared:
+    """One weight made ready in one dtype: cast once, packed once, transposed-and-packed once.
+
+    Packing (oneDNN's blocked weight layout, `_reorder_linear_weight`) made each product 3-15% faster
+    on the machines we measured, but costs a reorder, so it is offered only for a weight used several
+    times: ALBERT's shared layer uses each weight L times per forward. Inside `reuse_casts` a weight is
+    prepared once per forward and kept by every layer's autograd node, so backward packs the transpose
+    (for grad-input) once too. Whether the packed path is used is the tuner's choice.
     """
 
-    __slots__ = ("weight", "_pack", "_rows", "_packed", "_packed_t")
+    __slots__ = ("weight", "packable", "_rows", "_packed", "_packed_t")
 
-    def __init__(self, weight: torch.Tensor, pack: bool, rows: int):
+    def __init__(self, weight: torch.Tensor, packable: bool, rows: int):
         self.weight = weight  # detached, already in the compute dtype
-        self._pack = pack and _CAN_PACK
+        self.packable = packable
         self._rows = rows  # the batch-size hint oneDNN picks its layout for
         self._packed: torch.Tensor | None = None
         self._packed_t: torch.Tensor | None = None
 
     def packed(self) -> torch.Tensor:
-        """The weight (N, K) for `_mm`."""
-        if not self._pack:
-            return self.weight
+        """The weight (N, K) in oneDNN's blocked layout."""
         if self._packed is None:
             self._packed = _pack(self.weight, self._rows)
         return self._packed
 
     def packed_t(self) -> torch.Tensor:
-        """The transposed weight (K, N) for `_mm`: grad_x = grad @ W."""
-        if not self._pack:
-            return self.weight.t()
+        """The transposed weight (K, N) in oneDNN's blocked layout: grad_x = grad @ W."""
         if self._packed_t is None:
             self._packed_t = _pack(self.weight.t().contiguous(), self._rows)
         return self._packed_t
@@ -182,8 +293,135 @@ def _prepare(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> _Prepared:
     key = (id(weight), "prepared", dtype)
     hit = cache.get(key)
     if hit is None:
-        hit = cache[key] = _Prepared(_cast(weight, dtype), True, rows)
+        hit = cache[key] = _Prepared(_cast(weight, dtype), can_pack(dtype), rows)
     return hit
+
+
+# --------------------------------------------------------------------------- choosing a path
+_DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+
+
+def _bucket(rows: int) -> int:
+    """Products are tuned per power-of-two row count, 16 to 4096 (beyond, the rates no longer move)."""
+    return min(4096, max(16, 1 << max(0, rows - 1).bit_length()))
+
+
+def _paths(op: str, dtype: torch.dtype, packable: bool) -> list[str]:
+    plain = "flinear" if op in ("infer", "forward") else "mm"
+    names = [plain]
+    if _ENABLED and primitive_works(dtype):
+        names.append("onednn")
+        if packable and op != "grad_weight":
+            names.append("packed")
+    return names
+
+
+def _default(op: str, dtype: torch.dtype, names: list[str]) -> str:
+    """The choice without timing: oneDNN's paths where they work (what measured best on the Zen 5)."""
+    if op == "grad_weight":
+        return "onednn" if "onednn" in names and dtype == torch.float32 else "mm"
+    return names[-1]
+
+
+def _candidates(
+    op: str, names: list[str], m: int, k: int, n: int, dtype: torch.dtype, activation: str | None
+):
+    """Callables computing the product each way on random inputs of this shape, for the tuner."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(m, k, generator=g).to(dtype)
+    w = (torch.randn(n, k, generator=g) / k**0.5).to(dtype)
+    b = torch.zeros(n, dtype=dtype)
+    grad = torch.randn(m, n, generator=g).to(dtype)
+    fns: dict[str, Callable[[], Any]] = {}
+    for name in names:
+        if op in ("infer", "forward"):
+            weight = _pack(w, m) if name == "packed" else w
+            fns[name] = functools.partial(_forward, name, x, weight, b, activation)
+        elif op == "grad_input":
+            weight = _pack(w.t().contiguous(), m) if name == "packed" else w
+            fns[name] = functools.partial(_grad_input, name, grad, weight)
+        else:
+            fns[name] = functools.partial(_grad_weight, name, grad, x)
+    return fns
+
+
+def _choose(
+    op: str, m: int, k: int, n: int, dtype: torch.dtype, activation: str | None, packable: bool
+) -> str:
+    names = _paths(op, dtype, packable)
+    bucket = _bucket(m)
+    key = f"{op} {_DTYPE_NAMES[dtype]} {bucket}x{k}x{n}"
+    if op == "infer" and activation is not None:
+        key += f" {activation}"
+    if "packed" in names:
+        key += " packable"
+    return autotune.choose(
+        key,
+        names,
+        _default(op, dtype, names),
+        lambda: _candidates(op, names, bucket, k, n, dtype, activation if op == "infer" else None),
+    )
+
+
+def _forward(path: str, x, w, b, activation: str | None = None) -> torch.Tensor:
+    """x @ w^T + b (and the activation) by `path`; w is packed for "packed"."""
+    if path == "flinear":
+        return _activate(F.linear(x, w, b), activation)
+    if activation is None or primitive_works(x.dtype, path == "packed", activation):
+        return _mm(x, w, b, activation)
+    return _activate(_mm(x, w, b), activation)
+
+
+def _grad_input(path: str, grad, w) -> torch.Tensor:
+    """grad (M, N) @ W (N, K); for "packed" w is the packed transpose."""
+    if path == "mm":
+        return torch.mm(grad, w)
+    if path == "onednn":
+        return _mm(grad, w.t(), None)
+    return _mm(grad, w, None)
+
+
+def _grad_weight(path: str, grad, x) -> torch.Tensor:
+    """grad^T (N, M) @ x (M, K)."""
+    return torch.mm(grad.t(), x) if path == "mm" else _mm(grad.t(), x.t(), None)
+
+
+class _Linear(torch.autograd.Function):
+    """y = x W^T + b for training, each of the three products by the path chosen for its shape.
+
+    x comes in the compute dtype (fp32, or bf16 under autocast, cast by the caller); weight and bias are
+    the parameters, whose gradients go back in their own dtype. The prepared weight (cast once, packed
+    once) is shared by every use of the weight in a `reuse_casts` block.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, prepared: _Prepared):  # type: ignore[override]
+        b = None if bias is None else _cast(bias, x.dtype)  # once per reuse_casts block
+        m, k = x.shape
+        n = weight.shape[0]
+        path = _choose("forward", m, k, n, x.dtype, None, prepared.packable)
+        ctx.save_for_backward(x)
+        ctx.prepared = prepared
+        ctx.dtypes = (weight.dtype, None if bias is None else bias.dtype)
+        return _forward(path, x, prepared.packed() if path == "packed" else prepared.weight, b)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        (x,) = ctx.saved_tensors
+        prepared: _Prepared = ctx.prepared
+        grad = grad.to(x.dtype).contiguous()
+        m, k = x.shape
+        n = grad.shape[1]
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            path = _choose("grad_input", m, k, n, x.dtype, None, prepared.packable)
+            grad_x = _grad_input(path, grad, prepared.packed_t() if path == "packed" else prepared.weight)
+        if ctx.needs_input_grad[1]:
+            path = _choose("grad_weight", m, k, n, x.dtype, None, False)
+            grad_w = _grad_weight(path, grad, x).to(ctx.dtypes[0])
+        if ctx.dtypes[1] is not None and ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0, dtype=torch.float32).to(ctx.dtypes[1])
+        return grad_x, grad_w, grad_b, None
 
 
 try:  # the device-type autocast queries; older torch releases only have the CPU-specific ones
@@ -201,57 +439,6 @@ def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
     return None
 
 
-def _mm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, attr: str = "none", alg: str = ""):
-    """x (M, K) @ w (N, K)^T + b, with an optional fused pointwise op, through oneDNN."""
-    return torch.ops.mkldnn._linear_pointwise(x, w, b, attr, [], alg)
-
-
-class _OneDnnLinear(torch.autograd.Function):
-    """y = x W^T + b for training: forward and grad-input through oneDNN with the prepared weight.
-
-    x comes in the compute dtype (fp32, or bf16 under autocast, cast by the caller); weight and bias are
-    the parameters, whose gradients go back in their own dtype. grad-W: oneDNN in fp32 (360-390
-    against MKL's 195 GFLOP/s here); in bf16 torch.mm, which is oneDNN already and was faster than
-    `_mm` on transposed operands (830-850 against 665-810).
-    """
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, prepared: _Prepared):  # type: ignore[override]
-        b = None if bias is None else _cast(bias, x.dtype)  # once per reuse_casts block
-        ctx.save_for_backward(x)
-        ctx.prepared = prepared
-        ctx.dtypes = (weight.dtype, None if bias is None else bias.dtype)
-        return _mm(x, prepared.packed(), b)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
-        (x,) = ctx.saved_tensors
-        grad = grad.to(x.dtype).contiguous()
-        grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_x = _mm(grad, ctx.prepared.packed_t(), None)  # (M, N) @ (N, K)
-        if ctx.needs_input_grad[1]:
-            if x.dtype == torch.float32:
-                grad_w = _mm(grad.t(), x.t(), None)  # (N, M) @ (M, K)
-            else:
-                grad_w = torch.mm(grad.t(), x)
-            grad_w = grad_w.to(ctx.dtypes[0])
-        if ctx.dtypes[1] is not None and ctx.needs_input_grad[2]:
-            grad_b = grad.sum(0, dtype=torch.float32).to(ctx.dtypes[1])
-        return grad_x, grad_w, grad_b, None
-
-
-def activation_fn(name: str):
-    """The function for a config's hidden_act."""
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown hidden_act {name!r} (expected one of {', '.join(ACTIVATIONS)})")
-    return ACTIVATIONS[name]
-
-
-def _activate(y: torch.Tensor, activation: str | None) -> torch.Tensor:
-    return y if activation is None else activation_fn(activation)(y)
-
-
 def linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, activation: str | None = None
 ) -> torch.Tensor:
@@ -260,14 +447,15 @@ def linear(
     dtype = cast or x.dtype
     if not (
         _ENABLED
-        and _AVAILABLE
         and x.device.type == "cpu"
         and weight.device.type == "cpu"
-        and dtype in (torch.float32, torch.bfloat16)
+        and dtype in _DTYPE_NAMES
         and (cast is not None or weight.dtype == dtype)
         and x.numel() > 0
     ):
         return _activate(F.linear(x, weight, bias), activation)
+    if dtype == torch.bfloat16:
+        _warn_if_bf16_is_slow()
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
@@ -278,13 +466,13 @@ def linear(
     prepared = _prepare(weight, dtype, x2.shape[0])
     with torch.autocast("cpu", enabled=False):
         if needs_grad:
-            y = _activate(_OneDnnLinear.apply(x2, weight, bias, prepared), activation)
+            y = _activate(_Linear.apply(x2, weight, bias, prepared), activation)
         else:
             b = None if bias is None else _cast(bias, dtype)
-            if activation in _FUSED:
-                y = _mm(x2, prepared.packed(), b, *_FUSED[activation])
-            else:
-                y = _activate(_mm(x2, prepared.packed(), b), activation)
+            m, k = x2.shape
+            path = _choose("infer", m, k, weight.shape[0], dtype, activation, prepared.packable)
+            w = prepared.packed() if path == "packed" else prepared.weight
+            y = _forward(path, x2, w, b, activation)
     return y.view(*shape[:-1], weight.shape[0])
 
 

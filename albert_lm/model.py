@@ -10,8 +10,10 @@ Numerics follow transformers' AlbertModel (post-LayerNorm blocks, tanh pooler on
 move between the two with identical outputs. Two deliberate differences: attention runs through
 F.scaled_dot_product_attention with one fused QKV matrix multiply, and hidden dropout is applied to the
 feed-forward output before the residual add, as google-research does (transformers leaves it out; with
-the v2 configs' dropout 0 the two agree). On CPU the linear layers compute through oneDNN
-(`albert_lm.kernels`, about 2x MKL's rate here) and bf16 attention runs eagerly (training: up to 256 tokens).
+the v2 configs' dropout 0 the two agree). On CPU the linear layers take the fastest path
+this machine has, found by timing (`albert_lm.kernels`: oneDNN ran 2x MKL's rate on an AVX-512 Zen 5,
+the same rate on an AVX2 Zen 3), and where bf16 is native its attention runs eagerly (training: up
+to 256 tokens).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from albert_lm.config import AlbertConfig
-from albert_lm.kernels import Linear, reuse_casts
+from albert_lm.kernels import Linear, native_bf16, reuse_casts
 from albert_lm.outputs import BaseModelOutputWithPooling
 
 logger = logging.getLogger(__name__)
@@ -86,9 +88,11 @@ def _eager_attention(q, k, v, mask, dropout: float) -> torch.Tensor:
 
 
 def _attention_bf16_cpu(q, k, v, mask, dropout: float) -> torch.Tensor:
-    # On CPU in bf16, PyTorch's flash attention is slower than these three ops (softmax in fp32): per
-    # albert-base layer, 8 x 128 forward 2.6 ms against 4.3, forward + backward 9 against 21 ms. Training
-    # keeps flash beyond 256 tokens (4 x 512: 70 ms against 95); inference goes by blocks there.
+    # On a CPU with native bf16, PyTorch's flash attention is slower than these three ops (softmax in
+    # fp32): per albert-base layer, 8 x 128 forward 2.6 ms against 4.3, forward + backward 9 against
+    # 21 ms (Zen 5). Training keeps flash beyond 256 tokens (4 x 512: 70 ms against 95); inference goes
+    # by blocks there. Without native bf16 the two bf16 products would take ATen's slow fallback GEMM,
+    # so attention stays with SDPA there.
     b, h, s, d = q.shape
     if b * h * s * s <= 2 * _SCORE_BLOCK or torch.is_grad_enabled():
         return _eager_attention(q, k, v, mask, dropout)
@@ -122,7 +126,8 @@ class AlbertAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, S, hd)
         dropout = self.attention_dropout if self.training else 0.0
         eager = s <= 256 or not torch.is_grad_enabled()  # see _attention_bf16_cpu
-        if BF16_EAGER_ATTENTION and q.dtype == torch.bfloat16 and q.device.type == "cpu" and eager:
+        bf16_cpu = q.dtype == torch.bfloat16 and q.device.type == "cpu"
+        if BF16_EAGER_ATTENTION and bf16_cpu and eager and native_bf16():
             y = _attention_bf16_cpu(q, k, v, mask, dropout)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)

@@ -21,6 +21,7 @@ DDP is applied here and nowhere else: the model never sees torch.distributed. Ra
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -42,6 +43,7 @@ from albert_lm import checkpoint as ckpt
 from albert_lm.config import AlbertConfig
 from albert_lm.distributed import DistInfo, StopFlag, all_reduce, gather, init_distributed
 from albert_lm.heads import AlbertForPreTraining
+from albert_lm.kernels import resolve_precision
 from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
 from albert_lm.pretrain_config import PretrainConfig
 from albert_lm.pretrain_monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics, text_eval_dataset
@@ -181,6 +183,19 @@ def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
     return train, evaluation, AlbertTokenizer.from_pretrained(data)
 
 
+def _resolved_precision(cfg: PretrainConfig, device: torch.device, d: DistInfo) -> PretrainConfig:
+    """cfg with `auto` replaced by what it means here (logged; the saved config records what ran)."""
+    precision, why = resolve_precision(cfg.precision, device)
+    if cfg.precision == "auto":
+        if d.world > 1:  # every rank must compute alike: rank 0's measurement decides
+            choice = torch.tensor([precision == "bf16"], dtype=torch.int64, device=device)
+            dist.broadcast(choice, 0)
+            precision = "bf16" if bool(choice.item()) else "fp32"
+        if d.main:
+            logger.info("precision auto -> %s: %s", precision, why)
+    return dataclasses.replace(cfg, precision=precision)
+
+
 def _autocast(cfg: PretrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
     if cfg.precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
@@ -245,6 +260,7 @@ def pretrain(
     if device.type == "cuda":
         torch.cuda.set_device(device)
     d = init_distributed(device, cfg.dist_timeout_s)
+    cfg = _resolved_precision(cfg, device, d)
     if train_dataset is None:
         train_dataset, eval_dataset, tokenizer = _load_data(cfg)
     sentence_objective = getattr(train_dataset, "objective", "sop")

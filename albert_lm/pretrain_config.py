@@ -41,7 +41,7 @@ class PretrainConfig:
     adam_epsilon: float = 1e-6
     bias_correction: bool = False  # google-research: none
     max_grad_norm: float = 1.0
-    precision: str = "fp32"  # fp32 | bf16 (autocast)
+    precision: str = "auto"  # auto (bf16 where it is fast, else fp32) | fp32 | bf16 (autocast)
     gradient_checkpointing: bool = False
     dropout_off_step: int | None = None
     save_every: int = 5000
@@ -67,7 +67,10 @@ class PretrainConfig:
         for name in ("warmup_steps", "save_every", "eval_every", "keep_last"):
             need(int(getattr(self, name)) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         need(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        need(self.precision in ("fp32", "bf16"), f"precision must be fp32 or bf16, got {self.precision!r}")
+        need(
+            self.precision in ("auto", "fp32", "bf16"),
+            f"precision must be auto, fp32 or bf16, got {self.precision!r}",
+        )
         need(self.optimizer in ("lamb", "adamw"), f"optimizer must be lamb or adamw, got {self.optimizer!r}")
         need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
 

@@ -21,3 +21,9 @@ def albert_data() -> Path:
     if not (root / "README.md").is_file():
         pytest.skip(f"real data not found at {root} (set ALBERT_DATA to the shared data folder)")
     return root
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _kernel_cache(tmp_path_factory) -> None:
+    """Kernel timings go to a folder of this test session, never the user's ~/.cache (subprocesses too)."""
+    os.environ["ALBERT_LM_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))

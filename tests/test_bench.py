@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from albert_lm import hardware, kernels
 from albert_lm.bench import compare, format_table, run_suite
-from albert_lm.bench_workloads import MLM_MASKED_ONLY, Workload, ablation_row, encoder_flops
+from albert_lm.bench_workloads import ABLATIONS, MLM_MASKED_ONLY, Workload, ablation_row, encoder_flops
 from albert_lm.cli import main
 from albert_lm.config import AlbertConfig
 
@@ -27,6 +28,11 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
     result = run_suite(
         "albert-tiny", None, repeats=2, only=("inference", "ablations"), log=lambda m: None, isolate=False
     )
+    assert result["precisions"] == (["fp32", "bf16"] if kernels.native_bf16() else ["fp32"])
+    facts = result["facts"]
+    assert facts["isa"] == hardware.isa_level() and facts["cpu"] == hardware.cpu_info().model
+    assert facts["gemm_bf16_vs_fp32"]["fp32_gflops"] > 0
+    assert result["kernels"] and all(sum(paths.values()) > 0 for paths in result["kernels"].values())
     rows = result["rows"]
     assert [r["workload"] for r in rows[:3]] == [
         "inference 1 x 128",
@@ -37,9 +43,11 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
         assert r["ours_rate"] > 0 and r["theirs_rate"] > 0 and r["ratio"] > 0
         if r["precision"] == "fp32":
             assert float(r["check"].split()[-1]) <= 1e-5  # same weights, same outputs
-    assert len(result["ablations"]) == 12  # all but the SST-2 one, which needs the data
+    expected = [a for a in ABLATIONS if a[1] != "sst2" and a[2] in result["precisions"]]
+    assert len(result["ablations"]) == len(expected)  # the SST-2 one needs the data
     table = format_table(result)
-    assert "| inference 8 x 128 | fp32 |" in table and "bf16 eager attention" in table
+    assert "| inference 8 x 128 | fp32 |" in table and "kernels chosen by timing" in table
+    assert f"ISA {hardware.isa_level()}" in table and "kernels chosen: " in table
 
 
 @pytest.mark.parametrize("workload", [Workload("inference", 2, 16), Workload("pretraining", 2, 16)])

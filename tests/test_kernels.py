@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from albert_lm import kernels
+from albert_lm import hardware, kernels
 from albert_lm.config import AlbertConfig
 from albert_lm.heads import AlbertForPreTraining
 from albert_lm.model import AlbertModel, _attention_bf16_cpu
@@ -72,25 +74,33 @@ def test_switch_off_and_unsupported_dtypes_use_f_linear(tensors):
         kernels.linear(x, w, b, "tanh")
 
 
-@needs_onednn
-def test_bf16_autocast_inference_and_training(tensors):
-    x, w, b = tensors
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        with torch.no_grad():
-            y = kernels.linear(x, w, b, "gelu_new")
-            ref = F.gelu(F.linear(x, w, b), approximate="tanh")
-        assert y.dtype == ref.dtype == torch.bfloat16
-        torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
-        loss = kernels.linear(x, w, b).float().sum()
-    loss.backward()
-    assert w.grad is not None and w.grad.dtype == torch.float32 and torch.isfinite(w.grad).all()
+def _force(monkeypatch, paths: dict[str, str]) -> None:
+    """Make `linear` take the given path per product ("forward", "grad_input", ...) where it exists here."""
+    real = kernels._choose
+
+    def forced(op, m, k, n, dtype, activation, packable):
+        wanted = paths.get(op)
+        if wanted in kernels._paths(op, dtype, packable):
+            return wanted
+        return real(op, m, k, n, dtype, activation, packable)
+
+    monkeypatch.setattr(kernels, "_choose", forced)
 
 
-@needs_onednn
+PATH_SETS = [  # forward, grad-input, grad-weight: every path each product can take
+    {"forward": "flinear", "grad_input": "mm", "grad_weight": "mm", "infer": "flinear"},
+    {"forward": "onednn", "grad_input": "onednn", "grad_weight": "onednn", "infer": "onednn"},
+    {"forward": "packed", "grad_input": "packed", "grad_weight": "mm", "infer": "packed"},
+]
+
+
+@pytest.mark.parametrize("paths", PATH_SETS, ids=lambda p: p["forward"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_training_gradients_match_f_linear_with_packed_weights(precision):
+def test_every_path_matches_f_linear_in_values_and_gradients(monkeypatch, precision, paths):
     # The same weight used three times in one reuse_casts block (as ALBERT's shared layer): cast and
-    # packed once, and its gradient summed over the uses, as F.linear under autocast gives.
+    # prepared once, its gradient summed over the uses, as F.linear under autocast gives. bf16 runs on
+    # every CPU: where oneDNN has no bf16 primitive, only the plain path exists and is taken.
+    _force(monkeypatch, paths)
     torch.manual_seed(0)
     x = torch.randn(4, 16, 32, requires_grad=True)
     w = torch.randn(48, 32, requires_grad=True)
@@ -106,17 +116,66 @@ def test_training_gradients_match_f_linear_with_packed_weights(precision):
             for _ in range(3):
                 h = fn(h, w, b).float() @ proj
         h.square().mean().backward()
-        return h.detach(), x.grad.clone(), w.grad.clone(), b.grad.clone()
+        with torch.no_grad(), cast:
+            inference = fn(x, w, b, "gelu") if fn is kernels.linear else F.gelu(fn(x, w, b))
+        return h.detach(), x.grad.clone(), w.grad.clone(), b.grad.clone(), inference.float()
 
-    with kernels.reuse_casts():
-        ours = run(kernels.linear)
-        prepared = [v for v in kernels._LOCAL.cache.values() if isinstance(v, kernels._Prepared)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kernels.SlowBf16Warning)
+        with kernels.reuse_casts():
+            ours = run(kernels.linear)
+            prepared = [v for v in kernels._LOCAL.cache.values() if isinstance(v, kernels._Prepared)]
     ref = run(F.linear)
-    assert len(prepared) == 1 and prepared[0]._pack == kernels._CAN_PACK
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    assert len(prepared) == 1 and prepared[0].packable == kernels.can_pack(dtype)
     tol = {"rtol": 1e-4, "atol": 1e-5} if precision == "fp32" else {"rtol": 3e-2, "atol": 3e-2}
     for a, r in zip(ours, ref, strict=True):
         assert a.dtype == r.dtype
         torch.testing.assert_close(a / r.abs().max(), r / r.abs().max(), **tol)
+
+
+def test_probes_follow_the_instruction_set():
+    # oneDNN's bf16 inner product needs AVX-512: on an AVX2 CPU, or under AVX2 emulation, the probe
+    # fails and bf16 takes the plain path; fp32 works everywhere.
+    isa = hardware.isa_level()
+    assert kernels.primitive_works(torch.float32) == torch.backends.mkldnn.is_available()
+    if isa in ("other", "avx2"):
+        assert not kernels.primitive_works(torch.bfloat16)
+        assert not kernels.primitive_works(torch.bfloat16, packed=True)
+        assert not kernels.native_bf16()
+    if isa in ("avx512_bf16", "amx"):
+        assert kernels.primitive_works(torch.bfloat16)
+    assert not kernels.primitive_works(torch.float32, activation="silu")  # not a fused post-op
+
+
+def test_bf16_without_native_support_warns_once_and_auto_takes_fp32(monkeypatch, tensors):
+    monkeypatch.setattr(kernels, "_WARNED_BF16", False)
+    monkeypatch.setattr(kernels, "native_bf16", lambda: False)
+    x, w, b = (t.detach() for t in tensors)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+            y = kernels.linear(x, w, b)
+            kernels.linear(x, w, b)
+    slow = [c for c in caught if issubclass(c.category, kernels.SlowBf16Warning)]
+    assert len(slow) == 1 and "slower than fp32" in str(slow[0].message)
+    assert "GFLOP/s" in str(slow[0].message)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), F.linear(x, w, b), rtol=3e-2, atol=3e-2)
+    assert kernels.resolve_precision("auto", "cpu")[0] == "fp32"
+    monkeypatch.setattr(kernels, "native_bf16", lambda: True)
+    precision, why = kernels.resolve_precision("auto", "cpu")
+    assert precision == "bf16" and "GFLOP/s" in why
+    assert kernels.resolve_precision("fp32", "cpu") == ("fp32", "asked for")
+    assert kernels.resolve_precision("bf16", "cpu") == ("bf16", "asked for")
+
+
+def test_native_bf16_agrees_with_the_measurement():
+    speed = kernels.bf16_speed()
+    assert speed["fp32_gflops"] > 0 and speed["bf16_gflops"] > 0
+    expected = kernels.primitive_works(torch.bfloat16) and speed["bf16_gflops"] >= 1.2 * speed["fp32_gflops"]
+    assert kernels.native_bf16() == expected
+    assert kernels.resolve_precision("auto", "cpu")[0] == ("bf16" if expected else "fp32")
 
 
 def test_reuse_casts_casts_each_weight_once_per_block(tensors):
@@ -209,7 +268,8 @@ def test_bf16_inference_attention_by_blocks_matches_sdpa():
     torch.testing.assert_close(ours.float(), ref, rtol=2e-2, atol=2e-2)
 
 
-def test_bf16_training_runs_eager_attention_and_backward():
+@pytest.mark.filterwarnings("ignore::albert_lm.kernels.SlowBf16Warning")
+def test_bf16_training_runs_attention_and_backward():
     torch.manual_seed(0)
     model = AlbertModel(AlbertConfig.from_preset("albert-tiny")).train()
     ids = torch.randint(5, model.config.vocab_size, (2, 16))

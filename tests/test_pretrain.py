@@ -85,6 +85,7 @@ def tiny_config(output: str | Path, **kw) -> PretrainConfig:
         tensorboard=False,
         plot=False,
         seed=7,
+        precision="fp32",  # the exactness tests are fp32's; `auto` would take bf16 where it is native
     )
     values.update(kw)
     return PretrainConfig(**values)
@@ -231,6 +232,18 @@ def test_bf16_gradient_checkpointing_and_dropout_off(tmp_path, one_thread):
     assert r.step == 4 and torch.isfinite(torch.tensor(r.final_metrics["loss"]))
     model = AlbertForPreTraining.from_pretrained(tmp_path)
     assert model.config.hidden_dropout_prob == 0.1  # the saved config keeps the run's setting
+
+
+def test_precision_auto_is_resolved_logged_and_saved(tmp_path, one_thread, caplog):
+    from albert_lm.kernels import resolve_precision
+
+    expected, _ = resolve_precision("auto", "cpu")  # bf16 where this CPU computes it fast, else fp32
+    cfg = tiny_config(tmp_path, max_steps=2, save_every=0, precision="auto")
+    with caplog.at_level("INFO", logger="albert_lm.pretrain"):
+        pretrain(cfg, train_dataset=SyntheticData())
+    assert f"precision auto -> {expected}: " in caplog.text and "GFLOP/s" in caplog.text
+    assert json.loads((tmp_path / "pretrain_config.json").read_text())["precision"] == expected
+    assert PretrainConfig().precision == "auto"
 
 
 def test_gradient_checkpointing_gives_the_same_gradients():

@@ -1,0 +1,198 @@
+"""Pick the fastest of several ways to compute the same thing, by timing them once, cached on disk.
+
+The CPU decides which matrix-multiply path is fastest: on an AVX-512 Zen 5, oneDNN's inner product ran
+2x MKL's sgemm; on an AVX2 Zen 3 the two ran at the same rate and oneDNN's grad-weight product on
+transposed operands at half of it. So `kernels` asks this module, per product shape, and the answer is
+measured here, as cudnn.benchmark does for convolutions: each candidate is timed on random inputs of
+that shape, alternated round by round, and the fastest (minimum time) is kept.
+
+The table lives in memory and in one JSON file per machine key (CPU model, cores, torch threads, torch
+version, emulation variables) under $ALBERT_LM_CACHE_DIR, else $XDG_CACHE_HOME/albert-lm, else
+~/.cache/albert-lm: a process tunes each shape once per machine, and a resumed run uses the choices of
+the run it resumes. A corrupt or stale file is ignored and rewritten, an unwritable folder only
+logged. ALBERT_LM_AUTOTUNE=0 (or `set_enabled(False)`) turns timing off: callers then get their default.
+No library does this for CPU linear layers, so it is written here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from albert_lm.hardware import cpu_info
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1  # bump when the meaning of a stored choice changes: older files are then stale
+_ENABLED = os.environ.get("ALBERT_LM_AUTOTUNE", "1") != "0"
+_LOCK = threading.RLock()
+_TABLE: dict[str, Any] | None = None  # {"choices": {key: {...}}, "values": {name: {...}}}
+_FILE: Path | None = None
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn timing on or off for this process (on by default; env ALBERT_LM_AUTOTUNE=0 turns it off)."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
+
+
+def enabled() -> bool:
+    return _ENABLED
+
+
+def cache_dir() -> Path:
+    if os.environ.get("ALBERT_LM_CACHE_DIR"):
+        return Path(os.environ["ALBERT_LM_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "albert-lm"
+
+
+def machine_key() -> dict[str, Any]:
+    """What the timings depend on: a file made under another key is never read."""
+    cpu = cpu_info()
+    return {
+        "format": FORMAT,
+        "cpu": cpu.model,
+        "cores": cpu.cores,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "emulation": cpu.emulation,
+    }
+
+
+def cache_file() -> Path:
+    digest = hashlib.sha256(json.dumps(machine_key(), sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / f"kernels-{digest}.json"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The table in `path`, or an empty one if it is missing, corrupt or made under another key."""
+    empty: dict[str, Any] = {"choices": {}, "values": {}}
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return empty
+    except (OSError, ValueError) as e:
+        logger.info("ignoring the kernel choices in %s (%s); they will be measured again", path, e)
+        return empty
+    ok = (
+        isinstance(data, dict)
+        and data.get("machine") == machine_key()
+        and isinstance(data.get("choices"), dict)
+        and isinstance(data.get("values"), dict)
+    )
+    if not ok:
+        logger.info("ignoring %s: made for another machine, torch or albert-lm format", path)
+        return empty
+    return {"choices": data["choices"], "values": data["values"]}
+
+
+def _table() -> dict[str, Any]:
+    global _TABLE, _FILE
+    path = cache_file()
+    if _TABLE is None or path != _FILE:  # the key changes if a caller changes torch's threads
+        _TABLE, _FILE = _read(path), path
+    return _TABLE
+
+
+def _save() -> None:
+    """Merge this process's table into the file (another process may have added entries): temp + rename."""
+    assert _TABLE is not None and _FILE is not None
+    on_disk = _read(_FILE)
+    for part in ("choices", "values"):
+        _TABLE[part] = {**on_disk[part], **_TABLE[part]}
+    payload = {"machine": machine_key(), **_TABLE}
+    try:
+        _FILE.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=_FILE.parent, prefix=_FILE.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=1, sort_keys=True)
+        os.replace(tmp, _FILE)
+    except OSError as e:
+        logger.info("could not write the kernel choices to %s (%s); keeping them in memory", _FILE, e)
+
+
+def reset() -> None:
+    """Forget the in-memory table (the next use reads the file again); for tests and benchmarks."""
+    global _TABLE, _FILE
+    with _LOCK:
+        _TABLE, _FILE = None, None
+
+
+def time_candidates(
+    candidates: dict[str, Callable[[], Any]], budget_s: float = 0.25, max_rounds: int = 5
+) -> dict[str, float]:
+    """Minimum seconds per call of each candidate: one warm-up call each, then rounds alternating them."""
+    for fn in candidates.values():
+        fn()
+    best = {name: float("inf") for name in candidates}
+    start = time.perf_counter()
+    for i in range(max_rounds):
+        for name, fn in candidates.items():
+            t = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t)
+        if i >= 1 and time.perf_counter() - start > budget_s:
+            break
+    return best
+
+
+def choose(
+    key: str, names: Sequence[str], default: str, make: Callable[[], dict[str, Callable[[], Any]]]
+) -> str:
+    """The fastest of `names` for `key`: from the table, else timed now via `make()` and stored.
+
+    `make` builds the candidates (callables on inputs of the right shape) only when timing is needed.
+    With timing off, or a single candidate, returns `default` (which must be in `names`).
+    """
+    if not _ENABLED or len(names) < 2:
+        return default
+    with _LOCK:
+        entry = _table()["choices"].get(key)
+        if (
+            isinstance(entry, dict)
+            and entry.get("choice") in names
+            and set(entry.get("ms", {})) == set(names)
+        ):
+            return entry["choice"]
+        candidates = make()
+        with torch.autocast("cpu", enabled=False), torch.no_grad():
+            seconds = time_candidates(candidates)
+        choice = min(seconds, key=seconds.__getitem__)
+        _TABLE["choices"][key] = {  # type: ignore[index]
+            "choice": choice,
+            "ms": {n: round(s * 1e3, 4) for n, s in seconds.items()},
+        }
+        logger.debug("kernel %s: %s (%s)", key, choice, _TABLE["choices"][key]["ms"])  # type: ignore[index]
+        _save()
+        return choice
+
+
+def measured(name: str, measure: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """A machine measurement (e.g. bf16 against fp32 GEMM rates), taken once per machine and cached."""
+    with _LOCK:
+        values = _table()["values"]
+        hit = values.get(name)
+        if isinstance(hit, dict) and hit and all(isinstance(v, (int, float)) for v in hit.values()):
+            return dict(hit)
+        with torch.autocast("cpu", enabled=False), torch.no_grad():
+            result = measure()
+        values[name] = result
+        _save()
+        return dict(result)
+
+
+def choices() -> dict[str, Any]:
+    """The table as this process knows it: {key: {"choice": name, "ms": {name: ms}}}."""
+    with _LOCK:
+        return dict(_table()["choices"])

@@ -1,0 +1,119 @@
+"""What this machine is and what it computes fast: CPU facts, native bf16, and `--precision auto`.
+
+albert-lm runs on any x86-64 CPU (and others), from AVX2-only ones such as AMD Zen 3 to AVX-512 with
+bf16 (Zen 4/5, Intel Cooper Lake and later) and AMX (Intel Sapphire Rapids and later). What differs
+between them is not just speed but what works: oneDNN's bf16 matrix multiply needs AVX-512, and where
+bf16 is emulated it runs several times slower than fp32 (a 2-core Zen 3: 10-17 GFLOP/s bf16 against
+110-140 fp32). So nothing here trusts a CPU's name: `isa_level` reads the CPU's flags capped by the
+emulation switches below, and `kernels` decides bf16 from a probe of the primitive and a measurement.
+
+Emulation: oneDNN's ONEDNN_MAX_CPU_ISA, MKL's MKL_ENABLE_INSTRUCTIONS and ATen's ATEN_CPU_CAPABILITY
+(all read when the process starts) make a bigger CPU behave like a smaller one; `isa_level` applies
+the same caps, and the test suite runs its kernel tests a second time under AVX2 emulation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+# Instruction-set levels that change what albert-lm can do, lowest first.
+ISA_LEVELS = ("other", "avx2", "avx512", "avx512_bf16", "amx")
+# The environment switches that cap what the libraries use, as a user would set them to emulate an
+# AVX2-only CPU on a bigger one.
+EMULATION_ENV = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
+AVX2_EMULATION = {
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+}
+
+# ONEDNN_MAX_CPU_ISA values (oneDNN's dnnl_cpu_isa names) -> our level; anything unknown caps nothing.
+_ONEDNN_CAPS = {
+    "SSE41": "other",
+    "AVX": "other",
+    "AVX2": "avx2",
+    "AVX2_VNNI": "avx2",
+    "AVX2_VNNI_2": "avx2",
+    "AVX512_CORE": "avx512",
+    "AVX512_CORE_VNNI": "avx512",
+    "AVX512_CORE_BF16": "avx512_bf16",
+    "AVX512_CORE_FP16": "avx512_bf16",
+    "AVX10_1_512": "avx512_bf16",
+}
+_ATEN_CAPS = {"default": "other", "avx2": "avx2"}  # "avx512" caps nothing that matters here
+_MKL_CAPS = {"SSE4_2": "other", "AVX": "other", "AVX2": "avx2", "AVX512": "avx512_bf16"}
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    model: str  # "AMD EPYC 7B13", from /proc/cpuinfo (platform.processor() elsewhere)
+    cores: int  # logical CPUs this process may run on
+    flags: frozenset[str]
+    hardware_isa: str  # from the flags alone
+    isa: str  # hardware_isa capped by the emulation variables in this process's environment
+    emulation: dict[str, str]  # the emulation variables that are set
+
+    def describe(self) -> str:
+        emulated = f", emulating {self.isa} via {' '.join(f'{k}={v}' for k, v in self.emulation.items())}"
+        return f"{self.model}, {self.cores} cores, ISA {self.hardware_isa}" + (
+            emulated if self.emulation else ""
+        )
+
+
+def _flag_level(flags: frozenset[str]) -> str:
+    if {"amx_bf16", "amx_tile"} <= flags:
+        return "amx"
+    avx512_core = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+    if avx512_core and "avx512_bf16" in flags:
+        return "avx512_bf16"
+    if avx512_core:
+        return "avx512"
+    if {"avx2", "fma"} <= flags:
+        return "avx2"
+    return "other"
+
+
+def _capped(level: str, env: dict[str, str]) -> str:
+    caps = [
+        _ONEDNN_CAPS.get(env.get("ONEDNN_MAX_CPU_ISA", env.get("DNNL_MAX_CPU_ISA", "")).upper()),
+        _MKL_CAPS.get(env.get("MKL_ENABLE_INSTRUCTIONS", "").upper()),
+        _ATEN_CAPS.get(env.get("ATEN_CPU_CAPABILITY", "").lower()),
+    ]
+    rank = min([ISA_LEVELS.index(level)] + [ISA_LEVELS.index(c) for c in caps if c is not None])
+    return ISA_LEVELS[rank]
+
+
+def _read_cpuinfo() -> tuple[str, frozenset[str]]:
+    model, flags = platform.processor() or platform.machine(), frozenset()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name" and model in (platform.processor(), platform.machine()):
+                model = value.strip()
+            elif key == "flags" and not flags:
+                flags = frozenset(value.split())
+    return model, flags
+
+
+@functools.cache
+def cpu_info() -> CpuInfo:
+    """This machine's CPU as albert-lm sees it (read once per process)."""
+    model, flags = _read_cpuinfo()
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    env = {k: os.environ[k] for k in EMULATION_ENV if os.environ.get(k)}
+    level = _flag_level(flags)
+    return CpuInfo(model, cores, flags, level, _capped(level, env), env)
+
+
+def isa_level() -> str:
+    """avx2 / avx512 / avx512_bf16 / amx ("other" below AVX2 or off x86), emulation caps applied."""
+    return cpu_info().isa
