@@ -63,6 +63,8 @@ def machine_key() -> dict[str, Any]:
     return {
         "format": FORMAT,
         "cpu": cpu.model,
+        "generation": cpu.generation,
+        "flags": hashlib.sha256(" ".join(sorted(cpu.flags)).encode()).hexdigest()[:12],
         "cores": cpu.cores,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,

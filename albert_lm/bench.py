@@ -225,6 +225,7 @@ def machine_facts() -> dict[str, Any]:
     cpu = cpu_info()
     return {
         "cpu": cpu.model,
+        "generation": cpu.generation,
         "cores": cpu.cores,
         "threads": torch.get_num_threads(),
         "isa": cpu.isa,

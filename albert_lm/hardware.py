@@ -52,6 +52,8 @@ _MKL_CAPS = {"SSE4_2": "other", "AVX": "other", "AVX2": "avx2", "AVX512": "avx51
 @dataclass(frozen=True)
 class CpuInfo:
     model: str  # "AMD EPYC 7B13", from /proc/cpuinfo (platform.processor() elsewhere)
+    # "family 25 model 1 stepping 1": a virtual machine may name Zen 3 and Zen 5 both "AMD EPYC"
+    generation: str
     cores: int  # logical CPUs this process may run on
     flags: frozenset[str]
     hardware_isa: str  # from the flags alone
@@ -60,7 +62,8 @@ class CpuInfo:
 
     def describe(self) -> str:
         emulated = f", emulating {self.isa} via {' '.join(f'{k}={v}' for k, v in self.emulation.items())}"
-        return f"{self.model}, {self.cores} cores, ISA {self.hardware_isa}" + (
+        generation = f" ({self.generation})" if self.generation else ""
+        return f"{self.model}{generation}, {self.cores} cores, ISA {self.hardware_isa}" + (
             emulated if self.emulation else ""
         )
 
@@ -88,30 +91,34 @@ def _capped(level: str, env: dict[str, str]) -> str:
     return ISA_LEVELS[rank]
 
 
-def _read_cpuinfo() -> tuple[str, frozenset[str]]:
-    model, flags = platform.processor() or platform.machine(), frozenset()
+def _read_cpuinfo() -> tuple[str, str, frozenset[str]]:
+    """(model name, family/model/stepping, flags) of the first CPU in /proc/cpuinfo; elsewhere
+    platform's name and no flags."""
+    fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "model name" and model in (platform.processor(), platform.machine()):
-                model = value.strip()
-            elif key == "flags" and not flags:
-                flags = frozenset(value.split())
-    return model, flags
+            if not key.strip():
+                break  # the end of the first CPU's block
+            fields.setdefault(key.strip(), value.strip())
+    model = fields.get("model name") or platform.processor() or platform.machine()
+    generation = " ".join(
+        f"{k.split()[-1]} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields
+    )
+    return model, generation, frozenset(fields.get("flags", "").split())
 
 
 @functools.cache
 def cpu_info() -> CpuInfo:
     """This machine's CPU as albert-lm sees it (read once per process)."""
-    model, flags = _read_cpuinfo()
+    model, generation, flags = _read_cpuinfo()
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     env = {k: os.environ[k] for k in EMULATION_ENV if os.environ.get(k)}
     level = _flag_level(flags)
-    return CpuInfo(model, cores, flags, level, _capped(level, env), env)
+    return CpuInfo(model, generation, cores, flags, level, _capped(level, env), env)
 
 
 def isa_level() -> str:

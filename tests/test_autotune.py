@@ -171,7 +171,7 @@ def test_bucket_rounds_rows_up_to_a_power_of_two():
         1024,
         1024,
         2048,
-        4096,
+        2048,
     ]
 
 

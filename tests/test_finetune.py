@@ -13,6 +13,7 @@ import torch
 from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
 from albert_lm.finetune import FinetuneConfig, finetune, schedule
+from albert_lm.kernels import resolve_precision
 from albert_lm.tasks.batches import collate, length_bucketed_batches
 
 
@@ -280,6 +281,9 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     assert results["accuracy"] >= 0.9
     saved = json.loads((out / "best" / "config.json").read_text())
     assert saved["id2label"] == {"0": "neg", "1": "pos"}
+    # --precision auto (the default) is recorded as what it resolved to on this machine
+    settings = json.loads((out / "best" / "finetune_config.json").read_text())
+    assert settings["precision"] == resolve_precision("auto", "cpu")[0]
     # evaluation reads the label names back from the saved model
     capsys.readouterr()
     assert (
