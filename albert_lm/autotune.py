@@ -173,7 +173,7 @@ def choose(
         choice = min(seconds, key=seconds.__getitem__)
         _TABLE["choices"][key] = {  # type: ignore[index]
             "choice": choice,
-            "ms": {n: round(s * 1e3, 4) for n, s in seconds.items()},
+            "ms": {n: round(s * 1e3, 6) for n, s in seconds.items()},
         }
         logger.debug("kernel %s: %s (%s)", key, choice, _TABLE["choices"][key]["ms"])  # type: ignore[index]
         _save()
