@@ -134,13 +134,26 @@ def reset() -> None:
 def time_candidates(
     candidates: dict[str, Callable[[], Any]], budget_s: float = 0.25, max_rounds: int = 5
 ) -> dict[str, float]:
-    """Minimum seconds per call of each candidate: one warm-up call each, then rounds alternating them."""
-    for fn in candidates.values():
-        fn()
+    """Minimum seconds per call of each candidate: one warm-up call each, then rounds alternating them.
+
+    A candidate that raises (a primitive that works on the probe's shape but not on this one) gets
+    infinity and is never chosen; if every one raises, the first error is raised.
+    """
     best = {name: float("inf") for name in candidates}
+    working = {}
+    errors = []
+    for name, fn in candidates.items():
+        try:
+            fn()
+            working[name] = fn
+        except (RuntimeError, NotImplementedError) as e:
+            logger.info("kernel candidate %s failed here (%s); not used", name, str(e).splitlines()[0])
+            errors.append(e)
+    if not working:
+        raise errors[0]
     start = time.perf_counter()
     for i in range(max_rounds):
-        for name, fn in candidates.items():
+        for name, fn in working.items():
             t = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t)
@@ -173,7 +186,7 @@ def choose(
         choice = min(seconds, key=seconds.__getitem__)
         _TABLE["choices"][key] = {  # type: ignore[index]
             "choice": choice,
-            "ms": {n: round(s * 1e3, 6) for n, s in seconds.items()},
+            "ms": {n: round(s * 1e3, 6) if s != float("inf") else None for n, s in seconds.items()},
         }
         logger.debug("kernel %s: %s (%s)", key, choice, _TABLE["choices"][key]["ms"])  # type: ignore[index]
         _save()

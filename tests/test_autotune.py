@@ -83,6 +83,17 @@ def test_choose_times_once_keeps_the_fastest_and_caches_it_on_disk(cache):
     assert len(calls) == n
 
 
+def test_a_candidate_that_fails_is_never_chosen(cache):
+    def broken():
+        raise RuntimeError("could not create a primitive descriptor")
+
+    make = lambda: {"broken": broken, "slow": lambda: time.sleep(0.002)}  # noqa: E731
+    assert autotune.choose("k", ["broken", "slow"], "broken", make) == "slow"
+    assert autotune.choices()["k"]["ms"]["broken"] is None
+    with pytest.raises(RuntimeError, match="primitive"):
+        autotune.choose("k2", ["broken", "also"], "broken", lambda: {"broken": broken, "also": broken})
+
+
 def test_a_new_candidate_set_is_timed_again(cache):
     calls: list[str] = []
     autotune.choose("k", ["slow", "fast"], "slow", _sleepers(calls))
@@ -160,7 +171,8 @@ def test_the_kernel_choices_are_valid_paths_and_fastest_as_timed(cache):
         packable = key.endswith("packable")
         names = kernels._paths(op, {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype], packable)
         assert set(entry["ms"]) == set(names), key
-        assert entry["ms"][entry["choice"]] == min(entry["ms"].values()), key  # (ties: rounded to 1 ns)
+        timed = [ms for ms in entry["ms"].values() if ms is not None]
+        assert entry["ms"][entry["choice"]] == min(timed), key  # (ties: rounded to 1 ns)
 
 
 def test_bucket_rounds_rows_up_to_a_power_of_two():
