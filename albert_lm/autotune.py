@@ -16,6 +16,7 @@ No library does this for CPU linear layers, so it is written here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -38,6 +39,7 @@ _ENABLED = os.environ.get("ALBERT_LM_AUTOTUNE", "1") != "0"
 _LOCK = threading.RLock()
 _TABLE: dict[str, Any] | None = None  # {"choices": {key: {...}}, "values": {name: {...}}}
 _FILE: Path | None = None
+_MEMO: dict[tuple, str] = {}  # answers already given in this process, without reading the table
 
 
 def set_enabled(enabled: bool) -> None:
@@ -59,22 +61,34 @@ def cache_dir() -> Path:
 
 def machine_key() -> dict[str, Any]:
     """What the timings depend on: a file made under another key is never read."""
+    return dict(_machine_key(torch.get_num_threads()))
+
+
+@functools.cache
+def _machine_key(threads: int) -> tuple[tuple[str, Any], ...]:
     cpu = cpu_info()
-    return {
-        "format": FORMAT,
-        "cpu": cpu.model,
-        "generation": cpu.generation,
-        "flags": hashlib.sha256(" ".join(sorted(cpu.flags)).encode()).hexdigest()[:12],
-        "cores": cpu.cores,
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "emulation": cpu.emulation,
-    }
+    return tuple(
+        {
+            "format": FORMAT,
+            "cpu": cpu.model,
+            "generation": cpu.generation,
+            "flags": hashlib.sha256(" ".join(sorted(cpu.flags)).encode()).hexdigest()[:12],
+            "cores": cpu.cores,
+            "threads": threads,
+            "torch": torch.__version__,
+            "emulation": cpu.emulation,
+        }.items()
+    )
 
 
 def cache_file() -> Path:
-    digest = hashlib.sha256(json.dumps(machine_key(), sort_keys=True).encode()).hexdigest()[:16]
-    return cache_dir() / f"kernels-{digest}.json"
+    return cache_dir() / _file_name(torch.get_num_threads())
+
+
+@functools.cache
+def _file_name(threads: int) -> str:
+    key = dict(_machine_key(threads))
+    return f"kernels-{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]}.json"
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -129,20 +143,27 @@ def reset() -> None:
     global _TABLE, _FILE
     with _LOCK:
         _TABLE, _FILE = None, None
+        _MEMO.clear()
+
+
+Candidate = Callable[[], Any] | tuple[Callable[[], Any], float]
 
 
 def time_candidates(
-    candidates: dict[str, Callable[[], Any]], budget_s: float = 0.25, max_rounds: int = 5
+    candidates: dict[str, Candidate], budget_s: float = 0.25, max_rounds: int = 5
 ) -> dict[str, float]:
     """Minimum seconds per call of each candidate: one warm-up call each, then rounds alternating them.
 
-    A candidate that raises (a primitive that works on the probe's shape but not on this one) gets
-    infinity and is never chosen; if every one raises, the first error is raised.
+    A candidate is a callable, or (callable, seconds of fixed cost to add to each call). A candidate
+    that raises (a primitive that works on the probe's shape but not on this one) gets infinity and is
+    never chosen; if every one raises, the first error is raised.
     """
     best = {name: float("inf") for name in candidates}
+    extra = {name: c[1] if isinstance(c, tuple) else 0.0 for name, c in candidates.items()}
     working = {}
     errors = []
-    for name, fn in candidates.items():
+    for name, c in candidates.items():
+        fn = c[0] if isinstance(c, tuple) else c
         try:
             fn()
             working[name] = fn
@@ -159,19 +180,22 @@ def time_candidates(
             best[name] = min(best[name], time.perf_counter() - t)
         if i >= 1 and time.perf_counter() - start > budget_s:
             break
-    return best
+    return {name: t + extra[name] for name, t in best.items()}
 
 
-def choose(
-    key: str, names: Sequence[str], default: str, make: Callable[[], dict[str, Callable[[], Any]]]
-) -> str:
+def choose(key: str, names: Sequence[str], default: str, make: Callable[[], dict[str, Candidate]]) -> str:
     """The fastest of `names` for `key`: from the table, else timed now via `make()` and stored.
 
-    `make` builds the candidates (callables on inputs of the right shape) only when timing is needed.
+    `make` builds the candidates (callables on inputs of the right shape, or (callable, fixed cost in
+    seconds) pairs) only when timing is needed.
     With timing off, or a single candidate, returns `default` (which must be in `names`).
     """
     if not _ENABLED or len(names) < 2:
         return default
+    memo_key = (key, tuple(names), torch.get_num_threads(), os.environ.get("ALBERT_LM_CACHE_DIR"))
+    hit = _MEMO.get(memo_key)
+    if hit is not None:  # the hot path: every linear layer of every forward asks
+        return hit
     with _LOCK:
         entry = _table()["choices"].get(key)
         if (
@@ -179,6 +203,7 @@ def choose(
             and entry.get("choice") in names
             and set(entry.get("ms", {})) == set(names)
         ):
+            _MEMO[memo_key] = entry["choice"]
             return entry["choice"]
         candidates = make()
         with torch.autocast("cpu", enabled=False), torch.no_grad():
@@ -190,6 +215,7 @@ def choose(
         }
         logger.debug("kernel %s: %s (%s)", key, choice, _TABLE["choices"][key]["ms"])  # type: ignore[index]
         _save()
+        _MEMO[memo_key] = choice
         return choice
 
 

@@ -250,6 +250,7 @@ class _Prepared:
 class _Local(threading.local):
     # Per thread: two threads running forwards at once must not share, or leave behind, a cache.
     cache: dict[tuple, Any] | None = None  # (id(param), dtype) -> cast; (id, "prepared", dtype) -> _Prepared
+    uses: int = 1  # how many times the block uses each weight (the packing cost is spread over them)
 
 
 _LOCAL = _Local()
@@ -257,21 +258,22 @@ _REUSE_CASTS = True  # `albert bench` turns it off to show the gain
 
 
 @contextlib.contextmanager
-def reuse_casts() -> Iterator[None]:
+def reuse_casts(uses: int = 2) -> Iterator[None]:
     """Within this block, prepare each weight (cast to the compute dtype, pack) once, not at every use.
 
     ALBERT applies its shared layer L times per forward; autocast alone would cast its weights L times
     and send L gradients back through L casts. The encoder wraps its layer loop in this block, so each
-    weight is cast and packed once per forward (`_Prepared`). Nested blocks share the outer cache; each
-    thread has its own.
+    weight is cast and packed once per forward (`_Prepared`). `uses`: how many times the block uses each
+    weight (at least); packing is offered only from 2, and the tuner charges each use 1/uses of the
+    reorder. Nested blocks share the outer cache; each thread has its own.
     """
-    outer = _LOCAL.cache
+    outer, outer_uses = _LOCAL.cache, _LOCAL.uses
     if outer is None and _REUSE_CASTS:
-        _LOCAL.cache = {}
+        _LOCAL.cache, _LOCAL.uses = {}, max(1, int(uses))
     try:
         yield
     finally:
-        _LOCAL.cache = outer
+        _LOCAL.cache, _LOCAL.uses = outer, outer_uses
 
 
 def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -293,7 +295,7 @@ def _prepare(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> _Prepared:
     key = (id(weight), "prepared", dtype)
     hit = cache.get(key)
     if hit is None:
-        hit = cache[key] = _Prepared(_cast(weight, dtype), can_pack(dtype), rows)
+        hit = cache[key] = _Prepared(_cast(weight, dtype), can_pack(dtype) and _LOCAL.uses >= 2, rows)
     return hit
 
 
@@ -325,9 +327,10 @@ def _default(op: str, dtype: torch.dtype, names: list[str]) -> str:
 
 
 def _candidates(
-    op: str, names: list[str], m: int, k: int, n: int, dtype: torch.dtype, activation: str | None
+    op: str, names: list[str], m: int, k: int, n: int, dtype: torch.dtype, activation: str | None, uses: int
 ):
-    """Callables computing the product each way on random inputs of this shape, for the tuner."""
+    """Callables computing the product each way on random inputs of this shape, for the tuner; the
+    packed path carries 1/uses of the time its reorder takes (a weight is packed once per block)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(m, k, generator=g).to(dtype)
     w = (torch.randn(n, k, generator=g) / k**0.5).to(dtype)
@@ -343,6 +346,10 @@ def _candidates(
             fns[name] = functools.partial(_grad_input, name, grad, weight)
         else:
             fns[name] = functools.partial(_grad_weight, name, grad, x)
+        if name == "packed":
+            source = w if op != "grad_input" else w.t().contiguous()
+            reorder = min(autotune.time_candidates({"r": lambda s=source: _pack(s, m)}, 0.02, 3).values())
+            fns[name] = (fns[name], reorder / uses)
     return fns
 
 
@@ -354,13 +361,14 @@ def _choose(
     key = f"{op} {_DTYPE_NAMES[dtype]} {bucket}x{k}x{n}"
     if op == "infer" and activation is not None:
         key += f" {activation}"
+    uses = _LOCAL.uses
     if "packed" in names:
-        key += " packable"
+        key += f" packable/{uses}"
     return autotune.choose(
         key,
         names,
         _default(op, dtype, names),
-        lambda: _candidates(op, names, bucket, k, n, dtype, activation if op == "infer" else None),
+        lambda: _candidates(op, names, bucket, k, n, dtype, activation if op == "infer" else None, uses),
     )
 
 
@@ -465,7 +473,8 @@ def linear(
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
     prepared = _prepare(weight, dtype, x2.shape[0])
-    with torch.autocast("cpu", enabled=False):
+    # (entering a disabled autocast costs ~8 us, a tenth of a small layer's product: only when it is on)
+    with torch.autocast("cpu", enabled=False) if cast is not None else contextlib.nullcontext():
         if needs_grad:
             y = _activate(_Linear.apply(x2, weight, bias, prepared), activation)
         else:

@@ -185,6 +185,10 @@ class AlbertEncoder(nn.Module):
         self.schedule = layer_schedule(config)
         n_attention = max(a for a, _ in self.schedule) + 1
         n_ffn = max(f for _, f in self.schedule) + 1
+        # How many times each shared weight is used per forward, at least (12 for albert-base, 1 unshared)
+        counts = [sum(a == i for a, _ in self.schedule) for i in range(n_attention)]
+        counts += [sum(f == i for _, f in self.schedule) for i in range(n_ffn)]
+        self.uses_per_weight = min(counts)
         self.attention = nn.ModuleList(AlbertAttention(config) for _ in range(n_attention))
         self.ffn = nn.ModuleList(AlbertFeedForward(config) for _ in range(n_ffn))
         # Recompute each layer in backward instead of storing its activations (memory for compute).
@@ -198,7 +202,7 @@ class AlbertEncoder(nn.Module):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
         x = self.embedding_projection(x)  # (B, S, E) -> (B, S, H)
         states = [x] if output_hidden_states else None
-        with reuse_casts():  # under autocast, shared weights are cast once, not once per layer
+        with reuse_casts(self.uses_per_weight):  # shared weights cast (and packed) once, not per layer
             for a, f in self.schedule:
                 if self.gradient_checkpointing and self.training:
                     x = checkpoint(self._layer, x, mask, a, f, use_reentrant=False)

@@ -189,6 +189,17 @@ def test_reuse_casts_casts_each_weight_once_per_block(tensors):
     assert kernels._LOCAL.cache is None
 
 
+def test_packing_is_offered_only_for_weights_used_twice_or_more():
+    w = torch.randn(8, 4)
+    with kernels.reuse_casts(uses=1):  # an unshared layer: the reorder would never pay
+        assert not kernels._prepare(w, torch.float32, 4).packable
+    with kernels.reuse_casts(uses=12):
+        assert kernels._prepare(w, torch.float32, 4).packable == kernels.can_pack(torch.float32)
+    shared = AlbertModel(AlbertConfig.from_preset("albert-tiny")).encoder
+    assert shared.uses_per_weight == len(shared.schedule)  # all-shared: every layer uses the one block
+    assert AlbertModel(AlbertConfig.from_preset("albert-tiny", sharing="none")).encoder.uses_per_weight == 1
+
+
 def test_reuse_casts_caches_are_per_thread():
     # Interleaved blocks in two threads (A enters, B enters, A leaves, B leaves) must leave no cache
     # behind: a left-over cache would hand out stale weights after the next optimizer step.
