@@ -9,8 +9,10 @@ that shape, alternated round by round, and the fastest (minimum time) is kept.
 The table lives in memory and in one JSON file per machine key (CPU model, cores, torch threads, torch
 version, emulation variables) under $ALBERT_LM_CACHE_DIR, else $XDG_CACHE_HOME/albert-lm, else
 ~/.cache/albert-lm: a process tunes each shape once per machine, and a resumed run uses the choices of
-the run it resumes. A corrupt or stale file is ignored and rewritten, an unwritable folder only
-logged. ALBERT_LM_AUTOTUNE=0 (or `set_enabled(False)`) turns timing off: callers then get their default.
+the run it resumes (same machine, same torch threads, cache kept). A corrupt or stale file is ignored
+and rewritten, an unwritable folder only logged. ALBERT_LM_AUTOTUNE=0 (or `set_enabled(False)`) turns
+kernel timing off: callers then get their default. `measured` values (the bf16 against fp32 rate that
+`--precision auto` needs) are still measured once.
 No library does this for CPU linear layers, so it is written here.
 """
 
@@ -55,7 +57,12 @@ def enabled() -> bool:
 def cache_dir() -> Path:
     if os.environ.get("ALBERT_LM_CACHE_DIR"):
         return Path(os.environ["ALBERT_LM_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no HOME and no passwd entry
+            base = tempfile.gettempdir()
     return Path(base) / "albert-lm"
 
 
@@ -201,7 +208,8 @@ def choose(key: str, names: Sequence[str], default: str, make: Callable[[], dict
         if (
             isinstance(entry, dict)
             and entry.get("choice") in names
-            and set(entry.get("ms", {})) == set(names)
+            and isinstance(entry.get("ms"), dict)
+            and set(entry["ms"]) == set(names)
         ):
             _MEMO[memo_key] = entry["choice"]
             return entry["choice"]

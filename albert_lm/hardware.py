@@ -25,7 +25,7 @@ from pathlib import Path
 ISA_LEVELS = ("other", "avx2", "avx512", "avx512_bf16", "amx")
 # The environment switches that cap what the libraries use, as a user would set them to emulate an
 # AVX2-only CPU on a bigger one.
-EMULATION_ENV = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
+EMULATION_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
 AVX2_EMULATION = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",

@@ -154,12 +154,23 @@ def bf16_speed() -> dict[str, float]:
     return autotune.measured("bf16_vs_fp32_gemm", measure)
 
 
+_NATIVE_BF16: bool | None = None
+
+
 def native_bf16() -> bool:
-    """bf16 is fast on this CPU: oneDNN's bf16 primitive works and multiplies >= 1.2x the fp32 rate."""
-    if not primitive_works(torch.bfloat16):
-        return False
-    speed = bf16_speed()
-    return speed["bf16_gflops"] >= 1.2 * speed["fp32_gflops"]
+    """bf16 is fast on this CPU: oneDNN's bf16 primitive works and multiplies >= 1.2x the fp32 rate.
+
+    Measured once per machine (cached on disk with the kernel choices, even with ALBERT_LM_AUTOTUNE=0:
+    `auto` needs it) and remembered for the process.
+    """
+    global _NATIVE_BF16
+    if _NATIVE_BF16 is None:
+        if not primitive_works(torch.bfloat16):
+            _NATIVE_BF16 = False
+        else:
+            speed = bf16_speed()
+            _NATIVE_BF16 = speed["bf16_gflops"] >= 1.2 * speed["fp32_gflops"]
+    return _NATIVE_BF16
 
 
 def _bf16_line() -> str:
@@ -185,6 +196,8 @@ def _warn_if_bf16_is_slow() -> None:
     if native_bf16():
         return
     s = bf16_speed()
+    if s["bf16_gflops"] >= s["fp32_gflops"]:
+        return  # not worth bf16 for speed here, but not slower either
     warnings.warn(
         f"bf16 on this CPU has no native support and will be about "
         f"{s['fp32_gflops'] / max(s['bf16_gflops'], 1e-3):.1f}x slower than fp32 ({_bf16_line()}); "
@@ -204,7 +217,7 @@ def resolve_precision(precision: str, device: torch.device | str = "cpu") -> tup
     if precision != "auto":
         return precision, "asked for"
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
+        if torch.cuda.get_device_capability(device)[0] >= 8:  # Ampere and later (older ones emulate it)
             return "bf16", f"{torch.cuda.get_device_name(device)} computes bf16 natively"
         return "fp32", f"{torch.cuda.get_device_name(device)} has no bf16"
     if device.type != "cpu":
@@ -225,11 +238,12 @@ class _Prepared:
     (for grad-input) once too. Whether the packed path is used is the tuner's choice.
     """
 
-    __slots__ = ("weight", "packable", "_rows", "_packed", "_packed_t")
+    __slots__ = ("weight", "packable", "uses", "_rows", "_packed", "_packed_t")
 
-    def __init__(self, weight: torch.Tensor, packable: bool, rows: int):
+    def __init__(self, weight: torch.Tensor, packable: bool, rows: int, uses: int = 1):
         self.weight = weight  # detached, already in the compute dtype
         self.packable = packable
+        self.uses = uses  # uses per block (backward runs after the block: it reads this, not _LOCAL)
         self._rows = rows  # the batch-size hint oneDNN picks its layout for
         self._packed: torch.Tensor | None = None
         self._packed_t: torch.Tensor | None = None
@@ -295,7 +309,8 @@ def _prepare(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> _Prepared:
     key = (id(weight), "prepared", dtype)
     hit = cache.get(key)
     if hit is None:
-        hit = cache[key] = _Prepared(_cast(weight, dtype), can_pack(dtype) and _LOCAL.uses >= 2, rows)
+        uses = _LOCAL.uses
+        hit = cache[key] = _Prepared(_cast(weight, dtype), can_pack(dtype) and uses >= 2, rows, uses)
     return hit
 
 
@@ -338,30 +353,61 @@ def _candidates(
     grad = torch.randn(m, n, generator=g).to(dtype)
     fns: dict[str, Callable[[], Any]] = {}
     for name in names:
-        if op in ("infer", "forward"):
-            weight = _pack(w, m) if name == "packed" else w
-            fns[name] = functools.partial(_forward, name, x, weight, b, activation)
-        elif op == "grad_input":
-            weight = _pack(w.t().contiguous(), m) if name == "packed" else w
-            fns[name] = functools.partial(_grad_input, name, grad, weight)
-        else:
-            fns[name] = functools.partial(_grad_weight, name, grad, x)
         if name == "packed":
             source = w if op != "grad_input" else w.t().contiguous()
-            reorder = min(autotune.time_candidates({"r": lambda s=source: _pack(s, m)}, 0.02, 3).values())
-            fns[name] = (fns[name], reorder / uses)
+            try:
+                weight = _pack(source, m)
+                reorder = min(autotune.time_candidates({"r": lambda s=source: _pack(s, m)}, 0.02, 3).values())
+            except (RuntimeError, NotImplementedError) as e:  # the tuner drops a candidate that raises
+                fns[name] = functools.partial(_raise, e)
+                continue
+        else:
+            weight, reorder = w, 0.0
+        if op in ("infer", "forward"):
+            fn = functools.partial(_forward, name, x, weight, b, activation)
+        elif op == "grad_input":
+            fn = functools.partial(_grad_input, name, grad, weight)
+        else:
+            fn = functools.partial(_grad_weight, name, grad, x)
+        fns[name] = (fn, reorder / uses) if name == "packed" else fn
     return fns
 
 
+def _raise(error: Exception) -> None:
+    raise error
+
+
+_FELL_BACK: set[str] = set()
+
+
+def _guarded(plain: Callable[[], torch.Tensor], path: str, run: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """run() (a oneDNN path); if oneDNN refuses this shape after all, plain() instead, logged once."""
+    if path in ("flinear", "mm"):
+        return run()
+    try:
+        return run()
+    except (RuntimeError, NotImplementedError) as e:
+        if path not in _FELL_BACK:
+            _FELL_BACK.add(path)
+            logger.warning("oneDNN %s path failed here (%s); using PyTorch's", path, str(e).splitlines()[0])
+        return plain()
+
+
 def _choose(
-    op: str, m: int, k: int, n: int, dtype: torch.dtype, activation: str | None, packable: bool
+    op: str,
+    m: int,
+    k: int,
+    n: int,
+    dtype: torch.dtype,
+    activation: str | None,
+    packable: bool,
+    uses: int = 1,
 ) -> str:
     names = _paths(op, dtype, packable)
     bucket = _bucket(m)
     key = f"{op} {_DTYPE_NAMES[dtype]} {bucket}x{k}x{n}"
     if op == "infer" and activation is not None:
         key += f" {activation}"
-    uses = _LOCAL.uses
     if "packed" in names:
         key += f" packable/{uses}"
     return autotune.choose(
@@ -408,11 +454,15 @@ class _Linear(torch.autograd.Function):
         b = None if bias is None else _cast(bias, x.dtype)  # once per reuse_casts block
         m, k = x.shape
         n = weight.shape[0]
-        path = _choose("forward", m, k, n, x.dtype, None, prepared.packable)
+        path = _choose("forward", m, k, n, x.dtype, None, prepared.packable, prepared.uses)
         ctx.save_for_backward(x)
         ctx.prepared = prepared
         ctx.dtypes = (weight.dtype, None if bias is None else bias.dtype)
-        return _forward(path, x, prepared.packed() if path == "packed" else prepared.weight, b)
+        return _guarded(
+            lambda: F.linear(x, prepared.weight, b),
+            path,
+            lambda: _forward(path, x, prepared.packed() if path == "packed" else prepared.weight, b),
+        )
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
@@ -423,11 +473,16 @@ class _Linear(torch.autograd.Function):
         n = grad.shape[1]
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            path = _choose("grad_input", m, k, n, x.dtype, None, prepared.packable)
-            grad_x = _grad_input(path, grad, prepared.packed_t() if path == "packed" else prepared.weight)
+            path = _choose("grad_input", m, k, n, x.dtype, None, prepared.packable, prepared.uses)
+            grad_x = _guarded(
+                lambda: torch.mm(grad, prepared.weight),
+                path,
+                lambda: _grad_input(path, grad, prepared.packed_t() if path == "packed" else prepared.weight),
+            )
         if ctx.needs_input_grad[1]:
             path = _choose("grad_weight", m, k, n, x.dtype, None, False)
-            grad_w = _grad_weight(path, grad, x).to(ctx.dtypes[0])
+            grad_w = _guarded(lambda: torch.mm(grad.t(), x), path, lambda: _grad_weight(path, grad, x))
+            grad_w = grad_w.to(ctx.dtypes[0])
         if ctx.dtypes[1] is not None and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0, dtype=torch.float32).to(ctx.dtypes[1])
         return grad_x, grad_w, grad_b, None
@@ -443,7 +498,8 @@ except (AttributeError, TypeError):
 
 
 def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
-    if x.device.type == "cpu" and _cpu_autocast_on():
+    # As autocast: float64 is left alone
+    if x.device.type == "cpu" and x.dtype != torch.float64 and _cpu_autocast_on():
         return _cpu_autocast_dtype()
     return None
 
@@ -480,9 +536,16 @@ def linear(
         else:
             b = None if bias is None else _cast(bias, dtype)
             m, k = x2.shape
-            path = _choose("infer", m, k, weight.shape[0], dtype, activation, prepared.packable)
-            w = prepared.packed() if path == "packed" else prepared.weight
-            y = _forward(path, x2, w, b, activation)
+            path = _choose(
+                "infer", m, k, weight.shape[0], dtype, activation, prepared.packable, prepared.uses
+            )
+            y = _guarded(
+                lambda: _forward("flinear", x2, prepared.weight, b, activation),
+                path,
+                lambda: _forward(
+                    path, x2, prepared.packed() if path == "packed" else prepared.weight, b, activation
+                ),
+            )
     return y.view(*shape[:-1], weight.shape[0])
 
 

@@ -185,14 +185,17 @@ def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
 
 def _resolved_precision(cfg: PretrainConfig, device: torch.device, d: DistInfo) -> PretrainConfig:
     """cfg with `auto` replaced by what it means here (logged; the saved config records what ran)."""
-    precision, why = resolve_precision(cfg.precision, device)
-    if cfg.precision == "auto":
-        if d.world > 1:  # every rank must compute alike: rank 0's measurement decides
-            choice = torch.tensor([precision == "bf16"], dtype=torch.int64, device=device)
-            dist.broadcast(choice, 0)
-            precision = "bf16" if bool(choice.item()) else "fp32"
-        if d.main:
-            logger.info("precision auto -> %s: %s", precision, why)
+    if cfg.precision != "auto":
+        return cfg
+    # Every rank must compute alike: rank 0 measures (alone, so no rank's timing disturbs another's)
+    # and decides for all.
+    precision, why = resolve_precision("auto", device) if d.main else ("fp32", "")
+    if d.world > 1:
+        choice = torch.tensor([precision == "bf16"], dtype=torch.int64, device=device)
+        dist.broadcast(choice, 0)
+        precision = "bf16" if bool(choice.item()) else "fp32"
+    if d.main:
+        logger.info("precision auto -> %s: %s", precision, why)
     return dataclasses.replace(cfg, precision=precision)
 
 

@@ -165,6 +165,10 @@ def test_the_kernel_choices_are_valid_paths_and_fastest_as_timed(cache):
         model.eval()(input_ids=ids)
     table = autotune.choices()
     ops = {key.split()[0] for key in table}
+    uses = model.albert.encoder.uses_per_weight  # backward runs after the block, and still knows it
+    assert all(
+        k.endswith(f"packable/{uses}") for k in table if k.startswith("grad_input") and "packable" in k
+    )
     assert {"infer", "forward", "grad_input", "grad_weight"} <= ops
     for key, entry in table.items():
         op, dtype = key.split()[:2]

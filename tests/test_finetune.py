@@ -122,6 +122,8 @@ def tiny_model(albert_data, tmp_path_factory) -> Path:
 
 def _finetune_cli(task, model, data, out, *extra) -> dict:
     args = ["finetune", "--task", task, "--model", str(model), "--data", str(data), "--output", str(out)]
+    if "--precision" not in extra:
+        extra = ("--precision", "fp32", *extra)  # thresholds below are fp32's; `auto` has its own test
     args += [
         "--max-steps",
         "4",
@@ -282,7 +284,9 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     saved = json.loads((out / "best" / "config.json").read_text())
     assert saved["id2label"] == {"0": "neg", "1": "pos"}
     # --precision auto (the default) is recorded as what it resolved to on this machine
-    settings = json.loads((out / "best" / "finetune_config.json").read_text())
+    auto = tmp_path / "auto"
+    _finetune_cli("classification", tiny_model, data, auto, "--max-steps", "1", "--precision", "auto")
+    settings = json.loads((auto / "best" / "finetune_config.json").read_text())
     assert settings["precision"] == resolve_precision("auto", "cpu")[0]
     # evaluation reads the label names back from the saved model
     capsys.readouterr()

@@ -78,11 +78,11 @@ def _force(monkeypatch, paths: dict[str, str]) -> None:
     """Make `linear` take the given path per product ("forward", "grad_input", ...) where it exists here."""
     real = kernels._choose
 
-    def forced(op, m, k, n, dtype, activation, packable):
+    def forced(op, m, k, n, dtype, activation, packable, uses=1):
         wanted = paths.get(op)
         if wanted in kernels._paths(op, dtype, packable):
             return wanted
-        return real(op, m, k, n, dtype, activation, packable)
+        return real(op, m, k, n, dtype, activation, packable, uses)
 
     monkeypatch.setattr(kernels, "_choose", forced)
 
@@ -135,11 +135,15 @@ def test_every_path_matches_f_linear_in_values_and_gradients(monkeypatch, precis
 
 
 def test_probes_follow_the_instruction_set():
-    # oneDNN's bf16 inner product needs AVX-512: on an AVX2 CPU, or under AVX2 emulation, the probe
-    # fails and bf16 takes the plain path; fp32 works everywhere.
-    isa = hardware.isa_level()
+    # oneDNN's bf16 inner product needs AVX-512 (or AVX-NE-CONVERT): on an AVX2 CPU, or under oneDNN's
+    # AVX2 cap, the probe fails and bf16 takes the plain path; fp32 works everywhere.
+    info = hardware.cpu_info()
+    if not info.flags:
+        pytest.skip("no CPU flags to compare with (not Linux on x86)")
+    onednn_caps = {k: v for k, v in info.emulation.items() if k in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")}
+    isa = hardware._capped(info.hardware_isa, onednn_caps)
     assert kernels.primitive_works(torch.float32) == torch.backends.mkldnn.is_available()
-    if isa in ("other", "avx2"):
+    if isa in ("other", "avx2") and ("avx_ne_convert" not in info.flags or onednn_caps):
         assert not kernels.primitive_works(torch.bfloat16)
         assert not kernels.primitive_works(torch.bfloat16, packed=True)
         assert not kernels.native_bf16()
@@ -151,6 +155,7 @@ def test_probes_follow_the_instruction_set():
 def test_bf16_without_native_support_warns_once_and_auto_takes_fp32(monkeypatch, tensors):
     monkeypatch.setattr(kernels, "_WARNED_BF16", False)
     monkeypatch.setattr(kernels, "native_bf16", lambda: False)
+    monkeypatch.setattr(kernels, "bf16_speed", lambda: {"fp32_gflops": 120.0, "bf16_gflops": 17.0})
     x, w, b = (t.detach() for t in tensors)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -158,8 +163,8 @@ def test_bf16_without_native_support_warns_once_and_auto_takes_fp32(monkeypatch,
             y = kernels.linear(x, w, b)
             kernels.linear(x, w, b)
     slow = [c for c in caught if issubclass(c.category, kernels.SlowBf16Warning)]
-    assert len(slow) == 1 and "slower than fp32" in str(slow[0].message)
-    assert "GFLOP/s" in str(slow[0].message)
+    assert len(slow) == 1 and "7.1x slower than fp32" in str(slow[0].message)
+    assert "17 GFLOP/s against 120" in str(slow[0].message)
     assert y.dtype == torch.bfloat16
     torch.testing.assert_close(y.float(), F.linear(x, w, b), rtol=3e-2, atol=3e-2)
     assert kernels.resolve_precision("auto", "cpu")[0] == "fp32"
@@ -168,6 +173,38 @@ def test_bf16_without_native_support_warns_once_and_auto_takes_fp32(monkeypatch,
     assert precision == "bf16" and "GFLOP/s" in why
     assert kernels.resolve_precision("fp32", "cpu") == ("fp32", "asked for")
     assert kernels.resolve_precision("bf16", "cpu") == ("bf16", "asked for")
+
+
+def test_a_onednn_path_that_fails_after_all_falls_back_to_pytorch(monkeypatch, tensors, caplog):
+    # The probes run on a 2 x 3 product; if oneDNN still refuses a real shape, the layer computes the
+    # plain way, logs it once, and no oneDNN error reaches the user.
+    _force(monkeypatch, PATH_SETS[1])  # oneDNN for every product
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("could not create a primitive descriptor for the inner product")
+
+    monkeypatch.setattr(kernels, "_mm", refuse)
+    monkeypatch.setattr(kernels, "_FELL_BACK", set())
+    x, w, b = tensors
+    with caplog.at_level("WARNING", logger="albert_lm.kernels"):
+        y = kernels.linear(x, w, b, "gelu")
+        grads = torch.autograd.grad(y.sum(), (x, w, b))
+        with torch.no_grad():
+            z = kernels.linear(x, w, b, "gelu")
+    ref = F.gelu(F.linear(x, w, b))
+    torch.testing.assert_close(y, ref)
+    torch.testing.assert_close(z, ref)
+    for g, r in zip(grads, torch.autograd.grad(ref.sum(), (x, w, b)), strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4)
+    if kernels.enabled():
+        assert caplog.text.count("oneDNN onednn path failed here") == 1
+
+
+def test_float64_under_autocast_stays_float64(tensors):
+    x, w, b = (t.detach().double() for t in tensors)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = kernels.linear(x, w, b)
+    assert y.dtype == torch.float64
 
 
 def test_native_bf16_agrees_with_the_measurement():

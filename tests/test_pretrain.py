@@ -382,7 +382,7 @@ def test_loss_falls_over_50_steps_on_real_text(albert_data, book_data, tmp_path,
     cfg = PretrainConfig(
         data=str(book_data), output=str(tmp_path / "run"), preset="albert-tiny", max_steps=50, batch_size=8,
         learning_rate=0.01, warmup_steps=5, log_every=5, save_every=0, eval_batches=10, tensorboard=False,
-        plot=False, eval_text=str(albert_data / "pretrain/wikitext-2/valid.txt"),
+        plot=False, eval_text=str(albert_data / "pretrain/wikitext-2/valid.txt"), precision="fp32",
     )  # fmt: skip
     result = pretrain(cfg)
     train = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
