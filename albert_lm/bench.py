@@ -5,7 +5,7 @@ Workloads (albert-base unless asked otherwise):
   (F.linear, oneDNN, oneDNN with pre-packed weights; fp32 and bf16);
 - inference: AlbertModel forward, batch x seq 1 x 128, 8 x 128, 4 x 512, fp32 and bf16 autocast;
 - pretraining step: forward, backward, global-norm clipping, LAMB, 8 x 128, fp32 and bf16 autocast.
-  `precision="auto"` benches bf16 only where this CPU computes it natively (`kernels.native_bf16`);
+  `precision="auto"` benches bf16 only where this CPU computes it natively (`precision.native_bf16`);
   Ours: `PretrainingObjective` (MLM logits at the masked positions only); theirs:
   `transformers.AlbertForPreTraining(labels=, sentence_order_label=)`;
 - SST-2 dev end to end: the 872 sentences as text in, labels out, batch 32. Ours: the `albert
@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from albert_lm import autotune, kernels
+from albert_lm import autotune, kernels, precision
 from albert_lm.bench_workloads import (
     ABLATIONS,
     SIDES,
@@ -231,8 +231,8 @@ def machine_facts() -> dict[str, Any]:
         "isa": cpu.isa,
         "hardware_isa": cpu.hardware_isa,
         "emulation": cpu.emulation,
-        "native_bf16": kernels.native_bf16(),
-        "gemm_bf16_vs_fp32": kernels.bf16_speed(),
+        "native_bf16": precision.native_bf16(),
+        "gemm_bf16_vs_fp32": precision.bf16_speed(),
         "autotune": autotune.enabled(),
         "torch": torch.__version__,
     }
@@ -259,7 +259,7 @@ def precisions(choice: str) -> tuple[str, ...]:
     if choice == "all":
         return ("fp32", "bf16")
     if choice == "auto":
-        return ("fp32", "bf16") if kernels.native_bf16() else ("fp32",)
+        return ("fp32", "bf16") if precision.native_bf16() else ("fp32",)
     return (choice,)
 
 

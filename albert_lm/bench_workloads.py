@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from albert_lm import kernels
+from albert_lm import kernels, onednn
 from albert_lm.config import AlbertConfig
 
 SIDES = ("ours", "theirs")
@@ -78,7 +78,7 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
         ("bf16 oneDNN", torch.bfloat16, "onednn"),
         ("bf16 oneDNN, packed weights", torch.bfloat16, "packed"),
     ):
-        if (path == "onednn" and not (kernels.enabled() and kernels.primitive_works(dtype))) or (
+        if (path == "onednn" and not (kernels.enabled() and onednn.primitive_works(dtype))) or (
             path == "packed" and not kernels.can_pack(dtype)
         ):
             continue  # this primitive does not exist on this CPU (e.g. bf16 below AVX-512)
@@ -93,8 +93,8 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
                 fn = lambda x=x, w=w, b=b: F.linear(x, w, b)  # noqa: E731
             else:
                 if path == "packed":
-                    w = kernels._pack(w, m)
-                fn = lambda x=x, w=w, b=b: kernels._mm(x, w, b)  # noqa: E731
+                    w = onednn.pack(w, m)
+                fn = lambda x=x, w=w, b=b: onednn.mm(x, w, b)  # noqa: E731
             rates.append(rate(fn, 2.0 * m * k * n))
         paths[name] = {
             "gflops": statistics.mean(rates),

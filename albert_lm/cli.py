@@ -33,6 +33,14 @@ def _run_params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_precision(p: argparse.ArgumentParser, more: tuple[str, ...], default: str, note: str) -> None:
+    p.add_argument(
+        "--precision", choices=("auto", "fp32", "bf16", *more), default=default,
+        help="auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
+        f"AVX512-BF16 or AMX), else fp32{note}",
+    )  # fmt: skip
+
+
 # --------------------------------------------------------------------------- albert finetune
 def _add_finetune(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -63,11 +71,7 @@ def _add_finetune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--dropout", type=float, help="encoder dropout (default: the task's, 0 or 0.1)")
     p.add_argument("--seed", type=int, default=12345)
-    p.add_argument(
-        "--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
-        help="auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
-        "AVX512-BF16 or AMX), else fp32; fp16 on CUDA only",
-    )  # fmt: skip
+    _add_precision(p, ("fp16",), "auto", "; fp16 on CUDA only")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     p.add_argument(
         "--eval-every", type=int, help="evaluate every N steps (default: once per epoch and at the end)"
@@ -129,10 +133,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="with --model: also write eval_results.json and predictions here")
     p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
     p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
-    p.add_argument(
-        "--precision", choices=("auto", "fp32", "bf16"), default="auto",
-        help="with --model: auto (default) is bf16 where this machine computes it fast, else fp32",
-    )  # fmt: skip
+    _add_precision(p, (), "auto", " (with --model)")
     p.set_defaults(func=_run_evaluate)
 
 
@@ -252,11 +253,7 @@ def _add_pretrain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-steps", type=int, default=s, help="linear warmup steps (default 3125)")
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default=s, help="default lamb")
     p.add_argument("--weight-decay", type=float, default=s, help="default 0.01")
-    p.add_argument(
-        "--precision", choices=("auto", "fp32", "bf16"), default=s,
-        help="auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
-        "AVX512-BF16 or AMX), else fp32; bf16 = autocast",
-    )  # fmt: skip
+    _add_precision(p, (), s, "; bf16 = autocast")
     p.add_argument(
         "--gradient-checkpointing", action="store_true", default=s, help="recompute layers in backward"
     )

@@ -44,8 +44,8 @@ from albert_lm.heads import (
     AlbertForSequenceClassification,
     AlbertForTokenClassification,
 )
-from albert_lm.kernels import resolve_precision
 from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
+from albert_lm.precision import resolve_precision
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.task import Feature, atomic_write_text

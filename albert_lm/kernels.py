@@ -7,7 +7,7 @@ fp32 sgemm, what nn.Linear calls, reached 170-190 GFLOP/s and oneDNN's inner pro
 only 50-90. oneDNN's bf16 product does not exist at all below AVX-512 (creating the primitive fails).
 So nothing is chosen by CPU name:
 - a oneDNN path is used only where a probe of that exact primitive (dtype, packed weight or not,
-  fused activation) has worked in this process (`primitive_works`);
+  fused activation) has worked in this process (`onednn.primitive_works`);
 - among the paths that work, each product shape is timed once and the fastest kept (`albert_lm.autotune`,
   cached on disk per machine): the forward product (F.linear, oneDNN, oneDNN with a packed weight; in
   inference with the activation, fused where oneDNN can), and in training the grad-input and
@@ -20,8 +20,9 @@ No library exposes this as a module, so it is written here.
   once per forward and reused by every layer (`_Prepared`); training goes through `_Linear`, whose
   backward reuses the same prepared weight;
 - anything else (CUDA, float64, the switch off) is F.linear.
-bf16 on a CPU without native bf16 works (the plain path) with one warning that says how much slower
-than fp32 it runs here; `resolve_precision("auto", ...)` picks bf16 only where it is faster.
+bf16 on a CPU without native bf16 works (the plain path, or oneDNN's emulated one on AVX-512 without
+bf16, timed like any other) with one warning when it is slower than fp32 (`albert_lm.precision`).
+The primitives and their probes are in `albert_lm.onednn`.
 
 Switches: ALBERT_LM_ONEDNN=0 (or `set_enabled(False)`) never uses oneDNN; ALBERT_LM_AUTOTUNE=0 keeps
 oneDNN's paths where they work without timing (the choices measured best on the Zen 5). Results differ
@@ -36,7 +37,6 @@ import functools
 import logging
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,67 +44,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from albert_lm import autotune
-from albert_lm.hardware import cpu_info
+from albert_lm import autotune, onednn, precision
+from albert_lm.onednn import ACTIVATIONS, activate, activation_fn, primitive_works
+
+__all__ = [
+    "ACTIVATIONS",
+    "Linear",
+    "activation_fn",
+    "linear",
+    "reuse_casts",
+    "set_enabled",
+    "tune_cpu_allocator",
+]
 
 logger = logging.getLogger(__name__)
 
+
 _ENABLED = os.environ.get("ALBERT_LM_ONEDNN", "1") != "0"
 _PACKING = True  # `albert bench` turns it off to show the gain
-_TANH_GELU = functools.partial(F.gelu, approximate="tanh")
-# hidden_act names (transformers' spellings) -> function. F.gelu(approximate="tanh") is gelu_new in one
-# kernel; transformers builds it from 7 ops.
-ACTIVATIONS = {
-    "gelu": F.gelu,
-    "gelu_new": _TANH_GELU,
-    "gelu_pytorch_tanh": _TANH_GELU,
-    "gelu_fast": _TANH_GELU,
-    "relu": F.relu,
-    "silu": F.silu,
-    "swish": F.silu,
-}
-# The ones oneDNN fuses into the matrix multiply: (post-op, algorithm).
-_FUSED = {"gelu": ("gelu", "none"), "relu": ("relu", "")} | {
-    name: ("gelu", "tanh") for name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
-}
-
-
-def activation_fn(name: str):
-    """The function for a config's hidden_act."""
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown hidden_act {name!r} (expected one of {', '.join(ACTIVATIONS)})")
-    return ACTIVATIONS[name]
-
-
-def _activate(y: torch.Tensor, activation: str | None) -> torch.Tensor:
-    return y if activation is None else activation_fn(activation)(y)
-
-
-# --------------------------------------------------------------------------- what works here
-@functools.cache
-def primitive_works(dtype: torch.dtype, packed: bool = False, activation: str | None = None) -> bool:
-    """Whether oneDNN's linear primitive runs here for this dtype, weight layout and fused activation.
-
-    Tried once per process on a 2 x 3 product. Below AVX-512, bf16 fails ("could not create a primitive
-    descriptor"); emulation variables (hardware.EMULATION_ENV) make a bigger CPU fail the same way.
-    """
-    ops = torch.ops.mkldnn
-    if not (torch.backends.mkldnn.is_available() and hasattr(ops, "_linear_pointwise")):
-        return False
-    if packed and not hasattr(ops, "_reorder_linear_weight"):
-        return False
-    if activation is not None and activation not in _FUSED:
-        return False
-    attr, alg = _FUSED.get(activation, ("none", "")) if activation else ("none", "")
-    try:
-        w = torch.ones(4, 3, dtype=dtype)
-        if packed:
-            w = ops._reorder_linear_weight(w, 2)
-        y = ops._linear_pointwise(torch.ones(2, 3, dtype=dtype), w, None, attr, [], alg)
-        expected = _activate(torch.full((2, 4), 3.0), activation)
-        return y.shape == (2, 4) and torch.allclose(y.float(), expected, rtol=1e-2, atol=1e-2)
-    except (RuntimeError, NotImplementedError):
-        return False
 
 
 def set_enabled(enabled: bool) -> None:
@@ -121,110 +78,6 @@ def enabled() -> bool:
 def can_pack(dtype: torch.dtype = torch.float32) -> bool:
     """Whether a weight can be pre-packed into oneDNN's blocked layout for this dtype here."""
     return _ENABLED and _PACKING and primitive_works(dtype, packed=True)
-
-
-def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
-    """weight (N, K) reordered into oneDNN's blocked layout for inputs of about `rows` rows."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight, rows)
-
-
-def _mm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, activation: str | None = None):
-    """x (M, K) @ w (N, K)^T + b through oneDNN, the activation fused when given (it must be in _FUSED)."""
-    attr, alg = _FUSED[activation] if activation is not None else ("none", "")
-    return torch.ops.mkldnn._linear_pointwise(x, w, b, attr, [], alg)
-
-
-# --------------------------------------------------------------------------- bf16 and --precision auto
-def bf16_speed() -> dict[str, float]:
-    """GFLOP/s of a 256 x 1024 x 1024 product in bf16 and in fp32, each on the fastest path `linear`
-    could take here; measured once per machine (cached with the kernel choices)."""
-
-    def measure() -> dict[str, float]:
-        m, k, n = 256, 1024, 1024
-        rates = {}
-        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            x, w = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
-            fns: dict[str, Callable[[], Any]] = {"flinear": lambda x=x, w=w: F.linear(x, w)}
-            if _ENABLED and primitive_works(dtype):
-                fns["onednn"] = lambda x=x, w=w: _mm(x, w, None)
-            seconds = autotune.time_candidates(fns, budget_s=0.15, max_rounds=3)
-            rates[f"{name}_gflops"] = round(2 * m * k * n / min(seconds.values()) / 1e9, 1)
-        return rates
-
-    return autotune.measured("bf16_vs_fp32_gemm", measure)
-
-
-_NATIVE_BF16: bool | None = None
-
-
-def native_bf16() -> bool:
-    """bf16 is fast on this CPU: oneDNN's bf16 primitive works and multiplies >= 1.2x the fp32 rate.
-
-    Measured once per machine (cached on disk with the kernel choices, even with ALBERT_LM_AUTOTUNE=0:
-    `auto` needs it) and remembered for the process.
-    """
-    global _NATIVE_BF16
-    if _NATIVE_BF16 is None:
-        if not primitive_works(torch.bfloat16):
-            _NATIVE_BF16 = False
-        else:
-            speed = bf16_speed()
-            _NATIVE_BF16 = speed["bf16_gflops"] >= 1.2 * speed["fp32_gflops"]
-    return _NATIVE_BF16
-
-
-def _bf16_line() -> str:
-    s = bf16_speed()
-    return (
-        f"{cpu_info().describe()}: bf16 matrix multiplies at {s['bf16_gflops']:.0f} GFLOP/s against "
-        f"{s['fp32_gflops']:.0f} in fp32"
-    )
-
-
-class SlowBf16Warning(UserWarning):
-    """bf16 was asked for on a CPU where it runs slower than fp32."""
-
-
-_WARNED_BF16 = False
-
-
-def _warn_if_bf16_is_slow() -> None:
-    global _WARNED_BF16
-    if _WARNED_BF16:
-        return
-    _WARNED_BF16 = True
-    if native_bf16():
-        return
-    s = bf16_speed()
-    if s["bf16_gflops"] >= s["fp32_gflops"]:
-        return  # not worth bf16 for speed here, but not slower either
-    warnings.warn(
-        f"bf16 on this CPU has no native support and will be about "
-        f"{s['fp32_gflops'] / max(s['bf16_gflops'], 1e-3):.1f}x slower than fp32 ({_bf16_line()}); "
-        "use precision fp32, or auto, which picks bf16 only where it is faster",
-        SlowBf16Warning,
-        stacklevel=3,
-    )
-
-
-def resolve_precision(precision: str, device: torch.device | str = "cpu") -> tuple[str, str]:
-    """(fp32 | bf16 | fp16, why) for a requested precision; "auto" is bf16 where it is fast, else fp32.
-
-    Fast: a CUDA device with bf16 (Ampere and later), or a CPU whose bf16 products measure >= 1.2x its
-    fp32 ones (AVX512-BF16 or AMX in practice). A precision given explicitly is kept as it is.
-    """
-    device = torch.device(device)
-    if precision != "auto":
-        return precision, "asked for"
-    if device.type == "cuda":
-        if torch.cuda.get_device_capability(device)[0] >= 8:  # Ampere and later (older ones emulate it)
-            return "bf16", f"{torch.cuda.get_device_name(device)} computes bf16 natively"
-        return "fp32", f"{torch.cuda.get_device_name(device)} has no bf16"
-    if device.type != "cpu":
-        return "fp32", f"device {device.type}"
-    if native_bf16():
-        return "bf16", f"{_bf16_line()} (native bf16)"
-    return "fp32", f"{_bf16_line()} (no native bf16)"
 
 
 # --------------------------------------------------------------------------- prepared weights
@@ -251,13 +104,13 @@ class _Prepared:
     def packed(self) -> torch.Tensor:
         """The weight (N, K) in oneDNN's blocked layout."""
         if self._packed is None:
-            self._packed = _pack(self.weight, self._rows)
+            self._packed = onednn.pack(self.weight, self._rows)
         return self._packed
 
     def packed_t(self) -> torch.Tensor:
         """The transposed weight (K, N) in oneDNN's blocked layout: grad_x = grad @ W."""
         if self._packed_t is None:
-            self._packed_t = _pack(self.weight.t().contiguous(), self._rows)
+            self._packed_t = onednn.pack(self.weight.t().contiguous(), self._rows)
         return self._packed_t
 
 
@@ -351,13 +204,15 @@ def _candidates(
     w = (torch.randn(n, k, generator=g) / k**0.5).to(dtype)
     b = torch.zeros(n, dtype=dtype)
     grad = torch.randn(m, n, generator=g).to(dtype)
-    fns: dict[str, Callable[[], Any]] = {}
+    fns: dict[str, autotune.Candidate] = {}
     for name in names:
         if name == "packed":
             source = w if op != "grad_input" else w.t().contiguous()
             try:
-                weight = _pack(source, m)
-                reorder = min(autotune.time_candidates({"r": lambda s=source: _pack(s, m)}, 0.02, 3).values())
+                weight = onednn.pack(source, m)
+                reorder = min(
+                    autotune.time_candidates({"r": lambda s=source: onednn.pack(s, m)}, 0.02, 3).values()
+                )
             except (RuntimeError, NotImplementedError) as e:  # the tuner drops a candidate that raises
                 fns[name] = functools.partial(_raise, e)
                 continue
@@ -421,10 +276,10 @@ def _choose(
 def _forward(path: str, x, w, b, activation: str | None = None) -> torch.Tensor:
     """x @ w^T + b (and the activation) by `path`; w is packed for "packed"."""
     if path == "flinear":
-        return _activate(F.linear(x, w, b), activation)
+        return activate(F.linear(x, w, b), activation)
     if activation is None or primitive_works(x.dtype, path == "packed", activation):
-        return _mm(x, w, b, activation)
-    return _activate(_mm(x, w, b), activation)
+        return onednn.mm(x, w, b, activation)
+    return activate(onednn.mm(x, w, b), activation)
 
 
 def _grad_input(path: str, grad, w) -> torch.Tensor:
@@ -432,13 +287,13 @@ def _grad_input(path: str, grad, w) -> torch.Tensor:
     if path == "mm":
         return torch.mm(grad, w)
     if path == "onednn":
-        return _mm(grad, w.t(), None)
-    return _mm(grad, w, None)
+        return onednn.mm(grad, w.t(), None)
+    return onednn.mm(grad, w, None)
 
 
 def _grad_weight(path: str, grad, x) -> torch.Tensor:
     """grad^T (N, M) @ x (M, K)."""
-    return torch.mm(grad.t(), x) if path == "mm" else _mm(grad.t(), x.t(), None)
+    return torch.mm(grad.t(), x) if path == "mm" else onednn.mm(grad.t(), x.t(), None)
 
 
 class _Linear(torch.autograd.Function):
@@ -518,9 +373,9 @@ def linear(
         and (cast is not None or weight.dtype == dtype)
         and x.numel() > 0
     ):
-        return _activate(F.linear(x, weight, bias), activation)
+        return activate(F.linear(x, weight, bias), activation)
     if dtype == torch.bfloat16:
-        _warn_if_bf16_is_slow()
+        precision.warn_if_bf16_is_slow()
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
@@ -532,7 +387,7 @@ def linear(
     # (entering a disabled autocast costs ~8 us, a tenth of a small layer's product: only when it is on)
     with torch.autocast("cpu", enabled=False) if cast is not None else contextlib.nullcontext():
         if needs_grad:
-            y = _activate(_Linear.apply(x2, weight, bias, prepared), activation)
+            y = activate(_Linear.apply(x2, weight, bias, prepared), activation)
         else:
             b = None if bias is None else _cast(bias, dtype)
             m, k = x2.shape

@@ -28,8 +28,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from albert_lm.config import AlbertConfig
-from albert_lm.kernels import Linear, native_bf16, reuse_casts
+from albert_lm.kernels import Linear, reuse_casts
 from albert_lm.outputs import BaseModelOutputWithPooling
+from albert_lm.precision import native_bf16
 
 logger = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from albert_lm import checkpoint as ckpt
 from albert_lm.config import AlbertConfig
 from albert_lm.distributed import DistInfo, StopFlag, all_reduce, gather, init_distributed
 from albert_lm.heads import AlbertForPreTraining
-from albert_lm.kernels import resolve_precision
 from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
+from albert_lm.precision import resolve_precision
 from albert_lm.pretrain_config import PretrainConfig
 from albert_lm.pretrain_monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics, text_eval_dataset
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from albert_lm import hardware, kernels
+from albert_lm import hardware, precision
 from albert_lm.bench import compare, format_table, run_suite
 from albert_lm.bench_workloads import ABLATIONS, MLM_MASKED_ONLY, Workload, ablation_row, encoder_flops
 from albert_lm.cli import main
@@ -28,7 +28,7 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
     result = run_suite(
         "albert-tiny", None, repeats=2, only=("inference", "ablations"), log=lambda m: None, isolate=False
     )
-    assert result["precisions"] == (["fp32", "bf16"] if kernels.native_bf16() else ["fp32"])
+    assert result["precisions"] == (["fp32", "bf16"] if precision.native_bf16() else ["fp32"])
     facts = result["facts"]
     assert facts["isa"] == hardware.isa_level() and facts["cpu"] == hardware.cpu_info().model
     assert facts["gemm_bf16_vs_fp32"]["fp32_gflops"] > 0

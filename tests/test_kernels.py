@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from albert_lm import hardware, kernels
+from albert_lm import hardware, kernels, onednn
+from albert_lm import precision as prec  # (tests below have a `precision` parameter)
 from albert_lm.config import AlbertConfig
 from albert_lm.heads import AlbertForPreTraining
 from albert_lm.model import AlbertModel, _attention_bf16_cpu
@@ -121,7 +122,7 @@ def test_every_path_matches_f_linear_in_values_and_gradients(monkeypatch, precis
         return h.detach(), x.grad.clone(), w.grad.clone(), b.grad.clone(), inference.float()
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", kernels.SlowBf16Warning)
+        warnings.simplefilter("ignore", prec.SlowBf16Warning)
         with kernels.reuse_casts():
             ours = run(kernels.linear)
             prepared = [v for v in kernels._LOCAL.cache.values() if isinstance(v, kernels._Prepared)]
@@ -142,37 +143,37 @@ def test_probes_follow_the_instruction_set():
         pytest.skip("no CPU flags to compare with (not Linux on x86)")
     onednn_caps = {k: v for k, v in info.emulation.items() if k in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")}
     isa = hardware._capped(info.hardware_isa, onednn_caps)
-    assert kernels.primitive_works(torch.float32) == torch.backends.mkldnn.is_available()
+    assert onednn.primitive_works(torch.float32) == torch.backends.mkldnn.is_available()
     if isa in ("other", "avx2") and ("avx_ne_convert" not in info.flags or onednn_caps):
-        assert not kernels.primitive_works(torch.bfloat16)
-        assert not kernels.primitive_works(torch.bfloat16, packed=True)
-        assert not kernels.native_bf16()
+        assert not onednn.primitive_works(torch.bfloat16)
+        assert not onednn.primitive_works(torch.bfloat16, packed=True)
+        assert not prec.native_bf16()
     if isa in ("avx512_bf16", "amx"):
-        assert kernels.primitive_works(torch.bfloat16)
-    assert not kernels.primitive_works(torch.float32, activation="silu")  # not a fused post-op
+        assert onednn.primitive_works(torch.bfloat16)
+    assert not onednn.primitive_works(torch.float32, activation="silu")  # not a fused post-op
 
 
 def test_bf16_without_native_support_warns_once_and_auto_takes_fp32(monkeypatch, tensors):
-    monkeypatch.setattr(kernels, "_WARNED_BF16", False)
-    monkeypatch.setattr(kernels, "native_bf16", lambda: False)
-    monkeypatch.setattr(kernels, "bf16_speed", lambda: {"fp32_gflops": 120.0, "bf16_gflops": 17.0})
+    monkeypatch.setattr(prec, "_WARNED_BF16", False)
+    monkeypatch.setattr(prec, "native_bf16", lambda: False)
+    monkeypatch.setattr(prec, "bf16_speed", lambda: {"fp32_gflops": 120.0, "bf16_gflops": 17.0})
     x, w, b = (t.detach() for t in tensors)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
             y = kernels.linear(x, w, b)
             kernels.linear(x, w, b)
-    slow = [c for c in caught if issubclass(c.category, kernels.SlowBf16Warning)]
+    slow = [c for c in caught if issubclass(c.category, prec.SlowBf16Warning)]
     assert len(slow) == 1 and "7.1x slower than fp32" in str(slow[0].message)
     assert "17 GFLOP/s against 120" in str(slow[0].message)
     assert y.dtype == torch.bfloat16
     torch.testing.assert_close(y.float(), F.linear(x, w, b), rtol=3e-2, atol=3e-2)
-    assert kernels.resolve_precision("auto", "cpu")[0] == "fp32"
-    monkeypatch.setattr(kernels, "native_bf16", lambda: True)
-    precision, why = kernels.resolve_precision("auto", "cpu")
-    assert precision == "bf16" and "GFLOP/s" in why
-    assert kernels.resolve_precision("fp32", "cpu") == ("fp32", "asked for")
-    assert kernels.resolve_precision("bf16", "cpu") == ("bf16", "asked for")
+    assert prec.resolve_precision("auto", "cpu")[0] == "fp32"
+    monkeypatch.setattr(prec, "native_bf16", lambda: True)
+    chosen, why = prec.resolve_precision("auto", "cpu")
+    assert chosen == "bf16" and "GFLOP/s" in why
+    assert prec.resolve_precision("fp32", "cpu") == ("fp32", "asked for")
+    assert prec.resolve_precision("bf16", "cpu") == ("bf16", "asked for")
 
 
 def test_a_onednn_path_that_fails_after_all_falls_back_to_pytorch(monkeypatch, tensors, caplog):
@@ -183,7 +184,7 @@ def test_a_onednn_path_that_fails_after_all_falls_back_to_pytorch(monkeypatch, t
     def refuse(*args, **kwargs):
         raise RuntimeError("could not create a primitive descriptor for the inner product")
 
-    monkeypatch.setattr(kernels, "_mm", refuse)
+    monkeypatch.setattr(onednn, "mm", refuse)
     monkeypatch.setattr(kernels, "_FELL_BACK", set())
     x, w, b = tensors
     with caplog.at_level("WARNING", logger="albert_lm.kernels"):
@@ -208,11 +209,11 @@ def test_float64_under_autocast_stays_float64(tensors):
 
 
 def test_native_bf16_agrees_with_the_measurement():
-    speed = kernels.bf16_speed()
+    speed = prec.bf16_speed()
     assert speed["fp32_gflops"] > 0 and speed["bf16_gflops"] > 0
-    expected = kernels.primitive_works(torch.bfloat16) and speed["bf16_gflops"] >= 1.2 * speed["fp32_gflops"]
-    assert kernels.native_bf16() == expected
-    assert kernels.resolve_precision("auto", "cpu")[0] == ("bf16" if expected else "fp32")
+    expected = onednn.primitive_works(torch.bfloat16) and speed["bf16_gflops"] >= 1.2 * speed["fp32_gflops"]
+    assert prec.native_bf16() == expected
+    assert prec.resolve_precision("auto", "cpu")[0] == ("bf16" if expected else "fp32")
 
 
 def test_reuse_casts_casts_each_weight_once_per_block(tensors):
@@ -316,7 +317,7 @@ def test_bf16_inference_attention_by_blocks_matches_sdpa():
     torch.testing.assert_close(ours.float(), ref, rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.filterwarnings("ignore::albert_lm.kernels.SlowBf16Warning")
+@pytest.mark.filterwarnings("ignore::albert_lm.precision.SlowBf16Warning")
 def test_bf16_training_runs_attention_and_backward():
     torch.manual_seed(0)
     model = AlbertModel(AlbertConfig.from_preset("albert-tiny")).train()

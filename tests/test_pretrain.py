@@ -235,7 +235,7 @@ def test_bf16_gradient_checkpointing_and_dropout_off(tmp_path, one_thread):
 
 
 def test_precision_auto_is_resolved_logged_and_saved(tmp_path, one_thread, caplog):
-    from albert_lm.kernels import resolve_precision
+    from albert_lm.precision import resolve_precision
 
     expected, _ = resolve_precision("auto", "cpu")  # bf16 where this CPU computes it fast, else fp32
     cfg = tiny_config(tmp_path, max_steps=2, save_every=0, precision="auto")
