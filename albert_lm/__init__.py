@@ -2,8 +2,8 @@
 
 Exports load on first use (PEP 562), so `import albert_lm` is cheap and data-creation workers, which
 need only the tokenizer and numpy, never import torch (about 3 CPU-seconds and 200 MB per process).
-The fine-tuning function stays `albert_lm.finetune.finetune` and the pretraining one
-`albert_lm.pretrain.pretrain`: exported here they would shadow their modules.
+The fine-tuning function stays `albert_lm.training.finetune.finetune` and the pretraining one
+`albert_lm.training.pretrain.pretrain`: exported here they would shadow their modules.
 """
 
 from __future__ import annotations
@@ -14,26 +14,26 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "PRESETS": "config",
-    "AlbertConfig": "config",
-    "AlbertModel": "model",
-    "AlbertPreTrainedModel": "model",
-    "AlbertForMaskedLM": "heads",
-    "AlbertForMultipleChoice": "heads",
-    "AlbertForPreTraining": "heads",
-    "AlbertForQuestionAnswering": "heads",
-    "AlbertForSequenceClassification": "heads",
-    "AlbertForTokenClassification": "heads",
-    "AlbertTokenizer": "tokenizer",
-    "DataConfig": "pretraining_data",
-    "PretrainingDataset": "dataset",
-    "PretrainingSampler": "dataset",
-    "collate_pretraining": "dataset",
-    "AdamW": "optim",
-    "Lamb": "optim",
-    "PretrainConfig": "pretrain_config",
-    "FinetuneConfig": "finetune_config",
-    "evaluate_model": "finetune",
+    "PRESETS": "model.config",
+    "AlbertConfig": "model.config",
+    "AlbertModel": "model.encoder",
+    "AlbertPreTrainedModel": "model.encoder",
+    "AlbertForMaskedLM": "model.heads",
+    "AlbertForMultipleChoice": "model.heads",
+    "AlbertForPreTraining": "model.heads",
+    "AlbertForQuestionAnswering": "model.heads",
+    "AlbertForSequenceClassification": "model.heads",
+    "AlbertForTokenClassification": "model.heads",
+    "AlbertTokenizer": "data.tokenizer",
+    "DataConfig": "data.examples",
+    "PretrainingDataset": "data.dataset",
+    "PretrainingSampler": "data.dataset",
+    "collate_pretraining": "data.dataset",
+    "AdamW": "training.optim",
+    "Lamb": "training.optim",
+    "PretrainConfig": "training.pretrain_config",
+    "FinetuneConfig": "training.finetune_config",
+    "evaluate_model": "training.finetune",
 }
 
 __all__ = [
@@ -75,11 +75,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the real names
-    from albert_lm.config import PRESETS, AlbertConfig
-    from albert_lm.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
-    from albert_lm.finetune import evaluate_model
-    from albert_lm.finetune_config import FinetuneConfig
-    from albert_lm.heads import (
+    from albert_lm.data.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.model.config import PRESETS, AlbertConfig
+    from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel
+    from albert_lm.model.heads import (
         AlbertForMaskedLM,
         AlbertForMultipleChoice,
         AlbertForPreTraining,
@@ -87,8 +88,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
         AlbertForSequenceClassification,
         AlbertForTokenClassification,
     )
-    from albert_lm.model import AlbertModel, AlbertPreTrainedModel
-    from albert_lm.optim import AdamW, Lamb
-    from albert_lm.pretrain_config import PretrainConfig
-    from albert_lm.pretraining_data import DataConfig
-    from albert_lm.tokenizer import AlbertTokenizer
+    from albert_lm.training.finetune import evaluate_model
+    from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.optim import AdamW, Lamb
+    from albert_lm.training.pretrain_config import PretrainConfig

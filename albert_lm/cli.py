@@ -27,7 +27,7 @@ def _add_params(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_params(args: argparse.Namespace) -> int:
-    from albert_lm.params import format_parameter_tables
+    from albert_lm.model.params import format_parameter_tables
 
     print(format_parameter_tables(args.preset))
     return 0
@@ -100,7 +100,7 @@ def _run_finetune(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from albert_lm.finetune import FinetuneConfig, finetune
+    from albert_lm.training.finetune import FinetuneConfig, finetune
 
     names = {f.name for f in dataclasses.fields(FinetuneConfig)}
     cfg = FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
@@ -149,7 +149,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             args.data, args.predictions, args.task == "squad2", args.na_probs, args.na_prob_thresh
         )
     elif args.model:
-        from albert_lm.finetune import evaluate_model
+        from albert_lm.training.finetune import evaluate_model
 
         result = evaluate_model(
             args.task,
@@ -189,7 +189,7 @@ def _add_tokenizer(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_tokenizer_train(args: argparse.Namespace) -> int:
-    from albert_lm.tokenizer_train import train_tokenizer
+    from albert_lm.data.tokenizer_training import train_tokenizer
 
     tok = train_tokenizer(
         args.input,
@@ -283,7 +283,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
 
         run_demo(given.get("output", "runs/demo"), max_steps=given.get("max_steps"))
         return 0
-    from albert_lm.pretrain import PretrainConfig, pretrain
+    from albert_lm.training.pretrain import PretrainConfig, pretrain
 
     if "model_overrides" in given:
         pairs = [kv.split("=", 1) for kv in given["model_overrides"]]
@@ -357,8 +357,8 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_data_create(args: argparse.Namespace) -> int:
-    from albert_lm.pretraining_data import DataConfig
-    from albert_lm.shards import create_pretraining_data, format_summary
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.data.shards import create_pretraining_data, format_summary
 
     shard_bytes = int(args.shard_mb * (1 << 20))
     cfg = DataConfig(
@@ -447,7 +447,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from albert_lm.bench import format_table, run_suite, write_json
+    from albert_lm.bench.runner import format_table, run_suite, write_json
 
     data = args.data or os.environ.get("ALBERT_DATA")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -506,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.command in _TRAINING_COMMANDS:
-        from albert_lm.kernels import tune_cpu_allocator
+        from albert_lm.kernels.linear import tune_cpu_allocator
 
         tune_cpu_allocator()  # fewer page faults per step; process-wide, so the command decides
     try:

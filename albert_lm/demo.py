@@ -86,8 +86,8 @@ def unigram_baseline(train: Any, evaluation: Any, sample: int = 4000) -> dict[st
 @torch.no_grad()
 def fill_mask(model_dir: str | os.PathLike, sentence: str = FILL_MASK_SENTENCE, top_k: int = 5) -> list[str]:
     """The model's top-k pieces for the one [MASK] in `sentence`."""
-    from albert_lm.heads import AlbertForPreTraining
-    from albert_lm.tokenizer import AlbertTokenizer
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.model.heads import AlbertForPreTraining
 
     tok = AlbertTokenizer.from_pretrained(model_dir)
     model = AlbertForPreTraining.from_pretrained(model_dir).eval()
@@ -109,11 +109,11 @@ def run_demo(
 
     `files` replaces the bundled books (tests use one); `overrides` change DemoSettings fields.
     """
-    from albert_lm.dataset import PretrainingDataset
-    from albert_lm.pretrain import PretrainConfig, pretrain
-    from albert_lm.pretraining_data import DataConfig
-    from albert_lm.shards import create_pretraining_data
-    from albert_lm.tokenizer_train import train_tokenizer
+    from albert_lm.data.dataset import PretrainingDataset
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.data.shards import create_pretraining_data
+    from albert_lm.data.tokenizer_training import train_tokenizer
+    from albert_lm.training.pretrain import PretrainConfig, pretrain
 
     s = DemoSettings(**overrides)
     if max_steps is not None:

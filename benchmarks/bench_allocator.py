@@ -23,11 +23,11 @@ import torch
 def child(side: str, tuned: bool, precision: str, steps: int) -> None:
     import transformers
 
-    from albert_lm import kernels
-    from albert_lm.bench_workloads import pretraining_batch, train_step
-    from albert_lm.config import AlbertConfig
-    from albert_lm.heads import AlbertForPreTraining
-    from albert_lm.pretrain import PretrainingObjective
+    from albert_lm.bench.workloads import pretraining_batch, train_step
+    from albert_lm.kernels import linear as kernels
+    from albert_lm.model.config import AlbertConfig
+    from albert_lm.model.heads import AlbertForPreTraining
+    from albert_lm.training.pretrain import PretrainingObjective
 
     if tuned:
         kernels.tune_cpu_allocator()

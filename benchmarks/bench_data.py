@@ -41,7 +41,7 @@ def books(tier: str) -> list[Path]:
 
 
 def sentencepiece_limit(files: list[Path], threads: int, strip: bool) -> tuple[float, float, int]:
-    from albert_lm.corpus import gutenberg_body
+    from albert_lm.data.corpus import gutenberg_body
 
     sp = spm.SentencePieceProcessor(model_file=str(DATA / "tokenizer" / "albert-30k" / "spiece.model"))
     lines, nbytes = [], 0
@@ -90,7 +90,7 @@ def _tree_rss_kib(root_pid: int) -> tuple[int, int]:
 def to_lines_format(files: list[Path], out_dir: Path) -> list[Path]:
     """The books in google-research's format (a sentence per line, blank line between documents), made
     with our own reader and segmenter, untimed: for measuring `--format lines` on the same text."""
-    from albert_lm.corpus import ReadStats, iter_documents, plan_blocks
+    from albert_lm.data.corpus import ReadStats, iter_documents, plan_blocks
 
     out = []
     for f in files:

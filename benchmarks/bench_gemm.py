@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from albert_lm.bench_workloads import gemm_limits
-from albert_lm.config import AlbertConfig
+from albert_lm.bench.workloads import gemm_limits
+from albert_lm.model.config import AlbertConfig
 
 
 def main() -> None:

@@ -6,7 +6,7 @@
 Candidates that work offline from a pip package: Bling Fire (chosen), pysbd, sentencex. NLTK's punkt is
 left out: its model is a separate download at run time. Measured on the paragraphs of the first books of
 the `small` tier (Gutenberg header and footer removed), one call per paragraph, and Bling Fire also in
-one call per block (how albert_lm.corpus uses it: paragraphs joined by U+2029).
+one call per block (how albert_lm.data.corpus uses it: paragraphs joined by U+2029).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ QUOTE = "\u201cThey may surmise something, but they don't interfere. Of course, 
 
 
 def main() -> None:
-    from albert_lm.corpus import iter_text_lines
+    from albert_lm.data.corpus import iter_text_lines
 
     root = DATA / "pretrain" / "gutenberg"
     rows = [r.split("\t") for r in (root / "MANIFEST.tsv").read_text().splitlines()[2:]]

@@ -41,8 +41,8 @@ def reference_ids(sp: spm.SentencePieceProcessor, text: str) -> list[int]:
 
 
 def main() -> None:
-    from albert_lm.corpus import iter_text_lines
-    from albert_lm.tokenizer import AlbertTokenizer
+    from albert_lm.data.corpus import iter_text_lines
+    from albert_lm.data.tokenizer import AlbertTokenizer
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tier", choices=["small", "all"], default="small")

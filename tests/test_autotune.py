@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from albert_lm import autotune, hardware, kernels
+from albert_lm.kernels import autotune, hardware
+from albert_lm.kernels import linear as kernels
 
 
 # --------------------------------------------------------------------------- hardware
@@ -138,7 +139,7 @@ def test_switched_off_returns_the_default_without_timing(cache, monkeypatch):
 
 
 def test_the_environment_switch(tmp_path):
-    code = "from albert_lm import autotune; print(autotune.enabled())"
+    code = "from albert_lm.kernels import autotune; print(autotune.enabled())"
     env = {**os.environ, "ALBERT_LM_AUTOTUNE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -154,8 +155,8 @@ def test_measured_values_are_cached(cache):
 def test_the_kernel_choices_are_valid_paths_and_fastest_as_timed(cache):
     # A small model's forward and backward tune every product it runs; each stored choice is one of
     # the paths that work here, and the fastest of its own timings.
-    from albert_lm.config import AlbertConfig
-    from albert_lm.heads import AlbertForPreTraining
+    from albert_lm.model.config import AlbertConfig
+    from albert_lm.model.heads import AlbertForPreTraining
 
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny")).train()
@@ -213,7 +214,7 @@ def test_kernel_bf16_and_bench_tests_pass_under_avx2_emulation(tmp_path):
         "ALBERT_LM_EMULATED": "1",
         "ALBERT_LM_CACHE_DIR": str(tmp_path / "cache"),
     }
-    probe = "from albert_lm import hardware, onednn; import torch; print(hardware.isa_level(), onednn.primitive_works(torch.bfloat16))"
+    probe = "from albert_lm.kernels import hardware, onednn; import torch; print(hardware.isa_level(), onednn.primitive_works(torch.bfloat16))"
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root, capture_output=True, text=True)
     assert out.stdout.split() == ["avx2", "False"], out.stderr  # the emulation took hold
     run = subprocess.run(

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from albert_lm import hardware, precision
-from albert_lm.bench import compare, format_table, run_suite
-from albert_lm.bench_workloads import ABLATIONS, MLM_MASKED_ONLY, Workload, ablation_row, encoder_flops
+from albert_lm.bench.runner import compare, format_table, run_suite
+from albert_lm.bench.workloads import ABLATIONS, MLM_MASKED_ONLY, Workload, ablation_row, encoder_flops
 from albert_lm.cli import main
-from albert_lm.config import AlbertConfig
+from albert_lm.kernels import hardware, precision
+from albert_lm.model.config import AlbertConfig
 
 pytest.importorskip("transformers")
 
@@ -76,8 +76,8 @@ def test_ablations_that_change_the_computation_not_a_switch(albert_data):
 
 
 def test_switched_off_replaces_and_restores():
-    from albert_lm import finetune
-    from albert_lm.bench_workloads import _file_order_batches, _switched_off
+    from albert_lm.bench.workloads import _file_order_batches, _switched_off
+    from albert_lm.training import finetune
 
     original = finetune.length_bucketed_batches
     with _switched_off("length-sorted evaluation batches"):
@@ -87,7 +87,7 @@ def test_switched_off_replaces_and_restores():
 
 
 def test_cli_bench_parts_are_the_suites_parts():
-    from albert_lm.bench import PARTS
+    from albert_lm.bench.runner import PARTS
     from albert_lm.cli import build_parser
 
     only = build_parser().parse_args(["bench"]).only

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from albert_lm.checkpoint import (
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.training.checkpoint import (
     STATE_FILE,
     TMP_PREFIX,
     capture_rng_state,
@@ -20,9 +22,7 @@ from albert_lm.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from albert_lm.config import AlbertConfig
-from albert_lm.heads import AlbertForPreTraining
-from albert_lm.optim import build_optimizer
+from albert_lm.training.optim import build_optimizer
 
 
 def _tiny_model() -> AlbertForPreTraining:

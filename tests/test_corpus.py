@@ -1,4 +1,4 @@
-"""Tests of albert_lm.corpus: formats, sentence splitting, Gutenberg stripping, blocks, bad input."""
+"""Tests of albert_lm.data.corpus: formats, sentence splitting, Gutenberg stripping, blocks, bad input."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from albert_lm.corpus import (
+from albert_lm.data.corpus import (
     Block,
     ReadStats,
     gutenberg_body,

@@ -12,9 +12,9 @@ import torch
 
 from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
-from albert_lm.finetune import FinetuneConfig, finetune, schedule
-from albert_lm.precision import resolve_precision
+from albert_lm.kernels.precision import resolve_precision
 from albert_lm.tasks.batches import collate, length_bucketed_batches
+from albert_lm.training.finetune import FinetuneConfig, finetune, schedule
 
 
 # --------------------------------------------------------------------------- units

@@ -8,11 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from albert_lm import hardware, kernels, onednn
-from albert_lm import precision as prec  # (tests below have a `precision` parameter)
-from albert_lm.config import AlbertConfig
-from albert_lm.heads import AlbertForPreTraining
-from albert_lm.model import AlbertModel, _attention_bf16_cpu
+from albert_lm.kernels import hardware, onednn
+from albert_lm.kernels import linear as kernels
+from albert_lm.kernels import precision as prec  # (tests below have a `precision` parameter)
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.encoder import AlbertModel, _attention_bf16_cpu
+from albert_lm.model.heads import AlbertForPreTraining
 
 needs_onednn = pytest.mark.skipif(not kernels.enabled(), reason="oneDNN is not available in this torch build")
 
@@ -187,7 +188,7 @@ def test_a_onednn_path_that_fails_after_all_falls_back_to_pytorch(monkeypatch, t
     monkeypatch.setattr(onednn, "mm", refuse)
     monkeypatch.setattr(kernels, "_FELL_BACK", set())
     x, w, b = tensors
-    with caplog.at_level("WARNING", logger="albert_lm.kernels"):
+    with caplog.at_level("WARNING", logger="albert_lm.kernels.linear"):
         y = kernels.linear(x, w, b, "gelu")
         grads = torch.autograd.grad(y.sum(), (x, w, b))
         with torch.no_grad():
@@ -317,7 +318,7 @@ def test_bf16_inference_attention_by_blocks_matches_sdpa():
     torch.testing.assert_close(ours.float(), ref, rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.filterwarnings("ignore::albert_lm.precision.SlowBf16Warning")
+@pytest.mark.filterwarnings("ignore::albert_lm.kernels.precision.SlowBf16Warning")
 def test_bf16_training_runs_attention_and_backward():
     torch.manual_seed(0)
     model = AlbertModel(AlbertConfig.from_preset("albert-tiny")).train()
@@ -334,7 +335,7 @@ def test_tune_cpu_allocator_is_harmless():
 
 
 def test_every_config_activation_has_a_kernel_function():
-    from albert_lm.config import ACTIVATIONS
+    from albert_lm.model.config import ACTIVATIONS
 
     assert set(kernels.ACTIVATIONS) == set(ACTIVATIONS)
     x = torch.linspace(-3, 3, 7)

@@ -9,7 +9,7 @@ import torch
 
 import albert_lm
 from albert_lm import AlbertConfig, AlbertModel
-from albert_lm.model import layer_schedule
+from albert_lm.model.encoder import layer_schedule
 
 
 def tiny(**kw) -> AlbertConfig:

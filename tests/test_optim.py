@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from albert_lm.optim import (
+from albert_lm.training.optim import (
     AdamW,
     Lamb,
     build_optimizer,

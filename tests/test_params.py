@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from albert_lm.cli import main
-from albert_lm.params import PAPER_GRID, PAPER_PRESETS, grid_rows, preset_rows
+from albert_lm.model.params import PAPER_GRID, PAPER_PRESETS, grid_rows, preset_rows
 
 
 def test_presets_agree_with_table_1_within_1_5m():

@@ -13,10 +13,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from albert_lm.checkpoint import latest_checkpoint, warm_start
-from albert_lm.config import AlbertConfig
-from albert_lm.heads import AlbertForPreTraining
-from albert_lm.pretrain import PretrainConfig, PretrainingObjective, collate, pretrain, text_eval_dataset
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.training.checkpoint import latest_checkpoint, warm_start
+from albert_lm.training.pretrain import (
+    PretrainConfig,
+    PretrainingObjective,
+    collate,
+    pretrain,
+    text_eval_dataset,
+)
 
 TESTS = Path(__file__).resolve().parent
 TINY = dict(
@@ -98,7 +104,7 @@ import torch
 torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
 from test_pretrain import SyntheticData, tiny_config
-from albert_lm.pretrain import pretrain
+from albert_lm.training.pretrain import pretrain
 args = json.loads(sys.argv[1])
 rank = int(os.environ.get("RANK", "0"))
 def on_step(step):
@@ -235,11 +241,11 @@ def test_bf16_gradient_checkpointing_and_dropout_off(tmp_path, one_thread):
 
 
 def test_precision_auto_is_resolved_logged_and_saved(tmp_path, one_thread, caplog):
-    from albert_lm.precision import resolve_precision
+    from albert_lm.kernels.precision import resolve_precision
 
     expected, _ = resolve_precision("auto", "cpu")  # bf16 where this CPU computes it fast, else fp32
     cfg = tiny_config(tmp_path, max_steps=2, save_every=0, precision="auto")
-    with caplog.at_level("INFO", logger="albert_lm.pretrain"):
+    with caplog.at_level("INFO", logger="albert_lm.training.pretrain"):
         pretrain(cfg, train_dataset=SyntheticData())
     assert f"precision auto -> {expected}: " in caplog.text and "GFLOP/s" in caplog.text
     assert json.loads((tmp_path / "pretrain_config.json").read_text())["precision"] == expected
@@ -360,9 +366,9 @@ def test_a_dying_rank_ends_the_job_with_an_error(tmp_path):
 @pytest.fixture(scope="module")
 def book_data(albert_data, tmp_path_factory) -> Path:
     """A real data folder: one public-domain book, an 800-piece tokenizer, 64-token SOP examples."""
-    from albert_lm.pretraining_data import DataConfig
-    from albert_lm.shards import create_pretraining_data
-    from albert_lm.tokenizer_train import train_tokenizer
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.data.shards import create_pretraining_data
+    from albert_lm.data.tokenizer_training import train_tokenizer
 
     book = albert_data / "pretrain/gutenberg/books/Thoreau_Henry_David__On_the_Duty_of_Civil_Disobedience.txt"
     root = tmp_path_factory.mktemp("book")

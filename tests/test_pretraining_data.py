@@ -1,4 +1,4 @@
-"""Tests of example creation, masking, shards and PretrainingDataset (albert_lm.pretraining_data, masking,
+"""Tests of example creation, masking, shards and PretrainingDataset (albert_lm.data.examples, masking,
 shards, dataset), on generated documents and on the `small` tier of the shared Gutenberg books."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import pytest
 import torch
 
 from albert_lm.cli import main
-from albert_lm.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
-from albert_lm.masking import mask_sequence, word_start_table
-from albert_lm.pretraining_data import (
+from albert_lm.data.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
+from albert_lm.data.examples import (
     DataConfig,
     Document,
     ExampleBuffer,
@@ -22,8 +21,9 @@ from albert_lm.pretraining_data import (
     examples_from_document,
     truncate_pair,
 )
-from albert_lm.shards import create_pretraining_data
-from albert_lm.tokenizer_train import train_tokenizer
+from albert_lm.data.masking import mask_sequence, word_start_table
+from albert_lm.data.shards import create_pretraining_data
+from albert_lm.data.tokenizer_training import train_tokenizer
 
 MAX_LEN = 128
 

@@ -344,8 +344,8 @@ def test_token_classification_reader_features_and_predictions(tmp_path):
 
 def test_squad_offsets_with_the_real_tokenizer(albert_data):
     """Training targets mapped back through character offsets give back the gold answers."""
+    from albert_lm.data.tokenizer import AlbertTokenizer
     from albert_lm.tasks import metrics
-    from albert_lm.tokenizer import AlbertTokenizer
 
     tok = AlbertTokenizer.from_pretrained(albert_data / "tokenizer" / "albert-30k" / "spiece.model")
     examples = squad.read_squad(albert_data / "squad" / "dev-v1.1.json", version2=False)[:400]

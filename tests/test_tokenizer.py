@@ -1,4 +1,4 @@
-"""Tests of albert_lm.tokenizer: the original ALBERT tokenization rule, the transformers-like API, training."""
+"""Tests of albert_lm.data.tokenizer: the original ALBERT tokenization rule, the transformers-like API, training."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sentencepiece as spm
 import torch
 
 from albert_lm.cli import main
-from albert_lm.corpus import iter_text_lines
-from albert_lm.tokenizer import AlbertTokenizer, preprocess_text
-from albert_lm.tokenizer_train import train_tokenizer
+from albert_lm.data.corpus import iter_text_lines
+from albert_lm.data.tokenizer import AlbertTokenizer, preprocess_text
+from albert_lm.data.tokenizer_training import train_tokenizer
 
 SPECIAL_WORDS = ["Émile", "1,000", "2,5", "naïve", "café", "crème", "brûlée", "THE", "Town,", "yes!"]
 

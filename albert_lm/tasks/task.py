@@ -2,7 +2,7 @@
 
 A task reads its files into examples, turns examples into model features (token ids plus targets),
 turns the model's outputs back into predictions, scores them with the official metric, and writes them
-in the format its benchmark expects. The loop in `albert_lm.finetune` is the same for every task; only
+in the format its benchmark expects. The loop in `albert_lm.training.finetune` is the same for every task; only
 the head (sequence classification, question answering, multiple choice, token classification) differs.
 
 Input-file errors are `ValueError`s that name the file, the line and the field (`InputError`), raised

@@ -11,7 +11,7 @@ move between the two with identical outputs. Two deliberate differences: attenti
 F.scaled_dot_product_attention with one fused QKV matrix multiply, and hidden dropout is applied to the
 feed-forward output before the residual add, as google-research does (transformers leaves it out; with
 the v2 configs' dropout 0 the two agree). On CPU the linear layers take the fastest path
-this machine has, found by timing (`albert_lm.kernels`: oneDNN ran 2x MKL's rate on an AVX-512 Zen 5,
+this machine has, found by timing (`albert_lm.kernels.linear`: oneDNN ran 2x MKL's rate on an AVX-512 Zen 5,
 the same rate on an AVX2 Zen 3), and where bf16 is native its attention runs eagerly (training: up
 to 256 tokens).
 """
@@ -27,10 +27,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from albert_lm.config import AlbertConfig
-from albert_lm.kernels import Linear, reuse_casts
-from albert_lm.outputs import BaseModelOutputWithPooling
-from albert_lm.precision import native_bf16
+from albert_lm.kernels.linear import Linear, reuse_casts
+from albert_lm.kernels.precision import native_bf16
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.outputs import BaseModelOutputWithPooling
 
 logger = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ class AlbertPreTrainedModel(nn.Module):
 
     def save_pretrained(self, path: str | os.PathLike, layout: str = "auto") -> None:
         """Write config.json + weights. layout: "auto" | "transformers" | "native" (see hf_interop)."""
-        from albert_lm.hf_interop import save_model
+        from albert_lm.model.hf_interop import save_model
 
         save_model(self, path, layout=layout)
 
@@ -288,7 +288,7 @@ class AlbertPreTrainedModel(nn.Module):
         the checkpoint are initialised fresh with a warning; a missing, unexpected or mis-shaped tensor
         of the encoder is an error that names each one.
         """
-        from albert_lm.hf_interop import load_model
+        from albert_lm.model.hf_interop import load_model
 
         return load_model(cls, path, config=config, **overrides)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_lm.config import read_json_object
+from albert_lm.model.config import read_json_object
 
 
 @dataclass

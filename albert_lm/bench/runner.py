@@ -38,8 +38,7 @@ from typing import Any
 
 import torch
 
-from albert_lm import autotune, kernels, precision
-from albert_lm.bench_workloads import (
+from albert_lm.bench.workloads import (
     ABLATIONS,
     SIDES,
     Row,
@@ -51,13 +50,15 @@ from albert_lm.bench_workloads import (
     workload_size,
     write_weights,
 )
-from albert_lm.config import AlbertConfig
-from albert_lm.hardware import cpu_info
+from albert_lm.kernels import autotune, precision
+from albert_lm.kernels import linear as kernels
+from albert_lm.kernels.hardware import cpu_info
+from albert_lm.model.config import AlbertConfig
 
 
 # --------------------------------------------------------------------------- one side per process
 class _Worker:
-    """One side of a comparison in its own process (`python -m albert_lm.bench worker ...`).
+    """One side of a comparison in its own process (`python -m albert_lm.bench.runner worker ...`).
 
     Why a process per side: in one process each model runs on the heap the other one grew. Measured
     here: transformers' bf16 pretraining step ran at 731 tokens/s in a fresh process and 797 after our
@@ -69,7 +70,7 @@ class _Worker:
     def __init__(self, args: list[str]):
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "albert_lm.bench", "worker", *args],
+            [sys.executable, "-m", "albert_lm.bench.runner", "worker", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
         )  # fmt: skip
         self._call("ready")

@@ -9,10 +9,10 @@ Follows the paper's Section 4.1 and google-research/albert `run_pretraining.py`:
   the same micro-batches (see `_micro_batch_indices`) and take the same step.
 - The SOP head has no dropout here, as google-research's `get_sentence_order_output` (transformers'
   AlbertSOPHead applies `classifier_dropout_prob`; we set it to 0 during pretraining).
-- LAMB, clipping, warmup + polynomial decay: `albert_lm.optim`. Paper defaults: lr 0.00176 at batch
+- LAMB, clipping, warmup + polynomial decay: `albert_lm.training.optim`. Paper defaults: lr 0.00176 at batch
   4096, 125k steps, warmup 3125; `--learning-rate` is the rate for your global batch.
 - "dropout off from step N" (Section 4.9: removing dropout helps once the model no longer overfits).
-- Checkpoints in transformers' layout + exact training state (`albert_lm.checkpoint`); `resume` continues
+- Checkpoints in transformers' layout + exact training state (`albert_lm.training.checkpoint`); `resume` continues
   bit-for-bit (CPU, fp32): data order and dynamic masking are functions of (seed, epoch, position).
 
 DDP is applied here and nowhere else: the model never sees torch.distributed. Rank 0 logs and saves.
@@ -39,14 +39,14 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from albert_lm import checkpoint as ckpt
-from albert_lm.config import AlbertConfig
-from albert_lm.distributed import DistInfo, StopFlag, all_reduce, gather, init_distributed
-from albert_lm.heads import AlbertForPreTraining
-from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
-from albert_lm.precision import resolve_precision
-from albert_lm.pretrain_config import PretrainConfig
-from albert_lm.pretrain_monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics, text_eval_dataset
+from albert_lm.kernels.precision import resolve_precision
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.training import checkpoint as ckpt
+from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather, init_distributed
+from albert_lm.training.monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics, text_eval_dataset
+from albert_lm.training.optim import build_optimizer, build_scheduler, clip_by_global_norm
+from albert_lm.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -166,8 +166,8 @@ def build_model_config(cfg: PretrainConfig, vocab_size: int | None) -> AlbertCon
 
 
 def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
-    from albert_lm.dataset import PretrainingDataset
-    from albert_lm.tokenizer import AlbertTokenizer
+    from albert_lm.data.dataset import PretrainingDataset
+    from albert_lm.data.tokenizer import AlbertTokenizer
 
     if cfg.data is None:
         raise ValueError("no --data folder given (make one with `albert data create`, or run `albert demo`)")

@@ -1,6 +1,6 @@
 """`albert data create`: raw text -> sharded, memory-mapped pretraining examples, in parallel and resumable.
 
-Layout of an output folder (read by `albert_lm.dataset.PretrainingDataset`):
+Layout of an output folder (read by `albert_lm.data.dataset.PretrainingDataset`):
 
     manifest.json            config (DataConfig), tokenizer, counts, per-shard checksums; written last
     spiece.model             the tokenizer the ids belong to (and tokenizer_config.json)
@@ -20,7 +20,7 @@ DataLoader workers without copies, and the format is readable with nothing but n
 ~100 MB dependency for the same offsets-plus-values layout.
 
 Memory is bounded by a shard (about `shard_bytes` of input per worker), not by the corpus: the input is
-cut into blocks at blank lines (`albert_lm.corpus.plan_blocks`), blocks are grouped into shards, and each
+cut into blocks at blank lines (`albert_lm.data.corpus.plan_blocks`), blocks are grouped into shards, and each
 worker process reads, tokenizes and writes one shard at a time. A shard's random draws come from its own
 generator seeded by (seed, split, shard index), so the bytes do not depend on the number of processes.
 
@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from albert_lm.corpus import Block, ReadStats, iter_documents, plan_blocks
-from albert_lm.masking import word_start_table
-from albert_lm.pretraining_data import DataConfig, Document, ExampleStats, create_examples, static_masks
-from albert_lm.tokenizer import AlbertTokenizer
+from albert_lm.data.corpus import Block, ReadStats, iter_documents, plan_blocks
+from albert_lm.data.examples import DataConfig, Document, ExampleStats, create_examples, static_masks
+from albert_lm.data.masking import word_start_table
+from albert_lm.data.tokenizer import AlbertTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -36,20 +36,20 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from albert_lm.config import AlbertConfig
-from albert_lm.finetune_config import FinetuneConfig, schedule
-from albert_lm.heads import (
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.kernels.precision import resolve_precision
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import (
     AlbertForMultipleChoice,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
     AlbertForTokenClassification,
 )
-from albert_lm.optim import build_optimizer, build_scheduler, clip_by_global_norm
-from albert_lm.precision import resolve_precision
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.task import Feature, atomic_write_text
-from albert_lm.tokenizer import AlbertTokenizer
+from albert_lm.training.finetune_config import FinetuneConfig, schedule
+from albert_lm.training.optim import build_optimizer, build_scheduler, clip_by_global_norm
 
 logger = logging.getLogger(__name__)
 

@@ -186,7 +186,7 @@ def warm_start(model: nn.Module, source: str | os.PathLike, init_from_group0: bo
     b % inner_group_num of group b // inner_group_num) takes source block b % inner_group_num.
     Returns the names left at their fresh initialisation (logged).
     """
-    from albert_lm.heads import AlbertForPreTraining
+    from albert_lm.model.heads import AlbertForPreTraining
 
     src = AlbertForPreTraining.from_pretrained(source).state_dict()
     inner = int(getattr(model.config, "inner_group_num", 1))

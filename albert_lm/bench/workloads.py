@@ -2,7 +2,7 @@
 
 Timing helpers (interleaved repeats), model FLOPs and the machine's matrix-multiply limits, one row
 builder per workload (inference, pretraining step, SST-2 end to end) and the ablations that switch
-one of our speed choices off at a time. `albert_lm.bench` runs them as a suite and prints the table.
+one of our speed choices off at a time. `albert_lm.bench.runner` runs them as a suite and prints the table.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from albert_lm import kernels, onednn
-from albert_lm.config import AlbertConfig
+from albert_lm.kernels import linear as kernels
+from albert_lm.kernels import onednn
+from albert_lm.model.config import AlbertConfig
 
 SIDES = ("ours", "theirs")
 
@@ -167,7 +168,7 @@ def train_step(
     model: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], precision: str
 ) -> Callable[[], None]:
     """One pretraining step as `albert pretrain` takes it: loss, backward, clip at 1.0, LAMB, zero grads."""
-    from albert_lm.optim import build_optimizer, clip_by_global_norm
+    from albert_lm.training.optim import build_optimizer, clip_by_global_norm
 
     opt = build_optimizer(model, "lamb", lr=1e-5)
 
@@ -203,9 +204,9 @@ class Workload:
 
 def write_weights(workload: Workload, config: AlbertConfig, folder: Path, data: Path | None) -> None:
     """Our model with seeded random weights, saved in transformers' layout: both sides load this folder."""
-    from albert_lm.heads import AlbertForPreTraining, AlbertForSequenceClassification
-    from albert_lm.model import AlbertModel
-    from albert_lm.tokenizer import AlbertTokenizer
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.model.encoder import AlbertModel
+    from albert_lm.model.heads import AlbertForPreTraining, AlbertForSequenceClassification
 
     torch.manual_seed(0)
     if workload.kind == "inference":
@@ -230,7 +231,7 @@ def runner(
     import transformers
 
     if workload.kind == "inference":
-        from albert_lm.model import AlbertModel
+        from albert_lm.model.encoder import AlbertModel
 
         cls = AlbertModel if side == "ours" else transformers.AlbertModel
         model = cls.from_pretrained(folder).eval()
@@ -250,8 +251,8 @@ def runner(
 def _pretraining_runner(workload: Workload, side: str, precision: str, folder: Path):
     import transformers
 
-    from albert_lm.heads import AlbertForPreTraining
-    from albert_lm.pretrain import PretrainingObjective
+    from albert_lm.model.heads import AlbertForPreTraining
+    from albert_lm.training.pretrain import PretrainingObjective
 
     cls = AlbertForPreTraining if side == "ours" else transformers.AlbertForPreTraining
     model = cls.from_pretrained(folder).train()
@@ -274,10 +275,10 @@ def _sst2_runner(side: str, precision: str, folder: Path, data: Path | None):
     """Text in, labels out on SST-2 dev: the `albert evaluate` path against transformers' classes."""
     import transformers
 
-    from albert_lm.finetune import run_model
-    from albert_lm.heads import AlbertForSequenceClassification
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.model.heads import AlbertForSequenceClassification
     from albert_lm.tasks import get_task
-    from albert_lm.tokenizer import AlbertTokenizer
+    from albert_lm.training.finetune import run_model
 
     assert data is not None
     batch_size = 32
@@ -339,13 +340,13 @@ def _file_order_batches(lengths, batch_size: int, rng=None, window: int = 50) ->
 
 # Each ablated choice is one module-level switch: (module name, attribute, value when off).
 _SWITCHES: dict[str, tuple[str, str, Any]] = {
-    "oneDNN linear": ("albert_lm.kernels", "_ENABLED", False),
-    "kernels chosen by timing": ("albert_lm.autotune", "_ENABLED", False),
-    "weights prepared once per forward": ("albert_lm.kernels", "_REUSE_CASTS", False),
-    "bf16 eager attention": ("albert_lm.model", "BF16_EAGER_ATTENTION", False),
-    "packed weights": ("albert_lm.kernels", "_PACKING", False),
+    "oneDNN linear": ("albert_lm.kernels.linear", "_ENABLED", False),
+    "kernels chosen by timing": ("albert_lm.kernels.autotune", "_ENABLED", False),
+    "weights prepared once per forward": ("albert_lm.kernels.linear", "_REUSE_CASTS", False),
+    "bf16 eager attention": ("albert_lm.model.encoder", "BF16_EAGER_ATTENTION", False),
+    "packed weights": ("albert_lm.kernels.linear", "_PACKING", False),
     "length-sorted evaluation batches": (
-        "albert_lm.finetune",
+        "albert_lm.training.finetune",
         "length_bucketed_batches",
         _file_order_batches,
     ),
@@ -412,9 +413,9 @@ def ablation_row(
     s: int = 128,
 ) -> Row:
     """Ours with the choice on against ours with it off (in the `theirs` slot), interleaved."""
-    from albert_lm.heads import AlbertForPreTraining
-    from albert_lm.model import AlbertModel
-    from albert_lm.pretrain import PretrainingObjective
+    from albert_lm.model.encoder import AlbertModel
+    from albert_lm.model.heads import AlbertForPreTraining
+    from albert_lm.training.pretrain import PretrainingObjective
 
     torch.manual_seed(0)
     name, unit, work = f"{choice}: {workload} {b} x {s}", "tokens/s", float(b * s)

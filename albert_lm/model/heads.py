@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from albert_lm.config import AlbertConfig
-from albert_lm.kernels import Linear, linear
-from albert_lm.model import AlbertModel, AlbertPreTrainedModel
-from albert_lm.outputs import (
+from albert_lm.kernels.linear import Linear, linear
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel
+from albert_lm.model.outputs import (
     AlbertForPreTrainingOutput,
     MaskedLMOutput,
     MultipleChoiceModelOutput,

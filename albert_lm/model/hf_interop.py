@@ -25,8 +25,15 @@ from typing import Any
 
 import torch
 
-from albert_lm.config import AlbertConfig
-from albert_lm.weights import NATIVE, PYTORCH_BIN, SAFETENSORS, SAFETENSORS_INDEX, read_weights, write_weights
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.weights import (
+    NATIVE,
+    PYTORCH_BIN,
+    SAFETENSORS,
+    SAFETENSORS_INDEX,
+    read_weights,
+    write_weights,
+)
 
 logger = logging.getLogger(__name__)
 

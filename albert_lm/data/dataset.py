@@ -14,7 +14,7 @@ API (what the pretraining loop uses):
     sampler = PretrainingSampler(ds, num_replicas=world, rank=rank, seed=s); sampler.set_epoch(e)
     loader = DataLoader(ds, batch_size=b, sampler=sampler, collate_fn=collate_pretraining)
 
-Dynamic masking (the default) draws the whole-word n-gram masks of `albert_lm.masking` when an item is read,
+Dynamic masking (the default) draws the whole-word n-gram masks of `albert_lm.data.masking` when an item is read,
 from a generator seeded by (data seed, epoch, index): new masks every epoch (RoBERTa's finding), the same
 masks when a run is resumed. Call `set_epoch` on the dataset before each epoch (the sampler's `set_epoch`
 does it for you); with `persistent_workers=True` DataLoader workers keep the epoch they started with.
@@ -36,8 +36,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from albert_lm.masking import mask_sequence
-from albert_lm.pretraining_data import DataConfig
+from albert_lm.data.examples import DataConfig
+from albert_lm.data.masking import mask_sequence
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ Differences, written down:
 
 The API is transformers-like: `from_pretrained`, `encode`, `decode`, `__call__` for (pairs of) texts with
 truncation and padding, `tokenize`, `convert_tokens_to_ids`, the special id attributes, `save_pretrained`.
-Training a new model: `albert_lm.tokenizer_train.train_tokenizer`.
+Training a new model: `albert_lm.data.tokenizer_training.train_tokenizer`.
 """
 
 from __future__ import annotations

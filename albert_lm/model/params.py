@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from albert_lm.config import PRESETS, AlbertConfig
-from albert_lm.model import AlbertModel
+from albert_lm.model.config import PRESETS, AlbertConfig
+from albert_lm.model.encoder import AlbertModel
 
 # The paper's figures, in millions: Table 1 (presets), Table 3 (E x all/none), Table 4 (sharing).
 PAPER_PRESETS = {

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from albert_lm.masking import UniformStream, mask_sequence
+from albert_lm.data.masking import UniformStream, mask_sequence
 
 logger = logging.getLogger(__name__)
 

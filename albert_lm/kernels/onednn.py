@@ -3,7 +3,7 @@
 `torch.ops.mkldnn._linear_pointwise` (the op torch.compile emits for CPU linears) multiplies with an
 optional fused activation; `_reorder_linear_weight` packs a weight into oneDNN's blocked layout. Which
 forms exist depends on the CPU: below AVX-512 the bf16 ones fail to create ("could not create a primitive
-descriptor"). `primitive_works` tries each form once per process; `albert_lm.kernels` uses a form only
+descriptor"). `primitive_works` tries each form once per process; `albert_lm.kernels.linear` uses a form only
 where it worked. Also here: the hidden_act table, shared by the fused and the plain paths.
 """
 

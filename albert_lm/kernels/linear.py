@@ -8,7 +8,7 @@ only 50-90. oneDNN's bf16 product does not exist at all below AVX-512 (creating 
 So nothing is chosen by CPU name:
 - a oneDNN path is used only where a probe of that exact primitive (dtype, packed weight or not,
   fused activation) has worked in this process (`onednn.primitive_works`);
-- among the paths that work, each product shape is timed once and the fastest kept (`albert_lm.autotune`,
+- among the paths that work, each product shape is timed once and the fastest kept (`albert_lm.kernels.autotune`,
   cached on disk per machine): the forward product (F.linear, oneDNN, oneDNN with a packed weight; in
   inference with the activation, fused where oneDNN can), and in training the grad-input and
   grad-weight products (torch.mm or oneDNN). `benchmarks/bench_gemm.py` shows the rates on your machine.
@@ -21,8 +21,8 @@ No library exposes this as a module, so it is written here.
   backward reuses the same prepared weight;
 - anything else (CUDA, float64, the switch off) is F.linear.
 bf16 on a CPU without native bf16 works (the plain path, or oneDNN's emulated one on AVX-512 without
-bf16, timed like any other) with one warning when it is slower than fp32 (`albert_lm.precision`).
-The primitives and their probes are in `albert_lm.onednn`.
+bf16, timed like any other) with one warning when it is slower than fp32 (`albert_lm.kernels.precision`).
+The primitives and their probes are in `albert_lm.kernels.onednn`.
 
 Switches: ALBERT_LM_ONEDNN=0 (or `set_enabled(False)`) never uses oneDNN; ALBERT_LM_AUTOTUNE=0 keeps
 oneDNN's paths where they work without timing (the choices measured best on the Zen 5). Results differ
@@ -44,8 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from albert_lm import autotune, onednn, precision
-from albert_lm.onednn import ACTIVATIONS, activate, activation_fn, primitive_works
+from albert_lm.kernels import autotune, onednn, precision
+from albert_lm.kernels.onednn import ACTIVATIONS, activate, activation_fn, primitive_works
 
 __all__ = [
     "ACTIVATIONS",

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from albert_lm import autotune, onednn
-from albert_lm.hardware import cpu_info
+from albert_lm.kernels import autotune, onednn
+from albert_lm.kernels.hardware import cpu_info
 
 
 def bf16_speed() -> dict[str, float]:

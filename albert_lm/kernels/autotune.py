@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from albert_lm.hardware import cpu_info
+from albert_lm.kernels.hardware import cpu_info
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from albert_lm.tokenizer import (
+from albert_lm.data.tokenizer import (
     CONFIG_FILE,
     MODEL_FILE,
     USER_DEFINED_SYMBOLS,
@@ -41,7 +41,7 @@ def train_tokenizer(
     user-defined pieces and character coverage); SentencePiece samples `input_sentence_size` lines with a
     fixed seed, so the same inputs and seed give the same model.
     """
-    from albert_lm.corpus import iter_text_lines
+    from albert_lm.data.corpus import iter_text_lines
 
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
