@@ -46,6 +46,8 @@ import numpy as np
 _PUNCT = set("!\"#$%&'()*+,-./:;?@[\\]^_`{|}~")
 _ENGLISH = set("abcdefghijklmnopqrstuvwxyz")
 NUM_SPECIAL_IDS = 5  # <pad> <unk> [CLS] [SEP] [MASK]
+# The label of a position with no target: PyTorch's cross-entropy default, transformers' convention.
+IGNORE_INDEX = -100
 
 
 def is_start_piece(piece: str) -> bool:

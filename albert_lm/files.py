@@ -1,0 +1,141 @@
+"""Files in and out, one way each: atomic writes (a file or a whole folder), JSON and JSONL reading with
+errors that name the file and the line, and `InputError`, the error of bad input data.
+
+Every stage writes through here, so a crash or a kill never leaves half a file or half a folder under
+the final name. Standard library only: data workers import it without torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "InputError",
+    "atomic_folder",
+    "atomic_write",
+    "fsync_dir",
+    "iter_jsonl",
+    "read_json_object",
+    "write_json",
+]
+
+
+class InputError(ValueError):
+    """Bad input data: names the file and, where known, the line and the field."""
+
+    def __init__(self, path: str | os.PathLike, message: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+# --------------------------------------------------------------------------- writing
+def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = False) -> Path:
+    """Write `data` to a temporary file beside `path`, then rename it over `path`.
+
+    Readers see the old file or the new one, never half of one; a failed write leaves no temporary
+    behind. `durable` also fsyncs the file and its folder (for what a resume depends on).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+    return path
+
+
+def write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2, durable: bool = False) -> Path:
+    """`obj` as indented, key-sorted JSON with a final newline, written atomically."""
+    return atomic_write(path, json.dumps(obj, indent=indent, sort_keys=True) + "\n", durable=durable)
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Make a rename inside `folder` durable (a no-op where folders cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_folder(final: str | os.PathLike, *, tmp: str | os.PathLike | None = None) -> Iterator[Path]:
+    """Fill a fresh temporary folder, then swap it in as `final` on success.
+
+    `with atomic_folder(out / "best") as tmp: ...write into tmp...`. An earlier `final` is replaced only
+    once the new one is complete; on an exception the temporary folder is removed and `final` is left
+    as it was. `tmp` names the temporary folder (it must be beside `final`); by default `.NAME.tmp`.
+    """
+    final = Path(final)
+    work = Path(tmp) if tmp is not None else final.with_name(f".{final.name}.tmp")
+    old = final.with_name(f".{final.name}.old")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        yield work
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(work, final)
+    shutil.rmtree(old, ignore_errors=True)
+    fsync_dir(final.parent)
+
+
+# --------------------------------------------------------------------------- reading
+def read_json_object(path: str | os.PathLike, what: str = "JSON") -> dict[str, Any]:
+    """A JSON file holding one object. Missing file: FileNotFoundError; empty, invalid JSON or another
+    type: InputError naming the file and the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no {what} file at {path}")
+    raw = path.read_text(encoding="utf-8")
+    if not raw.strip():
+        raise InputError(path, "empty file")
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON (column {e.colno}): {e.msg}", line=e.lineno) from e
+    if not isinstance(obj, dict):
+        raise InputError(path, f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON Lines file; a line that is not a JSON
+    object is an InputError naming the file and the line."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(path, f"not valid JSON: {e.msg}", line=n) from e
+            if not isinstance(obj, dict):
+                raise InputError(path, "expected a JSON object", line=n)
+            yield n, obj
