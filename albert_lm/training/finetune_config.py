@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -54,43 +54,76 @@ class FinetuneConfig:
     """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""
 
     task: str
-    model: str  # folder with config.json, model.safetensors (transformers layout) and spiece.model
-    data: str  # the task's data folder or file
+    """the task (GLUE name, squad1, squad2, race, classification, token-classification)"""
+    model: str
+    """pretrained model folder (config.json, weights, spiece.model)"""
+    data: str
+    """the task's folder (train/dev files) or one file"""
     output: str
-    tokenizer: str | None = None  # spiece.model or a folder holding it; default: the model folder
+    """output folder"""
+    tokenizer: str | None = None
+    """spiece.model (or its folder) when --model has none"""
     max_steps: int | None = None
+    """optimizer steps (default: the task's)"""
     epochs: float | None = None
+    """train for this many epochs instead of --max-steps"""
     batch_size: int | None = None
+    """training batch size (default: the task's)"""
     eval_batch_size: int | None = None
+    """evaluation batch size (default: twice the training batch)"""
     learning_rate: float | None = None
+    """peak learning rate (default: the task's)"""
     warmup_steps: int | None = None
+    """warmup steps (default: the task's warmup fraction of the steps)"""
     max_seq_length: int | None = None
+    """tokens per example (default: the task's, 512; 384 for SQuAD 1.1)"""
     weight_decay: float = 0.01
+    """decoupled weight decay (not on biases and layer norms)"""
     max_grad_norm: float = 1.0
+    """clip the global gradient norm to this"""
     gradient_accumulation: int = 1
-    dropout: float | None = None  # encoder dropout (hidden and attention)
+    """batches per optimizer step"""
+    dropout: float | None = None
+    """encoder dropout, hidden and attention (default: the task's, 0 or 0.1)"""
     classifier_dropout: float = 0.1
+    """dropout before the task head"""
     seed: int = 12345
-    precision: str = "auto"  # auto (bf16 where it is fast, else fp32) | fp32 | bf16 | fp16 (CUDA only)
+    """seed of initialisation, data order and dropout"""
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
+    AMX), else fp32; fp16 on CUDA only"""
     device: str = "auto"
-    eval_every: int | None = None  # steps; default once per epoch (and always at the end)
+    """auto, cpu, cuda, cuda:1, ..."""
+    eval_every: int | None = None
+    """evaluate every N steps (default: once per epoch and at the end)"""
     log_every: int = 50
-    max_train_examples: int | None = None  # cap for quick runs (CI, smoke tests)
+    """log a line every N steps"""
+    max_train_examples: int | None = None
+    """use only the first N training examples (quick runs)"""
     max_eval_examples: int | None = None
-    # SQuAD
+    """use only the first N dev examples"""
     doc_stride: int = 128
+    """SQuAD: window stride in tokens"""
     max_query_length: int = 64
+    """SQuAD: question tokens kept"""
     n_best: int = 20
+    """SQuAD: start/end candidates per window"""
     max_answer_length: int = 30
-    null_score_diff_threshold: float | None = None  # SQuAD 2.0; None: chosen on dev for best F1
-    # RACE
+    """SQuAD: longest answer in tokens"""
+    null_score_diff_threshold: float | None = None
+    """SQuAD 2.0: answer '' when null score - best span score exceeds this (default: best F1 on dev)"""
     max_qa_length: int = 128
-    # users' own data
+    """RACE: question + option tokens kept"""
     text_column: str = "text"
+    """classification: text column"""
     text_pair_column: str | None = "text_pair"
+    """classification: optional second text column"""
     label_column: str = "label"
+    """classification: label column"""
     tokens_column: str = "tokens"
+    """token classification: tokens column"""
     tags_column: str = "tags"
+    """token classification: tags column"""
 
     def __post_init__(self) -> None:
         if self.task not in TASK_DEFAULTS:
@@ -109,6 +142,7 @@ class FinetuneConfig:
         for name in ("learning_rate", "batch_size", "max_seq_length", "dropout"):
             if getattr(out, name) is None:
                 setattr(out, name, getattr(d, name))
+        assert out.batch_size is not None  # filled in from the task's row just above
         if out.eval_batch_size is None:
             out.eval_batch_size = 2 * out.batch_size
         return out
@@ -135,6 +169,8 @@ class FinetuneConfig:
 def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, int]:
     """(total optimizer steps, warmup steps, steps per epoch) from the config and the task's row."""
     d = TASK_DEFAULTS[cfg.task]
+    if cfg.batch_size is None:
+        raise ValueError("schedule() takes a resolved config (FinetuneConfig.resolved())")
     per_step = cfg.batch_size * cfg.gradient_accumulation
     steps_per_epoch = max(1, math.ceil(num_train_features / per_step))
     if cfg.max_steps is not None:

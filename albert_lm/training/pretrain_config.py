@@ -10,7 +10,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from albert_lm.model.config import read_json_object
 
@@ -19,43 +19,79 @@ from albert_lm.model.config import read_json_object
 class PretrainConfig:
     """One pretraining run. Defaults are the paper's (Section 4.1) and google-research's flags."""
 
-    data: str | None = None  # folder from `albert data create` (holds spiece.model, train and eval splits)
+    data: str | None = None
+    """folder from `albert data create` (holds spiece.model, train and eval splits)"""
     output: str = "runs/pretrain"
+    """output folder"""
     preset: str = "albert-base"
-    model_config: str | None = None  # a model config.json; replaces `preset`
-    model_overrides: dict[str, Any] = field(
-        default_factory=dict
-    )  # AlbertConfig fields, e.g. num_hidden_layers
-    init_from: str | None = None  # warm start (depth growth) from a model folder
-    init_from_group0: bool = False  # google-research: every hidden group starts from group 0
+    """model preset (see `albert params`)"""
+    model_config: str | None = None
+    """a model config.json, instead of a preset"""
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    """AlbertConfig fields to change, e.g. {"num_hidden_layers": 24}"""
+    init_from: str | None = None
+    """warm start from a model folder (depth growth)"""
+    init_from_group0: bool = False
+    """start every hidden group from group 0 (google-research's warm start)"""
     max_steps: int = 125_000
-    batch_size: int = 8  # per process and micro-step
+    """optimizer steps"""
+    batch_size: int = 8
+    """sequences per process and micro-step"""
     gradient_accumulation_steps: int = 1
-    learning_rate: float = 0.00176  # the paper's rate at global batch 4096; see optim.scale_learning_rate
+    """micro-steps per optimizer step"""
+    learning_rate: float = 0.00176
+    """peak learning rate for your global batch (batch-size x accumulation x processes). The paper's
+    0.00176 is for 4096; for a smaller global batch B scale it by sqrt(B / 4096) (LAMB's square-root
+    rule): 2.2e-4 at 64, 6.2e-4 at 512, 1.1e-3 at 1024"""
     warmup_steps: int = 3125
+    """linear warmup steps"""
     poly_power: float = 1.0
-    optimizer: str = "lamb"  # lamb | adamw
+    """power of the decay after warmup (1: linear to zero at max_steps)"""
+    optimizer: Literal["lamb", "adamw"] = "lamb"
+    """optimizer"""
     weight_decay: float = 0.01
+    """decoupled weight decay (not on biases and layer norms)"""
     adam_beta1: float = 0.9
+    """first-moment decay"""
     adam_beta2: float = 0.999
+    """second-moment decay"""
     adam_epsilon: float = 1e-6
-    bias_correction: bool = False  # google-research: none
+    """denominator epsilon"""
+    bias_correction: bool = False
+    """Adam bias correction in LAMB/AdamW (google-research: none)"""
     max_grad_norm: float = 1.0
-    precision: str = "auto"  # auto (bf16 where it is fast, else fp32) | fp32 | bf16 (autocast)
+    """clip the global gradient norm to this"""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
+    AMX), else fp32; bf16 = autocast"""
     gradient_checkpointing: bool = False
+    """recompute layers in backward (less memory, ~30% more time)"""
     dropout_off_step: int | None = None
+    """switch dropout off from this step (paper Section 4.9)"""
     save_every: int = 5000
+    """checkpoint every N steps"""
     keep_last: int = 5
-    eval_every: int = 0  # 0: evaluate at the end only
-    eval_batches: int = 100  # google-research's max_eval_steps
-    eval_text: str | None = None  # plain text for out-of-domain MLM evaluation
+    """checkpoints kept"""
+    eval_every: int = 0
+    """evaluate on the held-out split every N steps (0: at the end only)"""
+    eval_batches: int = 100
+    """held-out batches per evaluation (google-research's max_eval_steps)"""
+    eval_text: str | None = None
+    """plain-text file for an out-of-domain MLM evaluation"""
     log_every: int = 10
+    """log a line every N steps"""
     seed: int = 12345
+    """seed of initialisation, data order and masking"""
     resume: bool = False
-    device: str = "auto"  # auto | cpu | cuda
+    """continue from the newest checkpoint in the output folder"""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto: CUDA when there is one"""
     tensorboard: bool = True
+    """write TensorBoard events"""
     plot: bool = True
-    dist_timeout_s: int = 600  # a collective waiting longer than this fails instead of hanging
+    """draw training_curves.png at the end"""
+    dist_timeout_s: int = 600
+    """seconds a collective may wait before it fails instead of hanging"""
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:

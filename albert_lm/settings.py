@@ -1,0 +1,125 @@
+"""Settings in one place: a config dataclass's fields, defaults and attribute docstrings become the
+command line's options, so no default or help text is written twice.
+
+    @dataclass
+    class PretrainConfig:
+        max_steps: int = 125_000
+        \"\"\"optimizer steps\"\"\"
+
+gives `--max-steps N` with the help "optimizer steps (default 125000)". `Literal[...]` types become
+choices, `bool` a switch (`--no-NAME` where the default is on), `X | None` an optional X.
+
+Written here rather than taken from jsonargparse or tyro: both rewrite `--help` in their own layout
+(grouped, typed, much longer than ours) and neither gives the one rule our pretraining CLI needs: an
+option the user did not type must not override the value from `--config FILE`. That takes ~80 lines.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["add_options", "field_docs", "option_values"]
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a dataclass: the string literal right under each field."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # no source (frozen or zipped install): options without help
+        return {}
+    body = ast.parse(source).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for node, after in zip(body.body, [*body.body[1:], None], strict=True):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+_METAVARS = {int: "N", float: "X"}
+
+
+def _option_type(hint: Any) -> tuple[Any, tuple[Any, ...] | None]:
+    """(base type, choices) of a field's type hint: `int | None` -> int; Literal["a", "b"] -> choices."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            hint = args[0]
+    if typing.get_origin(hint) is typing.Literal:
+        choices = typing.get_args(hint)
+        return type(choices[0]), choices
+    return hint, None
+
+
+def add_options(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    *,
+    skip: Iterable[str] = (),
+    suppress: bool = False,
+    required: Iterable[str] = (),
+    helps: Mapping[str, str] | None = None,
+    choices: Mapping[str, Iterable[str]] | None = None,
+    metavars: Mapping[str, str] | None = None,
+    flags: Mapping[str, str] | None = None,
+) -> None:
+    """One `--field-name` option per field of the dataclass `cls`, in field order.
+
+    `suppress`: options left out of the command line are absent from the parsed namespace (so a config
+    file's values stand), otherwise they take the field's default. `required`: options that must be given.
+    `helps`, `choices`, `metavars`, `flags` (the option's name): per-field replacements. Fields of other types than str, int, float,
+    bool (or their Optional / Literal forms) must be skipped and added by hand.
+    """
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    skip, required = set(skip), set(required)
+    help_of, choices_of, metavar_of, flag_of = (dict(m or {}) for m in (helps, choices, metavars, flags))
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        kind, options = _option_type(hints[f.name])
+        if kind not in (str, int, float, bool):
+            raise TypeError(
+                f"{cls.__name__}.{f.name}: type {hints[f.name]} has no command-line form; skip it"
+            )
+        default = f.default if f.default is not dataclasses.MISSING else None
+        text = help_of.get(f.name, docs.get(f.name, ""))
+        if default not in (None, False, "") and "(default" not in text and f.name not in required:
+            text = f"{text} (default {default})" if text else f"default {default}"
+        kw: dict[str, Any] = {"help": text.replace("%", "%%") or None, "dest": f.name}
+        if kind is bool:
+            kw["action"] = argparse.BooleanOptionalAction if default else "store_true"
+        else:
+            kw["type"] = kind
+            kw["choices"] = tuple(choices_of.get(f.name, options or ())) or None
+            kw["metavar"] = metavar_of.get(f.name, _METAVARS.get(kind)) if not kw["choices"] else None
+        if f.name in required:
+            kw["required"] = True
+        elif suppress:
+            kw["default"] = argparse.SUPPRESS
+        else:
+            kw["default"] = default
+        parser.add_argument(flag_of.get(f.name, "--" + f.name.replace("_", "-")), **kw)
+
+
+def option_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The parsed values that are fields of `cls` (absent ones, under `suppress`, stay absent)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in vars(args).items() if k in names}

@@ -1,0 +1,110 @@
+"""Settings in one place: the CLI's options come from the config dataclasses, defaults and help included."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from albert_lm.cli import build_parser, main
+from albert_lm.data.examples import DataConfig
+from albert_lm.settings import add_options, field_docs, option_values
+from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.training.pretrain_config import PretrainConfig
+
+
+@dataclass
+class _Toy:
+    steps: int = 3
+    """how many steps"""
+    rate: float | None = None
+    """a rate; 10% is a lot"""
+    mode: Literal["a", "b"] = "a"
+    """which mode"""
+    plot: bool = True
+    """draw it"""
+    quiet: bool = False
+
+
+def _parse(argv: list[str], **kw) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_options(p, _Toy, **kw)
+    return p.parse_args(argv)
+
+
+def test_fields_become_options_with_their_defaults_types_and_choices():
+    assert vars(_parse([])) == {"steps": 3, "rate": None, "mode": "a", "plot": True, "quiet": False}
+    got = _parse(["--steps", "5", "--rate", "0.5", "--mode", "b", "--no-plot", "--quiet"])
+    assert vars(got) == {"steps": 5, "rate": 0.5, "mode": "b", "plot": False, "quiet": True}
+    with pytest.raises(SystemExit):
+        _parse(["--mode", "c"])
+    with pytest.raises(SystemExit):
+        _parse(["--steps", "x"])
+
+
+def test_suppressed_options_are_absent_unless_typed():
+    assert vars(_parse([], suppress=True)) == {}
+    assert option_values(_parse(["--steps", "7"], suppress=True), _Toy) == {"steps": 7}
+
+
+def test_help_comes_from_attribute_docstrings_with_the_default():
+    assert field_docs(_Toy) == {
+        "steps": "how many steps",
+        "rate": "a rate; 10% is a lot",
+        "mode": "which mode",
+        "plot": "draw it",
+    }
+    p = argparse.ArgumentParser()
+    add_options(p, _Toy)
+    text = p.format_help()  # a "%" in a docstring must not break argparse's formatting
+    assert "how many steps (default 3)" in text and "10% is a lot" in text
+
+
+def test_every_config_field_is_documented_and_reachable_from_the_cli():
+    help_of = {a.dest: a.help for a in _subparser("pretrain")._actions}
+    for f in dataclasses.fields(PretrainConfig):
+        assert f.name in field_docs(PretrainConfig), f"PretrainConfig.{f.name} has no docstring"
+        assert f.name in help_of, f"--{f.name} missing from `albert pretrain`"
+    help_of = {a.dest: a.help for a in _subparser("finetune")._actions}
+    for f in dataclasses.fields(FinetuneConfig):
+        assert f.name in field_docs(FinetuneConfig) and f.name in help_of, f.name
+    data_opts = {a.dest for a in _subparser("data", "create")._actions}
+    assert {f.name for f in dataclasses.fields(DataConfig)} - data_opts == {"block_bytes", "shard_bytes"}
+
+
+def _subparser(*path: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+def test_the_cli_default_is_the_dataclass_default():
+    args = build_parser().parse_args(["data", "create", "--input", "x", "--tokenizer", "t", "--output", "o",
+                                      "--max-seq-length", "64"])  # fmt: skip
+    cfg = DataConfig(**option_values(args, DataConfig))
+    assert (cfg.masked_lm_prob, cfg.max_ngram, cfg.input_format) == (0.15, 3, "lines")
+    args = build_parser().parse_args(
+        ["finetune", "--task", "rte", "--model", "m", "--data", "d", "--output", "o"]
+    )
+    assert FinetuneConfig(**option_values(args, FinetuneConfig)) == FinetuneConfig("rte", "m", "d", "o")
+
+
+def test_pretrain_options_override_the_config_file_and_only_when_typed(tmp_path):
+    file = tmp_path / "run.json"
+    file.write_text(json.dumps({"data": "d", "max_steps": 9, "learning_rate": 0.01}))
+    args = build_parser().parse_args(["pretrain", "--config", str(file), "--max-steps", "4"])
+    cfg = PretrainConfig.load(args.config, **option_values(args, PretrainConfig))
+    assert (cfg.max_steps, cfg.learning_rate, cfg.warmup_steps) == (4, 0.01, PretrainConfig.warmup_steps)
+
+
+def test_pretrain_without_data_is_an_error_that_says_what_to_pass(tmp_path, capsys):
+    assert main(["pretrain", "--output", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "--data" in err and "albert data create" in err and "albert demo" in err
+    assert not (tmp_path / "run").exists()
