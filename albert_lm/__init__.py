@@ -2,8 +2,8 @@
 
 Exports load on first use (PEP 562), so `import albert_lm` is cheap and data-creation workers, which
 need only the tokenizer and numpy, never import torch (about 3 CPU-seconds and 200 MB per process).
-The fine-tuning function stays `albert_lm.training.finetune.finetune` and the pretraining one
-`albert_lm.training.pretrain.pretrain`: exported here they would shadow their modules.
+The modules are laid out by stage (data/, kernels/, model/, training/, tasks/, bench/); the names
+below are the public ones, importable from `albert_lm` itself.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ _EXPORTS = {
     "PretrainConfig": "training.pretrain_config",
     "FinetuneConfig": "training.finetune_config",
     "evaluate_model": "training.finetune",
+    "finetune": "training.finetune",
+    "pretrain": "training.pretrain",
 }
 
 __all__ = [
@@ -57,6 +59,8 @@ __all__ = [
     "PretrainConfig",
     "FinetuneConfig",
     "evaluate_model",
+    "finetune",
+    "pretrain",
     "__version__",
 ]
 
@@ -88,7 +92,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
         AlbertForSequenceClassification,
         AlbertForTokenClassification,
     )
-    from albert_lm.training.finetune import evaluate_model
+    from albert_lm.training.finetune import evaluate_model, finetune
     from albert_lm.training.finetune_config import FinetuneConfig
     from albert_lm.training.optim import AdamW, Lamb
+    from albert_lm.training.pretrain import pretrain
     from albert_lm.training.pretrain_config import PretrainConfig
