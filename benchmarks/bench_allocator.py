@@ -1,4 +1,4 @@
-"""The glibc allocator setting of `albert` commands (`kernels.tune_cpu_allocator`): gain and page faults.
+"""The glibc allocator setting of `albert` commands (`hardware.tune_cpu_allocator`): gain and page faults.
 
     python benchmarks/bench_allocator.py --precision bf16
 
@@ -24,13 +24,13 @@ def child(side: str, tuned: bool, precision: str, steps: int) -> None:
     import transformers
 
     from albert_lm.bench.workloads import pretraining_batch, train_step
-    from albert_lm.kernels import linear as kernels
+    from albert_lm.kernels.hardware import tune_cpu_allocator
     from albert_lm.model.config import AlbertConfig
     from albert_lm.model.heads import AlbertForPreTraining
-    from albert_lm.training.pretrain import PretrainingObjective
+    from albert_lm.training.objective import PretrainingObjective
 
     if tuned:
-        kernels.tune_cpu_allocator()
+        tune_cpu_allocator()
     transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-base")).train()

@@ -63,6 +63,22 @@ def test_empty_folder_says_what_it_looked_for(tmp_path):
         AlbertModel.from_pretrained(tmp_path)
 
 
+def test_a_failed_weight_write_keeps_the_old_file_and_leaves_no_temporary(saved, monkeypatch):
+    from albert_lm.model import weights
+
+    before = (saved / "model.safetensors").read_bytes()
+
+    def crash(tensors, path, metadata=None):
+        save_file(tensors, path, metadata)
+        raise KeyboardInterrupt  # killed after the temporary is written, before the rename
+
+    monkeypatch.setattr(weights, "save_file", crash)
+    with pytest.raises(KeyboardInterrupt):
+        weights.write_weights(saved / "model.safetensors", {"x": torch.zeros(3)})
+    assert (saved / "model.safetensors").read_bytes() == before
+    assert sorted(f.name for f in saved.iterdir()) == ["config.json", "model.safetensors"]
+
+
 def test_pytorch_bin_with_plain_tensors_loads(tmp_path):
     model = AlbertForPreTraining(tiny())
     model.save_pretrained(tmp_path)

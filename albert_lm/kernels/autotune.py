@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from albert_lm.files import write_json
 from albert_lm.kernels.hardware import cpu_info
 
 logger = logging.getLogger(__name__)
@@ -129,18 +130,14 @@ def _table() -> dict[str, Any]:
 
 
 def _save() -> None:
-    """Merge this process's table into the file (another process may have added entries): temp + rename."""
+    """Merge this process's table into the file (another process may have added entries), atomically."""
     assert _TABLE is not None and _FILE is not None
     on_disk = _read(_FILE)
     for part in ("choices", "values"):
         _TABLE[part] = {**on_disk[part], **_TABLE[part]}
     payload = {"machine": machine_key(), **_TABLE}
     try:
-        _FILE.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=_FILE.parent, prefix=_FILE.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=1, sort_keys=True)
-        os.replace(tmp, _FILE)
+        write_json(_FILE, payload, indent=1)
     except OSError as e:
         logger.info("could not write the kernel choices to %s (%s); keeping them in memory", _FILE, e)
 

@@ -54,7 +54,6 @@ __all__ = [
     "linear",
     "reuse_casts",
     "set_enabled",
-    "tune_cpu_allocator",
 ]
 
 logger = logging.getLogger(__name__)
@@ -211,7 +210,9 @@ def _candidates(
             try:
                 weight = onednn.pack(source, m)
                 reorder = min(
-                    autotune.time_candidates({"r": lambda s=source: onednn.pack(s, m)}, 0.02, 3).values()
+                    autotune.time_candidates(
+                        {"r": functools.partial(onednn.pack, source, m)}, 0.02, 3
+                    ).values()
                 )
             except (RuntimeError, NotImplementedError) as e:  # the tuner drops a candidate that raises
                 fns[name] = functools.partial(_raise, e)
@@ -305,7 +306,7 @@ class _Linear(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, bias, prepared: _Prepared):  # type: ignore[override]
+    def forward(ctx, x, weight, bias, prepared: _Prepared):
         b = None if bias is None else _cast(bias, x.dtype)  # once per reuse_casts block
         m, k = x.shape
         n = weight.shape[0]
@@ -320,7 +321,7 @@ class _Linear(torch.autograd.Function):
         )
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor):
         (x,) = ctx.saved_tensors
         prepared: _Prepared = ctx.prepared
         grad = grad.to(x.dtype).contiguous()
@@ -409,29 +410,3 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor, activation: str | None = None) -> torch.Tensor:
         return linear(x, self.weight, self.bias, activation)
-
-
-def tune_cpu_allocator() -> bool:
-    """Keep freed memory in the process instead of returning it to the OS after every step.
-
-    glibc hands blocks above its mmap threshold straight back to the kernel when freed, so a training
-    step that frees and reallocates its activations takes hundreds of thousands of page faults (about
-    7% of an albert-base bf16 step here, benchmarks/bench_allocator.py). Raising the mmap threshold to
-    its 32 MiB maximum and the trim threshold to 1 GiB keeps those pages mapped. Process-wide, so the
-    `albert` command calls it rather than the library; returns False where glibc is not the allocator.
-    """
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
-        ok = libc.mallopt(m_mmap_threshold, 32 << 20) == 1
-        ok &= libc.mallopt(m_trim_threshold, 1 << 30) == 1
-        ok &= libc.mallopt(m_top_pad, 64 << 20) == 1
-        return bool(ok)
-    except (OSError, AttributeError):
-        return False

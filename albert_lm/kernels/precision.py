@@ -9,9 +9,8 @@ warning that gives both rates.
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,9 +28,9 @@ def bf16_speed() -> dict[str, float]:
         rates = {}
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             x, w = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
-            fns: dict[str, Callable[[], Any]] = {"flinear": lambda x=x, w=w: F.linear(x, w)}
+            fns: dict[str, autotune.Candidate] = {"flinear": functools.partial(F.linear, x, w)}
             if onednn.primitive_works(dtype):
-                fns["onednn"] = lambda x=x, w=w: onednn.mm(x, w, None)
+                fns["onednn"] = functools.partial(onednn.mm, x, w, None)
             seconds = autotune.time_candidates(fns, budget_s=0.15, max_rounds=3)
             rates[f"{name}_gflops"] = round(2 * m * k * n / min(seconds.values()) / 1e9, 1)
         return rates

@@ -23,21 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from albert_lm.files import read_json_object, write_json
+
+__all__ = ["ACTIVATIONS", "PRESETS", "SHARING", "AlbertConfig", "read_json_object"]
+
 logger = logging.getLogger(__name__)
 
 SHARING = ("all", "attention", "ffn", "none")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish")
-
-
-def read_json_object(file: Path) -> dict[str, Any]:
-    """A JSON file holding one object; bad JSON or another type is a ValueError naming file and line."""
-    try:
-        d = json.loads(file.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{file}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from e
-    if not isinstance(d, dict):
-        raise ValueError(f"{file}: expected a JSON object, got {type(d).__name__}")
-    return d
 
 
 @dataclass
@@ -156,26 +149,18 @@ class AlbertConfig:
         return json.dumps(self.to_dict(model_type), indent=2, sort_keys=True) + "\n"
 
     def save_pretrained(self, path: str | os.PathLike, model_type: str = "albert") -> Path:
-        """Write `path/config.json` atomically (temporary name, then rename).
+        """Write `path/config.json` (the folder made if need be) atomically; returns the file.
 
         model_type "albert-lm" marks albert-lm's native layout, which transformers must not load.
         """
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / "config.json"
-        tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(self.to_json_string(model_type))
-        os.replace(tmp, target)
-        return target
+        return write_json(Path(path) / "config.json", self.to_dict(model_type))
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> AlbertConfig:
         """Read a config.json, or the config.json inside a folder."""
         p = Path(path)
         file = p / "config.json" if p.is_dir() else p
-        if not file.is_file():
-            raise FileNotFoundError(f"no config.json at {file}")
-        d = read_json_object(file)
+        d = read_json_object(file, "config.json")
         model_type = d.get("model_type", "albert")
         if model_type not in ("albert", "albert-lm"):
             raise ValueError(f"{file}: model_type is {model_type!r}, expected 'albert'")
@@ -197,12 +182,8 @@ def _albert(h: int, layers: int) -> dict[str, Any]:
 
 
 def _bert(h: int, layers: int) -> dict[str, Any]:
-    # BERT: E = H and no sharing; BERT's own defaults are gelu and dropout 0.1.
-    return dict(
-        hidden_size=h,
-        num_hidden_layers=layers,
-        num_attention_heads=h // 64,
-        intermediate_size=4 * h,
+    # BERT: ALBERT's shape with E = H and no sharing; BERT's own defaults are gelu and dropout 0.1.
+    return _albert(h, layers) | dict(
         embedding_size=h,
         sharing="none",
         hidden_act="gelu",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -30,9 +30,12 @@ from torch.utils.checkpoint import checkpoint
 from albert_lm.kernels.linear import Linear, reuse_casts
 from albert_lm.kernels.precision import native_bf16
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.outputs import BaseModelOutputWithPooling
+from albert_lm.model.outputs import BaseModelOutputWithPooling, output_or_tuple
 
 logger = logging.getLogger(__name__)
+
+
+_Model = TypeVar("_Model", bound="AlbertPreTrainedModel")
 
 
 class AlbertEmbeddings(nn.Module):
@@ -179,6 +182,7 @@ class AlbertEncoder(nn.Module):
         super().__init__()
         # As google-research: the E -> H projection exists only when E != H (BERT, E = H, has none).
         # transformers always has one; hf_interop writes it as an exact identity for that case.
+        self.embedding_projection: nn.Module
         if config.embedding_size != config.hidden_size:
             self.embedding_projection = Linear(config.embedding_size, config.hidden_size)
         else:
@@ -261,7 +265,7 @@ class AlbertPreTrainedModel(nn.Module):
         return n
 
     def get_input_embeddings(self) -> nn.Embedding:
-        base = getattr(self, self.base_model_prefix, self)
+        base: Any = getattr(self, self.base_model_prefix, self)
         return base.embeddings.word_embeddings
 
     def set_dropout(self, hidden: float = 0.0, attention: float = 0.0) -> None:
@@ -280,8 +284,8 @@ class AlbertPreTrainedModel(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | os.PathLike, config: AlbertConfig | None = None, **overrides: Any
-    ) -> AlbertPreTrainedModel:
+        cls: type[_Model], path: str | os.PathLike, config: AlbertConfig | None = None, **overrides: Any
+    ) -> _Model:
         """Load a folder written by transformers' ALBERT or by albert-lm (config.json + weights).
 
         `overrides` change config fields (e.g. num_labels=3 for a new classifier). Heads absent from
@@ -290,7 +294,9 @@ class AlbertPreTrainedModel(nn.Module):
         """
         from albert_lm.model.hf_interop import load_model
 
-        return load_model(cls, path, config=config, **overrides)
+        model = load_model(cls, path, config=config, **overrides)
+        assert isinstance(model, cls)
+        return model
 
 
 def extended_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -332,4 +338,4 @@ class AlbertModel(AlbertPreTrainedModel):
         x, states = self.encoder(x, extended_mask(attention_mask), output_hidden_states)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
         out = BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=pooled, hidden_states=states)
-        return out.to_tuple() if return_dict is False else out
+        return output_or_tuple(out, return_dict)

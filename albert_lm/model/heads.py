@@ -4,24 +4,35 @@ Pretraining (paper Section 3.1/4.1): masked-LM head tied to the input embeddings
 sentence-order-prediction head on the pooled [CLS]. Fine-tuning heads follow transformers so that
 switching is an import change: classification/regression on the pooled output, per-token
 classification, extractive QA (start/end logits), multiple choice (one score per choice).
+
+The heads whose targets are called `labels` share one forward (`_LabelsHead`): each says only how its
+logits come from the encoder output and what their loss is. Pretraining and QA take other targets
+(`sentence_order_label`, `start_positions`/`end_positions`) and write their forward out.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Generic, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.kernels.linear import Linear, linear
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel
 from albert_lm.model.outputs import (
     AlbertForPreTrainingOutput,
+    BaseModelOutputWithPooling,
+    LogitsOutput,
     MaskedLMOutput,
     MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
+    output_or_tuple,
 )
 
 
@@ -35,7 +46,7 @@ class AlbertMLMHead(nn.Module):
         self.norm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
         self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
         self.decoder.weight = word_embeddings.weight  # tied: one Parameter, two names
-        self.decoder.tied = True  # initialised once, as the embedding table (keeps its zero pad row)
+        self.decoder.tied = True  # type: ignore[assignment]  # initialised once, as the embedding table (keeps its zero pad row)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -58,8 +69,57 @@ class AlbertSOPHead(nn.Module):
         return self.classifier(self.dropout(pooled))  # (B, num_labels)
 
 
-def _masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+def _token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over every position (masked LM, token classification); IGNORE_INDEX labels skipped."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
+    )
+
+
+_Output = TypeVar("_Output", bound=LogitsOutput)
+# input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: AlbertModel's order
+_Inputs = tuple[torch.Tensor | None, ...]
+
+
+class _LabelsHead(AlbertPreTrainedModel, Generic[_Output]):
+    """The forward of the heads whose targets are called `labels` and whose output is one logits tensor.
+
+    A subclass builds its layers after this `__init__` (the encoder first, as transformers orders them),
+    names its `output_class`, and says how logits come from the encoder output (`_logits`) and what
+    their loss is (`_loss`); `_encode` is the encoder call, which multiple choice overrides.
+    """
+
+    output_class: type[_Output]
+
+    def __init__(self, config: AlbertConfig, add_pooling_layer: bool):
+        super().__init__(config)
+        self.albert = AlbertModel(config, add_pooling_layer=add_pooling_layer)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        return_dict: bool | None = None,
+    ) -> _Output | tuple:
+        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        out = self._encode(inputs, output_hidden_states)
+        logits = self._logits(out)
+        loss = self._loss(logits, labels) if labels is not None else None
+        return output_or_tuple(self.output_class(loss, logits, out.hidden_states), return_dict)
+
+    def _encode(self, inputs: _Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
+        return self.albert(*inputs, output_hidden_states)
+
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
 
 class AlbertForPreTraining(AlbertPreTrainedModel):
@@ -91,116 +151,73 @@ class AlbertForPreTraining(AlbertPreTrainedModel):
         sop_logits = self.sop_classifier(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None and sentence_order_label is not None:
-            loss = _masked_lm_loss(logits, labels) + F.cross_entropy(
-                sop_logits, sentence_order_label.view(-1)
-            )
+            loss = _token_loss(logits, labels) + F.cross_entropy(sop_logits, sentence_order_label.view(-1))
         res = AlbertForPreTrainingOutput(loss, logits, sop_logits, out.hidden_states)
-        return res.to_tuple() if return_dict is False else res
+        return output_or_tuple(res, return_dict)
 
 
-class AlbertForMaskedLM(AlbertPreTrainedModel):
+class AlbertForMaskedLM(_LabelsHead[MaskedLMOutput]):
+    output_class = MaskedLMOutput
+
     def __init__(self, config: AlbertConfig):
-        super().__init__(config)
-        self.albert = AlbertModel(config, add_pooling_layer=False)
+        super().__init__(config, add_pooling_layer=False)
         self.predictions = AlbertMLMHead(config, self.albert.embeddings.word_embeddings)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-    ) -> MaskedLMOutput | tuple:
-        out = self.albert(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_hidden_states
-        )
-        logits = self.predictions(out.last_hidden_state)
-        loss = _masked_lm_loss(logits, labels) if labels is not None else None
-        res = MaskedLMOutput(loss, logits, out.hidden_states)
-        return res.to_tuple() if return_dict is False else res
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
+        return self.predictions(out.last_hidden_state)  # (B, S, V)
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return _token_loss(logits, labels)
 
 
-class AlbertForSequenceClassification(AlbertPreTrainedModel):
+class AlbertForSequenceClassification(_LabelsHead[SequenceClassifierOutput]):
     """num_labels == 1: regression (MSE); integer labels: cross-entropy; float multi-hot: BCE."""
 
+    output_class = SequenceClassifierOutput
+
     def __init__(self, config: AlbertConfig):
-        super().__init__(config)
+        super().__init__(config, add_pooling_layer=True)
         self.num_labels = config.num_labels
-        self.albert = AlbertModel(config)
         self.dropout = nn.Dropout(config.classifier_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-    ) -> SequenceClassifierOutput | tuple:
-        out = self.albert(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_hidden_states
-        )
-        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            problem = self.config.problem_type
-            if problem is None:
-                if self.num_labels == 1:
-                    problem = "regression"
-                elif labels.dtype in (torch.long, torch.int):
-                    problem = "single_label_classification"
-                else:
-                    problem = "multi_label_classification"
-                self.config.problem_type = problem
-            if problem == "regression":
-                loss = F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype).view(logits.shape[0]))
-            elif problem == "single_label_classification":
-                loss = F.cross_entropy(logits, labels.view(-1))
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
+        return self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        problem = self.config.problem_type
+        if problem is None:  # decided by the first labels seen, then kept in the config, as transformers
+            if self.num_labels == 1:
+                problem = "regression"
+            elif labels.dtype in (torch.long, torch.int):
+                problem = "single_label_classification"
             else:
-                loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-        res = SequenceClassifierOutput(loss, logits, out.hidden_states)
-        return res.to_tuple() if return_dict is False else res
+                problem = "multi_label_classification"
+            self.config.problem_type = problem
+        if problem == "regression":
+            return F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype).view(logits.shape[0]))
+        if problem == "single_label_classification":
+            return F.cross_entropy(logits, labels.view(-1))
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
-class AlbertForTokenClassification(AlbertPreTrainedModel):
+class AlbertForTokenClassification(_LabelsHead[TokenClassifierOutput]):
+    output_class = TokenClassifierOutput
+
     def __init__(self, config: AlbertConfig):
-        super().__init__(config)
+        super().__init__(config, add_pooling_layer=False)
         self.num_labels = config.num_labels
-        self.albert = AlbertModel(config, add_pooling_layer=False)
         self.dropout = nn.Dropout(config.classifier_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-    ) -> TokenClassifierOutput | tuple:
-        out = self.albert(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_hidden_states
-        )
-        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, self.num_labels), labels.reshape(-1), ignore_index=-100)
-        res = TokenClassifierOutput(loss, logits, out.hidden_states)
-        return res.to_tuple() if return_dict is False else res
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
+        return self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return _token_loss(logits, labels)
 
 
 class AlbertForQuestionAnswering(AlbertPreTrainedModel):
@@ -240,45 +257,34 @@ class AlbertForQuestionAnswering(AlbertPreTrainedModel):
                 + F.cross_entropy(end_logits, end, ignore_index=ignored)
             ) / 2
         res = QuestionAnsweringModelOutput(loss, start_logits, end_logits, out.hidden_states)
-        return res.to_tuple() if return_dict is False else res
+        return output_or_tuple(res, return_dict)
 
 
-class AlbertForMultipleChoice(AlbertPreTrainedModel):
+class AlbertForMultipleChoice(_LabelsHead[MultipleChoiceModelOutput]):
     """Inputs (B, C, S): each choice is encoded on its own, scored from its pooled [CLS]; logits (B, C)."""
 
+    output_class = MultipleChoiceModelOutput
+
     def __init__(self, config: AlbertConfig):
-        super().__init__(config)
-        self.albert = AlbertModel(config)
+        super().__init__(config, add_pooling_layer=True)
         self.dropout = nn.Dropout(config.classifier_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-    ) -> MultipleChoiceModelOutput | tuple:
-        ref = input_ids if input_ids is not None else inputs_embeds
-        num_choices = ref.shape[1]
+    def _encode(self, inputs: _Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
+        """The B x C choices encoded as B*C sequences; pooler_output comes back per choice, (B, C, H)."""
 
         def flat(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.reshape(-1, *t.shape[2:])  # (B, C, ...) -> (B*C, ...)
 
-        out = self.albert(
-            flat(input_ids),
-            flat(attention_mask),
-            flat(token_type_ids),
-            flat(position_ids),
-            flat(inputs_embeds),
-            output_hidden_states,
-        )
-        logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B, C)
-        loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
-        res = MultipleChoiceModelOutput(loss, logits, out.hidden_states)
-        return res.to_tuple() if return_dict is False else res
+        out = super()._encode(tuple(flat(t) for t in inputs), output_hidden_states)
+        input_ids, inputs_embeds = inputs[0], inputs[-1]
+        ref = input_ids if input_ids is not None else inputs_embeds
+        assert ref is not None and out.pooler_output is not None  # AlbertModel has checked both
+        return dataclasses.replace(out, pooler_output=out.pooler_output.view(*ref.shape[:2], -1))
+
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
+        return self.classifier(self.dropout(out.pooler_output)).squeeze(-1)  # (B, C)
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, labels.view(-1))

@@ -21,7 +21,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -51,6 +51,11 @@ _BLOCK_RENAMES = {
     "ffn.down.": "ffn_output.",
     "ffn.norm.": "full_layer_layer_norm.",
 }
+# transformers -> ours, longest prefix first: a shorter prefix never takes a longer one's names.
+_RENAMES_BACK = {theirs: ours for ours, theirs in _RENAMES.items()}
+_BLOCK_RENAMES_BACK = {
+    theirs: ours for ours, theirs in sorted(_BLOCK_RENAMES.items(), key=lambda kv: -len(kv[1]))
+}
 _QKV = ("query", "key", "value")
 # transformers keeps these beside the weights; they carry no information for us.
 _HF_IGNORED = re.compile(
@@ -64,6 +69,14 @@ _HF_BLOCK = re.compile(r"^albert\.encoder\.albert_layer_groups\.(\d+)\.albert_la
 
 
 _PROJECTION = "albert.encoder.embedding_hidden_mapping_in."
+
+
+def _renamed(name: str, renames: dict[str, str]) -> str | None:
+    """`name` with the first of `renames`' prefixes it starts with replaced; None if it starts with none."""
+    for old, new in renames.items():
+        if name.startswith(old):
+            return new + name[len(old) :]
+    return None
 
 
 def to_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> dict[str, torch.Tensor]:
@@ -85,10 +98,7 @@ def to_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> dic
             continue
         m = _OUR_BLOCK.match(name)
         if m is None:
-            for ours, theirs in _RENAMES.items():
-                if name.startswith(ours):
-                    name = theirs + name[len(ours) :]
-            out[name] = t
+            out[_renamed(name, _RENAMES) or name] = t
             continue
         part, b, rest = m.group(1), int(m.group(2)), m.group(3)
         prefix = f"albert.encoder.albert_layer_groups.{b // k}.albert_layers.{b % k}."
@@ -97,10 +107,7 @@ def to_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> dic
                 out[f"{prefix}attention.{piece}.{rest[4:]}"] = tensor
             continue
         local = f"{part}.{rest}"
-        for ours, theirs in _BLOCK_RENAMES.items():
-            if local.startswith(ours):
-                local = theirs + local[len(ours) :]
-        out[prefix + local] = t
+        out[prefix + (_renamed(local, _BLOCK_RENAMES) or local)] = t
     return out
 
 
@@ -110,26 +117,15 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
     if not any(n.startswith("albert.") for n in state):  # a bare AlbertModel saves without the prefix
         state = {f"albert.{n}": t for n, t in state.items()}
     if config.embedding_size == config.hidden_size and _PROJECTION + "weight" in state:
-        w, b = state[_PROJECTION + "weight"], state.get(_PROJECTION + "bias")
-        eye = torch.eye(config.hidden_size, dtype=w.dtype)
-        if w.shape != eye.shape or not torch.equal(w, eye) or (b is not None and bool(b.any())):
-            raise ValueError(
-                "embedding_size == hidden_size but the checkpoint's embedding_hidden_mapping_in is not an "
-                "identity: albert-lm follows google-research, which has no E -> H projection when E == H"
-            )
-        state = {n: t for n, t in state.items() if not n.startswith(_PROJECTION)}
+        state = _without_identity_projection(state, config.hidden_size)
     out: dict[str, torch.Tensor] = {}
     qkv: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
-    inverse = {theirs: ours for ours, theirs in _BLOCK_RENAMES.items()}
     for name, t in state.items():
         if _HF_IGNORED.match(name):
             continue
         m = _HF_BLOCK.match(name)
         if m is None:
-            for ours, theirs in _RENAMES.items():
-                if name.startswith(theirs):
-                    name = ours + name[len(theirs) :]
-            out[name] = t
+            out[_renamed(name, _RENAMES_BACK) or name] = t
             continue
         b = int(m.group(1)) * k + int(m.group(2))
         rest = m.group(3)
@@ -137,13 +133,12 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
         if qm:
             qkv.setdefault((b, qm.group(2)), {})[qm.group(1)] = t
             continue
-        for theirs, ours in sorted(inverse.items(), key=lambda kv: -len(kv[0])):
-            if rest.startswith(theirs):
-                part, _, local = (ours + rest[len(theirs) :]).partition(".")
-                out[f"albert.encoder.{part}.{b}.{local}"] = t
-                break
-        else:
+        ours = _renamed(rest, _BLOCK_RENAMES_BACK)
+        if ours is None:
             out[name] = t  # unknown: reported as unexpected
+            continue
+        part, _, local = ours.partition(".")
+        out[f"albert.encoder.{part}.{b}.{local}"] = t
     for (b, kind), pieces in qkv.items():
         if set(pieces) != set(_QKV):
             absent = ", ".join(p for p in _QKV if p not in pieces)
@@ -152,6 +147,19 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
             )
         out[f"albert.encoder.attention.{b}.qkv.{kind}"] = torch.cat([pieces[p] for p in _QKV], dim=0)
     return out
+
+
+def _without_identity_projection(state: dict[str, torch.Tensor], hidden: int) -> dict[str, torch.Tensor]:
+    """`state` without transformers' E -> H projection, which must be the identity that to_transformers
+    writes when E == H (google-research, and albert-lm, have none then)."""
+    weight, bias = state[_PROJECTION + "weight"], state.get(_PROJECTION + "bias")
+    eye = torch.eye(hidden, dtype=weight.dtype)
+    if weight.shape != eye.shape or not torch.equal(weight, eye) or (bias is not None and bool(bias.any())):
+        raise ValueError(
+            "embedding_size == hidden_size but the checkpoint's embedding_hidden_mapping_in is not an "
+            "identity: albert-lm follows google-research, which has no E -> H projection when E == H"
+        )
+    return {n: t for n, t in state.items() if not n.startswith(_PROJECTION)}
 
 
 def _full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -164,7 +172,7 @@ def _full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def save_model(model: torch.nn.Module, path: str | os.PathLike, layout: str = "auto") -> Path:
     """Write config.json and the weights into `path`, each file atomically. Returns the weights file."""
-    config: AlbertConfig = model.config
+    config = cast(AlbertConfig, model.config)
     if layout not in ("auto", "transformers", "native"):
         raise ValueError(f"layout must be 'auto', 'transformers' or 'native', got {layout!r}")
     if layout == "auto":

@@ -9,7 +9,7 @@ transformers a runtime dependency, which albert-lm avoids.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -34,6 +34,14 @@ class ModelOutput:
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]
 
 
+_Output = TypeVar("_Output", bound=ModelOutput)
+
+
+def output_or_tuple(output: _Output, return_dict: bool | None) -> _Output | tuple[Any, ...]:
+    """`output`, or its tuple when the caller passed return_dict=False (transformers' convention)."""
+    return output.to_tuple() if return_dict is False else output
+
+
 @dataclass
 class BaseModelOutputWithPooling(ModelOutput):
     last_hidden_state: torch.Tensor | None = None  # (B, S, H)
@@ -50,24 +58,27 @@ class AlbertForPreTrainingOutput(ModelOutput):
 
 
 @dataclass
-class MaskedLMOutput(ModelOutput):
+class LogitsOutput(ModelOutput):
+    """The output of a head with one logits tensor; its subclasses differ in name and logits shape."""
+
     loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None  # (B, S, V)
+    logits: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
 @dataclass
-class SequenceClassifierOutput(ModelOutput):
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None  # (B, num_labels)
-    hidden_states: tuple[torch.Tensor, ...] | None = None
+class MaskedLMOutput(LogitsOutput):
+    """logits: (B, S, V)."""
 
 
 @dataclass
-class TokenClassifierOutput(ModelOutput):
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None  # (B, S, num_labels)
-    hidden_states: tuple[torch.Tensor, ...] | None = None
+class SequenceClassifierOutput(LogitsOutput):
+    """logits: (B, num_labels)."""
+
+
+@dataclass
+class TokenClassifierOutput(LogitsOutput):
+    """logits: (B, S, num_labels)."""
 
 
 @dataclass
@@ -79,7 +90,5 @@ class QuestionAnsweringModelOutput(ModelOutput):
 
 
 @dataclass
-class MultipleChoiceModelOutput(ModelOutput):
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None  # (B, num_choices)
-    hidden_states: tuple[torch.Tensor, ...] | None = None
+class MultipleChoiceModelOutput(LogitsOutput):
+    """logits: (B, num_choices)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import secrets
 from pathlib import Path
 
 import torch
@@ -71,9 +72,19 @@ def read_weights(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Pa
 
 
 def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
-    """Write safetensors atomically: a temporary name in the same folder, then rename."""
+    """Write safetensors atomically: a temporary file beside `file`, renamed over it once complete.
+
+    `safetensors.torch.save` could hand its bytes to `albert_lm.files.atomic_write`, but it builds the
+    whole file in memory first (a second copy of the model: 0.9 GB for albert-xxlarge in fp32), while
+    `save_file` writes straight from the tensors to a path; so the temporary name is made here, in
+    atomic_write's pattern.
+    """
     file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_name(file.name + ".tmp")
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
-    save_file(tensors, str(tmp), metadata={"format": "pt", **(metadata or {})})
-    os.replace(tmp, file)
+    tmp = file.with_name(f".{file.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        save_file(tensors, tmp, metadata={"format": "pt", **(metadata or {})})
+        os.replace(tmp, file)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
