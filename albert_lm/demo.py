@@ -16,16 +16,20 @@ see every stage work and the model learn, in minutes.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from albert_lm.data.masking import IGNORE_INDEX
+from albert_lm.files import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +70,12 @@ def unigram_baseline(train: Any, evaluation: Any, sample: int = 4000) -> dict[st
     step = max(1, len(train) // sample)
     for i in range(0, len(train), step):
         labels = train[i]["labels"]
-        counts.update(labels[labels != -100].tolist())
+        counts.update(labels[labels != IGNORE_INDEX].tolist())
     guess, _ = counts.most_common(1)[0]
     hits = total = sop_ones = 0
     for i in range(len(evaluation)):
         item = evaluation[i]
-        labels = item["labels"][item["labels"] != -100]
+        labels = item["labels"][item["labels"] != IGNORE_INDEX]
         hits += int((labels == guess).sum())
         total += labels.numel()
         sop_ones += int(item["sentence_order_label"])
@@ -109,30 +113,49 @@ def run_demo(
 
     `files` replaces the bundled books (tests use one); `overrides` change DemoSettings fields.
     """
-    from albert_lm.data.dataset import PretrainingDataset
-    from albert_lm.data.examples import DataConfig
-    from albert_lm.data.shards import create_pretraining_data
-    from albert_lm.data.tokenizer_training import train_tokenizer
-    from albert_lm.training.pretrain import PretrainConfig, pretrain
-
     s = DemoSettings(**overrides)
     if max_steps is not None:
         s.max_steps = max_steps
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     files = files or corpus_files()
-    times: dict[str, float] = {}
     logger.info(
         "demo: %d books, %.1f MB, from %s", len(files), sum(f.stat().st_size for f in files) / 1e6, CORPUS_DIR
     )
+    times: dict[str, float] = {}
+    with _timed(times, "tokenizer_s"):
+        make_tokenizer(files, out / "tokenizer", s)
+    with _timed(times, "data_s"):
+        make_data(files, out / "tokenizer", out / "data", s)
+    with _timed(times, "pretrain_s"):
+        metrics = pretrain_model(out / "data", out / "model", s)
+    report = build_report(out, s, metrics, times)
+    write_json(out / "demo_results.json", report)
+    print(format_report(report))
+    return report
 
-    t = time.perf_counter()
-    tok_dir = out / "tokenizer"
+
+@contextlib.contextmanager
+def _timed(times: dict[str, float], key: str) -> Iterator[None]:
+    """Add the seconds the block takes to `times[key]`."""
+    start = time.perf_counter()
+    yield
+    times[key] = time.perf_counter() - start
+
+
+def make_tokenizer(files: list[Path], tok_dir: Path, s: DemoSettings) -> None:
+    """Stage 1: a SentencePiece model of `s.vocab_size` pieces in `tok_dir` (kept if already there)."""
+    from albert_lm.data.tokenizer_training import train_tokenizer
+
     if not (tok_dir / "spiece.model").is_file():
         train_tokenizer([str(f) for f in files], tok_dir, vocab_size=s.vocab_size, seed=s.seed)
-    times["tokenizer_s"] = time.perf_counter() - t
 
-    t = time.perf_counter()
+
+def make_data(files: list[Path], tok_dir: Path, data_dir: Path, s: DemoSettings) -> None:
+    """Stage 2: SOP pretraining data, paragraphs as documents, a tenth of the blocks held out (resumes)."""
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.data.shards import create_pretraining_data
+
     data_cfg = DataConfig(
         max_seq_length=s.max_seq_length,
         input_format="paragraphs",
@@ -141,13 +164,16 @@ def run_demo(
         max_predictions_per_seq=max(1, round(0.15 * s.max_seq_length)),
         seed=s.seed,
     )
-    create_pretraining_data([str(f) for f in files], tok_dir, out / "data", data_cfg, progress=False)
-    times["data_s"] = time.perf_counter() - t
+    create_pretraining_data([str(f) for f in files], tok_dir, data_dir, data_cfg, progress=False)
 
-    t = time.perf_counter()
+
+def pretrain_model(data_dir: Path, model_dir: Path, s: DemoSettings) -> dict[str, float]:
+    """Stage 3: `albert-tiny` pretrained with LAMB (resuming a checkpoint); returns its final metrics."""
+    from albert_lm.training.pretrain import PretrainConfig, pretrain
+
     cfg = PretrainConfig(
-        data=str(out / "data"),
-        output=str(out / "model"),
+        data=str(data_dir),
+        output=str(model_dir),
         preset="albert-tiny",
         max_steps=s.max_steps,
         batch_size=s.batch_size,
@@ -161,26 +187,28 @@ def run_demo(
         seed=s.seed,
         resume=True,
     )
-    result = pretrain(cfg)
-    times["pretrain_s"] = time.perf_counter() - t
+    return pretrain(cfg).final_metrics
+
+
+def build_report(out: Path, s: DemoSettings, m: dict[str, float], times: dict[str, float]) -> dict[str, Any]:
+    """Stage 4: held-out metrics `m` beside the baselines, a fill-mask example, settings and timings."""
+    from albert_lm.data.dataset import PretrainingDataset
 
     baseline = unigram_baseline(
         PretrainingDataset(out / "data", "train"), PretrainingDataset(out / "data", "eval")
     )
-    m = result.final_metrics
-    report = {
+    seconds = {k: round(v, 1) for k, v in times.items()}
+    seconds["total"] = round(sum(times.values()), 1)
+    report: dict[str, Any] = {
         "settings": asdict(s),
         "eval_mlm_acc": m.get("eval_mlm_acc"),
         "eval_mlm_loss": m.get("eval_mlm_loss"),
         "eval_sop_acc": m.get("eval_sop_acc"),
         **baseline,
         "fill_mask": {"sentence": FILL_MASK_SENTENCE, "top5": fill_mask(out / "model")},
-        "seconds": {k: round(v, 1) for k, v in times.items()},
+        "seconds": seconds,
         "threads": torch.get_num_threads(),
     }
-    report["seconds"]["total"] = round(sum(times.values()), 1)
-    (out / "demo_results.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(format_report(report))
     return report
 
 

@@ -19,9 +19,9 @@ from albert_lm.data.examples import (
     ExampleBuffer,
     ExampleStats,
     examples_from_document,
-    truncate_pair,
+    truncate_pair_randomly,
 )
-from albert_lm.data.masking import mask_sequence, word_start_table
+from albert_lm.data.masking import mask_sequence, replace_masked, word_spans, word_start_table
 from albert_lm.data.shards import create_pretraining_data
 from albert_lm.data.tokenizer_training import train_tokenizer
 
@@ -87,12 +87,12 @@ def test_lone_last_sentence_is_dropped_and_counted() -> None:
     assert stats.examples == 1 and sorted(out.rows[0][1:-1].tolist()) == [3] + [7] * 10 + [8] * 10
 
 
-def test_truncate_pair_matches_the_reference_loop() -> None:
+def test_truncate_pair_randomly_matches_the_reference_loop() -> None:
     rng = np.random.default_rng(0)
     for _ in range(300):
         la, lb, limit = (int(x) for x in rng.integers(1, 80, size=3))
         a, b = np.arange(la), np.arange(100, 100 + lb)
-        ta, tb = truncate_pair(a, b, limit, rng)
+        ta, tb = truncate_pair_randomly(a, b, limit, rng)
         ra, rb = la, lb  # google-research truncate_seq_pair, lengths only
         while ra + rb > limit:
             if ra > rb:
@@ -105,6 +105,23 @@ def test_truncate_pair_matches_the_reference_loop() -> None:
 
 
 # ----------------------------------------------------------------------------- masking (synthetic)
+def test_word_spans_end_at_special_tokens() -> None:
+    pieces = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "\u2581a", "b", "\u2581c"]
+    ids = np.array([2, 5, 6, 7, 3, 6, 7, 3])  # [CLS] ▁a b ▁c [SEP] b ▁c [SEP]
+    special = np.isin(ids, [2, 3])
+    starts, ends = word_spans(ids, word_start_table(pieces), special)
+    # "b" right after [SEP] starts a word of its own: [CLS] and [SEP] end words
+    assert starts.tolist() == [1, 3, 5, 6] and ends.tolist() == [3, 4, 6, 7]
+
+
+def test_replace_masked_keeps_the_80_10_10_split() -> None:
+    ids = np.full(20000, 7)
+    positions = np.arange(0, 20000, 2)
+    out = replace_masked(ids, positions, np.random.default_rng(0), vocab_size=100, mask_id=4)
+    assert np.all(out[1::2] == 7) and np.all((out[positions] == 4) | (out[positions] >= 5))
+    assert abs(np.mean(out[positions] == 4) - 0.8) < 0.02
+
+
 def test_mask_sequence_whole_words_and_replacements() -> None:
     pieces = (
         ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]

@@ -117,6 +117,15 @@ def test_squad_windows_positions_and_decoding(tmp_path):
     assert squad.apply_threshold(preds, -11.0) == {"q1": ""}
 
 
+def test_squad_context_windows_and_answer_tokens():
+    assert squad.context_windows(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
+    assert squad.context_windows(10, 4, 8) == [(0, 4), (4, 4), (8, 2)]  # the stride never skips tokens
+    assert squad.context_windows(3, 4, 2) == [(0, 3)]
+    ctx = squad._Context([7, 8, 9], [(0, 3), (4, 6), (6, 9)])  # "The cat's"
+    assert squad.answer_tokens(ctx, "cat's", 4) == (1, 2)
+    assert squad.answer_tokens(ctx, " ", 3) is None
+
+
 def test_squad_decode_respects_max_answer_length(tmp_path):
     context = "alpha beta gamma delta"
     qas = [{"id": "q", "question": "x", "answers": [{"text": "alpha", "answer_start": 0}]}]
@@ -242,6 +251,24 @@ def test_glue_features_truncate_longest_first():
     # budget 5 = 8 - 3 specials: the longer first text is cut to 3, the second keeps 2
     assert len(f["input_ids"]) == 8 and f["token_type_ids"] == [0, 0, 0, 0, 0, 1, 1, 1]
     assert f["input_ids"][0] == 2 and f["input_ids"][4] == 3 and f["labels"] == 0
+
+
+def test_pair_features_cut_the_longer_side_from_the_end():
+    from albert_lm.tasks.task import pair_features
+
+    tok = ChunkTokenizer()
+    ids, types = pair_features(tok, [10, 11, 12, 13, 14], [20, 21], max_seq_length=8)
+    assert ids == [2, 10, 11, 12, 3, 20, 21, 3] and types == [0] * 5 + [1] * 3
+    ids, types = pair_features(tok, [10, 11, 12], None, max_seq_length=4)
+    assert ids == [2, 10, 11, 3] and types == [0] * 4
+
+
+def test_input_error_is_one_class():
+    from albert_lm import files, tasks
+    from albert_lm.tasks import task
+
+    assert task.InputError is files.InputError is tasks.InputError
+    assert str(files.InputError("a.json", "bad", line=3)) == "a.json:3: bad"
 
 
 # --------------------------------------------------------------------------- RACE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import unicodedata
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import torch
 
 from albert_lm.cli import main
 from albert_lm.data.corpus import iter_text_lines
-from albert_lm.data.tokenizer import AlbertTokenizer, preprocess_text
+from albert_lm.data.tokenizer import AlbertTokenizer, preprocess_text, truncate_pair_from_end
 from albert_lm.data.tokenizer_training import train_tokenizer
 
 SPECIAL_WORDS = ["Émile", "1,000", "2,5", "naïve", "café", "crème", "brûlée", "THE", "Town,", "yes!"]
@@ -159,6 +160,23 @@ def test_pair_encoding_truncation_and_padding(tiny_tok: AlbertTokenizer) -> None
     assert batch["input_ids"][1, -1].item() == tiny_tok.pad_token_id
     with pytest.raises(ValueError, match="truncat"):
         tiny_tok(a, b, max_length=12, truncation="only_weird")
+
+
+def test_truncate_pair_from_end_strategies() -> None:
+    rng = random.Random(0)
+    for _ in range(200):
+        a, b = list(range(rng.randrange(0, 30))), list(range(100, 100 + rng.randrange(0, 30)))
+        budget = rng.randrange(0, 50)
+        ta, tb = truncate_pair_from_end(a, b, budget)
+        ra, rb = list(a), list(b)  # BERT's _truncate_seq_pair
+        while len(ra) + len(rb) > budget:
+            (rb if len(rb) > len(ra) else ra).pop()
+        assert (ta, tb) == (ra, rb)
+    assert truncate_pair_from_end([1, 2, 3], [4, 5], 3, "only_first") == ([1], [4, 5])
+    assert truncate_pair_from_end([1, 2, 3], [4, 5], 4, "only_second") == ([1, 2, 3], [4])
+    assert truncate_pair_from_end([1, 2, 3], None, 2) == ([1, 2], None)
+    with pytest.raises(ValueError, match="cannot truncate the second text"):
+        truncate_pair_from_end([1, 2, 3], [4], 1, "only_second")
 
 
 def test_decode_and_token_conversion(tiny_tok: AlbertTokenizer) -> None:

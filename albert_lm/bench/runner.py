@@ -25,7 +25,6 @@ limit for the dtype. Ablations switch one of our choices off at a time, in this 
 from __future__ import annotations
 
 import contextlib
-import json
 import platform
 import resource
 import subprocess
@@ -38,6 +37,7 @@ from typing import Any
 
 import torch
 
+from albert_lm import files
 from albert_lm.bench.workloads import (
     ABLATIONS,
     SIDES,
@@ -51,8 +51,7 @@ from albert_lm.bench.workloads import (
     write_weights,
 )
 from albert_lm.kernels import autotune, precision
-from albert_lm.kernels import linear as kernels
-from albert_lm.kernels.hardware import cpu_info
+from albert_lm.kernels.hardware import cpu_info, tune_cpu_allocator
 from albert_lm.model.config import AlbertConfig
 
 
@@ -68,6 +67,7 @@ class _Worker:
     """
 
     def __init__(self, args: list[str]):
+        self._args = list(args)  # for error messages
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "albert_lm.bench.runner", "worker", *args],
@@ -88,7 +88,7 @@ class _Worker:
         self._proc.wait()
         self._log.seek(0)
         tail = self._log.read()[-2000:]
-        raise RuntimeError(f"bench worker {self._proc.args[4:]} failed on {command[0]!r}:\n{tail}")
+        raise RuntimeError(f"bench worker {self._args} failed on {command[0]!r}:\n{tail}")
 
     def run(self) -> float:
         return float(self._call("run"))
@@ -144,7 +144,7 @@ def _worker_main(args: list[str]) -> None:
     import transformers
 
     transformers.utils.logging.disable_progress_bar()
-    kernels.tune_cpu_allocator()  # both sides alike: the table does not credit the setting to us
+    tune_cpu_allocator()  # both sides alike: the table does not credit the setting to us
     run, check = _runner_from_args(args)
     for line in sys.stdin:
         command, *rest = line.split()
@@ -273,13 +273,14 @@ def run_suite(
     isolate: bool = True,
     precision: str = "auto",
 ) -> dict[str, Any]:
+    """The parts of the bench named in `only` (see PARTS), for `format_table` and `--json`."""
     try:
         import transformers
     except ImportError as e:
         raise ValueError("albert bench compares against transformers: pip install transformers") from e
 
     transformers.utils.logging.disable_progress_bar()
-    kernels.tune_cpu_allocator()  # for the GEMM limits and the ablations (the workers set their own)
+    tune_cpu_allocator()  # for the GEMM limits and the ablations (the workers set their own)
     config = AlbertConfig.from_preset(preset)
     result: dict[str, Any] = {
         "machine": machine_line(),
@@ -302,6 +303,25 @@ def run_suite(
             f"bf16 rows skipped: no native bf16 on this CPU (bf16 {s['bf16_gflops']:.0f} against fp32 "
             f"{s['fp32_gflops']:.0f} GFLOP/s); --precision bf16 or all runs them"
         )
+    sst2_ok = data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file()
+    if "sst2" in only and not sst2_ok:
+        log(f"SST-2 skipped: no glue/SST-2/dev.tsv under {data} (set --data or ALBERT_DATA)")
+    rows = []
+    for workload, p, n in comparison_jobs(only, chosen, repeats, sst2_ok):
+        log(f"{workload.name} {p} ...")
+        warmup = 1 if workload.kind == "sst2" else 2  # an SST-2 repeat takes transformers ~45 s here
+        rows.append(compare(config, workload, p, n, data, warmup, isolate))
+    result["rows"] = [r.as_dict(limits) for r in rows]
+    if "ablations" in only:
+        result["ablations"] = _ablations(config, chosen, repeats, data, sst2_ok, log, limits)
+    result["kernels"] = kernels_chosen()
+    return result
+
+
+def comparison_jobs(
+    only: tuple[str, ...], chosen: tuple[str, ...], repeats: int, sst2_ok: bool
+) -> list[tuple[Workload, str, int]]:
+    """(workload, precision, repeats) of every ours-against-theirs row the parts in `only` ask for."""
     jobs: list[tuple[Workload, str, int]] = []
     if "inference" in only:
         for p in chosen:
@@ -310,28 +330,29 @@ def run_suite(
     if "pretraining" in only:
         for p in chosen:
             jobs.append((Workload("pretraining", 8, 128), p, max(3, repeats // 2)))
-    sst2_ok = data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file()
-    if "sst2" in only:
-        if sst2_ok:
-            jobs.append((Workload("sst2"), "fp32", max(3, repeats // 2)))
-        else:
-            log(f"SST-2 skipped: no glue/SST-2/dev.tsv under {data} (set --data or ALBERT_DATA)")
+    if "sst2" in only and sst2_ok:
+        jobs.append((Workload("sst2"), "fp32", max(3, repeats // 2)))
+    return jobs
+
+
+def _ablations(
+    config: AlbertConfig,
+    chosen: tuple[str, ...],
+    repeats: int,
+    data: Path | None,
+    sst2_ok: bool,
+    log: Callable[[str], None],
+    limits: dict[str, float],
+) -> list[dict[str, Any]]:
+    """The ablation rows (ABLATIONS) whose precision is benched and whose workload can run."""
     rows = []
-    for workload, p, n in jobs:
-        log(f"{workload.name} {p} ...")
-        warmup = 1 if workload.kind == "sst2" else 2  # an SST-2 repeat takes transformers ~45 s here
-        rows.append(compare(config, workload, p, n, data, warmup, isolate))
-    result["rows"] = [r.as_dict(limits) for r in rows]
-    if "ablations" in only:
-        for choice, workload_kind, p, b, s in ABLATIONS:
-            if (workload_kind == "sst2" and not sst2_ok) or p not in chosen:
-                continue
-            log(f"ablation {choice} ({workload_kind}, {p}) ...")
-            n = max(3, repeats // 2)
-            row = ablation_row(config, choice, workload_kind, p, n, data, b, s)
-            result["ablations"].append(row.as_dict(limits))
-    result["kernels"] = kernels_chosen()
-    return result
+    for choice, workload_kind, p, b, s in ABLATIONS:
+        if (workload_kind == "sst2" and not sst2_ok) or p not in chosen:
+            continue
+        log(f"ablation {choice} ({workload_kind}, {p}) ...")
+        n = max(3, repeats // 2)
+        rows.append(ablation_row(config, choice, workload_kind, p, n, data, b, s).as_dict(limits))
+    return rows
 
 
 def _range(work: float, ts: list[float]) -> str:
@@ -389,9 +410,8 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def write_json(result: dict[str, Any], path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    tmp.replace(path)
+    """`albert bench --json`: the result, written atomically (`albert_lm.files.write_json`)."""
+    files.write_json(path, result, indent=1)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:

@@ -15,14 +15,18 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 import torch.nn.functional as F
 
+from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.kernels import linear as kernels
 from albert_lm.kernels import onednn
 from albert_lm.model.config import AlbertConfig
+
+if TYPE_CHECKING:
+    from albert_lm.model.heads import AlbertForPreTraining
 
 SIDES = ("ours", "theirs")
 
@@ -62,11 +66,21 @@ def encoder_flops(config: AlbertConfig, batch: int, seq: int) -> float:
     return float(layers * per_layer + projection)
 
 
-def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> dict[str, dict[str, float]]:
+class GemmPath(TypedDict):
+    gflops: float
+    dtype: str  # "fp32" or "bf16"
+
+
+class GemmLimits(TypedDict):
+    paths: dict[str, GemmPath]
+    limits: dict[str, float]  # the best path's GFLOP/s per dtype
+
+
+def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> GemmLimits:
     """GFLOP/s per path on the encoder's three matrix shapes; `limit` per dtype is the best path."""
     h, i = config.hidden_size, config.intermediate_size
     shapes = [(tokens, h, 3 * h), (tokens, h, i), (tokens, i, h)]
-    paths: dict[str, dict[str, float]] = {}
+    paths: dict[str, GemmPath] = {}
 
     def rate(fn, flops: float) -> float:
         return flops / statistics.median(interleaved({"f": fn}, repeats, 2)["f"]) / 1e9
@@ -101,12 +115,12 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
             "gflops": statistics.mean(rates),
             "dtype": "bf16" if dtype == torch.bfloat16 else "fp32",
         }
-    limits = {}
+    limits: dict[str, float] = {}
     for dt in ("fp32", "bf16"):
         candidates = [p["gflops"] for p in paths.values() if p["dtype"] == dt]
         if candidates:
             limits[dt] = max(candidates)
-    return {"paths": paths, "limits": limits}  # type: ignore[dict-item]
+    return {"paths": paths, "limits": limits}
 
 
 # --------------------------------------------------------------------------- rows
@@ -159,7 +173,7 @@ def pretraining_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> dict[s
         "input_ids": torch.where(masked, torch.full_like(ids, 4), ids),
         "attention_mask": torch.ones_like(ids),
         "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, seq).contiguous(),
-        "labels": torch.where(masked, ids, torch.full_like(ids, -100)),
+        "labels": torch.where(masked, ids, torch.full_like(ids, IGNORE_INDEX)),
         "sentence_order_label": torch.randint(0, 2, (batch,), generator=g),
     }
 
@@ -252,17 +266,22 @@ def _pretraining_runner(workload: Workload, side: str, precision: str, folder: P
     import transformers
 
     from albert_lm.model.heads import AlbertForPreTraining
-    from albert_lm.training.pretrain import PretrainingObjective
+    from albert_lm.training.objective import PretrainingObjective
 
-    cls = AlbertForPreTraining if side == "ours" else transformers.AlbertForPreTraining
-    model = cls.from_pretrained(folder).train()
-    model.sop_classifier.dropout.p = 0.0  # what `albert pretrain` does (google-research has none)
-    data = pretraining_batch(model.config.vocab_size, workload.batch, workload.seq)
     if side == "ours":
-        objective = PretrainingObjective(model, "sop")  # MLM logits at the masked positions only
+        ours = AlbertForPreTraining.from_pretrained(folder).train()
+        assert isinstance(ours, AlbertForPreTraining)  # from_pretrained builds the class it is called on
+        model: torch.nn.Module = ours
+        ours.sop_classifier.dropout.p = 0.0  # what `albert pretrain` does (google-research has none)
+        data = pretraining_batch(ours.config.vocab_size, workload.batch, workload.seq)
+        objective = PretrainingObjective(ours, "sop")  # MLM logits at the masked positions only
         loss_fn = lambda: objective(data)[0]  # noqa: E731
     else:
-        loss_fn = lambda: model(**data).loss  # noqa: E731
+        theirs = transformers.AlbertForPreTraining.from_pretrained(folder).train()
+        model = theirs
+        theirs.sop_classifier.dropout.p = 0.0
+        data = pretraining_batch(theirs.config.vocab_size, workload.batch, workload.seq)
+        loss_fn = lambda: theirs(**data).loss  # noqa: E731
 
     def initial_loss() -> torch.Tensor:
         with torch.no_grad():
@@ -389,7 +408,7 @@ ABLATIONS = (  # (choice, workload, precision, batch, seq)
 )
 
 
-def _all_positions_loss(model: torch.nn.Module, data: dict[str, torch.Tensor]) -> torch.Tensor:
+def _all_positions_loss(model: AlbertForPreTraining, data: dict[str, torch.Tensor]) -> torch.Tensor:
     """MLM logits and their softmax at every position, as transformers' AlbertForPreTraining, + SOP."""
     out = model.albert(
         input_ids=data["input_ids"],
@@ -397,7 +416,9 @@ def _all_positions_loss(model: torch.nn.Module, data: dict[str, torch.Tensor]) -
         token_type_ids=data["token_type_ids"],
     )
     logits = model.predictions(out.last_hidden_state).float()
-    mlm = F.cross_entropy(logits.view(-1, logits.shape[-1]), data["labels"].view(-1))  # ignores -100
+    mlm = F.cross_entropy(
+        logits.view(-1, logits.shape[-1]), data["labels"].view(-1), ignore_index=IGNORE_INDEX
+    )
     sop = F.cross_entropy(model.sop_classifier(out.pooler_output).float(), data["sentence_order_label"])
     return mlm + sop
 
@@ -415,7 +436,7 @@ def ablation_row(
     """Ours with the choice on against ours with it off (in the `theirs` slot), interleaved."""
     from albert_lm.model.encoder import AlbertModel
     from albert_lm.model.heads import AlbertForPreTraining
-    from albert_lm.training.pretrain import PretrainingObjective
+    from albert_lm.training.objective import PretrainingObjective
 
     torch.manual_seed(0)
     name, unit, work = f"{choice}: {workload} {b} x {s}", "tokens/s", float(b * s)
@@ -427,13 +448,13 @@ def ablation_row(
             with torch.inference_mode(), _autocast(precision):
                 model(input_ids=ids)
     elif workload == "pretraining":
-        model = AlbertForPreTraining(config).train()
-        model.sop_classifier.dropout.p = 0.0
-        objective = PretrainingObjective(model, "sop")
+        pretrainer = AlbertForPreTraining(config).train()
+        pretrainer.sop_classifier.dropout.p = 0.0
+        objective = PretrainingObjective(pretrainer, "sop")
         batch = pretraining_batch(config.vocab_size, b, s)
-        fn = train_step(model, lambda: objective(batch)[0], precision)
+        fn = train_step(pretrainer, lambda: objective(batch)[0], precision)
         if choice == MLM_MASKED_ONLY:
-            off = train_step(model, lambda: _all_positions_loss(model, batch), precision)
+            off = train_step(pretrainer, lambda: _all_positions_loss(pretrainer, batch), precision)
     else:
         assert data is not None
         with tempfile.TemporaryDirectory() as d:

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import blingfire
 
+from albert_lm.files import InputError
+
 logger = logging.getLogger(__name__)
 
 FORMATS = ("lines", "paragraphs")
@@ -85,16 +87,18 @@ def gutenberg_body(path: Path) -> tuple[int, int]:
         tail = f.read(_TAIL_WINDOW)
     starts = list(_START_RE.finditer(head))
     if not starts:
-        raise ValueError(
-            f"{path}: no Project Gutenberg START marker ('*** START OF' or '*END*THE SMALL PRINT') in the "
-            f"first {_HEAD_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books"
+        raise InputError(
+            path,
+            f"no Project Gutenberg START marker ('*** START OF' or '*END*THE SMALL PRINT') in the "
+            f"first {_HEAD_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books",
         )
     start = starts[-1].end()  # old files have both a small-print start and end line: text follows the last
     end_match = next((m for m in _END_RE.finditer(tail) if tail_start + m.start() >= start), None)
     if end_match is None:
-        raise ValueError(
-            f"{path}: no Project Gutenberg END marker ('*** END OF' or 'End of the Project Gutenberg') in "
-            f"the last {_TAIL_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books"
+        raise InputError(
+            path,
+            f"no Project Gutenberg END marker ('*** END OF' or 'End of the Project Gutenberg') in "
+            f"the last {_TAIL_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books",
         )
     return start, tail_start + end_match.start()
 
@@ -104,15 +108,15 @@ def check_input_file(path: Path) -> int:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such input file")
     if not path.is_file():
-        raise ValueError(f"{path}: not a regular file")
+        raise InputError(path, "not a regular file")
     size = path.stat().st_size
     if size == 0:
-        raise ValueError(f"{path}: empty input file (expected UTF-8 text)")
+        raise InputError(path, "empty input file (expected UTF-8 text)")
     with open(path, "rb") as f:
         probe = f.read(1 << 16)
     nul = probe.find(b"\0")
     if nul >= 0:
-        raise ValueError(f"{path}: binary file (NUL byte at offset {nul}); expected UTF-8 text")
+        raise InputError(path, f"binary file (NUL byte at offset {nul}); expected UTF-8 text")
     return size
 
 
@@ -163,25 +167,27 @@ def read_block_text(
         data = f.read(block.nbytes)
     nul = data.find(b"\0")
     if nul >= 0:
-        raise ValueError(
-            f"{block.path}: binary data (NUL byte at offset {block.start + nul}); expected UTF-8 text"
+        raise InputError(
+            block.path, f"binary data (NUL byte at offset {block.start + nul}); expected UTF-8 text"
         )
     if len(data) > max_line_bytes:
         pos = 0
         for raw in data.split(b"\n"):  # C-level split; only blocks that could hold a long line pay for it
             if len(raw) > max_line_bytes:
-                raise ValueError(
-                    f"{block.path}: line at byte offset {block.start + pos} is {len(raw)} bytes, over "
-                    f"--max-line-bytes {max_line_bytes}; expected text lines (a binary or one-line file?)"
+                raise InputError(
+                    block.path,
+                    f"line at byte offset {block.start + pos} is {len(raw)} bytes, over "
+                    f"--max-line-bytes {max_line_bytes}; expected text lines (a binary or one-line file?)",
                 )
             pos += len(raw) + 1
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         if not skip_invalid_utf8:
-            raise ValueError(
-                f"{block.path}: invalid UTF-8 at byte offset {block.start + e.start} ({e.reason}); "
-                "expected UTF-8 text (or pass --skip-invalid-utf8 to skip such lines)"
+            raise InputError(
+                block.path,
+                f"invalid UTF-8 at byte offset {block.start + e.start} ({e.reason}); "
+                "expected UTF-8 text (or pass --skip-invalid-utf8 to skip such lines)",
             ) from None
         good = []
         for raw in data.split(b"\n"):

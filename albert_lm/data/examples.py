@@ -181,9 +181,12 @@ def draw_target(cfg: DataConfig, u: UniformStream) -> tuple[int, bool]:
     return max_num_tokens, False
 
 
-def truncate_pair(a: np.ndarray, b: np.ndarray, max_num_tokens: int, rng: np.random.Generator):
+def truncate_pair_randomly(
+    a: np.ndarray, b: np.ndarray, max_num_tokens: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """google-research `truncate_seq_pair`: trim the longer side one token at a time, front or back at random.
 
+    Pretraining's rule; fine-tuning cuts from the end only (`albert_lm.data.tokenizer.truncate_pair_from_end`).
     The reference's loop removes from A while len(A) > len(B), else from B; the number removed from each
     side follows from the lengths alone, and the front/back choices are i.i.d. fair coins, so drawing
     each side's front count from Binomial(k, 0.5) gives the same distribution in one call.
@@ -203,6 +206,55 @@ def truncate_pair(a: np.ndarray, b: np.ndarray, max_num_tokens: int, rng: np.ran
     return a[front_a : la - (from_a - front_a)], b[front_b : lb - (from_b - front_b)]
 
 
+def chunk_end(doc: Document, s: int, target: int, objective: str) -> int | None:
+    """End (exclusive) of the chunk that starts at sentence `s`: the fewest sentences whose length
+    reaches `target`, or the rest of the document.
+
+    In SOP mode a chunk of one sentence takes the next sentence too (B is never another document's);
+    None when that lone sentence ends the document (it is dropped).
+    """
+    n = len(doc)
+    k = min(bisect.bisect_left(doc.bounds, doc.bounds[s] + target, s + 1), n)
+    if k - s == 1 and objective == "sop":
+        if k == n:
+            return None
+        k += 1
+    return k
+
+
+def random_next(docs: Sequence[Document], d: int, room: int, u: UniformStream) -> np.ndarray:
+    """NSP's random B: sentences of a document other than `d` (uniform over the others), from a random
+    sentence on, the fewest that reach `room` tokens (or that document's end)."""
+    other = u.integer(0, len(docs) - 1)
+    other += other >= d  # fix: uniform over the *other* documents
+    r = docs[other]
+    j0 = u.integer(0, len(r))
+    j1 = min(bisect.bisect_left(r.bounds, r.bounds[j0] + room, j0 + 1), len(r))
+    return r.tokens[r.bounds[j0] : r.bounds[j1]]
+
+
+def _append_pair(
+    out: ExampleBuffer,
+    stats: ExampleStats,
+    a: np.ndarray,
+    b: np.ndarray,
+    label: int,
+    short: bool,
+    specials: tuple[np.ndarray, np.ndarray],
+    dtype: np.dtype,
+) -> None:
+    """`[CLS] a [SEP] b [SEP]` into `out` and the counts, unless a side is empty."""
+    if not (len(a) and len(b)):
+        return
+    cls, sep = specials
+    tokens = np.concatenate([cls, a, sep, b, sep]).astype(dtype, copy=False)
+    out.append(tokens, len(a), label)
+    stats.examples += 1
+    stats.tokens += len(tokens)
+    stats.label_ones += label
+    stats.short_targets += short
+
+
 def examples_from_document(
     docs: list[Document],
     d: int,
@@ -220,47 +272,30 @@ def examples_from_document(
     max_num_tokens = cfg.max_seq_length - 3
     u = UniformStream(rng)  # scalar draws from blocks: one generator call per 64 draws
     target, short = draw_target(cfg, u)
-    cls, sep = np.array([cls_id], dtype), np.array([sep_id], dtype)
+    specials = (np.array([cls_id], dtype), np.array([sep_id], dtype))
     s = 0  # first sentence of the current chunk
     while s < n:
-        # The chunk: sentences s..k-1, the fewest whose length reaches the target (or the rest).
-        k = min(bisect.bisect_left(cum, cum[s] + target, s + 1), n)
-        if k - s == 1 and cfg.objective == "sop":
-            if k == n:
-                stats.dropped_lone_sentences += 1
-                break
-            k += 1  # fix: B is the next sentence, never another document's
+        k = chunk_end(doc, s, target, cfg.objective)  # the chunk: sentences s..k-1
+        if k is None:
+            stats.dropped_lone_sentences += 1
+            break
         size = k - s
         a_end = 1 if size < 2 else u.integer(1, size)
         a = toks[cum[s] : cum[s + a_end]]
-        label = 0
         next_s = k
         if cfg.objective == "nsp" and len(docs) > 1 and (size == 1 or u.next() < 0.5):
-            label = 1
-            other = u.integer(0, len(docs) - 1)
-            other += other >= d  # fix: uniform over the *other* documents
-            r = docs[other]
-            j0 = u.integer(0, len(r))
-            j1 = min(bisect.bisect_left(r.bounds, r.bounds[j0] + target - len(a), j0 + 1), len(r))
-            b = r.tokens[r.bounds[j0] : r.bounds[j1]]
+            b, label = random_next(docs, d, target - len(a), u), 1
             next_s = s + a_end  # put the unused sentences back
         elif size == 1:  # NSP with a single document in the shard: nothing to pair with
             stats.dropped_lone_sentences += 1
             s = k
             continue
         else:
-            b = toks[cum[s + a_end] : cum[k]]
+            b, label = toks[cum[s + a_end] : cum[k]], 0
             if cfg.objective == "sop" and u.next() < 0.5:
-                a, b = b, a
-                label = 1
-        a, b = truncate_pair(a, b, max_num_tokens, rng)
-        if len(a) and len(b):
-            tokens = np.concatenate([cls, a, sep, b, sep]).astype(dtype, copy=False)
-            out.append(tokens, len(a), label)
-            stats.examples += 1
-            stats.tokens += len(tokens)
-            stats.label_ones += label
-            stats.short_targets += short
+                a, b, label = b, a, 1
+        a, b = truncate_pair_randomly(a, b, max_num_tokens, rng)
+        _append_pair(out, stats, a, b, label, short, specials, dtype)
         target, short = draw_target(cfg, u)  # fix: a new target for every example
         s = next_s
 

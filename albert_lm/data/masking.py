@@ -96,31 +96,58 @@ def mask_sequence(
     special = np.zeros(len(ids), dtype=bool)  # (T,)
     for sid in special_ids:
         special |= ids == sid
-    maskable = ~special
-    n_maskable = int(maskable.sum())
+    n_maskable = int((~special).sum())
     if n_maskable == 0 or masked_lm_prob <= 0:
         return ids.copy(), np.zeros(0, np.int64), np.zeros(0, ids.dtype)
+    starts, ends = word_spans(ids, word_start, special)
+    chosen = choose_masked_tokens(
+        starts.tolist(), ends.tolist(), n_maskable, UniformStream(rng),
+        masked_lm_prob, max_predictions, max_ngram, span_log,
+    )  # fmt: skip
+    positions = np.array(sorted(chosen), dtype=np.int64)
+    return replace_masked(ids, positions, rng, vocab_size, mask_id), positions, ids[positions]
 
-    # Word boundaries: a start piece, or the first piece after a special token.
+
+def word_spans(ids: np.ndarray, word_start: np.ndarray, special: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(W,) first token and (W,) end (exclusive) of every maskable word of `ids` (T,).
+
+    A word starts at a start piece (`word_start[id]`) or at the first piece after a special token, and
+    runs to the next start or to the next special token, whichever comes first. `special`: (T,) bool.
+    """
     after_special = np.concatenate(([True], special[:-1]))
-    starts = np.flatnonzero(maskable & (word_start[ids] | after_special))  # (W,) first piece of each word
-    # A word runs to the next start or to the next special token, whichever comes first.
+    starts = np.flatnonzero(~special & (word_start[ids] | after_special))  # (W,)
     next_special = np.flatnonzero(special)
     ends = np.minimum(
         np.append(starts[1:], len(ids)),
         next_special[np.searchsorted(next_special, starts)] if len(next_special) else len(ids),
     )  # (W,)
+    return starts, ends
+
+
+def choose_masked_tokens(
+    starts: Sequence[int],
+    ends: Sequence[int],
+    n_maskable: int,
+    uniforms: UniformStream,
+    masked_lm_prob: float,
+    max_predictions: int,
+    max_ngram: int,
+    span_log: list[int] | None = None,
+) -> list[int]:
+    """Positions to mask, span by span, in the order chosen (the rules in the module docstring).
+
+    Each span: n words with p(n) ~ 1/n, placed uniformly among the start words whose n words are all
+    free; spans are added until `masked_lm_prob * n_maskable` is reached (a span crossing it kept with
+    probability (target - masked so far) / (mean span length)) or one would pass `max_predictions`.
+    """
     n_words = len(starts)
-    starts_l, ends_l = starts.tolist(), ends.tolist()
     cdf, mean_words = _ngram_cdf(max_ngram)
     # Expected tokens of one span: decides, independently of the span drawn, whether a span that crosses
     # the target is kept, so the masked count is right on average and the span lengths stay unbiased.
     mean_span = mean_words * n_maskable / n_words
     target = n_maskable * masked_lm_prob
-
     word_used = [False] * n_words
     chosen: list[int] = []
-    uniforms = UniformStream(rng)
     for _ in range(4 * n_words):  # a bound, never reached in practice: the target stops the loop first
         if len(chosen) >= target:
             break
@@ -128,17 +155,11 @@ def mask_sequence(
         n = 1
         while n < max_ngram and u >= cdf[n - 1]:
             n += 1
-        if n > n_words:
-            continue
-        # Place the span uniformly among free positions: rejection sampling over start words.
-        for _try in range(32):
-            w = int(uniforms.next() * (n_words - n + 1))
-            if not any(word_used[w : w + n]):
-                break
-        else:
+        w = _place_span(uniforms, word_used, n) if n <= n_words else None
+        if w is None:
             continue
         # The span's tokens, word by word: a span may run across [SEP] (as in the reference), never into it.
-        span = [t for j in range(w, w + n) for t in range(starts_l[j], ends_l[j])]
+        span = [t for j in range(w, w + n) for t in range(starts[j], ends[j])]
         after = len(chosen) + len(span)
         if after > max_predictions:
             break
@@ -148,16 +169,32 @@ def mask_sequence(
         chosen.extend(span)
         if span_log is not None:
             span_log.append(n)
+    return chosen
 
-    positions = np.array(sorted(chosen), dtype=np.int64)
-    labels = ids[positions]
+
+def _place_span(uniforms: UniformStream, word_used: list[bool], n: int) -> int | None:
+    """First word of an n-word span, uniform among the starts whose n words are all free (rejection
+    sampling, 32 tries); None when every try touched a masked word."""
+    n_words = len(word_used)
+    for _try in range(32):
+        w = int(uniforms.next() * (n_words - n + 1))
+        if not any(word_used[w : w + n]):
+            return w
+    return None
+
+
+def replace_masked(
+    ids: np.ndarray, positions: np.ndarray, rng: np.random.Generator, vocab_size: int, mask_id: int
+) -> np.ndarray:
+    """A copy of `ids` with each of `positions` made [MASK] (p 0.8), a random ordinary piece (ids 5 and
+    up, p 0.1) or left as it is (p 0.1)."""
     out = ids.copy()
     u = rng.random(len(positions))
     to_mask = u < 0.8
     to_random = u >= 0.9
     out[positions[to_mask]] = mask_id
     out[positions[to_random]] = rng.integers(NUM_SPECIAL_IDS, vocab_size, size=int(to_random.sum()))
-    return out, positions, labels
+    return out
 
 
 class UniformStream:

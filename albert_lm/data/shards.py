@@ -46,9 +46,17 @@ import numpy as np
 from tqdm import tqdm
 
 from albert_lm.data.corpus import Block, ReadStats, iter_documents, plan_blocks
-from albert_lm.data.examples import DataConfig, Document, ExampleStats, create_examples, static_masks
+from albert_lm.data.examples import (
+    DataConfig,
+    Document,
+    ExampleBuffer,
+    ExampleStats,
+    create_examples,
+    static_masks,
+)
 from albert_lm.data.masking import word_start_table
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.files import InputError, atomic_folder, read_json_object, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +73,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 # ----------------------------------------------------------------------------------------- planning
@@ -135,22 +137,51 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
     """Read, tokenize and turn one shard's blocks into examples; write them atomically. Returns its meta."""
     cfg = DataConfig.from_dict(task["config"])
     final = Path(task["dir"])
-    meta_file = final / "meta.json"
-    if meta_file.is_file():
-        meta = json.loads(meta_file.read_text())
-        if meta.get("plan_id") == task["plan_id"]:
-            _report(sum(b[2] - b[1] for b in task["blocks"]))
-            meta["skipped"] = True
-            return meta
-        shutil.rmtree(final)
+    done = _finished_meta(final, task["plan_id"])
+    if done is not None:
+        _report(sum(b[2] - b[1] for b in task["blocks"]))
+        return {**done, "skipped": True}
     t0 = time.perf_counter()
     tok: AlbertTokenizer = _worker_state["tok"]
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, _SPLIT_SEED[task["split"]], task["index"]]))
     dtype = np.dtype(np.uint16) if tok.vocab_size <= 65536 else np.dtype(np.int32)
+    docs, read = _read_documents(task["blocks"], cfg, tok, dtype)
+    stats = ExampleStats(documents=len(docs), sentences=sum(len(d) for d in docs))
+    buf = create_examples(docs, cfg, rng, stats, dtype=dtype)
+    del docs
+    arrays = _shard_arrays(buf, cfg, rng, stats, _worker_state["word_start"], tok.vocab_size, dtype)
+    meta = {
+        "plan_id": task["plan_id"],
+        "split": task["split"],
+        "index": task["index"],
+        "input_bytes": sum(b[2] - b[1] for b in task["blocks"]),
+        "stats": asdict(stats),
+        "read": {"lines": read.lines, "skipped_invalid_utf8": read.skipped_invalid_utf8},
+    }
+    meta["sha256"] = _write_shard(final, arrays, meta)
+    meta["seconds"] = time.perf_counter() - t0
+    return meta
 
+
+def _finished_meta(final: Path, pid: str) -> dict[str, Any] | None:
+    """The meta of a shard finished by an earlier run of the same plan; a shard of another plan is removed."""
+    meta_file = final / "meta.json"
+    if not meta_file.is_file():
+        return None
+    meta = read_json_object(meta_file, "shard meta")
+    if meta.get("plan_id") == pid:
+        return meta
+    shutil.rmtree(final)
+    return None
+
+
+def _read_documents(
+    blocks: list[tuple[str, int, int]], cfg: DataConfig, tok: AlbertTokenizer, dtype: np.dtype
+) -> tuple[list[Document], ReadStats]:
+    """The tokenized, non-empty documents of a shard's blocks (path, start, end), progress reported per block."""
     read = ReadStats()
     docs = []
-    for path, start, end in task["blocks"]:
+    for path, start, end in blocks:
         block = Block(path, start, end)
         for sentences in iter_documents(
             block, cfg.input_format, read, cfg.skip_invalid_utf8, cfg.max_line_bytes
@@ -159,19 +190,23 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
             if len(doc):
                 docs.append(doc)
         _report(block.nbytes)
-    stats = ExampleStats(documents=len(docs), sentences=sum(len(d) for d in docs))
-    buf = create_examples(docs, cfg, rng, stats, dtype=dtype)
-    del docs
+    return docs, read
 
-    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+
+def _shard_arrays(
+    buf: ExampleBuffer,
+    cfg: DataConfig,
+    rng: np.random.Generator,
+    stats: ExampleStats,
+    word_start: np.ndarray,
+    vocab_size: int,
+    dtype: np.dtype,
+) -> dict[str, np.ndarray]:
+    """The arrays of a shard's files (the layout in the module docstring); masks drawn here if static."""
     rows = buf.rows
     arrays: dict[str, np.ndarray] = {}
     if cfg.masking == "static":
-        rows, positions, mlabels = static_masks(
-            buf, cfg, _worker_state["word_start"], tok.vocab_size, rng, stats
-        )
+        rows, positions, mlabels = static_masks(buf, cfg, word_start, vocab_size, rng, stats)
         arrays["masked_positions"] = np.concatenate(positions) if positions else np.zeros(0, np.uint16)
         arrays["mask_offsets"] = np.concatenate([[0], np.cumsum([len(p) for p in positions])]).astype(
             np.int64
@@ -182,23 +217,22 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
     arrays["offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     arrays["a_lens"] = np.array(buf.a_lens, dtype=np.int32)
     arrays["labels"] = np.array(buf.labels, dtype=np.uint8)
+    return arrays
+
+
+def _write_shard(final: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, str]:
+    """Save `arrays` as NAME.npy and `meta` (with the files' sha256, returned) as meta.json in `final`.
+
+    The folder is filled as `NAME.tmp-PID` beside `final` and renamed, so the shard appears complete or
+    not at all; the `.tmp-` name is what `create_pretraining_data` clears after a killed run.
+    """
     checksums = {}
-    for name, arr in arrays.items():
-        np.save(tmp / f"{name}.npy", arr)
-        checksums[f"{name}.npy"] = _sha256(tmp / f"{name}.npy")
-    meta = {
-        "plan_id": task["plan_id"],
-        "split": task["split"],
-        "index": task["index"],
-        "input_bytes": sum(b[2] - b[1] for b in task["blocks"]),
-        "stats": asdict(stats),
-        "read": {"lines": read.lines, "skipped_invalid_utf8": read.skipped_invalid_utf8},
-        "sha256": checksums,
-    }
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, final)  # the shard appears complete or not at all
-    meta["seconds"] = time.perf_counter() - t0
-    return meta
+    with atomic_folder(final, tmp=final.with_name(f"{final.name}.tmp-{os.getpid()}")) as tmp:
+        for name, arr in arrays.items():
+            np.save(tmp / f"{name}.npy", arr)
+            checksums[f"{name}.npy"] = _sha256(tmp / f"{name}.npy")
+        write_json(tmp / "meta.json", {**meta, "sha256": checksums})
+    return checksums
 
 
 # ----------------------------------------------------------------------------------------- the command
@@ -211,8 +245,8 @@ def _check_output(out: Path, pid: str) -> None:
     for marker in (MANIFEST, PLAN):
         if (out / marker).is_file():
             try:
-                got = json.loads((out / marker).read_text()).get("plan_id")
-            except json.JSONDecodeError:
+                got = read_json_object(out / marker).get("plan_id")
+            except InputError:
                 got = None
             if got == pid:
                 return
@@ -245,15 +279,15 @@ def create_pretraining_data(
     out.mkdir(parents=True, exist_ok=True)
     if (out / MANIFEST).is_file():
         logger.info("%s: already complete (plan %s); nothing to do", out, pid)
-        return json.loads((out / MANIFEST).read_text())
-    _write_json_atomic(out / PLAN, {"plan_id": pid, "config": asdict(cfg)})
+        return read_json_object(out / MANIFEST, "manifest")
+    write_json(out / PLAN, {"plan_id": pid, "config": asdict(cfg)})
     for split in SPLITS:
         for stale in (out / split).glob("*.tmp-*") if (out / split).is_dir() else []:
             shutil.rmtree(stale)  # left by a killed run
     tok.save_pretrained(out)
     np.save(out / "word_start.npy", word_start_table([tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]))
 
-    tasks = []
+    tasks: list[dict[str, Any]] = []
     for split in SPLITS:
         for k, blocks in enumerate(plan[split]):
             tasks.append(
@@ -272,7 +306,7 @@ def create_pretraining_data(
     metas = _run_tasks(tasks, str(out), workers, total_bytes, progress)
 
     manifest = _manifest(out, tok, cfg, pid, inputs, metas)
-    _write_json_atomic(out / MANIFEST, manifest)
+    write_json(out / MANIFEST, manifest)
     seconds = time.perf_counter() - t0
     manifest["summary"]["seconds"] = round(seconds, 2)
     manifest["summary"]["input_mb_per_s"] = round(total_bytes / 1e6 / seconds, 2)

@@ -31,14 +31,16 @@ import json
 import logging
 import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
+import numpy.typing as npt
 import sentencepiece as spm
+
+from albert_lm.files import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +139,7 @@ class AlbertTokenizer:
         out.mkdir(parents=True, exist_ok=True)
         model_out = out / MODEL_FILE
         if not (model_out.exists() and model_out.samefile(self.model_file)):
-            _atomic_write_bytes(model_out, self.sp.serialized_model_proto())
+            atomic_write(model_out, self.sp.serialized_model_proto())
         config = {
             "tokenizer_class": "AlbertTokenizer",
             "do_lower_case": self.do_lower_case,
@@ -145,7 +147,7 @@ class AlbertTokenizer:
             "keep_accents": self.keep_accents,
         }
         config_out = out / CONFIG_FILE
-        _atomic_write_bytes(config_out, (json.dumps(config, indent=2) + "\n").encode())
+        atomic_write(config_out, json.dumps(config, indent=2) + "\n")
         return [model_out, config_out]
 
     # ------------------------------------------------------------------ vocabulary
@@ -159,6 +161,12 @@ class AlbertTokenizer:
     def get_vocab(self) -> dict[str, int]:
         return {self.sp.id_to_piece(i): i for i in range(self.vocab_size)}
 
+    # str is itself a Sequence[str]: mypy calls the overloads overlapping, but the str one comes first,
+    # as the isinstance check below does.
+    @overload
+    def convert_tokens_to_ids(self, tokens: str) -> int: ...  # type: ignore[overload-overlap]
+    @overload
+    def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]: ...
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
         if isinstance(tokens, str):
             return self.sp.piece_to_id(tokens)
@@ -221,7 +229,7 @@ class AlbertTokenizer:
         return batch
 
     def encode_flat(
-        self, texts: Sequence[str], dtype: type = np.int32, num_threads: int = 1
+        self, texts: Sequence[str], dtype: npt.DTypeLike = np.int32, num_threads: int = 1
     ) -> tuple[np.ndarray, np.ndarray]:
         """`encode_batch` as one array: ((N,) ids of all texts back to back, (len(texts),) lengths).
 
@@ -231,7 +239,9 @@ class AlbertTokenizer:
         # would start a thread per core in every process).
         batch = self.sp.encode(self.preprocess_batch(texts), num_threads=num_threads)
         lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-        flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=dtype, count=int(lens.sum()))
+        flat: np.ndarray = np.fromiter(
+            itertools.chain.from_iterable(batch), dtype=dtype, count=int(lens.sum())
+        )
         hits = np.flatnonzero(self._digit_comma[flat])
         if len(hits):
             ends = np.cumsum(lens)
@@ -288,7 +298,7 @@ class AlbertTokenizer:
         ids_b = None if text_pair is None else self.encode_batch([text_pair])[0]
         if truncation and max_length is not None:
             specials = (3 if ids_b is not None else 2) if add_special_tokens else 0
-            ids_a, ids_b = truncate_pair(ids_a, ids_b, max_length - specials, truncation)
+            ids_a, ids_b = truncate_pair_from_end(ids_a, ids_b, max_length - specials, truncation)
         if add_special_tokens:
             input_ids = self.build_inputs_with_special_tokens(ids_a, ids_b)
             token_type_ids = [0] * (len(ids_a) + 2) + ([1] * (len(ids_b) + 1) if ids_b is not None else [])
@@ -316,7 +326,7 @@ class AlbertTokenizer:
         return_tensors="pt" gives (B, T) int64 tensors (a single text becomes a batch of one).
         """
         single = isinstance(text, str)
-        texts = [text] if single else list(text)
+        texts: list[str] = [text] if isinstance(text, str) else list(text)
         if text_pair is None:
             pairs: list[str | None] = [None] * len(texts)
         else:
@@ -373,10 +383,15 @@ class AlbertTokenizer:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
 
 
-def truncate_pair(
-    ids_a: list[int], ids_b: list[int] | None, budget: int, strategy: bool | str = True
+def truncate_pair_from_end(
+    ids_a: Sequence[int], ids_b: Sequence[int] | None, budget: int, strategy: bool | str = True
 ) -> tuple[list[int], list[int] | None]:
-    """Cut (ids_a, ids_b) to at most `budget` ids in all, from the end (transformers' strategies)."""
+    """Cut (ids_a, ids_b) to at most `budget` ids in all, from the end (transformers' strategies).
+
+    True / "longest_first" is BERT's `_truncate_seq_pair`: one id at a time from the end of the longer
+    side (of A on a tie). Fine-tuning's rule; pretraining cuts at random ends instead
+    (`albert_lm.data.examples.truncate_pair_randomly`). Returns new lists.
+    """
     if budget < 0:
         raise ValueError(f"max_length leaves no room for the special tokens (budget {budget})")
     a, b = list(ids_a), None if ids_b is None else list(ids_b)
@@ -421,15 +436,3 @@ def load_sentencepiece(model_file: Path) -> spm.SentencePieceProcessor:
     if got != SPECIAL_PIECES:
         raise ValueError(f"{model_file}: ids 0-4 are {list(got)}, expected ALBERT's {list(SPECIAL_PIECES)}")
     return sp
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary name in the same folder, then rename: readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -40,7 +40,7 @@ def get_task(name: str, **options: Any) -> Task:
 
 
 def _accepted(cls: type, options: dict[str, Any]) -> dict[str, Any]:
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls).parameters
     return {k: v for k, v in options.items() if k in params and k != "self" and v is not None}
 
 

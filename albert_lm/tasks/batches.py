@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.tasks.task import MODEL_KEYS, Feature
 
 
@@ -28,16 +29,16 @@ def length_bucketed_batches(
     Training (`rng` given): shuffle, sort by length within windows of `window` batches, cut, shuffle
     the batches. Evaluation (`rng` None): one global sort, so padding is minimal and order is fixed.
     """
-    lengths = np.asarray(lengths)
+    lens = np.asarray(lengths)
     if rng is None:
-        order = np.argsort(lengths, kind="stable")
+        order = np.argsort(lens, kind="stable")
         return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
-    perm = rng.permutation(len(lengths))
+    perm = rng.permutation(len(lens))
     batches = []
     span = batch_size * window
     for i in range(0, len(perm), span):
         chunk = perm[i : i + span]
-        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        chunk = chunk[np.argsort(lens[chunk], kind="stable")]
         batches += [chunk[j : j + batch_size].tolist() for j in range(0, len(chunk), batch_size)]
     rng.shuffle(batches)
     return batches
@@ -52,23 +53,19 @@ def collate(features: Sequence[Feature], pad_id: int) -> dict[str, torch.Tensor]
         return seq + [value] * (length - len(seq))
 
     if choices:
-        ids = [[pad(c, pad_id) for c in f["input_ids"]] for f in features]
-        types = [[pad(c, 0) for c in f["token_type_ids"]] for f in features]
-        mask = [[pad([1] * len(c), 0) for c in f["input_ids"]] for f in features]
+        ids = torch.tensor([[pad(c, pad_id) for c in f["input_ids"]] for f in features])
+        types = torch.tensor([[pad(c, 0) for c in f["token_type_ids"]] for f in features])
+        mask = torch.tensor([[pad([1] * len(c), 0) for c in f["input_ids"]] for f in features])
     else:
-        ids = [pad(f["input_ids"], pad_id) for f in features]
-        types = [pad(f["token_type_ids"], 0) for f in features]
-        mask = [pad([1] * len(f["input_ids"]), 0) for f in features]
-    batch = {
-        "input_ids": torch.tensor(ids),
-        "token_type_ids": torch.tensor(types),
-        "attention_mask": torch.tensor(mask),
-    }
+        ids = torch.tensor([pad(f["input_ids"], pad_id) for f in features])
+        types = torch.tensor([pad(f["token_type_ids"], 0) for f in features])
+        mask = torch.tensor([pad([1] * len(f["input_ids"]), 0) for f in features])
+    batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
     for key in MODEL_KEYS[2:]:
         if key in features[0]:
             values = [f[key] for f in features]
             if isinstance(values[0], list):  # token labels: ignored beyond each sequence
-                batch[key] = torch.tensor([pad(v, -100) for v in values])
+                batch[key] = torch.tensor([pad(v, IGNORE_INDEX) for v in values])
             else:
                 batch[key] = torch.tensor(values)
     return batch

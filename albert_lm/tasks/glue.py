@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from albert_lm.files import InputError, atomic_write
 from albert_lm.tasks import metrics
-from albert_lm.tasks.task import Feature, InputError, Task, TokenizerLike, atomic_write_text, pair_features
+from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class GlueTask(Task):
     def read(self, path: Path, split: str) -> list[GlueExample]:
         return read_glue_tsv(path, self.spec, require_label=not split.startswith("test"))
 
-    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):  # type: ignore[override]
+    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
         features: list[Feature] = []
         for i, ex in enumerate(examples):
             a = tokenizer.encode(ex.text_a, add_special_tokens=False)
@@ -179,21 +180,21 @@ class GlueTask(Task):
             features.append(feat)
         return features
 
-    def predict(self, examples, features, outputs) -> list[Any]:  # type: ignore[override]
+    def predict(self, examples, features, outputs) -> list[Any]:
         logits = np.stack([o["logits"] for o in outputs])  # (N, num_labels)
         if not self.labels:
             return [float(x) for x in logits[:, 0]]
         return [int(x) for x in logits.argmax(-1)]
 
-    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+    def score(self, examples, predictions) -> dict[str, float]:
         gold = [ex.label if not self.labels else self.labels.index(ex.label) for ex in examples]
         return metrics.glue_metrics(self.name, predictions, gold)
 
-    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         """A GLUE submission file: `index<TAB>prediction`, label names (scores for STS-B)."""
         kind = "test" if split.startswith("test") else "dev"
         suffix = "-m" if split.endswith("_matched") else "-mm" if split.endswith("_mismatched") else ""
         rows = ["index\tprediction"]
         for ex, p in zip(examples, predictions, strict=True):
             rows.append(f"{ex.guid}\t{p:.3f}" if not self.labels else f"{ex.guid}\t{self.labels[p]}")
-        return atomic_write_text(folder / kind / f"{self.spec.folder}{suffix}.tsv", "\n".join(rows) + "\n")
+        return atomic_write(folder / kind / f"{self.spec.folder}{suffix}.tsv", "\n".join(rows) + "\n")

@@ -183,19 +183,7 @@ def squad_metrics(
     """
     if not gold:
         raise ValueError("no gold questions to score")
-    exact: dict[str, float] = {}
-    f1: dict[str, float] = {}
-    missing = 0
-    for qid, answers in gold.items():
-        if qid not in predictions:
-            missing += 1
-            exact[qid] = f1[qid] = 0.0
-            continue
-        pred = predictions[qid]
-        exact[qid] = float(max(squad_exact(pred, a) for a in answers))
-        f1[qid] = max(squad_f1(pred, a, version2) for a in answers)
-    if missing:
-        logger.warning("%d of %d questions have no prediction; they score 0", missing, len(gold))
+    exact, f1, missing = squad_question_scores(gold, predictions, version2)
     has_ans = {qid: bool(answers != [""]) for qid, answers in gold.items()}
     if na_probs is not None:
         exact_t = _apply_na_threshold(exact, na_probs, has_ans, na_prob_threshold)
@@ -216,12 +204,33 @@ def squad_metrics(
                 out[f"{name}_f1"] = 100.0 * sum(f1_t[q] for q in ids) / len(ids)
         if na_probs is not None:
             for name, raw in (("exact", exact), ("f1", f1)):
-                best, thresh = best_na_threshold(predictions, raw, na_probs, has_ans)
-                out[f"best_{name}"] = best
-                out[f"best_{name}_thresh"] = thresh
+                out[f"best_{name}"], out[f"best_{name}_thresh"] = best_na_threshold(
+                    predictions, raw, na_probs, has_ans
+                )
     if missing:
         out["missing"] = missing
     return out
+
+
+def squad_question_scores(
+    gold: Mapping[str, Sequence[str]], predictions: Mapping[str, str], version2: bool
+) -> tuple[dict[str, float], dict[str, float], int]:
+    """Per question: EM and F1 (0 to 1, the maximum over gold answers; 0 without a prediction), and the
+    number of questions without a prediction (logged)."""
+    exact: dict[str, float] = {}
+    f1: dict[str, float] = {}
+    missing = 0
+    for qid, answers in gold.items():
+        if qid not in predictions:
+            missing += 1
+            exact[qid] = f1[qid] = 0.0
+            continue
+        pred = predictions[qid]
+        exact[qid] = float(max(squad_exact(pred, a) for a in answers))
+        f1[qid] = max(squad_f1(pred, a, version2) for a in answers)
+    if missing:
+        logger.warning("%d of %d questions have no prediction; they score 0", missing, len(gold))
+    return exact, f1, missing
 
 
 def _apply_na_threshold(

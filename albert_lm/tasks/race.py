@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from albert_lm.files import InputError, atomic_write, iter_jsonl, read_json_object
 from albert_lm.tasks import metrics
-from albert_lm.tasks.task import Feature, InputError, Task, TokenizerLike, atomic_write_text
+from albert_lm.tasks.task import Feature, Task, TokenizerLike
 
 logger = logging.getLogger(__name__)
 
@@ -79,30 +80,21 @@ def read_race_jsonl(path: Path, require_answers: bool = True) -> list[RaceExampl
     if not path.is_file():
         raise FileNotFoundError(f"no RACE file at {path}")
     examples = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(path, f"not valid JSON: {e.msg}", line=n) from e
-            if not isinstance(obj, dict):
-                raise InputError(path, "expected a JSON object", line=n)
-            _check(obj, path, n, ("article", "question", "options"))
-            eid = str(obj.get("example_id", obj.get("id", f"{path.stem}-{n}")))
-            examples.append(
-                _example(
-                    path,
-                    n,
-                    eid,
-                    obj["article"],
-                    obj["question"],
-                    obj["options"],
-                    obj.get("answer"),
-                    require_answers,
-                )
+    for n, obj in iter_jsonl(path):
+        _check(obj, path, n, ("article", "question", "options"))
+        eid = str(obj.get("example_id", obj.get("id", f"{path.stem}-{n}")))
+        examples.append(
+            _example(
+                path,
+                n,
+                eid,
+                obj["article"],
+                obj["question"],
+                obj["options"],
+                obj.get("answer"),
+                require_answers,
             )
+        )
     if not examples:
         raise InputError(path, "empty file")
     return examples
@@ -115,10 +107,7 @@ def read_race_folder(folder: Path, require_answers: bool = True) -> list[RaceExa
         raise InputError(folder, "no RACE *.txt files in this folder")
     examples = []
     for path in files:
-        try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"not valid JSON: {e.msg}", line=e.lineno) from e
+        obj = read_json_object(path, "RACE")
         _check(obj, path, None, ("article", "questions", "options"))
         answers = obj.get("answers", [None] * len(obj["questions"]))
         if not (len(obj["questions"]) == len(obj["options"]) == len(answers)):
@@ -156,7 +145,7 @@ class RaceTask(Task):
         require = not split.startswith("test")
         return read_race_folder(path, require) if path.is_dir() else read_race_jsonl(path, require)
 
-    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):  # type: ignore[override]
+    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
         features: list[Feature] = []
         cache: dict[str, list[int]] = {}
         for i, ex in enumerate(examples):
@@ -177,10 +166,10 @@ class RaceTask(Task):
             features.append(feat)
         return features
 
-    def predict(self, examples, features, outputs) -> list[int]:  # type: ignore[override]
+    def predict(self, examples, features, outputs) -> list[int]:
         return [int(np.argmax(o["logits"])) for o in outputs]
 
-    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+    def score(self, examples, predictions) -> dict[str, float]:
         gold = [LETTERS.index(ex.answer) for ex in examples]
         out = {"accuracy": metrics.accuracy(predictions, gold)}
         for level in ("middle", "high"):
@@ -191,9 +180,9 @@ class RaceTask(Task):
                 )
         return out
 
-    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [
             json.dumps({"example_id": ex.example_id, "answer": LETTERS[p]})
             for ex, p in zip(examples, predictions, strict=True)
         ]
-        return atomic_write_text(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
+        return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")

@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from albert_lm.files import InputError, atomic_write, read_json_object
 from albert_lm.tasks import metrics
-from albert_lm.tasks.task import Feature, InputError, Task, TokenizerLike, atomic_write_text
+from albert_lm.tasks.task import Feature, Task, TokenizerLike
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class SquadExample:
 def load_squad_json(path: str | Path) -> list[dict[str, Any]]:
     """The `data` list of an official SQuAD file, with clear errors for a missing or broken file."""
     path = Path(path)
-    obj = _read_json_object(path, "SQuAD")
+    obj = read_json_object(path, "SQuAD")
     if not isinstance(obj.get("data"), list):
         raise InputError(path, 'expected a JSON object with a "data" list (the official SQuAD layout)')
     return obj["data"]
@@ -76,69 +77,85 @@ def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -
     """
     path = Path(path)
     data = load_squad_json(path)
-    raw: str | None = None
+    fail = _SquadError(path)
     examples: list[SquadExample] = []
-
-    def fail(where: str, qid: str | None, message: str) -> InputError:
-        nonlocal raw
-        raw = raw if raw is not None else path.read_text(encoding="utf-8")
-        line = _line_of(raw, qid) if qid else None
-        ident = f" (question id {qid!r})" if qid else ""
-        return InputError(path, f"{where}{ident}: {message}", line=line)
-
     for i, article in enumerate(data):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
             raise fail(f"data[{i}]", None, 'missing "paragraphs" list')
+        title = str(article.get("title", ""))
         for j, par in enumerate(paragraphs):
             where = f"data[{i}].paragraphs[{j}]"
             if not isinstance(par, dict) or not isinstance(par.get("context"), str) or "qas" not in par:
                 raise fail(where, None, 'missing field "context" or "qas"')
-            context = par["context"]
             for k, qa in enumerate(par["qas"]):
-                qid = qa.get("id") if isinstance(qa, dict) else None
-                w = f"{where}.qas[{k}]"
-                if not isinstance(qid, str) or not isinstance(qa.get("question"), str):
-                    raise fail(w, qid if isinstance(qid, str) else None, 'missing field "id" or "question"')
-                impossible = bool(qa.get("is_impossible", False))
-                if impossible and not version2:
-                    raise fail(
-                        w, qid, "unanswerable question (is_impossible) in a SQuAD 1.1 task; use squad2"
-                    )
-                answers = []
-                for n, a in enumerate(qa.get("answers", [])):
-                    if not isinstance(a, dict) or not isinstance(a.get("text"), str):
-                        raise fail(f"{w}.answers[{n}]", qid, 'missing field "text"')
-                    start = a.get("answer_start")
-                    if require_answers and (
-                        not isinstance(start, int) or context[start : start + len(a["text"])] != a["text"]
-                    ):
-                        got = context[start : start + len(a["text"])] if isinstance(start, int) else None
-                        raise fail(
-                            f"{w}.answers[{n}]",
-                            qid,
-                            f"answer_start {start!r} does not point at the answer text {a['text']!r} in the "
-                            f"context (found {got!r})",
-                        )
-                    answers.append((a["text"], start if isinstance(start, int) else -1))
-                if require_answers and not impossible and not answers:
-                    raise fail(w, qid, "answerable question without answers")
-                if impossible and answers:
-                    raise fail(w, qid, "is_impossible is true but answers are given")
-                examples.append(
-                    SquadExample(
-                        qid=qid,
-                        question=qa["question"],
-                        context=context,
-                        answers=answers,
-                        is_impossible=impossible,
-                        title=str(article.get("title", "")),
-                        gold=[t for t, _ in answers if not version2 or metrics.normalize_answer(t)] or [""],
-                    )
-                )
+                q = _Question(f"{where}.qas[{k}]", par["context"], title, version2, require_answers, fail)
+                examples.append(q.read(qa))
     if not examples:
         raise InputError(path, "no questions found")
     return examples
+
+
+class _SquadError:
+    """The InputError of one SQuAD file: the field, the question id and, found in the file, its line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._raw: str | None = None  # the file's text, read on the first error that needs a line
+
+    def __call__(self, where: str, qid: str | None, message: str) -> InputError:
+        if qid and self._raw is None:
+            self._raw = self.path.read_text(encoding="utf-8")
+        line = _line_of(self._raw, qid) if qid and self._raw is not None else None
+        ident = f" (question id {qid!r})" if qid else ""
+        return InputError(self.path, f"{where}{ident}: {message}", line=line)
+
+
+@dataclass
+class _Question:
+    """Reads and checks one question of a paragraph (`where` names it in errors)."""
+
+    where: str
+    context: str
+    title: str
+    version2: bool
+    require_answers: bool
+    fail: _SquadError
+
+    def read(self, qa: Any) -> SquadExample:
+        qid = qa.get("id") if isinstance(qa, dict) else None
+        if not isinstance(qid, str) or not isinstance(qa.get("question"), str):
+            raise self.fail(
+                self.where, qid if isinstance(qid, str) else None, 'missing field "id" or "question"'
+            )
+        impossible = bool(qa.get("is_impossible", False))
+        if impossible and not self.version2:
+            raise self.fail(
+                self.where, qid, "unanswerable question (is_impossible) in a SQuAD 1.1 task; use squad2"
+            )
+        answers = [self._answer(a, n, qid) for n, a in enumerate(qa.get("answers", []))]
+        if self.require_answers and not impossible and not answers:
+            raise self.fail(self.where, qid, "answerable question without answers")
+        if impossible and answers:
+            raise self.fail(self.where, qid, "is_impossible is true but answers are given")
+        gold = [t for t, _ in answers if not self.version2 or metrics.normalize_answer(t)] or [""]
+        return SquadExample(qid, qa["question"], self.context, answers, impossible, self.title, gold)
+
+    def _answer(self, a: Any, n: int, qid: str) -> tuple[str, int]:
+        """(text, character start; -1 when absent) of answer `n`, its offset checked unless answers are optional."""
+        where = f"{self.where}.answers[{n}]"
+        if not isinstance(a, dict) or not isinstance(a.get("text"), str):
+            raise self.fail(where, qid, 'missing field "text"')
+        text, start = a["text"], a.get("answer_start")
+        found = self.context[start : start + len(text)] if isinstance(start, int) else None
+        if self.require_answers and found != text:
+            raise self.fail(
+                where,
+                qid,
+                f"answer_start {start!r} does not point at the answer text {text!r} in the context "
+                f"(found {found!r})",
+            )
+        return text, start if isinstance(start, int) else -1
 
 
 # --------------------------------------------------------------------------- features
@@ -202,54 +219,74 @@ def featurize(
     features: list[Feature] = []
     missed = 0
     for ei, ex in enumerate(examples):
-        if ex.context not in cache:
-            cache = {
-                ex.context: tokenize_context(ex.context, tokenizer)
-            }  # questions of a paragraph are adjacent
+        if ex.context not in cache:  # questions of a paragraph are adjacent: one context cached
+            cache = {ex.context: tokenize_context(ex.context, tokenizer)}
         ctx = cache[ex.context]
         q = tokenizer.encode(ex.question, add_special_tokens=False)[:max_query_length]
         room = max_seq_length - len(q) - 3
         if room < 1:
             raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context")
-        windows = []
-        start = 0
-        while True:
-            length = min(len(ctx.ids) - start, room)
-            windows.append((start, length))
-            if start + length >= len(ctx.ids):
-                break
-            start += min(length, doc_stride)
-        tok_start = tok_end = -1
+        windows = context_windows(len(ctx.ids), room, doc_stride)
+        answer = None
         if training and ex.answers and not ex.is_impossible:
-            a_text, a_start = ex.answers[0]
-            a_end = a_start + len(a_text)
-            inside = [t for t, (s, e) in enumerate(ctx.chars) if e > a_start and s < a_end]
-            if inside:
-                tok_start, tok_end = inside[0], inside[-1]
-            else:
-                missed += 1
-        offset = len(q) + 2
-        for w_start, w_len in windows:
-            ids = [tokenizer.cls_token_id, *q, tokenizer.sep_token_id, *ctx.ids[w_start : w_start + w_len]]
-            ids.append(tokenizer.sep_token_id)
-            types = [0] * offset + [1] * (w_len + 1)
-            feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": ei}
-            if training:
-                if tok_start >= w_start and tok_end < w_start + w_len:
-                    feat["start_positions"] = tok_start - w_start + offset
-                    feat["end_positions"] = tok_end - w_start + offset
-                else:
-                    feat["start_positions"] = feat["end_positions"] = 0
-            else:
-                feat["context_offset"] = offset
-                feat["token_chars"] = ctx.chars[w_start : w_start + w_len]
-                feat["max_context"] = [
-                    _is_max_context(windows, (w_start, w_len), w_start + i) for i in range(w_len)
-                ]
-            features.append(feat)
+            answer = answer_tokens(ctx, *ex.answers[0])
+            missed += answer is None
+        for window in windows:
+            features.append(_window_feature(tokenizer, q, ctx, windows, window, ei, training, answer))
     if missed:
         logger.warning("%d answers fall on no token (whitespace-only); trained as no-answer", missed)
     return features
+
+
+def context_windows(n_tokens: int, room: int, doc_stride: int) -> list[tuple[int, int]]:
+    """(start, length) of windows of at most `room` tokens over `n_tokens` context tokens, each starting
+    `doc_stride` tokens after the last (or right after it, when shorter), the last reaching the end."""
+    windows = []
+    start = 0
+    while True:
+        length = min(n_tokens - start, room)
+        windows.append((start, length))
+        if start + length >= n_tokens:
+            return windows
+        start += min(length, doc_stride)
+
+
+def answer_tokens(ctx: _Context, text: str, start: int) -> tuple[int, int] | None:
+    """First and last context token overlapping the answer's characters; None when it falls on none."""
+    end = start + len(text)
+    inside = [t for t, (s, e) in enumerate(ctx.chars) if e > start and s < end]
+    return (inside[0], inside[-1]) if inside else None
+
+
+def _window_feature(
+    tokenizer: TokenizerLike,
+    q: list[int],
+    ctx: _Context,
+    windows: list[tuple[int, int]],
+    window: tuple[int, int],
+    example_index: int,
+    training: bool,
+    answer: tuple[int, int] | None,
+) -> Feature:
+    """One window's feature: training targets (0, 0 when the answer is not all inside), or the spans
+    and max-context flags that decoding needs."""
+    w_start, w_len = window
+    offset = len(q) + 2
+    ids = [tokenizer.cls_token_id, *q, tokenizer.sep_token_id, *ctx.ids[w_start : w_start + w_len]]
+    ids.append(tokenizer.sep_token_id)
+    types = [0] * offset + [1] * (w_len + 1)
+    feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": example_index}
+    if training:
+        if answer is not None and answer[0] >= w_start and answer[1] < w_start + w_len:
+            feat["start_positions"] = answer[0] - w_start + offset
+            feat["end_positions"] = answer[1] - w_start + offset
+        else:
+            feat["start_positions"] = feat["end_positions"] = 0
+    else:
+        feat["context_offset"] = offset
+        feat["token_chars"] = ctx.chars[w_start : w_start + w_len]
+        feat["max_context"] = [_is_max_context(windows, window, w_start + i) for i in range(w_len)]
+    return feat
 
 
 def _is_max_context(windows: list[tuple[int, int]], current: tuple[int, int], pos: int) -> bool:
@@ -363,12 +400,12 @@ class SquadTask(Task):
     def read(self, path: Path, split: str) -> list[SquadExample]:
         return read_squad(path, self.version2, require_answers=split != "test")
 
-    def featurize(self, examples, tokenizer, max_seq_length, training: bool = False):  # type: ignore[override]
+    def featurize(self, examples, tokenizer, max_seq_length, training: bool = False):
         return featurize(
             examples, tokenizer, max_seq_length, self.doc_stride, self.max_query_length, training=training
         )
 
-    def predict(self, examples, features, outputs) -> dict[str, Any]:  # type: ignore[override]
+    def predict(self, examples, features, outputs) -> dict[str, Any]:
         preds = decode(examples, features, outputs, self.n_best, self.max_answer_length)
         if not self.version2:
             return {"text": preds.text, "null_diff": None, "threshold": None}
@@ -380,7 +417,7 @@ class SquadTask(Task):
         threshold = 0.0 if threshold is None else float(threshold)
         return {"text": apply_threshold(preds, threshold), "raw": preds, "threshold": threshold}
 
-    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+    def score(self, examples, predictions) -> dict[str, float]:
         gold = {ex.qid: ex.gold for ex in examples}
         if not self.version2:
             return metrics.squad_metrics(gold, predictions["text"])
@@ -391,15 +428,15 @@ class SquadTask(Task):
         out["null_score_diff_threshold"] = predictions["threshold"]
         return out
 
-    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         """predictions.json (qid -> text, "" for no answer; `test_` prefix for the test split) and, for
         SQuAD 2.0, null_odds.json (qid -> null score - best span score, the official `--na-prob-file`)."""
         prefix = "" if split == "dev" else f"{split}_"
         if self.version2:
             odds = json.dumps(predictions["raw"].null_diff, indent=1) + "\n"
-            atomic_write_text(folder / f"{prefix}null_odds.json", odds)
+            atomic_write(folder / f"{prefix}null_odds.json", odds)
         text = json.dumps(predictions["text"], indent=1, ensure_ascii=False) + "\n"
-        return atomic_write_text(folder / f"{prefix}predictions.json", text)
+        return atomic_write(folder / f"{prefix}predictions.json", text)
 
 
 def score_prediction_file(
@@ -414,13 +451,13 @@ def score_prediction_file(
     gold = metrics.squad_gold_answers(dataset, version2)
     if not gold:
         raise InputError(data, "no questions found")
-    preds = _read_json_object(predictions, "predictions (question id -> answer text)")
+    preds = read_json_object(predictions, "predictions (question id -> answer text)")
     bad = [q for q, t in preds.items() if not isinstance(t, str)]
     if bad:
         raise InputError(predictions, f"prediction for {bad[0]!r} is not a string")
     probs = None
     if na_probs is not None:
-        probs = _read_json_object(na_probs, "no-answer probabilities (question id -> number)")
+        probs = read_json_object(na_probs, "no-answer probabilities (question id -> number)")
         if any(not isinstance(v, (int, float)) for v in probs.values()):
             raise InputError(na_probs, "no-answer probabilities must be numbers")
     unknown = set(preds) - set(gold)
@@ -429,19 +466,3 @@ def score_prediction_file(
     return metrics.squad_metrics(
         gold, preds, na_probs=probs, na_prob_threshold=na_prob_threshold, version2=version2
     )
-
-
-def _read_json_object(path: str | Path, what: str) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no {what} file at {path}")
-    raw = path.read_text(encoding="utf-8")
-    if not raw.strip():
-        raise InputError(path, "empty file")
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (column {e.colno}): {e.msg}", line=e.lineno) from e
-    if not isinstance(obj, dict):
-        raise InputError(path, f"expected a JSON object of {what}")
-    return obj

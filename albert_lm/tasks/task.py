@@ -5,8 +5,8 @@ turns the model's outputs back into predictions, scores them with the official m
 in the format its benchmark expects. The loop in `albert_lm.training.finetune` is the same for every task; only
 the head (sequence classification, question answering, multiple choice, token classification) differs.
 
-Input-file errors are `ValueError`s that name the file, the line and the field (`InputError`), raised
-before anything is written.
+Input-file errors are `ValueError`s that name the file, the line and the field (`InputError`, defined in
+`albert_lm.files` and re-exported here), raised before anything is written.
 """
 
 from __future__ import annotations
@@ -18,20 +18,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from albert_lm.data.tokenizer import truncate_pair_from_end
+from albert_lm.files import InputError as InputError  # re-exported: albert_lm.tasks.task.InputError
+
 HEADS = ("sequence_classification", "question_answering", "multiple_choice", "token_classification")
 
 # Keys of a feature dict that become model inputs; everything else is bookkeeping for predictions.
 MODEL_KEYS = ("input_ids", "token_type_ids", "labels", "start_positions", "end_positions")
 
 Feature = dict[str, Any]
-
-
-class InputError(ValueError):
-    """Bad input data: names the file and, where known, the line and the field."""
-
-    def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
-        where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {message}")
 
 
 class TokenizerLike(Protocol):
@@ -42,7 +37,7 @@ class TokenizerLike(Protocol):
     pad_token_id: int
     unk_token_id: int
 
-    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]: ...
     def tokenize(self, text: str) -> list[str]: ...
     def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]: ...
 
@@ -101,29 +96,13 @@ class Task(abc.ABC):
 def pair_features(
     tokenizer: TokenizerLike, a: list[int], b: list[int] | None, max_seq_length: int
 ) -> tuple[list[int], list[int]]:
-    """[CLS] a [SEP] (b [SEP]) with BERT's longest-first truncation; returns (input_ids, token_type_ids)."""
+    """[CLS] a [SEP] (b [SEP]) with BERT's longest-first truncation (`_truncate_seq_pair`: one token at
+    a time from the end of the longer side); returns (input_ids, token_type_ids)."""
     budget = max_seq_length - (3 if b is not None else 2)
-    a, b = list(a), (list(b) if b is not None else None)
-    # Trim one token at a time from the longer side, as BERT's `_truncate_seq_pair`.
-    while len(a) + (len(b) if b is not None else 0) > budget:
-        if b is not None and len(b) > len(a):
-            b.pop()
-        else:
-            a.pop()
+    a, b = truncate_pair_from_end(a, b, budget, "longest_first")
     ids = [tokenizer.cls_token_id, *a, tokenizer.sep_token_id]
     types = [0] * len(ids)
     if b is not None:
         ids += [*b, tokenizer.sep_token_id]
         types += [1] * (len(b) + 1)
     return ids, types
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write to a temporary name beside `path`, then rename: a crash never leaves half a file."""
-    import os
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path

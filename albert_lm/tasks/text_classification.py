@@ -8,7 +8,7 @@ Metrics: accuracy and macro-F1.
 
 Token classification: one sentence per row with `tokens` (a list, or a space-separated string in CSV)
 and `tags` of the same length (BIO / IOB2 tags for entity F1). Each word is tokenized on its own; its
-first piece carries the tag and the others are ignored in the loss (-100), as transformers'
+first piece carries the tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
 token-classification example does. Words cut off by `max_seq_length` are predicted "O" with a warning.
 Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average).
 """
@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from albert_lm.data.masking import IGNORE_INDEX
+from albert_lm.files import InputError, atomic_write, iter_jsonl
 from albert_lm.tasks import metrics
-from albert_lm.tasks.task import Feature, InputError, Task, TokenizerLike, atomic_write_text, pair_features
+from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
 
 logger = logging.getLogger(__name__)
-
-IGNORE_INDEX = -100
 
 
 def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -41,28 +41,21 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if suffix not in (".csv", ".tsv", ".jsonl", ".json"):
         raise InputError(path, "expected a .csv, .tsv or .jsonl file")
     any_row = False
-    with path.open(encoding="utf-8-sig", newline="") as f:
-        if suffix in (".csv", ".tsv"):
-            reader = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
-            for row in reader:
-                any_row = True
-                if None in row:
-                    raise InputError(path, "more fields than header columns", line=reader.line_num)
-                yield reader.line_num, row
-        else:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(path, f"not valid JSON: {e.msg}", line=n) from e
-                if not isinstance(row, dict):
-                    raise InputError(path, "expected a JSON object", line=n)
-                any_row = True
-                yield n, row
+    for n, row in _csv_rows(path, suffix) if suffix in (".csv", ".tsv") else iter_jsonl(path):
+        any_row = True
+        yield n, row
     if not any_row:
         raise InputError(path, "empty file")
+
+
+def _csv_rows(path: Path, suffix: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of a CSV or TSV file with a header."""
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
+        for row in reader:
+            if None in row:
+                raise InputError(path, "more fields than header columns", line=reader.line_num)
+            yield reader.line_num, row
 
 
 def _field(row: dict[str, Any], name: str, path: Path, line: int) -> Any:
@@ -140,7 +133,7 @@ class TextClassificationTask(Task):
             raise ValueError(f"text classification needs at least 2 labels in training, found {found}")
         self.labels = tuple(found)
 
-    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):  # type: ignore[override]
+    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
         features: list[Feature] = []
         for i, ex in enumerate(examples):
             a = tokenizer.encode(ex.text, add_special_tokens=False)
@@ -152,22 +145,22 @@ class TextClassificationTask(Task):
             features.append(feat)
         return features
 
-    def predict(self, examples, features, outputs) -> list[int]:  # type: ignore[override]
+    def predict(self, examples, features, outputs) -> list[int]:
         return [int(np.argmax(o["logits"])) for o in outputs]
 
-    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+    def score(self, examples, predictions) -> dict[str, float]:
         gold = [self.labels.index(ex.label) for ex in examples]
         return {
             "accuracy": metrics.accuracy(predictions, gold),
             "f1_macro": metrics.macro_f1(predictions, gold),
         }
 
-    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [
             json.dumps({"line": ex.line, "label": self.labels[p]})
             for ex, p in zip(examples, predictions, strict=True)
         ]
-        return atomic_write_text(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
+        return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
 
 
 # --------------------------------------------------------------------------- token classification
@@ -215,7 +208,7 @@ class TokenClassificationTask(Task):
         found = sorted({t for ex in train_examples for t in ex.tags or []})
         self.labels = tuple(found)
 
-    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):  # type: ignore[override]
+    def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
         features: list[Feature] = []
         cut = 0
         for i, ex in enumerate(examples):
@@ -248,7 +241,7 @@ class TokenClassificationTask(Task):
             )
         return features
 
-    def predict(self, examples, features, outputs) -> list[list[str]]:  # type: ignore[override]
+    def predict(self, examples, features, outputs) -> list[list[str]]:
         out = []
         for ex, f, o in zip(examples, features, outputs, strict=True):
             ids = np.asarray(o["logits"]).argmax(-1)  # (L,)
@@ -256,15 +249,15 @@ class TokenClassificationTask(Task):
             out.append(tags + ["O"] * (len(ex.tokens) - len(tags)))
         return out
 
-    def score(self, examples, predictions) -> dict[str, float]:  # type: ignore[override]
+    def score(self, examples, predictions) -> dict[str, float]:
         return metrics.token_classification_metrics(predictions, [ex.tags for ex in examples])
 
-    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:  # type: ignore[override]
+    def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [
             json.dumps({"line": ex.line, "tokens": ex.tokens, "tags": p}, ensure_ascii=False)
             for ex, p in zip(examples, predictions, strict=True)
         ]
-        return atomic_write_text(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
+        return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
 
 
 def _as_list(value: Any) -> list[str]:

@@ -24,21 +24,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.files import atomic_folder, read_json_object, write_json
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
+from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import (
     AlbertForMultipleChoice,
     AlbertForQuestionAnswering,
@@ -47,11 +47,13 @@ from albert_lm.model.heads import (
 )
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
-from albert_lm.tasks.task import Feature, atomic_write_text
+from albert_lm.tasks.task import Feature
 from albert_lm.training.finetune_config import FinetuneConfig, schedule
 from albert_lm.training.optim import build_optimizer, build_scheduler, clip_by_global_norm
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 HEAD_CLASSES = {
     "sequence_classification": AlbertForSequenceClassification,
@@ -76,6 +78,24 @@ def _resolve_precision(precision: str, device: torch.device) -> str:
     return resolved
 
 
+def _as_precision(name: str) -> Literal["fp32", "bf16", "fp16"]:
+    """A resolved precision name as FinetuneConfig.precision's type."""
+    if name == "fp32":
+        return "fp32"
+    if name == "bf16":
+        return "bf16"
+    if name == "fp16":
+        return "fp16"
+    raise ValueError(f"precision must be fp32, bf16 or fp16, got {name!r}")
+
+
+def _required(value: _T | None, name: str) -> _T:
+    """A setting `FinetuneConfig.resolved()` fills in; None means the config was not resolved."""
+    if value is None:
+        raise ValueError(f"{name} is None: pass a resolved config (FinetuneConfig.resolved())")
+    return value
+
+
 def _autocast(device: torch.device, precision: str):
     if precision == "fp32":
         return torch.autocast(device.type, enabled=False)
@@ -95,7 +115,7 @@ def run_model(
 ) -> list[dict[str, np.ndarray]]:
     """Per-feature outputs in feature order, trimmed to each feature's length (logits as float32)."""
     model.eval()
-    outputs: list[dict[str, np.ndarray] | None] = [None] * len(features)
+    outputs: dict[int, dict[str, np.ndarray]] = {}
     batches = length_bucketed_batches([feature_length(f) for f in features], batch_size, None)
     for idx in tqdm(batches, desc=desc, unit="batch", disable=None, leave=False):
         chunk = [features[i] for i in idx]
@@ -115,7 +135,7 @@ def run_model(
                 if value.ndim == 2:  # token classification: (L, num_labels)
                     value = value[: len(features[i]["input_ids"])]
                 outputs[i] = {"logits": value}
-    return outputs  # type: ignore[return-value]
+    return [outputs[i] for i in range(len(features))]
 
 
 @dataclass
@@ -188,111 +208,194 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     rng = np.random.default_rng(cfg.seed)
     task = _build_task(cfg)
     tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
-    model_config = AlbertConfig.from_pretrained(cfg.model)
-    if cfg.max_seq_length > model_config.max_position_embeddings:
-        logger.warning(
-            "max_seq_length %d > the model's %d positions: using %d",
-            cfg.max_seq_length, model_config.max_position_embeddings, model_config.max_position_embeddings,
-        )  # fmt: skip
-        cfg.max_seq_length = model_config.max_position_embeddings
-    device = _device(cfg.device)
-    cfg.precision = _resolve_precision(cfg.precision, device)
-    if cfg.precision == "fp16" and device.type != "cuda":
-        raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
-
+    device = _fit_to_model_and_device(cfg)
     # Everything is read and checked before the first file is written.
-    train_examples = _read_split(task, data, "train", cfg.max_train_examples)
-    if train_examples is None:
-        raise FileNotFoundError(f"no training file for {cfg.task} under {data}")
-    task.fit_labels(train_examples)
-    train_features = task.featurize(train_examples, tokenizer, cfg.max_seq_length, training=True)
-    eval_sets = _eval_sets(task, data, tokenizer, cfg.max_seq_length, cfg.max_eval_examples, test=True)
-    dev_sets = [s for s in eval_sets if not s.split.startswith("test")]
-    if not dev_sets:
-        logger.warning("no dev file for %s under %s: the last checkpoint is kept", cfg.task, data)
+    train_features, eval_sets = _read_inputs(cfg, task, data, tokenizer)
+    run = _Run(cfg, task, tokenizer, device, out, eval_sets)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
-    eval_every = cfg.eval_every or steps_per_epoch
-
     model = _load_for_task(task, cfg.model, cfg).to(device)
-    optimizer = build_optimizer(model, "adamw", lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup, total)
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and device.type == "cuda")
+    trainer = _Trainer.build(run, model, train_features, rng, warmup, total)
     logger.info(
         "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
         cfg.task, len(train_features), total, warmup, steps_per_epoch, cfg.batch_size,
         cfg.gradient_accumulation, cfg.learning_rate, device,
     )  # fmt: skip
+    best = _train(run, trainer, total, steps_per_epoch)
+    _predict_test_sets(run)
+    write_json(out / "eval_results.json", best.record)
+    logger.info(
+        "best %s = %s at step %d; model in %s", task.main_metric, best.main, best.record["step"], out / "best"
+    )
+    return dict(best.record)
 
+
+@dataclass
+class _Run:
+    """What the parts of one fine-tuning run share: settings, task, tokenizer, device, output folder and
+    the evaluation sets (dev, and test to predict at the end)."""
+
+    cfg: FinetuneConfig
+    task: Task
+    tokenizer: AlbertTokenizer
+    device: torch.device
+    out: Path
+    eval_sets: list[EvalSet]
+
+    @property
+    def dev_sets(self) -> list[EvalSet]:
+        return [s for s in self.eval_sets if not s.split.startswith("test")]
+
+    @property
+    def test_sets(self) -> list[EvalSet]:
+        return [s for s in self.eval_sets if s.split.startswith("test")]
+
+    def evaluate(
+        self, model: torch.nn.Module, sets: Sequence[EvalSet]
+    ) -> tuple[dict[str, float], dict[str, Any]]:
+        pad_id = self.tokenizer.pad_token_id
+        batch_size = _required(self.cfg.eval_batch_size, "eval_batch_size")
+        return evaluate_sets(self.task, model, sets, batch_size, pad_id, self.device, self.cfg.precision)
+
+
+@dataclass
+class _Evaluation:
+    """One evaluation on the dev sets."""
+
+    main: float  # the task's main metric (the step, without a dev set: the latest is the best)
+    record: dict[str, Any]  # step, epoch and metrics, as in metrics.jsonl
+    predictions: dict[str, Any]  # per dev split
+
+
+def _fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
+    """The device to run on; fits `cfg` to it and to the model: max_seq_length at most the model's
+    positions, precision `auto` resolved, fp16 only on CUDA."""
+    model_config = AlbertConfig.from_pretrained(cfg.model)
+    max_seq_length = _required(cfg.max_seq_length, "max_seq_length")
+    if max_seq_length > model_config.max_position_embeddings:
+        logger.warning(
+            "max_seq_length %d > the model's %d positions: using %d",
+            max_seq_length, model_config.max_position_embeddings, model_config.max_position_embeddings,
+        )  # fmt: skip
+        cfg.max_seq_length = model_config.max_position_embeddings
+    device = _device(cfg.device)
+    cfg.precision = _as_precision(_resolve_precision(cfg.precision, device))
+    if cfg.precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
+    return device
+
+
+def _read_inputs(
+    cfg: FinetuneConfig, task: Task, data: Path, tokenizer: AlbertTokenizer
+) -> tuple[list[Feature], list[EvalSet]]:
+    """Training features (the task's labels fitted on them) and every evaluation set, read and checked."""
+    train_examples = _read_split(task, data, "train", cfg.max_train_examples)
+    if train_examples is None:
+        raise FileNotFoundError(f"no training file for {cfg.task} under {data}")
+    task.fit_labels(train_examples)
+    max_seq_length = _required(cfg.max_seq_length, "max_seq_length")
+    train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
+    eval_sets = _eval_sets(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
+    if all(s.split.startswith("test") for s in eval_sets):
+        logger.warning("no dev file for %s under %s: the last checkpoint is kept", cfg.task, data)
+    return train_features, eval_sets
+
+
+@dataclass
+class _Trainer:
+    """Optimizer steps: gradient accumulation, autocast, fp16 loss scaling, clipping, the LR schedule."""
+
+    run: _Run
+    model: AlbertPreTrainedModel
+    features: list[Feature]
+    batches: Iterator[list[int]]
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    scaler: torch.amp.GradScaler
+
+    @classmethod
+    def build(
+        cls,
+        run: _Run,
+        model: AlbertPreTrainedModel,
+        features: list[Feature],
+        rng: np.random.Generator,
+        warmup: int,
+        total: int,
+    ) -> _Trainer:
+        cfg, device = run.cfg, run.device
+        lr = _required(cfg.learning_rate, "learning_rate")
+        optimizer = build_optimizer(model, "adamw", lr=lr, weight_decay=cfg.weight_decay)
+        scheduler = build_scheduler(optimizer, warmup, total)
+        scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and device.type == "cuda")
+        batch_size = _required(cfg.batch_size, "batch_size")
+        batches = _endless_batches([feature_length(f) for f in features], batch_size, rng)
+        return cls(run, model, features, batches, optimizer, scheduler, scaler)
+
+    def step(self) -> tuple[float, int, float]:
+        """One optimizer step; returns (loss, examples seen, the learning rate it used)."""
+        cfg, device = self.run.cfg, self.run.device
+        self.model.train()
+        loss_sum, seen = 0.0, 0
+        for _ in range(cfg.gradient_accumulation):
+            idx = next(self.batches)
+            batch = collate([self.features[i] for i in idx], self.run.tokenizer.pad_token_id)
+            inputs = {k: v.to(device) for k, v in batch.items()}
+            with _autocast(device, cfg.precision):
+                loss = self.model(**inputs).loss / cfg.gradient_accumulation
+            self.scaler.scale(loss).backward()
+            loss_sum += float(loss.detach())
+            seen += len(idx)
+        self.scaler.unscale_(self.optimizer)
+        clip_by_global_norm(self.model.parameters(), cfg.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        return loss_sum, seen, lr
+
+
+def _train(run: _Run, trainer: _Trainer, total: int, steps_per_epoch: int) -> _Evaluation:
+    """`total` steps, logged every `log_every` and evaluated every `eval_every` steps and at the end;
+    metrics.jsonl gets every evaluation, OUTPUT/best and OUTPUT/predictions the best. Returns the best."""
+    cfg, out = run.cfg, run.out
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.jsonl").write_text("")
-    best: dict[str, Any] | None = None
-    lengths = [feature_length(f) for f in train_features]
-    batches = _endless_batches(lengths, cfg.batch_size, rng)
+    eval_every = cfg.eval_every or steps_per_epoch
+    best: _Evaluation | None = None
     running, seen, t0 = 0.0, 0, time.perf_counter()
     bar = tqdm(total=total, desc=f"finetune {cfg.task}", unit="step", disable=None)
     for step in range(1, total + 1):
-        model.train()
-        loss_sum = 0.0
-        for _ in range(cfg.gradient_accumulation):
-            idx = next(batches)
-            batch = {
-                k: v.to(device)
-                for k, v in collate([train_features[i] for i in idx], tokenizer.pad_token_id).items()
-            }
-            with _autocast(device, cfg.precision):
-                loss = model(**batch).loss / cfg.gradient_accumulation
-            scaler.scale(loss).backward()
-            loss_sum += float(loss.detach())
-            seen += len(idx)
-        scaler.unscale_(optimizer)
-        clip_by_global_norm(model.parameters(), cfg.max_grad_norm)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        lr = scheduler.get_last_lr()[0]
-        scheduler.step()
-        running += loss_sum
+        loss, n_seen, lr = trainer.step()
+        running += loss
+        seen += n_seen
         bar.update(1)
-        bar.set_postfix(loss=f"{loss_sum:.4f}")
+        bar.set_postfix(loss=f"{loss:.4f}")
         if step % cfg.log_every == 0 or step == total:
             n = cfg.log_every if step % cfg.log_every == 0 else (step % cfg.log_every)
             rate = seen / (time.perf_counter() - t0)
             logger.info("step %d | loss %.4f | lr %.3g | %.1f ex/s", step, running / n, lr, rate)
             running, seen, t0 = 0.0, 0, time.perf_counter()
         if step % eval_every == 0 or step == total:
-            results, preds = evaluate_sets(
-                task, model, dev_sets, cfg.eval_batch_size, tokenizer.pad_token_id, device, cfg.precision
-            )
-            record = {"step": step, "epoch": round(step / steps_per_epoch, 3), **results}
-            with (out / "metrics.jsonl").open("a") as f:
-                f.write(json.dumps(record) + "\n")
-            if results:
-                logger.info("eval at step %d: %s", step, json.dumps(results, sort_keys=True))
-            main = results.get(task.main_metric, step)  # without dev: the latest is the best
-            if best is None or main > best["main"]:
-                best = {"main": main, "record": record}
-                _save_best(out, model, tokenizer, cfg, task, record)
-                for s in dev_sets:
-                    task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
+            evaluation = _evaluate_dev(run, trainer.model, step, round(step / steps_per_epoch, 3))
+            if best is None or evaluation.main > best.main:
+                best = evaluation
+                _save_best(run, trainer.model, best)
             t0 = time.perf_counter()  # examples/s counts training only
     bar.close()
-
-    test_sets = [s for s in eval_sets if s.split.startswith("test")]
-    if test_sets:
-        model = _load_for_task(task, out / "best", None).to(device)
-        _, preds = evaluate_sets(
-            task, model, test_sets, cfg.eval_batch_size, tokenizer.pad_token_id, device, cfg.precision
-        )
-        for s in test_sets:
-            path = task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
-            logger.info("test predictions: %s", path)
     assert best is not None
-    results = dict(best["record"])
-    atomic_write_text(out / "eval_results.json", json.dumps(results, indent=2, sort_keys=True) + "\n")
-    logger.info(
-        "best %s = %s at step %d; model in %s", task.main_metric, best["main"], results["step"], out / "best"
-    )
-    return results
+    return best
+
+
+def _evaluate_dev(run: _Run, model: torch.nn.Module, step: int, epoch: float) -> _Evaluation:
+    """Evaluate on the dev sets and append the metrics to metrics.jsonl."""
+    results, preds = run.evaluate(model, run.dev_sets)
+    record = {"step": step, "epoch": epoch, **results}
+    with (run.out / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    if results:
+        logger.info("eval at step %d: %s", step, json.dumps(results, sort_keys=True))
+    return _Evaluation(results.get(run.task.main_metric, step), record, preds)
 
 
 def _endless_batches(
@@ -302,7 +405,7 @@ def _endless_batches(
         yield from length_bucketed_batches(lengths, batch_size, rng)
 
 
-def _load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None) -> torch.nn.Module:
+def _load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None) -> AlbertPreTrainedModel:
     cls = HEAD_CLASSES[task.head]
     overrides: dict[str, Any] = {}
     if cfg is not None:  # a fresh head on a pretrained encoder
@@ -322,28 +425,29 @@ def _load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None
     return cls.from_pretrained(model_dir, **overrides)
 
 
-def _save_best(
-    out: Path,
-    model: torch.nn.Module,
-    tokenizer: AlbertTokenizer,
-    cfg: FinetuneConfig,
-    task: Task,
-    record: dict,
-) -> None:
-    """Write OUTPUT/best under a temporary name, then swap it in: a crash never leaves half a model."""
-    tmp, final, old = out / "best.tmp", out / "best", out / "best.old"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    settings = dataclasses.asdict(cfg)
-    settings["labels"] = list(task.labels)
-    (tmp / "finetune_config.json").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
-    (tmp / "eval_results.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
+def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> None:
+    """OUTPUT/best (model, tokenizer, settings, metrics), filled under a temporary name and then swapped
+    in, so a crash never leaves half a model; then the dev predictions in OUTPUT/predictions."""
+    with atomic_folder(run.out / "best") as tmp:
+        model.save_pretrained(tmp)
+        run.tokenizer.save_pretrained(tmp)
+        settings = dataclasses.asdict(run.cfg)
+        settings["labels"] = list(run.task.labels)
+        write_json(tmp / "finetune_config.json", settings)
+        write_json(tmp / "eval_results.json", best.record)
+    for s in run.dev_sets:
+        run.task.write_predictions(s.examples, best.predictions[s.split], run.out / "predictions", s.split)
+
+
+def _predict_test_sets(run: _Run) -> None:
+    """Predictions of the test sets (those with a file) by the best checkpoint, in OUTPUT/predictions."""
+    if not run.test_sets:
+        return
+    model = _load_for_task(run.task, run.out / "best", None).to(run.device)
+    _, preds = run.evaluate(model, run.test_sets)
+    for s in run.test_sets:
+        path = run.task.write_predictions(s.examples, preds[s.split], run.out / "predictions", s.split)
+        logger.info("test predictions: %s", path)
 
 
 # --------------------------------------------------------------------------- evaluation of a saved model
@@ -360,7 +464,7 @@ def evaluate_model(
     """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`."""
     model_dir, data = Path(model_dir), Path(data)
     saved_file = model_dir / "finetune_config.json"
-    saved = json.loads(saved_file.read_text()) if saved_file.is_file() else {}
+    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
     if saved.get("task") not in (None, task_name):
         logger.warning("%s was fine-tuned on %s, evaluated on %s", model_dir, saved["task"], task_name)
     known = {f.name for f in dataclasses.fields(FinetuneConfig)}
@@ -370,26 +474,27 @@ def evaluate_model(
     cfg.max_seq_length = max_seq_length or cfg.max_seq_length
     cfg.eval_batch_size = batch_size or cfg.eval_batch_size
     cfg = cfg.resolved()
-    cfg.max_seq_length = min(
-        cfg.max_seq_length, AlbertConfig.from_pretrained(model_dir).max_position_embeddings
+    max_seq_length = min(
+        _required(cfg.max_seq_length, "max_seq_length"),
+        AlbertConfig.from_pretrained(model_dir).max_position_embeddings,
     )
+    cfg.max_seq_length = max_seq_length
     task = _build_task(cfg)
     if task.head in ("sequence_classification", "token_classification") and not task.labels:
         id2label = AlbertConfig.from_pretrained(model_dir).id2label or {}
         task.labels = tuple(id2label[i] for i in sorted(id2label))
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
-    sets = _eval_sets(task, data, tokenizer, cfg.max_seq_length, None, test=False)
+    sets = _eval_sets(task, data, tokenizer, max_seq_length, None, test=False)
     if not sets:
         raise FileNotFoundError(f"no dev file for {task_name} under {data}")
     dev = _device(device)
     precision = _resolve_precision(precision, dev)
     model = _load_for_task(task, model_dir, None).to(dev)
-    results, preds = evaluate_sets(
-        task, model, sets, cfg.eval_batch_size, tokenizer.pad_token_id, dev, precision
-    )
+    batch_size = _required(cfg.eval_batch_size, "eval_batch_size")
+    results, preds = evaluate_sets(task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision)
     if output:
         out = Path(output)
         for s in sets:
             task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
-        atomic_write_text(out / "eval_results.json", json.dumps(results, indent=2, sort_keys=True) + "\n")
+        write_json(out / "eval_results.json", results)
     return results

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
+from typing import overload
 
 import torch
 from torch import nn
@@ -71,6 +72,11 @@ class Lamb(torch.optim.Optimizer):
         )
         super().__init__(params, defaults)
 
+    # The overloads of `torch.optim.Optimizer.step`: a closure's loss is returned, else None.
+    @overload
+    def step(self, closure: None = None) -> None: ...
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None
@@ -103,7 +109,7 @@ class Lamb(torch.optim.Optimizer):
                 w = p.float()
                 if group["weight_decay"] != 0:
                     update.add_(w, alpha=group["weight_decay"])
-                ratio = 1.0
+                ratio: float | torch.Tensor = 1.0
                 if group["trust_ratio"]:
                     w_norm = torch.linalg.vector_norm(w)
                     u_norm = torch.linalg.vector_norm(update)
