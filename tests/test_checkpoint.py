@@ -88,6 +88,18 @@ def test_incomplete_folders_are_never_resumed(tmp_path):
     assert not (tmp_path / f"{TMP_PREFIX}9").exists()
 
 
+def test_saving_a_step_again_replaces_its_folder(tmp_path):
+    model = _tiny_model()
+    save_checkpoint(tmp_path, 5, model, {"step": 5, "mark": 1})
+    save_checkpoint(tmp_path, 5, model, {"step": 5, "mark": 2})  # e.g. SIGTERM right after a periodic save
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-5"]
+    assert load_training_state(tmp_path / "checkpoint-5")["mark"] == 2
+    # A kill in the middle of the swap may leave the replaced folder behind: cleared on the next start.
+    (tmp_path / ".checkpoint-5.old").mkdir()
+    remove_stale_temporaries(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-5"]
+
+
 def test_state_file_is_loaded_with_weights_only(tmp_path):
     class Evil:
         def __reduce__(self):

@@ -1,4 +1,5 @@
-"""The pretraining loop: objective, resume exactness after SIGKILL, SIGTERM, DDP equivalence, warm start."""
+"""The pretraining loop: objective, data order, train step, decisions, resume exactness after SIGKILL, SIGTERM,
+DDP equivalence, warm start."""
 
 from __future__ import annotations
 
@@ -13,15 +14,26 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from albert_lm.data.dataset import (
+    PretrainingSampler,
+    collate_pretraining,
+    epoch_permutation,
+    evaluation_loader,
+    pretraining_loader,
+    text_eval_dataset,
+)
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
-from albert_lm.training.checkpoint import latest_checkpoint, warm_start
+from albert_lm.training.checkpoint import latest_checkpoint
+from albert_lm.training.model_init import warm_start
+from albert_lm.training.objective import PretrainingObjective
 from albert_lm.training.pretrain import (
     PretrainConfig,
-    PretrainingObjective,
-    collate,
     pretrain,
-    text_eval_dataset,
+    should_eval,
+    should_log,
+    should_save,
+    train_step,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -147,7 +159,7 @@ def test_masked_only_objective_equals_full_logits_loss():
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).eval()
     ds = SyntheticData()
-    batch = collate([ds[i] for i in range(6)])  # dynamic padding: lengths differ
+    batch = collate_pretraining([ds[i] for i in range(6)])  # dynamic padding: lengths differ
     assert batch["input_ids"].shape[0] == 6 and (batch["attention_mask"] == 0).any()
     loss, stats = PretrainingObjective(model, "sop")(batch)
     reference = model(**batch).loss  # transformers-style: all B x S x V logits
@@ -245,18 +257,96 @@ def test_precision_auto_is_resolved_logged_and_saved(tmp_path, one_thread, caplo
 
     expected, _ = resolve_precision("auto", "cpu")  # bf16 where this CPU computes it fast, else fp32
     cfg = tiny_config(tmp_path, max_steps=2, save_every=0, precision="auto")
-    with caplog.at_level("INFO", logger="albert_lm.training.pretrain"):
+    with caplog.at_level("INFO", logger="albert_lm.training.pretrain_setup"):
         pretrain(cfg, train_dataset=SyntheticData())
     assert f"precision auto -> {expected}: " in caplog.text and "GFLOP/s" in caplog.text
     assert json.loads((tmp_path / "pretrain_config.json").read_text())["precision"] == expected
     assert PretrainConfig().precision == "auto"
 
 
+def test_the_sampler_reads_the_same_micro_batches_whatever_the_split_into_processes():
+    ds = SyntheticData(n=50)  # 50 = 6 global batches of 8, and 2 examples left for the next epoch
+
+    def micro_batches(world: int, accum: int, rank: int, offset: int = 0) -> list[list[int]]:
+        s = PretrainingSampler(ds, world, rank, seed=7, batch_size=4, accumulation=accum)
+        s.set_epoch(1, offset)
+        order = list(s)
+        assert len(order) == len(s)
+        return [order[i : i + 4] for i in range(0, len(order), 4)]
+
+    two_ranks = [micro_batches(2, 1, r) for r in (0, 1)]
+    one_rank = micro_batches(1, 2, 0)
+    assert len(one_rank) == 12 and ds.epoch == 1
+    assert one_rank[0::2] == two_ranks[0] and one_rank[1::2] == two_ranks[1]
+    # Global batch g is perm[8g : 8g + 8], slot rank * K + micro of it; the remainder is dropped.
+    perm = epoch_permutation(50, 7, 1).tolist()
+    assert one_rank == [perm[i : i + 4] for i in range(0, 48, 4)]
+    # Resuming at an offset reads the rest of the same order.
+    assert micro_batches(1, 2, 0, offset=16) == one_rank[4:]
+    s = PretrainingSampler(ds, 1, 0, seed=7, batch_size=4, accumulation=2)
+    assert not s.epoch_ends_before(40) and s.epoch_ends_before(48)
+
+
+def test_loaders_collate_in_order_and_leave_the_global_generator_alone():
+    ds = SyntheticData(n=20)
+    sampler = PretrainingSampler(ds, 1, 0, seed=3, batch_size=4)
+    loader = pretraining_loader(ds, sampler)
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    batches = list(loader)
+    evals = list(evaluation_loader(ds, 8, max_batches=2, rank=1, world=2))  # batch 1 of 0, 1
+    assert torch.equal(torch.rand(3), expected)  # no draw: dropout's stream is the same with or without
+    order = list(sampler)
+    for k, batch in enumerate(batches):
+        want = collate_pretraining([ds[i] for i in order[4 * k : 4 * k + 4]])
+        assert want.keys() == batch.keys() and all(torch.equal(want[key], batch[key]) for key in want)
+    assert len(evals) == 1 and torch.equal(
+        evals[0]["input_ids"], collate_pretraining([ds[i] for i in range(8, 16)])["input_ids"]
+    )
+
+
+def test_log_eval_and_save_decisions():
+    cfg = tiny_config("unused", max_steps=10, log_every=4, eval_every=5, save_every=3)
+    assert [s for s in range(1, 11) if should_log(s, cfg, False)] == [4, 8, 10]
+    assert [s for s in range(1, 11) if should_eval(s, cfg, False)] == [5]  # the final evaluation does step 10
+    assert [s for s in range(1, 11) if should_save(s, cfg, False)] == [3, 6, 9, 10]
+    assert should_log(7, cfg, True) and should_save(7, cfg, True) and not should_eval(5, cfg, True)
+    never = tiny_config("unused", max_steps=10, eval_every=0, save_every=0)
+    assert not any(should_eval(s, never, False) for s in range(1, 11))
+    assert [s for s in range(1, 11) if should_save(s, never, False)] == [10]
+
+
+def test_train_step_accumulates_clips_and_steps(one_thread):
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).eval()  # no dropout draws
+    objective = PretrainingObjective(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (s + 1))
+    ds = SyntheticData()
+    micro = [collate_pretraining([ds[i] for i in range(k, k + 4)]) for k in (0, 4)]
+    before = [p.detach().clone() for p in model.parameters()]
+    # The expected gradient: the mean of the two micro-batch gradients, clipped to norm 0.01.
+    loss = sum(objective(b)[0] for b in micro) / 2
+    grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+    norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads if g is not None]))
+    cfg = tiny_config("unused", max_grad_norm=0.01)
+    out = train_step(objective, optimizer, scheduler, micro, cfg, torch.device("cpu"))
+    assert out.lr == 0.5 and optimizer.param_groups[0]["lr"] == 0.25  # the step's rate, then the next
+    torch.testing.assert_close(out.grad_norm, norm)
+    assert int(out.stats[1]) == sum(int((b["labels"] != -100).sum()) for b in micro)
+    assert int(out.stats[4]) == 8 and out.stats.dtype == torch.float64
+    for p, p0, g in zip(model.parameters(), before, grads, strict=True):
+        assert p.grad is None
+        want = p0 if g is None else p0 - 0.5 * g * (0.01 / norm)
+        torch.testing.assert_close(p.detach(), want)
+
+
 def test_gradient_checkpointing_gives_the_same_gradients():
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).train()
     model.sop_classifier.dropout.p = 0.0  # as pretrain() does: the only dropout left would be random
-    batch = collate([SyntheticData()[i] for i in range(4)])
+    batch = collate_pretraining([SyntheticData()[i] for i in range(4)])
     grads = []
     for flag in (False, True):
         model.zero_grad()
@@ -300,7 +390,7 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="expected a JSON object, got list"):
         PretrainConfig.load(bad)
     bad.write_text('{"max_steps": 5,\n "seed": }')
-    with pytest.raises(ValueError, match=r"not valid JSON \(line 2"):
+    with pytest.raises(ValueError, match=r"run.json:2: not valid JSON"):
         PretrainConfig.load(bad)
     bad.write_text(json.dumps({"max_steps": 5, "lerning_rate": 0.1}))
     from albert_lm.cli import main

@@ -5,19 +5,29 @@ API (what the pretraining loop uses):
     ds = PretrainingDataset(DIR, split="train")      # or split="eval" (the held-out blocks)
     len(ds); item = ds[i]                             # dict of int64 tensors:
         input_ids (T,), token_type_ids (T,), attention_mask (T,),
-        labels (T,)  original id at masked positions, -100 elsewhere,
+        labels (T,)  original id at masked positions, IGNORE_INDEX (-100) elsewhere,
         sentence_order_label ()  SOP: 1 = segments swapped; NSP: 1 = B from another document
     ds.objective ("sop" | "nsp"), ds.masking ("dynamic" | "static"), ds.max_seq_length, ds.vocab_size,
     ds.tokenizer_path (the spiece.model copied into DIR), ds.config (the DataConfig it was made with)
     ds.set_epoch(e)                                    # dynamic masking: item i of epoch e is a pure
                                                        # function of (seed, e, i), so training resumes exactly
-    sampler = PretrainingSampler(ds, num_replicas=world, rank=rank, seed=s); sampler.set_epoch(e)
-    loader = DataLoader(ds, batch_size=b, sampler=sampler, collate_fn=collate_pretraining)
+    sampler = PretrainingSampler(ds, num_replicas=world, rank=rank, seed=s, batch_size=b, accumulation=k)
+    sampler.set_epoch(e, offset)                       # epoch e's order from position `offset` (resume)
+    loader = pretraining_loader(ds, sampler)           # DataLoader: micro-batches of b, collate_pretraining
+    evaluation_loader(ev, b, max_batches, rank, world) # the first held-out batches, dealt to the ranks
+    text_eval_dataset(FILE, tokenizer)                 # plain text -> a fixed MLM probe (no sentence labels)
+
+The order is one definition, here: epoch e is a permutation seeded by (seed, e) (`epoch_permutation`), read
+in global batches of b * k * world examples; slot `rank * k + micro` of a global batch is micro-batch
+`micro` of `rank`, so 2 processes without accumulation and 1 process with 2 accumulation steps read the same
+micro-batches. The examples past the last full global batch wait for the next epoch's permutation. The
+padding is one definition too: `collate_pretraining`, for training and evaluation batches alike.
 
 Dynamic masking (the default) draws the whole-word n-gram masks of `albert_lm.data.masking` when an item is read,
 from a generator seeded by (data seed, epoch, index): new masks every epoch (RoBERTa's finding), the same
 masks when a run is resumed. Call `set_epoch` on the dataset before each epoch (the sampler's `set_epoch`
-does it for you); with `persistent_workers=True` DataLoader workers keep the epoch they started with.
+does it for you). DataLoader workers copy the dataset when an iteration starts, so `pretraining_loader`
+never keeps them across epochs (`persistent_workers=True` would keep the epoch they started with).
 
 Shards are opened with `np.load(mmap_mode="r")`, so a Dataset costs a few file handles, not the data,
 and pickles cheaply to DataLoader workers.
@@ -31,17 +41,17 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from albert_lm.data.examples import DataConfig
-from albert_lm.data.masking import mask_sequence
+from albert_lm.data.masking import IGNORE_INDEX, mask_sequence
 
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
 _DYNAMIC_STREAM = 7  # keeps mask draws apart from the creation draws made with the same seed
 
 
@@ -136,11 +146,21 @@ class PretrainingDataset(Dataset):
         }
 
 
+def epoch_permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """The order of epoch `epoch`: a permutation of range(n), a pure function of (n, seed, epoch)."""
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(n, generator=g)
+
+
 class PretrainingSampler(Sampler[int]):
-    """Splits a dataset across `num_replicas` ranks without overlap: a seeded permutation per epoch, cut to
-    a multiple of the world size (the few leftover examples wait for the next epoch's permutation), every
-    rank taking one stride of it. torch's DistributedSampler pads with repeats instead, so two ranks can
-    see the same example; this sampler never does.
+    """The examples one of `num_replicas` ranks reads, in the order it reads them.
+
+    Epoch e's order (`epoch_permutation`, or range(n) without `shuffle`) is read in global batches of
+    `batch_size * accumulation * num_replicas` examples from position `offset` (0 unless resuming). Slot
+    `rank * accumulation + micro` of a global batch (`batch_size` examples) is micro-batch `micro` of
+    `rank`: W=2, K=1 and W=1, K=2 read the same micro-batches, and no two ranks ever read the same example
+    (torch's DistributedSampler pads with repeats instead). The examples past the last full global batch
+    wait for the next epoch's permutation. Read it in batches of `batch_size`: `pretraining_loader`.
     """
 
     def __init__(
@@ -150,6 +170,8 @@ class PretrainingSampler(Sampler[int]):
         rank: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
+        batch_size: int = 1,
+        accumulation: int = 1,
     ) -> None:
         if num_replicas is None or rank is None:
             import torch.distributed as dist
@@ -161,38 +183,53 @@ class PretrainingSampler(Sampler[int]):
             rank = rank if rank is not None else (dist.get_rank() if ready else 0)
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is not in [0, {num_replicas})")
+        if batch_size < 1 or accumulation < 1:
+            raise ValueError(f"batch_size and accumulation must be >= 1, got {batch_size}, {accumulation}")
         self.dataset = dataset
         self.num_replicas, self.rank = num_replicas, rank
         self.shuffle, self.seed = shuffle, seed
-        self.epoch = 0
-        self.num_samples = len(dataset) // num_replicas  # type: ignore[arg-type]
+        self.batch_size, self.accumulation = batch_size, accumulation
+        self.epoch, self.offset = 0, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    @property
+    def global_batch(self) -> int:
+        """Examples per optimizer step, all ranks and micro-batches together."""
+        return self.batch_size * self.accumulation * self.num_replicas
+
+    def set_epoch(self, epoch: int, offset: int = 0) -> None:
+        """Read epoch `epoch` from position `offset` of its order (the dataset's epoch follows)."""
+        self.epoch, self.offset = epoch, offset
         if hasattr(self.dataset, "set_epoch"):
             self.dataset.set_epoch(epoch)
 
+    def epoch_ends_before(self, offset: int) -> bool:
+        """Whether no full global batch is left at `offset`: the next step reads the next epoch."""
+        return offset + self.global_batch > len(self.dataset)  # type: ignore[arg-type]
+
+    def _starts(self) -> range:
+        """Where this epoch's remaining full global batches start in its order."""
+        n = len(self.dataset)  # type: ignore[arg-type]
+        return range(self.offset, n - self.global_batch + 1, self.global_batch)
+
     def __len__(self) -> int:
-        return self.num_samples
+        return len(self._starts()) * self.batch_size * self.accumulation
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.dataset)  # type: ignore[arg-type]
-        if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
-            order = torch.randperm(n, generator=g)
-        else:
-            order = torch.arange(n)
-        used = order[: self.num_samples * self.num_replicas]
-        return iter(used[self.rank :: self.num_replicas].tolist())
+        order = epoch_permutation(n, self.seed, self.epoch) if self.shuffle else torch.arange(n)
+        per_rank = self.batch_size * self.accumulation  # this rank's slots of a global batch are adjacent
+        first = self.rank * per_rank
+        mine = [order[s + first : s + first + per_rank] for s in self._starts()]
+        return iter(torch.cat(mine).tolist() if mine else [])
 
 
 def collate_pretraining(
     batch: Sequence[dict[str, torch.Tensor]], pad_token_id: int = 0
 ) -> dict[str, torch.Tensor]:
-    """Stack items, padding to the longest in the batch (dynamic padding): (B, T_max) tensors.
+    """Stack items, padding to the longest in the batch (dynamic padding): (B, T_max) int64 tensors.
 
-    Padding: input_ids `pad_token_id`, token_type_ids 0, attention_mask 0, labels -100.
+    Padding: input_ids `pad_token_id`, token_type_ids 0, attention_mask 0, labels IGNORE_INDEX.
+    `sentence_order_label` (B,) when the items have one (plain-text evaluation items do not).
     """
     width = max(len(item["input_ids"]) for item in batch)
     pad_values = {"input_ids": pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
@@ -202,5 +239,81 @@ def collate_pretraining(
         for b, item in enumerate(batch):
             rows[b, : len(item[key])] = item[key]
         out[key] = rows
-    out["sentence_order_label"] = torch.stack([item["sentence_order_label"] for item in batch])  # (B,)
+    if "sentence_order_label" in batch[0]:
+        labels = [item["sentence_order_label"].long().view(()) for item in batch]
+        out["sentence_order_label"] = torch.stack(labels)  # (B,)
     return out
+
+
+def pretraining_loader(
+    dataset: Dataset, sampler: PretrainingSampler, num_workers: int = 0, pin_memory: bool = False
+) -> DataLoader:
+    """Micro-batches of `sampler.batch_size` in the sampler's order, padded by `collate_pretraining`.
+
+    Workers start afresh with each iteration (after `sampler.set_epoch`), so they read the right epoch.
+    The loader draws its workers' base seed from its own generator, never from torch's global one: making
+    an iterator must not move the RNG stream that dropout draws from, or a resumed run would drift.
+    """
+    return DataLoader(
+        dataset,
+        batch_size=sampler.batch_size,
+        sampler=sampler,
+        collate_fn=collate_pretraining,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        generator=torch.Generator().manual_seed(sampler.seed),
+    )
+
+
+def evaluation_loader(
+    dataset: Dataset, batch_size: int, max_batches: int, rank: int = 0, world: int = 1
+) -> DataLoader:
+    """The first `max_batches` batches of `dataset` in order, dealt out to the ranks in turn (the last
+    batch may be short), padded by `collate_pretraining`. Like `pretraining_loader`, it leaves torch's
+    global generator alone."""
+    n = len(dataset)  # type: ignore[arg-type]
+    starts = range(rank * batch_size, min(n, max_batches * batch_size), world * batch_size)
+    batches = [list(range(i, min(i + batch_size, n))) for i in starts]
+    return DataLoader(
+        dataset, batch_sampler=batches, collate_fn=collate_pretraining, generator=torch.Generator()
+    )
+
+
+def text_eval_dataset(
+    path: str | os.PathLike, tokenizer: Any, seq_length: int = 128, max_sequences: int = 256, seed: int = 0
+) -> list[dict[str, torch.Tensor]]:
+    """Out-of-domain MLM examples from plain text: consecutive [CLS] chunk [SEP] windows, 15% of the
+    pieces replaced by [MASK] (single pieces, always [MASK]: a fixed, simple probe, not the training
+    recipe's n-gram 80/10/10 masking). Same file and seed, same examples. Items as `PretrainingDataset`'s,
+    without `sentence_order_label`."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"eval text {file}: no such file")
+    lines = [ln for ln in file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    ids = [i for row in tokenizer.encode_batch(lines) for i in row]
+    rng = np.random.default_rng(seed)
+    body = seq_length - 2
+    items = []
+    for start in range(0, len(ids) - body + 1, body):
+        piece = torch.tensor(ids[start : start + body], dtype=torch.long)
+        n_mask = max(1, round(0.15 * body))
+        pos = torch.from_numpy(rng.choice(body, size=n_mask, replace=False)).long()
+        labels = torch.full((seq_length,), IGNORE_INDEX, dtype=torch.long)
+        labels[pos + 1] = piece[pos]
+        piece[pos] = tokenizer.mask_token_id
+        input_ids = torch.cat(
+            [torch.tensor([tokenizer.cls_token_id]), piece, torch.tensor([tokenizer.sep_token_id])]
+        )
+        items.append(
+            {
+                "input_ids": input_ids,
+                "token_type_ids": torch.zeros(seq_length, dtype=torch.long),
+                "attention_mask": torch.ones(seq_length, dtype=torch.long),
+                "labels": labels,
+            }
+        )
+        if len(items) >= max_sequences:
+            break
+    if not items:
+        raise ValueError(f"eval text {file}: fewer than {body} tokens")
+    return items

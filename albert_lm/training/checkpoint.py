@@ -3,8 +3,9 @@
 google-research's runner keeps the last `keep_checkpoint_max` (5) TF checkpoints every
 `save_checkpoints_steps` (5000); a crash between its files could leave a half-written one. Here a
 checkpoint is a folder `OUTPUT/checkpoint-STEP/` that is written under a temporary name
-(`OUTPUT/.tmp-checkpoint-STEP/`) and renamed only once every file is on disk, so a folder with the
-final name is always complete, whatever kills the process and when.
+(`OUTPUT/.tmp-checkpoint-STEP/`) and renamed only once every file is written, the training state last and
+fsynced (`albert_lm.files.atomic_folder`), so a folder with the final name is always complete, whatever
+kills the process and when.
 
 A folder holds:
 - the model in transformers' layout (config.json + model.safetensors, via `model.save_pretrained`),
@@ -17,7 +18,6 @@ A folder holds:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -29,7 +29,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+
+from albert_lm.files import atomic_folder, write_json
+from albert_lm.model.encoder import AlbertPreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -38,13 +40,16 @@ TMP_PREFIX = ".tmp-checkpoint-"
 STATE_FILE = "training_state.pt"
 CONFIG_FILE = "pretrain_config.json"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
+_OLD = re.compile(rf"^\.{PREFIX}\d+\.old$")  # atomic_folder's name for a folder being replaced
 
 
 # --------------------------------------------------------------------------- RNG states
 def capture_rng_state() -> dict[str, Any]:
     """Every generator a training step may draw from, as tensors and plain values (weights_only-safe)."""
     py_version, py_state, py_gauss = random.getstate()
-    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    legacy = np.random.get_state(legacy=True)
+    assert isinstance(legacy, tuple)  # (name, keys, position, has_gauss, cached_gaussian)
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = legacy
     state: dict[str, Any] = {
         "python": [py_version, list(py_state), py_gauss],
         "numpy": [np_name, torch.from_numpy(np_keys.astype(np.int64)), np_pos, np_has_gauss, np_gauss],
@@ -87,40 +92,28 @@ def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
 
 
 def remove_stale_temporaries(output_dir: str | os.PathLike) -> None:
-    """Half-written folders left by a run that was killed while saving."""
+    """Half-written folders left by a run that was killed while saving (and a replaced folder's leftover)."""
     root = Path(output_dir)
     if root.is_dir():
         for p in root.iterdir():
-            if p.is_dir() and p.name.startswith(TMP_PREFIX):
+            if p.is_dir() and (p.name.startswith(TMP_PREFIX) or _OLD.match(p.name)):
                 logger.info("removing incomplete checkpoint %s", p)
                 shutil.rmtree(p, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- save / load
-def _fsync_dir(path: Path) -> None:
-    # The rename is durable only once the parent directory entry is on disk.
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+def _save_durably(path: Path, obj: Any) -> None:
+    """torch.save `obj` to `path` and fsync it (inside the temporary folder: the folder swap publishes it)."""
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def save_checkpoint(
     output_dir: str | os.PathLike,
     step: int,
-    model: nn.Module,
+    model: AlbertPreTrainedModel,
     training_state: dict[str, Any],
     run_config: dict[str, Any] | None = None,
     save_extra: Callable[[Path], None] | None = None,
@@ -130,30 +123,19 @@ def save_checkpoint(
 
     `model` must be the unwrapped model (not DDP): its `save_pretrained` writes the weights.
     `save_extra(folder)` writes anything else into the folder before the rename (the tokenizer).
+    The same step saved again (e.g. SIGTERM right after a periodic save) replaces the earlier folder.
     """
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step}"
-    tmp = root / f"{TMP_PREFIX}{step}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    model.save_pretrained(tmp)
-    if save_extra is not None:
-        save_extra(tmp)
-    if run_config is not None:
-        write_json_atomic(tmp / CONFIG_FILE, run_config)
-    # The state file goes last: a folder is "complete" when it holds it (see list_checkpoints).
-    state_tmp = tmp / (STATE_FILE + ".tmp")
-    with open(state_tmp, "wb") as f:
-        torch.save(training_state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(state_tmp, tmp / STATE_FILE)
-    if final.exists():  # the same step saved again (e.g. SIGTERM right after a periodic save)
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    _fsync_dir(root)
+    with atomic_folder(final, tmp=root / f"{TMP_PREFIX}{step}") as tmp:
+        model.save_pretrained(tmp)
+        if save_extra is not None:
+            save_extra(tmp)
+        if run_config is not None:
+            write_json(tmp / CONFIG_FILE, run_config)
+        # The state file goes last: a folder is "complete" when it holds it (see list_checkpoints).
+        _save_durably(tmp / STATE_FILE, training_state)
     if keep_last > 0:
         for old in list_checkpoints(root)[:-keep_last]:
             shutil.rmtree(old, ignore_errors=True)
@@ -169,40 +151,3 @@ def load_training_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:  # unpickling errors come in many types; name the file whatever they are
         raise ValueError(f"{file}: cannot read the training state ({type(e).__name__}: {e})") from e
-
-
-# --------------------------------------------------------------------------- warm start (depth growth)
-_BLOCK = re.compile(r"^albert\.encoder\.(attention|ffn)\.(\d+)\.(.+)$")
-
-
-@torch.no_grad()
-def warm_start(model: nn.Module, source: str | os.PathLike, init_from_group0: bool = False) -> list[str]:
-    """Copy the weights of the model folder `source` into `model`, which may be deeper or have more groups.
-
-    The paper warm-starts deeper models from shallower ones (Section 4.x, "we ... initialize from the
-    6-layer model" style depth growth); with all layers shared (one group) the weights carry over as they
-    are: only `num_hidden_layers` differs. With several hidden groups, google-research's
-    `init_from_group0` starts every group from group 0 of the source: our block b (inner layer
-    b % inner_group_num of group b // inner_group_num) takes source block b % inner_group_num.
-    Returns the names left at their fresh initialisation (logged).
-    """
-    from albert_lm.model.heads import AlbertForPreTraining
-
-    src = AlbertForPreTraining.from_pretrained(source).state_dict()
-    inner = int(getattr(model.config, "inner_group_num", 1))
-    fresh: list[str] = []
-    for name, tensor in model.state_dict().items():
-        origin = name
-        m = _BLOCK.match(name)
-        if init_from_group0 and m is not None:
-            origin = f"albert.encoder.{m.group(1)}.{int(m.group(2)) % inner}.{m.group(3)}"
-        if origin in src and src[origin].shape == tensor.shape:
-            tensor.copy_(src[origin])
-        else:
-            fresh.append(name)
-    if fresh:
-        logger.warning("warm start from %s: %d tensors keep their fresh initialisation: %s",
-                       source, len(fresh), ", ".join(fresh[:8]) + (" ..." if len(fresh) > 8 else ""))  # fmt: skip
-    else:
-        logger.info("warm start: every tensor copied from %s", source)
-    return fresh

@@ -1,19 +1,19 @@
-"""What a pretraining run reports: metrics.jsonl, TensorBoard events, the console line, the curves PNG,
-and the out-of-domain masked-LM probe built from plain text (e.g. WikiText-2).
+"""What a pretraining run reports: metrics.jsonl, TensorBoard events, the console line, the curves PNG.
 
 Only rank 0 writes. On resume, records past the checkpoint are dropped so the files tell one history.
+(The plain-text evaluation set is data: `albert_lm.data.dataset.text_eval_dataset`.)
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
+from albert_lm.files import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class MetricsLog:
                         keep.append(ln)
                 except json.JSONDecodeError:
                     pass  # a line cut short by the kill that ended the previous run
-            self.path.write_text("".join(ln + "\n" for ln in keep))
+            atomic_write(self.path, "".join(ln + "\n" for ln in keep))
         self.file = open(self.path, "a")  # noqa: SIM115 - lives as long as the run
         self.writer = None
         if tensorboard:
@@ -96,46 +96,7 @@ def plot_metrics(output: str | os.PathLike) -> Path | None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
     fig.tight_layout()
-    path = Path(output) / "training_curves.png"
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
-    return path
-
-
-def text_eval_dataset(
-    path: str | os.PathLike, tokenizer: Any, seq_length: int = 128, max_sequences: int = 256, seed: int = 0
-) -> list[dict[str, torch.Tensor]]:
-    """Out-of-domain MLM examples from plain text: consecutive [CLS] chunk [SEP] windows, 15% of the
-    pieces replaced by [MASK] (single pieces, always [MASK]: a fixed, simple probe, not the training
-    recipe's n-gram 80/10/10 masking). Same file and seed, same examples."""
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"eval text {file}: no such file")
-    lines = [ln for ln in file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    ids = [i for row in tokenizer.encode_batch(lines) for i in row]
-    rng = np.random.default_rng(seed)
-    body = seq_length - 2
-    items = []
-    for start in range(0, len(ids) - body + 1, body):
-        piece = torch.tensor(ids[start : start + body], dtype=torch.long)
-        n_mask = max(1, round(0.15 * body))
-        pos = torch.from_numpy(rng.choice(body, size=n_mask, replace=False)).long()
-        labels = torch.full((seq_length,), -100, dtype=torch.long)
-        labels[pos + 1] = piece[pos]
-        piece[pos] = tokenizer.mask_token_id
-        input_ids = torch.cat(
-            [torch.tensor([tokenizer.cls_token_id]), piece, torch.tensor([tokenizer.sep_token_id])]
-        )
-        items.append(
-            {
-                "input_ids": input_ids,
-                "token_type_ids": torch.zeros(seq_length, dtype=torch.long),
-                "attention_mask": torch.ones(seq_length, dtype=torch.long),
-                "labels": labels,
-            }
-        )
-        if len(items) >= max_sequences:
-            break
-    if not items:
-        raise ValueError(f"eval text {file}: fewer than {body} tokens")
-    return items
+    return atomic_write(Path(output) / "training_curves.png", png.getvalue())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from albert_lm.model.config import read_json_object
+from albert_lm.files import read_json_object
 
 
 @dataclass

@@ -1,0 +1,264 @@
+"""Everything a pretraining run needs before its first step, in a `Run`: device, process group and
+precision; the data sets and the loader; the output folder; the model, its objective (DDP-wrapped when
+there are several processes), optimizer and scheduler; the state of the checkpoint it resumes from.
+
+The SOP head has no dropout here, as google-research's `get_sentence_order_output` (transformers'
+AlbertSOPHead applies `classifier_dropout_prob`; we set it to 0 during pretraining).
+
+The order of the draws is part of exact resume: every generator is seeded after the data is loaded and
+before the model is built; a resumed run then restores each rank's generators from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader
+
+from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_eval_dataset
+from albert_lm.kernels.precision import resolve_precision
+from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.training import checkpoint as ckpt
+from albert_lm.training.distributed import DistInfo, init_distributed
+from albert_lm.training.model_init import initial_model
+from albert_lm.training.monitor import MetricsLog
+from albert_lm.training.objective import STATS, PretrainingObjective
+from albert_lm.training.optim import build_optimizer, build_scheduler
+from albert_lm.training.pretrain_config import PretrainConfig
+
+logger = logging.getLogger(__name__)
+
+# DataLoader worker processes per rank: on CUDA they read and pad while the GPU computes; on CPU they
+# compete with the step for the same cores (measured: slower on 2 cores), so the main process reads.
+CUDA_LOADER_WORKERS = 2
+
+
+@dataclass
+class Run:
+    """Everything the loop's parts share: what `setup` built, and where the run stands."""
+
+    cfg: PretrainConfig
+    d: DistInfo
+    device: torch.device
+    out: Path
+    model: AlbertForPreTraining
+    objective: PretrainingObjective
+    wrapped: nn.Module  # the objective, or DDP around it
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    sampler: PretrainingSampler
+    loader: DataLoader
+    tokenizer: Any = None
+    evals: dict[str, Any] = field(default_factory=dict)  # split name -> data set
+    metrics: MetricsLog | None = None  # rank 0's
+    step: int = 0  # optimizer steps taken
+    epoch: int = 0
+    offset: int = 0  # position in the epoch's order of the next global batch
+    acc: torch.Tensor = field(default_factory=lambda: torch.zeros(len(STATS), dtype=torch.float64))
+    compute_s: float = 0.0  # time in steps since the last train record
+    dropout_off: bool = False
+    batches: Iterator[dict[str, torch.Tensor]] | None = None  # the loader's iterator over this epoch
+
+
+def _resolve_device(cfg: PretrainConfig) -> torch.device:
+    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise ValueError("device cuda asked for, but torch sees no CUDA device")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def _resolved_precision(cfg: PretrainConfig, device: torch.device, d: DistInfo) -> PretrainConfig:
+    """cfg with `auto` replaced by what it means here (logged; the saved config records what ran)."""
+    if cfg.precision != "auto":
+        return cfg
+    # Every rank must compute alike: rank 0 measures (alone, so no rank's timing disturbs another's)
+    # and decides for all.
+    precision, why = resolve_precision("auto", device) if d.main else ("fp32", "")
+    if d.world > 1:
+        choice = torch.tensor([precision == "bf16"], dtype=torch.int64, device=device)
+        dist.broadcast(choice, 0)
+        precision = "bf16" if bool(choice.item()) else "fp32"
+    if d.main:
+        logger.info("precision auto -> %s: %s", precision, why)
+    return dataclasses.replace(cfg, precision="bf16" if precision == "bf16" else "fp32")
+
+
+def _start_process(cfg: PretrainConfig) -> tuple[PretrainConfig, torch.device, DistInfo]:
+    """The device, the process group (under torchrun) and the precision, resolved."""
+    device = _resolve_device(cfg)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    d = init_distributed(device, cfg.dist_timeout_s)
+    return _resolved_precision(cfg, device, d), device, d
+
+
+def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
+    from albert_lm.data.dataset import PretrainingDataset
+    from albert_lm.data.tokenizer import AlbertTokenizer
+
+    if cfg.data is None:
+        raise ValueError("no --data folder given (make one with `albert data create`, or run `albert demo`)")
+    data = Path(cfg.data)
+    if not data.is_dir():
+        raise FileNotFoundError(f"--data {data}: no such folder")
+    train = PretrainingDataset(data, split="train")
+    try:
+        evaluation = PretrainingDataset(data, split="eval")
+    except (FileNotFoundError, ValueError) as e:
+        logger.warning("no held-out split in %s (%s): evaluating on nothing", data, e)
+        evaluation = None
+    return train, evaluation, AlbertTokenizer.from_pretrained(data)
+
+
+def _prepare_output(cfg: PretrainConfig, d: DistInfo) -> tuple[Path, Path | None]:
+    """The output folder, cleared of half-written checkpoints, and its newest complete checkpoint."""
+    out = Path(cfg.output)
+    if d.main:
+        out.mkdir(parents=True, exist_ok=True)
+        ckpt.remove_stale_temporaries(out)
+    if d.world > 1:
+        dist.barrier()
+    latest = ckpt.latest_checkpoint(out)
+    if latest is not None and not cfg.resume:
+        raise FileExistsError(f"{out} already holds {latest.name}: pass --resume, or choose another --output")
+    if cfg.resume and latest is None and d.main:
+        logger.warning("--resume: no complete checkpoint in %s, starting from step 0", out)
+    return out, latest
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _build_model(
+    cfg: PretrainConfig,
+    vocab_size: int | None,
+    latest: Path | None,
+    sentence_objective: str,
+    device: torch.device,
+) -> tuple[AlbertForPreTraining, PretrainingObjective]:
+    """The model as pretraining runs it (no SOP-head dropout, gradient checkpointing as configured)."""
+    model = initial_model(cfg, vocab_size, latest)
+    model.sop_classifier.dropout.p = 0.0  # google-research's SOP head has no dropout
+    if sentence_objective == "none":
+        model.sop_classifier.requires_grad_(False)
+    model.albert.encoder.gradient_checkpointing = cfg.gradient_checkpointing
+    model.to(device).train()
+    return model, PretrainingObjective(model, sentence_objective)
+
+
+def _wrap(objective: PretrainingObjective, device: torch.device, d: DistInfo) -> nn.Module:
+    if d.world == 1:
+        return objective
+    ids = [device.index] if device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(objective, device_ids=ids)
+
+
+def _build_optimization(
+    cfg: PretrainConfig, model: nn.Module
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    optimizer = build_optimizer(
+        model, cfg.optimizer, cfg.learning_rate, cfg.weight_decay,
+        (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_epsilon, cfg.bias_correction,
+    )  # fmt: skip
+    return optimizer, build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.poly_power)
+
+
+def loader_settings(device: torch.device) -> tuple[int, bool]:
+    """(num_workers, pin_memory) of the training loader: workers and pinned memory on CUDA only."""
+    if device.type == "cuda":
+        return CUDA_LOADER_WORKERS, True
+    return 0, False
+
+
+def _train_loader(
+    dataset: Any, cfg: PretrainConfig, d: DistInfo, device: torch.device
+) -> tuple[PretrainingSampler, DataLoader]:
+    sampler = PretrainingSampler(
+        dataset, num_replicas=d.world, rank=d.rank, seed=cfg.seed,
+        batch_size=cfg.batch_size, accumulation=cfg.gradient_accumulation_steps,
+    )  # fmt: skip
+    if len(dataset) < sampler.global_batch:
+        raise ValueError(
+            f"training set has {len(dataset)} sequences, fewer than one global batch ({sampler.global_batch})"
+        )
+    workers, pin = loader_settings(device)
+    return sampler, pretraining_loader(dataset, sampler, num_workers=workers, pin_memory=pin)
+
+
+def _restore(run: Run, latest: Path) -> None:
+    """Continue from `latest`: optimizer, scheduler, data position, this rank's RNG and metric sums."""
+    state = ckpt.load_training_state(latest)
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    run.step, run.epoch, run.offset = state["step"], state["epoch"], state["offset"]
+    ranks = state["ranks"]
+    if len(ranks) != run.d.world and run.d.main:
+        logger.warning(
+            "resuming %d processes from %d: data order kept, RNG streams not", run.d.world, len(ranks)
+        )
+    mine = ranks[min(run.d.rank, len(ranks) - 1)]
+    ckpt.restore_rng_state(mine["rng"])
+    run.acc = mine["acc"].to(run.device)
+    if run.d.main:
+        logger.info("resumed from %s (step %d)", latest, run.step)
+
+
+def _log_start(run: Run, train_dataset: Any) -> None:
+    cfg, d = run.cfg, run.d
+    global_batch = run.sampler.global_batch
+    tokens_per_step = global_batch * len(train_dataset[0]["input_ids"])
+    logger.info(
+        "pretraining %s (%.1fM parameters, %s) on %d sequences: %d steps, global batch %d (%d x %d x %d "
+        "processes), ~%d tokens per step, %s, %s, lr %.3g",
+        cfg.model_config or cfg.preset, run.model.num_parameters() / 1e6, run.objective.sentence_objective,
+        len(train_dataset), cfg.max_steps, global_batch, cfg.batch_size, cfg.gradient_accumulation_steps,
+        d.world, tokens_per_step, cfg.optimizer, cfg.precision, cfg.learning_rate,
+    )  # fmt: skip
+
+
+def setup(
+    cfg: PretrainConfig, train_dataset: Any = None, eval_dataset: Any = None, tokenizer: Any = None
+) -> Run:
+    """Everything a run needs before its first step, resumed from the newest checkpoint if there is one."""
+    cfg, device, d = _start_process(cfg)
+    if train_dataset is None:
+        train_dataset, eval_dataset, tokenizer = _load_data(cfg)
+    out, latest = _prepare_output(cfg, d)
+    _seed_everything(cfg.seed)
+    sentence_objective = getattr(train_dataset, "objective", "sop")
+    vocab_size = getattr(tokenizer, "vocab_size", None)
+    model, objective = _build_model(cfg, vocab_size, latest, sentence_objective, device)
+    optimizer, scheduler = _build_optimization(cfg, model)
+    sampler, loader = _train_loader(train_dataset, cfg, d, device)
+    run = Run(
+        cfg, d, device, out, model, objective, _wrap(objective, device, d), optimizer, scheduler,
+        sampler, loader, tokenizer, acc=torch.zeros(len(STATS), dtype=torch.float64, device=device),
+    )  # fmt: skip
+    if latest is not None:
+        _restore(run, latest)
+    else:
+        torch.manual_seed(cfg.seed + d.rank)  # dropout differs between ranks; weights are rank 0's (DDP)
+    if eval_dataset is not None:
+        run.evals["eval"] = eval_dataset
+    if cfg.eval_text:
+        seq = min(128, model.config.max_position_embeddings)
+        run.evals["eval_text"] = text_eval_dataset(cfg.eval_text, tokenizer, seq)
+    if d.main:
+        run.metrics = MetricsLog(out, run.step, cfg.tensorboard)
+        _log_start(run, train_dataset)
+    return run
