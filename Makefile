@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint format
+.PHONY: setup demo test lint format typecheck
 
 $(BIN)/albert: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,7 @@ demo: setup
 test: setup
 	$(BIN)/ruff check albert_lm tests benchmarks
 	$(BIN)/ruff format --check albert_lm tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 lint: setup
@@ -28,3 +29,6 @@ lint: setup
 
 format: setup
 	$(BIN)/ruff format albert_lm tests benchmarks
+
+typecheck: setup
+	$(BIN)/mypy

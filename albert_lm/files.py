@@ -8,6 +8,7 @@ the final name. Standard library only: data workers import it without torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -46,6 +47,8 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if hasattr(os, "fchmod"):  # mkstemp gives 0600: every file we write would be private
+            os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             if durable:
@@ -58,6 +61,14 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
     if durable:
         fsync_dir(path.parent)
     return path
+
+
+@functools.cache
+def _file_mode() -> int:
+    """The mode `open()` gives a new file: 0o666 less the process umask (read once)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2, durable: bool = False) -> Path:
@@ -120,7 +131,8 @@ def read_json_object(path: str | os.PathLike, what: str = "JSON") -> dict[str, A
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON (column {e.colno}): {e.msg}", line=e.lineno) from e
     if not isinstance(obj, dict):
-        raise InputError(path, f"expected a JSON object, got {type(obj).__name__}")
+        of = "" if what == "JSON" else f" of {what}"
+        raise InputError(path, f"expected a JSON object{of}, got {type(obj).__name__}")
     return obj
 
 
@@ -128,7 +140,7 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSON Lines file; a line that is not a JSON
     object is an InputError naming the file and the line."""
     path = Path(path)
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8-sig") as f:  # a byte-order mark some editors write is not data
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
