@@ -415,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.command in _TRAINING_COMMANDS:
-        from albert_lm.kernels.linear import tune_cpu_allocator
+        from albert_lm.kernels.hardware import tune_cpu_allocator
 
         tune_cpu_allocator()  # fewer page faults per step; process-wide, so the command decides
     try:

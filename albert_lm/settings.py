@@ -90,7 +90,8 @@ def add_options(
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     skip, required = set(skip), set(required)
-    help_of, choices_of, metavar_of, flag_of = (dict(m or {}) for m in (helps, choices, metavars, flags))
+    help_of, metavar_of, flag_of = dict(helps or {}), dict(metavars or {}), dict(flags or {})
+    choices_of = dict(choices or {})
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
