@@ -33,7 +33,7 @@ _EXPORTS = {
     "Lamb": "training.optim",
     "PretrainConfig": "training.pretrain_config",
     "FinetuneConfig": "training.finetune_config",
-    "evaluate_model": "training.finetune",
+    "evaluate_model": "training.evaluation",
     "finetune": "training.finetune",
     "pretrain": "training.pretrain",
 }
@@ -92,7 +92,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
         AlbertForSequenceClassification,
         AlbertForTokenClassification,
     )
-    from albert_lm.training.finetune import evaluate_model, finetune
+    from albert_lm.training.evaluation import evaluate_model
+    from albert_lm.training.finetune import finetune
     from albert_lm.training.finetune_config import FinetuneConfig
     from albert_lm.training.optim import AdamW, Lamb
     from albert_lm.training.pretrain import pretrain

@@ -7,6 +7,7 @@ dependency of one command never breaks another.
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -46,11 +47,21 @@ _GROUPS = {
 }
 
 
-def command(words: str, help: str, description: str, options: Options) -> Callable[[Run], Run]:
-    """Register the decorated function as the run of `albert WORDS`, with `options` adding its options."""
+def command(words: str, options: Options) -> Callable[[Run], Run]:
+    """Register the decorated function as the run of `albert WORDS`, with `options` adding its options.
+
+    Its docstring is the command's help: the first paragraph in the command list, the rest under
+    `--help` (or the first paragraph again; an action of a group takes its group's description).
+    """
 
     def register(run: Run) -> Run:
-        _COMMANDS.append(Command(tuple(words.split()), help, description or help, options, run))
+        doc = inspect.cleandoc(run.__doc__ or "")
+        first, _, rest = doc.partition("\n\n")
+        help_, description = " ".join(first.split()), " ".join(rest.split())
+        group = words.split()[0]
+        if not description:
+            description = _GROUPS[group][1] if " " in words else help_
+        _COMMANDS.append(Command(tuple(words.split()), help_, description, options, run))
         return run
 
     return register
@@ -61,14 +72,12 @@ def _params_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", action="append", help="count only these presets (repeatable)")
 
 
-@command(
-    "params",
-    help="print parameter counts for the presets and the paper's ablation grid",
-    description="Parameter counts of the presets (paper Table 1) and of the base-size ablation grid "
-    "(embedding size E x cross-layer sharing, paper Tables 3 and 4), counted on the meta device.",
-    options=_params_options,
-)
+@command("params", _params_options)
 def _run_params(args: argparse.Namespace) -> int:
+    """print parameter counts for the presets and the paper's ablation grid
+
+    Parameter counts of the presets (paper Table 1) and of the base-size ablation grid (embedding size E
+    x cross-layer sharing, paper Tables 3 and 4), counted on the meta device."""
     from albert_lm.model.params import format_parameter_tables
 
     print(format_parameter_tables(args.preset))
@@ -91,16 +100,14 @@ def _finetune_options(p: argparse.ArgumentParser) -> None:
     add_options(p, FinetuneConfig, required=("task", "model", "data", "output"), choices={"task": TASK_NAMES})
 
 
-@command(
-    "finetune",
-    help="fine-tune a checkpoint on GLUE, SQuAD 1.1/2.0, RACE or your own CSV/JSONL data",
-    description="Fine-tune an ALBERT checkpoint (a transformers-layout folder with spiece.model) on a "
-    "downstream task, evaluating on dev as it goes and keeping the best checkpoint in OUTPUT/best. "
-    "Unset options take google-research's per-task defaults (docs/finetune.md). Writes "
-    "OUTPUT/eval_results.json, OUTPUT/metrics.jsonl and OUTPUT/predictions/.",
-    options=_finetune_options,
-)
+@command("finetune", _finetune_options)
 def _run_finetune(args: argparse.Namespace) -> int:
+    """fine-tune a checkpoint on GLUE, SQuAD 1.1/2.0, RACE or your own CSV/JSONL data
+
+    Fine-tune an ALBERT checkpoint (a transformers-layout folder with spiece.model) on a downstream
+    task, evaluating on dev as it goes and keeping the best checkpoint in OUTPUT/best. Unset options
+    take google-research's per-task defaults (docs/finetune.md). Writes OUTPUT/eval_results.json,
+    OUTPUT/metrics.jsonl and OUTPUT/predictions/."""
     import json
 
     from albert_lm.training.finetune import FinetuneConfig, finetune
@@ -130,15 +137,13 @@ def _evaluate_options(p: argparse.ArgumentParser) -> None:
     _add_precision(p, (), "auto", " (with --model)")
 
 
-@command(
-    "evaluate",
-    help="score a SQuAD predictions file, or a fine-tuned model on a task's dev set",
-    description="With --predictions: score a SQuAD predictions JSON (question id -> answer text) against "
-    "the official dev JSON as evaluate-v1.1.py / evaluate-v2.0.py do. With --model: run a fine-tuned "
-    "model on the task's dev set. Either way the metrics are printed as one JSON object on the last line.",
-    options=_evaluate_options,
-)
+@command("evaluate", _evaluate_options)
 def _run_evaluate(args: argparse.Namespace) -> int:
+    """score a SQuAD predictions file, or a fine-tuned model on a task's dev set
+
+    With --predictions: score a SQuAD predictions JSON (question id -> answer text) against the official
+    dev JSON as evaluate-v1.1.py / evaluate-v2.0.py do. With --model: run a fine-tuned model on the
+    task's dev set. Either way the metrics are printed as one JSON object on the last line."""
     import json
 
     if args.predictions:
@@ -150,7 +155,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             args.data, args.predictions, args.task == "squad2", args.na_probs, args.na_prob_thresh
         )
     elif args.model:
-        from albert_lm.training.finetune import evaluate_model
+        from albert_lm.training.evaluation import evaluate_model
 
         result = evaluate_model(
             args.task,
@@ -179,13 +184,9 @@ def _tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--seed", type=int, default=12345, help="SentencePiece sampling seed (default 12345)")
 
 
-@command(
-    "tokenizer train",
-    help="train spiece.model from text files",
-    description=_GROUPS["tokenizer"][1],
-    options=_tokenizer_train_options,
-)
+@command("tokenizer train", _tokenizer_train_options)
 def _run_tokenizer_train(args: argparse.Namespace) -> int:
+    """train spiece.model from text files"""
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     tok = train_tokenizer(
@@ -216,19 +217,17 @@ def _pretrain_options(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-@command(
-    "pretrain",
-    help="pretrain ALBERT (masked LM + SOP, LAMB) on a folder from `albert data create`",
-    description="Pretrain ALBERT as the paper did (Section 4.1: MLM + SOP, LAMB, lr 0.00176 at batch 4096, "
-    "warmup then linear decay). Settings come from --config (a JSON of PretrainConfig fields, e.g. a "
-    "run's pretrain_config.json), then these options. Writes OUTPUT/checkpoint-STEP/ every --save-every "
-    "steps (transformers' layout + training state; the last --keep-last kept), the final model in "
-    "OUTPUT/, OUTPUT/metrics.jsonl, TensorBoard events and training_curves.png. SIGTERM/SIGINT save and "
-    "exit; --resume continues exactly. Several processes: `torchrun --nproc-per-node N -m albert_lm.cli "
-    "pretrain ...` (batch size is per process). The bundled demo is `albert demo`.",
-    options=_pretrain_options,
-)
+@command("pretrain", _pretrain_options)
 def _run_pretrain(args: argparse.Namespace) -> int:
+    """pretrain ALBERT (masked LM + SOP, LAMB) on a folder from `albert data create`
+
+    Pretrain ALBERT as the paper did (Section 4.1: MLM + SOP, LAMB, lr 0.00176 at batch 4096, warmup
+    then linear decay). Settings come from --config (a JSON of PretrainConfig fields, e.g. a run's
+    pretrain_config.json), then these options. Writes OUTPUT/checkpoint-STEP/ every --save-every steps
+    (transformers' layout + training state; the last --keep-last kept), the final model in OUTPUT/,
+    OUTPUT/metrics.jsonl, TensorBoard events and training_curves.png. SIGTERM/SIGINT save and exit;
+    --resume continues exactly. Several processes: `torchrun --nproc-per-node N -m albert_lm.cli
+    pretrain ...` (batch size is per process). The bundled demo is `albert demo`."""
     import json
 
     from albert_lm.training.pretrain import PretrainConfig, pretrain
@@ -276,13 +275,9 @@ def _data_create_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-@command(
-    "data create",
-    help="create sharded pretraining examples",
-    description=_GROUPS["data"][1],
-    options=_data_create_options,
-)
+@command("data create", _data_create_options)
 def _run_data_create(args: argparse.Namespace) -> int:
+    """create sharded pretraining examples"""
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.shards import create_pretraining_data, format_summary
 
@@ -303,15 +298,12 @@ def _demo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=None, help="training steps (default: the demo's)")
 
 
-@command(
-    "demo",
-    help="train a tokenizer and albert-tiny on the bundled public-domain books (~5 min on 2 CPU cores)",
-    description="The end-to-end demo: trains a SentencePiece model and a 4-layer albert-tiny on a few MB of "
-    "public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), "
-    "reports MLM accuracy against a unigram guess and SOP accuracy against chance, and fills a mask.",
-    options=_demo_options,
-)
+@command("demo", _demo_options)
 def _run_demo(args: argparse.Namespace) -> int:
+    """train a tokenizer and albert-tiny on the bundled public-domain books (~5 min on 2 CPU cores)
+
+    The end-to-end demo: trains a SentencePiece model and a 4-layer albert-tiny on a few MB of public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), reports MLM
+    accuracy against a unigram guess and SOP accuracy against chance, and fills a mask."""
     from albert_lm.demo import run_demo
 
     run_demo(args.output, max_steps=args.max_steps)
@@ -343,18 +335,15 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="also write the results to this JSON file")
 
 
-@command(
-    "bench",
-    help="time albert-lm against transformers on this machine and print the table",
-    description="Speed of albert-lm against transformers with the same weights, timings interleaved: "
-    "this machine's matrix-multiply limits, inference (1x128, 8x128, 4x512), a pretraining step "
-    "(8x128), both in fp32 and bf16, SST-2 dev end to end, peak memory, and the gain of each of our "
-    "speed choices. Each library runs in its own worker process, the two alternated repeat by "
-    "repeat. Needs transformers (pip install transformers). About 17 minutes for albert-base "
-    "on 2 cores.",
-    options=_bench_options,
-)
+@command("bench", _bench_options)
 def _run_bench(args: argparse.Namespace) -> int:
+    """time albert-lm against transformers on this machine and print the table
+
+    Speed of albert-lm against transformers with the same weights, timings interleaved: this machine's
+    matrix-multiply limits, inference (1x128, 8x128, 4x512), a pretraining step (8x128), both in fp32
+    and bf16, SST-2 dev end to end, peak memory, and the gain of each of our speed choices. Each library
+    runs in its own worker process, the two alternated repeat by repeat. Needs transformers (pip install
+    transformers). About 17 minutes for albert-base on 2 cores."""
     import os
     from pathlib import Path
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from albert_lm.bench.ablations import ABLATIONS, MLM_MASKED_ONLY, ablation_row
 from albert_lm.bench.runner import compare, format_table, run_suite
-from albert_lm.bench.workloads import ABLATIONS, MLM_MASKED_ONLY, Workload, ablation_row, encoder_flops
+from albert_lm.bench.workloads import Workload, encoder_flops
 from albert_lm.cli import main
 from albert_lm.kernels import hardware, precision
 from albert_lm.model.config import AlbertConfig
@@ -76,14 +77,14 @@ def test_ablations_that_change_the_computation_not_a_switch(albert_data):
 
 
 def test_switched_off_replaces_and_restores():
-    from albert_lm.bench.workloads import _file_order_batches, _switched_off
-    from albert_lm.training import finetune
+    from albert_lm.bench.ablations import _file_order_batches, _switched_off
+    from albert_lm.training import evaluation
 
-    original = finetune.length_bucketed_batches
+    original = evaluation.length_bucketed_batches
     with _switched_off("length-sorted evaluation batches"):
-        assert finetune.length_bucketed_batches is _file_order_batches
-        assert finetune.length_bucketed_batches([5, 1, 9, 2, 7], 2) == [[0, 1], [2, 3], [4]]
-    assert finetune.length_bucketed_batches is original
+        assert evaluation.length_bucketed_batches is _file_order_batches
+        assert evaluation.length_bucketed_batches([5, 1, 9, 2, 7], 2) == [[0, 1], [2, 3], [4]]
+    assert evaluation.length_bucketed_batches is original
 
 
 def test_cli_bench_parts_are_the_suites_parts():

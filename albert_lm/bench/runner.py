@@ -38,12 +38,11 @@ from typing import Any
 import torch
 
 from albert_lm import files
+from albert_lm.bench.ablations import ABLATIONS, ablation_row
 from albert_lm.bench.workloads import (
-    ABLATIONS,
     SIDES,
     Row,
     Workload,
-    ablation_row,
     check_line,
     gemm_limits,
     runner,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -26,7 +25,7 @@ from albert_lm.kernels import onednn
 from albert_lm.model.config import AlbertConfig
 
 if TYPE_CHECKING:
-    from albert_lm.model.heads import AlbertForPreTraining
+    pass
 
 SIDES = ("ours", "theirs")
 
@@ -297,7 +296,7 @@ def _sst2_runner(side: str, precision: str, folder: Path, data: Path | None):
     from albert_lm.data.tokenizer import AlbertTokenizer
     from albert_lm.model.heads import AlbertForSequenceClassification
     from albert_lm.tasks import get_task
-    from albert_lm.training.finetune import run_model
+    from albert_lm.training.evaluation import run_model
 
     assert data is not None
     batch_size = 32
@@ -349,125 +348,3 @@ def workload_size(workload: Workload, config: AlbertConfig, data: Path | None) -
     if workload.kind == "pretraining":
         flops *= 3  # forward, grad-input, grad-weight
     return "tokens/s", float(workload.batch * workload.seq), flops
-
-
-# --------------------------------------------------------------------------- ablations
-def _file_order_batches(lengths, batch_size: int, rng=None, window: int = 50) -> list[list[int]]:
-    """The ablation of length-sorted batches: consecutive examples, padded to each batch's longest."""
-    return [list(range(i, min(i + batch_size, len(lengths)))) for i in range(0, len(lengths), batch_size)]
-
-
-# Each ablated choice is one module-level switch: (module name, attribute, value when off).
-_SWITCHES: dict[str, tuple[str, str, Any]] = {
-    "oneDNN linear": ("albert_lm.kernels.linear", "_ENABLED", False),
-    "kernels chosen by timing": ("albert_lm.kernels.autotune", "_ENABLED", False),
-    "weights prepared once per forward": ("albert_lm.kernels.linear", "_REUSE_CASTS", False),
-    "bf16 eager attention": ("albert_lm.model.encoder", "BF16_EAGER_ATTENTION", False),
-    "packed weights": ("albert_lm.kernels.linear", "_PACKING", False),
-    "length-sorted evaluation batches": (
-        "albert_lm.training.finetune",
-        "length_bucketed_batches",
-        _file_order_batches,
-    ),
-}
-# Not a switch: the ablation computes the loss as transformers does instead.
-MLM_MASKED_ONLY = "MLM logits at masked positions only"
-
-
-@contextlib.contextmanager
-def _switched_off(choice: str):
-    import importlib
-
-    module, name, off_value = _SWITCHES[choice]
-    target = importlib.import_module(module)
-    was = getattr(target, name)
-    setattr(target, name, off_value)
-    try:
-        yield
-    finally:
-        setattr(target, name, was)
-
-
-ABLATIONS = (  # (choice, workload, precision, batch, seq)
-    ("kernels chosen by timing", "inference", "fp32", 8, 128),
-    ("kernels chosen by timing", "pretraining", "fp32", 8, 128),
-    ("kernels chosen by timing", "inference", "bf16", 8, 128),
-    ("oneDNN linear", "inference", "fp32", 8, 128),
-    ("oneDNN linear", "pretraining", "fp32", 8, 128),
-    ("oneDNN linear", "inference", "bf16", 8, 128),
-    ("packed weights", "inference", "fp32", 8, 128),
-    ("packed weights", "pretraining", "fp32", 8, 128),
-    ("packed weights", "pretraining", "bf16", 8, 128),
-    ("weights prepared once per forward", "inference", "bf16", 8, 128),
-    ("bf16 eager attention", "inference", "bf16", 8, 128),
-    ("bf16 eager attention", "inference", "bf16", 4, 512),
-    ("bf16 eager attention", "pretraining", "bf16", 8, 128),
-    (MLM_MASKED_ONLY, "pretraining", "fp32", 8, 128),
-    (MLM_MASKED_ONLY, "pretraining", "bf16", 8, 128),
-    ("length-sorted evaluation batches", "sst2", "fp32", 0, 0),
-)
-
-
-def _all_positions_loss(model: AlbertForPreTraining, data: dict[str, torch.Tensor]) -> torch.Tensor:
-    """MLM logits and their softmax at every position, as transformers' AlbertForPreTraining, + SOP."""
-    out = model.albert(
-        input_ids=data["input_ids"],
-        attention_mask=data["attention_mask"],
-        token_type_ids=data["token_type_ids"],
-    )
-    logits = model.predictions(out.last_hidden_state).float()
-    mlm = F.cross_entropy(
-        logits.view(-1, logits.shape[-1]), data["labels"].view(-1), ignore_index=IGNORE_INDEX
-    )
-    sop = F.cross_entropy(model.sop_classifier(out.pooler_output).float(), data["sentence_order_label"])
-    return mlm + sop
-
-
-def ablation_row(
-    config: AlbertConfig,
-    choice: str,
-    workload: str,
-    precision: str,
-    repeats: int,
-    data: Path | None = None,
-    b: int = 8,
-    s: int = 128,
-) -> Row:
-    """Ours with the choice on against ours with it off (in the `theirs` slot), interleaved."""
-    from albert_lm.model.encoder import AlbertModel
-    from albert_lm.model.heads import AlbertForPreTraining
-    from albert_lm.training.objective import PretrainingObjective
-
-    torch.manual_seed(0)
-    name, unit, work = f"{choice}: {workload} {b} x {s}", "tokens/s", float(b * s)
-    if workload == "inference":
-        model = AlbertModel(config).eval()
-        ids = _random_ids(config.vocab_size, b, s)
-
-        def fn():
-            with torch.inference_mode(), _autocast(precision):
-                model(input_ids=ids)
-    elif workload == "pretraining":
-        pretrainer = AlbertForPreTraining(config).train()
-        pretrainer.sop_classifier.dropout.p = 0.0
-        objective = PretrainingObjective(pretrainer, "sop")
-        batch = pretraining_batch(config.vocab_size, b, s)
-        fn = train_step(pretrainer, lambda: objective(batch)[0], precision)
-        if choice == MLM_MASKED_ONLY:
-            off = train_step(pretrainer, lambda: _all_positions_loss(pretrainer, batch), precision)
-    else:
-        assert data is not None
-        with tempfile.TemporaryDirectory() as d:
-            sst2 = Workload("sst2")
-            write_weights(sst2, config, Path(d), data)
-            fn, _ = runner(sst2, "ours", precision, Path(d), data)
-        name, unit = f"{choice}: SST-2 dev end to end", "sentences/s"
-        work = float(workload_size(sst2, config, data)[1])
-    if choice != MLM_MASKED_ONLY:
-
-        def off():
-            with _switched_off(choice):
-                fn()
-
-    times = interleaved({"on": fn, "off": off}, repeats, 1)
-    return Row(name, precision, unit, times["on"], times["off"], work)

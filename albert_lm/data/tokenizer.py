@@ -264,16 +264,10 @@ class AlbertTokenizer:
                 out.append(i)
         return out
 
-    def encode(
-        self,
-        text: str,
-        text_pair: str | None = None,
-        add_special_tokens: bool = True,
-        max_length: int | None = None,
-        truncation: bool | str = False,
-    ) -> list[int]:
-        """Ids of `text` (and `text_pair`): `[CLS] A [SEP] (B [SEP])` when `add_special_tokens`."""
-        return self.encode_pair(text, text_pair, add_special_tokens, max_length, truncation)["input_ids"]
+    def encode(self, text: str, text_pair: str | None = None, **options: Any) -> list[int]:
+        """Ids of `text` (and `text_pair`): `[CLS] A [SEP] (B [SEP])` when `add_special_tokens`.
+        `options` are `encode_pair`'s: add_special_tokens, max_length, truncation."""
+        return self.encode_pair(text, text_pair, **options)["input_ids"]
 
     def build_inputs_with_special_tokens(self, ids_a: list[int], ids_b: list[int] | None = None) -> list[int]:
         out = [self.cls_token_id, *ids_a, self.sep_token_id]

@@ -22,7 +22,6 @@ fine-tuned checkpoint stays loadable as transformers' `AlbertForQuestionAnswerin
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import math
@@ -32,13 +31,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from albert_lm.files import InputError, atomic_write, read_json_object
 from albert_lm.tasks import metrics
+from albert_lm.tasks.squad_decoding import SquadPredictions, apply_threshold, decode
 from albert_lm.tasks.task import Feature, Task, TokenizerLike
 
 logger = logging.getLogger(__name__)
+
+__all__ = [
+    "SquadExample",
+    "SquadPredictions",
+    "SquadTask",
+    "apply_threshold",
+    "decode",
+    "featurize",
+    "read_squad",
+]
 
 _WHITESPACE = frozenset(" \t\r\n\u202f")
 
@@ -302,52 +310,6 @@ def _is_max_context(windows: list[tuple[int, int]], current: tuple[int, int], po
 
 
 # --------------------------------------------------------------------------- decoding
-@dataclass
-class SquadPredictions:
-    text: dict[str, str]  # best non-null span per question
-    null_diff: dict[str, float]  # null score - best span score (SQuAD 2.0's "na_prob")
-
-
-def decode(
-    examples: Sequence[SquadExample],
-    features: Sequence[Feature],
-    outputs: Sequence[dict[str, np.ndarray]],
-    n_best: int = 20,
-    max_answer_length: int = 30,
-) -> SquadPredictions:
-    by_example: dict[int, list[int]] = collections.defaultdict(list)
-    for fi, f in enumerate(features):
-        by_example[f["example_index"]].append(fi)
-    text: dict[str, str] = {}
-    diff: dict[str, float] = {}
-    for ei, ex in enumerate(examples):
-        best, best_span, null = -math.inf, None, math.inf
-        for fi in by_example[ei]:
-            f, o = features[fi], outputs[fi]
-            s_all, e_all = o["start_logits"], o["end_logits"]  # (L,)
-            null = min(null, float(s_all[0] + e_all[0]))
-            off, n = f["context_offset"], len(f["token_chars"])
-            s, e = s_all[off : off + n], e_all[off : off + n]
-            top_s = np.argsort(-s, kind="stable")[:n_best]
-            top_e = np.argsort(-e, kind="stable")[:n_best]
-            for i in top_s:
-                if not f["max_context"][i]:
-                    continue
-                for j in top_e:
-                    if j < i or j - i + 1 > max_answer_length:
-                        continue
-                    score = float(s[i] + e[j])
-                    if score > best:
-                        best, best_span = score, (f["token_chars"][i][0], f["token_chars"][j][1])
-        text[ex.qid] = ex.context[best_span[0] : best_span[1]] if best_span else ""
-        diff[ex.qid] = null - best if best_span else 1e9
-    return SquadPredictions(text, diff)
-
-
-def apply_threshold(preds: SquadPredictions, threshold: float) -> dict[str, str]:
-    return {q: ("" if preds.null_diff[q] > threshold else t) for q, t in preds.text.items()}
-
-
 def oracle_predictions(
     examples: Sequence[SquadExample],
     tokenizer: TokenizerLike,

@@ -65,13 +65,16 @@ def _field(row: dict[str, Any], name: str, path: Path, line: int) -> Any:
     return value
 
 
-def _split_file(data: Path, split: str) -> Path | None:
-    if data.is_file():
-        return data
-    for ext in (".jsonl", ".csv", ".tsv", ".json"):
-        if (data / f"{split}{ext}").is_file():
-            return data / f"{split}{ext}"
-    return None
+class _OwnFilesTask(Task):
+    """A task on the user's own files: one file for every split, or SPLIT.jsonl/.csv/.tsv/.json in a folder."""
+
+    def split_file(self, data: Path, split: str) -> Path | None:
+        if data.is_file():
+            return data
+        for ext in (".jsonl", ".csv", ".tsv", ".json"):
+            if (data / f"{split}{ext}").is_file():
+                return data / f"{split}{ext}"
+        return None
 
 
 # --------------------------------------------------------------------------- text classification
@@ -83,7 +86,7 @@ class TextExample:
     line: int
 
 
-class TextClassificationTask(Task):
+class TextClassificationTask(_OwnFilesTask):
     name = "classification"
     head = "sequence_classification"
     main_metric = "accuracy"
@@ -102,9 +105,6 @@ class TextClassificationTask(Task):
             text_pair_column,
             label_column,
         )
-
-    def split_file(self, data: Path, split: str) -> Path | None:
-        return _split_file(data, split)
 
     def read(self, path: Path, split: str) -> list[TextExample]:
         examples = []
@@ -171,7 +171,7 @@ class TokenExample:
     line: int
 
 
-class TokenClassificationTask(Task):
+class TokenClassificationTask(_OwnFilesTask):
     name = "token-classification"
     head = "token_classification"
     main_metric = "f1"
@@ -181,9 +181,6 @@ class TokenClassificationTask(Task):
     ) -> None:
         self.labels = tuple(labels)
         self.tokens_column, self.tags_column = tokens_column, tags_column
-
-    def split_file(self, data: Path, split: str) -> Path | None:
-        return _split_file(data, split)
 
     def read(self, path: Path, split: str) -> list[TokenExample]:
         examples = []

@@ -28,173 +28,36 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import atomic_folder, read_json_object, write_json
-from albert_lm.kernels.precision import resolve_precision
+from albert_lm.files import atomic_folder, write_json
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
-from albert_lm.model.heads import (
-    AlbertForMultipleChoice,
-    AlbertForQuestionAnswering,
-    AlbertForSequenceClassification,
-    AlbertForTokenClassification,
-)
-from albert_lm.tasks import Task, get_task
+from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.task import Feature
+from albert_lm.training.evaluation import (
+    EvalSet,
+    as_precision,
+    autocast_for,
+    build_task,
+    eval_sets_of,
+    evaluate_sets,
+    load_for_task,
+    pick_device,
+    read_split,
+    required,
+    resolved_precision,
+)
 from albert_lm.training.finetune_config import FinetuneConfig, schedule
 from albert_lm.training.optim import build_optimizer, build_scheduler, clip_by_global_norm
 
 logger = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
-
-HEAD_CLASSES = {
-    "sequence_classification": AlbertForSequenceClassification,
-    "question_answering": AlbertForQuestionAnswering,
-    "multiple_choice": AlbertForMultipleChoice,
-    "token_classification": AlbertForTokenClassification,
-}
-
-
-# --------------------------------------------------------------------------- running the model
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def _resolve_precision(precision: str, device: torch.device) -> str:
-    """`auto` -> bf16 where this device computes it fast, else fp32 (logged); others unchanged."""
-    resolved, why = resolve_precision(precision, device)
-    if precision == "auto":
-        logger.info("precision auto -> %s: %s", resolved, why)
-    return resolved
-
-
-def _as_precision(name: str) -> Literal["fp32", "bf16", "fp16"]:
-    """A resolved precision name as FinetuneConfig.precision's type."""
-    if name == "fp32":
-        return "fp32"
-    if name == "bf16":
-        return "bf16"
-    if name == "fp16":
-        return "fp16"
-    raise ValueError(f"precision must be fp32, bf16 or fp16, got {name!r}")
-
-
-def _required(value: _T | None, name: str) -> _T:
-    """A setting `FinetuneConfig.resolved()` fills in; None means the config was not resolved."""
-    if value is None:
-        raise ValueError(f"{name} is None: pass a resolved config (FinetuneConfig.resolved())")
-    return value
-
-
-def _autocast(device: torch.device, precision: str):
-    if precision == "fp32":
-        return torch.autocast(device.type, enabled=False)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device.type, dtype=dtype)
-
-
-@torch.no_grad()
-def run_model(
-    model: torch.nn.Module,
-    features: Sequence[Feature],
-    batch_size: int,
-    pad_id: int,
-    device: torch.device,
-    precision: str = "fp32",
-    desc: str = "eval",
-) -> list[dict[str, np.ndarray]]:
-    """Per-feature outputs in feature order, trimmed to each feature's length (logits as float32)."""
-    model.eval()
-    outputs: dict[int, dict[str, np.ndarray]] = {}
-    batches = length_bucketed_batches([feature_length(f) for f in features], batch_size, None)
-    for idx in tqdm(batches, desc=desc, unit="batch", disable=None, leave=False):
-        chunk = [features[i] for i in idx]
-        batch = collate(chunk, pad_id)
-        inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
-        with _autocast(device, precision):
-            out = model(**inputs)
-        if getattr(out, "start_logits", None) is not None:
-            starts, ends = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
-            for row, i in enumerate(idx):
-                n = len(features[i]["input_ids"])
-                outputs[i] = {"start_logits": starts[row, :n], "end_logits": ends[row, :n]}
-        else:
-            logits = out.logits.float().cpu().numpy()
-            for row, i in enumerate(idx):
-                value = logits[row]
-                if value.ndim == 2:  # token classification: (L, num_labels)
-                    value = value[: len(features[i]["input_ids"])]
-                outputs[i] = {"logits": value}
-    return [outputs[i] for i in range(len(features))]
-
-
-@dataclass
-class EvalSet:
-    suffix: str  # metric-name suffix ("" or "_mm")
-    split: str
-    examples: list[Any]
-    features: list[Feature]
-
-
-def evaluate_sets(
-    task: Task,
-    model: torch.nn.Module,
-    sets: Sequence[EvalSet],
-    batch_size: int,
-    pad_id: int,
-    device: torch.device,
-    precision: str,
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """Metrics of every evaluation set (suffixed names) and the predictions per split."""
-    results: dict[str, float] = {}
-    predictions: dict[str, Any] = {}
-    for s in sets:
-        outputs = run_model(model, s.features, batch_size, pad_id, device, precision, desc=s.split)
-        preds = task.predict(s.examples, s.features, outputs)
-        predictions[s.split] = preds
-        if s.split.startswith("test"):
-            continue
-        for k, v in task.score(s.examples, preds).items():
-            results[k + s.suffix] = v
-    return results, predictions
-
-
-# --------------------------------------------------------------------------- reading
-def _build_task(cfg: FinetuneConfig) -> Task:
-    return get_task(cfg.task, **cfg.task_options())
-
-
-def _read_split(task: Task, data: Path, split: str, cap: int | None) -> list[Any] | None:
-    path = task.split_file(data, split)
-    if path is None:
-        return None
-    examples = task.read(path, split)
-    logger.info("%s: %d examples from %s", split, len(examples), path)
-    return examples[:cap] if cap else examples
-
-
-def _eval_sets(
-    task: Task, data: Path, tokenizer: AlbertTokenizer, max_seq_length: int, cap: int | None, test: bool
-) -> list[EvalSet]:
-    sets = []
-    # One file given for every split: it is train and dev, never a test set to predict.
-    tests = [("", s) for s in task.test_splits()] if test and not data.is_file() else []
-    splits = list(task.eval_splits) + tests
-    for suffix, split in splits:
-        examples = _read_split(task, data, split, cap)
-        if examples is not None:
-            sets.append(EvalSet(suffix, split, examples, task.featurize(examples, tokenizer, max_seq_length)))
-    return sets
 
 
 # --------------------------------------------------------------------------- fine-tuning
@@ -206,14 +69,14 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         raise FileNotFoundError(f"no data at {data}")
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    task = _build_task(cfg)
+    task = build_task(cfg)
     tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
     device = _fit_to_model_and_device(cfg)
     # Everything is read and checked before the first file is written.
     train_features, eval_sets = _read_inputs(cfg, task, data, tokenizer)
     run = _Run(cfg, task, tokenizer, device, out, eval_sets)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
-    model = _load_for_task(task, cfg.model, cfg).to(device)
+    model = load_for_task(task, cfg.model, cfg).to(device)
     trainer = _Trainer.build(run, model, train_features, rng, warmup, total)
     logger.info(
         "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
@@ -253,7 +116,7 @@ class _Run:
         self, model: torch.nn.Module, sets: Sequence[EvalSet]
     ) -> tuple[dict[str, float], dict[str, Any]]:
         pad_id = self.tokenizer.pad_token_id
-        batch_size = _required(self.cfg.eval_batch_size, "eval_batch_size")
+        batch_size = required(self.cfg.eval_batch_size, "eval_batch_size")
         return evaluate_sets(self.task, model, sets, batch_size, pad_id, self.device, self.cfg.precision)
 
 
@@ -270,15 +133,15 @@ def _fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
     """The device to run on; fits `cfg` to it and to the model: max_seq_length at most the model's
     positions, precision `auto` resolved, fp16 only on CUDA."""
     model_config = AlbertConfig.from_pretrained(cfg.model)
-    max_seq_length = _required(cfg.max_seq_length, "max_seq_length")
+    max_seq_length = required(cfg.max_seq_length, "max_seq_length")
     if max_seq_length > model_config.max_position_embeddings:
         logger.warning(
             "max_seq_length %d > the model's %d positions: using %d",
             max_seq_length, model_config.max_position_embeddings, model_config.max_position_embeddings,
         )  # fmt: skip
         cfg.max_seq_length = model_config.max_position_embeddings
-    device = _device(cfg.device)
-    cfg.precision = _as_precision(_resolve_precision(cfg.precision, device))
+    device = pick_device(cfg.device)
+    cfg.precision = as_precision(resolved_precision(cfg.precision, device))
     if cfg.precision == "fp16" and device.type != "cuda":
         raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
     return device
@@ -288,13 +151,13 @@ def _read_inputs(
     cfg: FinetuneConfig, task: Task, data: Path, tokenizer: AlbertTokenizer
 ) -> tuple[list[Feature], list[EvalSet]]:
     """Training features (the task's labels fitted on them) and every evaluation set, read and checked."""
-    train_examples = _read_split(task, data, "train", cfg.max_train_examples)
+    train_examples = read_split(task, data, "train", cfg.max_train_examples)
     if train_examples is None:
         raise FileNotFoundError(f"no training file for {cfg.task} under {data}")
     task.fit_labels(train_examples)
-    max_seq_length = _required(cfg.max_seq_length, "max_seq_length")
+    max_seq_length = required(cfg.max_seq_length, "max_seq_length")
     train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
-    eval_sets = _eval_sets(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
+    eval_sets = eval_sets_of(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
     if all(s.split.startswith("test") for s in eval_sets):
         logger.warning("no dev file for %s under %s: the last checkpoint is kept", cfg.task, data)
     return train_features, eval_sets
@@ -323,11 +186,11 @@ class _Trainer:
         total: int,
     ) -> _Trainer:
         cfg, device = run.cfg, run.device
-        lr = _required(cfg.learning_rate, "learning_rate")
+        lr = required(cfg.learning_rate, "learning_rate")
         optimizer = build_optimizer(model, "adamw", lr=lr, weight_decay=cfg.weight_decay)
         scheduler = build_scheduler(optimizer, warmup, total)
         scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and device.type == "cuda")
-        batch_size = _required(cfg.batch_size, "batch_size")
+        batch_size = required(cfg.batch_size, "batch_size")
         batches = _endless_batches([feature_length(f) for f in features], batch_size, rng)
         return cls(run, model, features, batches, optimizer, scheduler, scaler)
 
@@ -340,7 +203,7 @@ class _Trainer:
             idx = next(self.batches)
             batch = collate([self.features[i] for i in idx], self.run.tokenizer.pad_token_id)
             inputs = {k: v.to(device) for k, v in batch.items()}
-            with _autocast(device, cfg.precision):
+            with autocast_for(device, cfg.precision):
                 loss = self.model(**inputs).loss / cfg.gradient_accumulation
             self.scaler.scale(loss).backward()
             loss_sum += float(loss.detach())
@@ -405,26 +268,6 @@ def _endless_batches(
         yield from length_bucketed_batches(lengths, batch_size, rng)
 
 
-def _load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None) -> AlbertPreTrainedModel:
-    cls = HEAD_CLASSES[task.head]
-    overrides: dict[str, Any] = {}
-    if cfg is not None:  # a fresh head on a pretrained encoder
-        overrides.update(
-            hidden_dropout_prob=cfg.dropout,
-            attention_probs_dropout_prob=cfg.dropout,
-            classifier_dropout_prob=cfg.classifier_dropout,
-        )
-        if task.head == "question_answering":
-            overrides["num_labels"] = 2
-        elif task.head != "multiple_choice":
-            overrides["num_labels"] = task.num_labels
-            if task.labels:
-                overrides["id2label"] = dict(enumerate(task.labels))
-            if task.problem_type:
-                overrides["problem_type"] = task.problem_type
-    return cls.from_pretrained(model_dir, **overrides)
-
-
 def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> None:
     """OUTPUT/best (model, tokenizer, settings, metrics), filled under a temporary name and then swapped
     in, so a crash never leaves half a model; then the dev predictions in OUTPUT/predictions."""
@@ -443,58 +286,8 @@ def _predict_test_sets(run: _Run) -> None:
     """Predictions of the test sets (those with a file) by the best checkpoint, in OUTPUT/predictions."""
     if not run.test_sets:
         return
-    model = _load_for_task(run.task, run.out / "best", None).to(run.device)
+    model = load_for_task(run.task, run.out / "best", None).to(run.device)
     _, preds = run.evaluate(model, run.test_sets)
     for s in run.test_sets:
         path = run.task.write_predictions(s.examples, preds[s.split], run.out / "predictions", s.split)
         logger.info("test predictions: %s", path)
-
-
-# --------------------------------------------------------------------------- evaluation of a saved model
-def evaluate_model(
-    task_name: str,
-    model_dir: str | Path,
-    data: str | Path,
-    output: str | Path | None = None,
-    batch_size: int | None = None,
-    max_seq_length: int | None = None,
-    device: str = "auto",
-    precision: str = "auto",
-) -> dict[str, float]:
-    """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`."""
-    model_dir, data = Path(model_dir), Path(data)
-    saved_file = model_dir / "finetune_config.json"
-    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
-    if saved.get("task") not in (None, task_name):
-        logger.warning("%s was fine-tuned on %s, evaluated on %s", model_dir, saved["task"], task_name)
-    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
-    settings = {k: v for k, v in saved.items() if k in known}
-    settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or ""))
-    cfg = FinetuneConfig(**settings)
-    cfg.max_seq_length = max_seq_length or cfg.max_seq_length
-    cfg.eval_batch_size = batch_size or cfg.eval_batch_size
-    cfg = cfg.resolved()
-    max_seq_length = min(
-        _required(cfg.max_seq_length, "max_seq_length"),
-        AlbertConfig.from_pretrained(model_dir).max_position_embeddings,
-    )
-    cfg.max_seq_length = max_seq_length
-    task = _build_task(cfg)
-    if task.head in ("sequence_classification", "token_classification") and not task.labels:
-        id2label = AlbertConfig.from_pretrained(model_dir).id2label or {}
-        task.labels = tuple(id2label[i] for i in sorted(id2label))
-    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
-    sets = _eval_sets(task, data, tokenizer, max_seq_length, None, test=False)
-    if not sets:
-        raise FileNotFoundError(f"no dev file for {task_name} under {data}")
-    dev = _device(device)
-    precision = _resolve_precision(precision, dev)
-    model = _load_for_task(task, model_dir, None).to(dev)
-    batch_size = _required(cfg.eval_batch_size, "eval_batch_size")
-    results, preds = evaluate_sets(task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision)
-    if output:
-        out = Path(output)
-        for s in sets:
-            task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
-        write_json(out / "eval_results.json", results)
-    return results
