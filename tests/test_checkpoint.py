@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training.checkpoint import (
     STATE_FILE,
@@ -25,18 +24,10 @@ from albert_lm.training.checkpoint import (
 from albert_lm.training.optim import build_optimizer
 
 
-def _tiny_model() -> AlbertForPreTraining:
+@pytest.fixture
+def tiny_model(tiny_config) -> AlbertForPreTraining:
     torch.manual_seed(0)
-    cfg = AlbertConfig(
-        vocab_size=99,
-        embedding_size=8,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
-    return AlbertForPreTraining(cfg)
+    return AlbertForPreTraining(tiny_config())
 
 
 def test_rng_round_trip_restores_every_generator():
@@ -53,8 +44,8 @@ def test_rng_round_trip_restores_every_generator():
     assert a[0] == b[0] and a[1] == b[1] and torch.equal(a[2], b[2])
 
 
-def test_save_keep_last_and_resume_state(tmp_path):
-    model = _tiny_model()
+def test_save_keep_last_and_resume_state(tiny_model, tmp_path):
+    model = tiny_model
     opt = build_optimizer(model, "lamb", lr=1e-3)
     model(input_ids=torch.tensor([[2, 5, 6, 3]])).prediction_logits.sum().backward()
     opt.step()
@@ -66,7 +57,7 @@ def test_save_keep_last_and_resume_state(tmp_path):
     assert latest is not None and latest.name == "checkpoint-8"
     loaded = load_training_state(latest)
     assert loaded["step"] == 8
-    opt2 = build_optimizer(_tiny_model(), "lamb", lr=1e-3)
+    opt2 = build_optimizer(tiny_model, "lamb", lr=1e-3)
     opt2.load_state_dict(loaded["optimizer"])
     s1 = opt.state_dict()["state"]
     s2 = opt2.state_dict()["state"]
@@ -75,8 +66,8 @@ def test_save_keep_last_and_resume_state(tmp_path):
     assert not list(tmp_path.glob(f"{TMP_PREFIX}*"))
 
 
-def test_incomplete_folders_are_never_resumed(tmp_path):
-    model = _tiny_model()
+def test_incomplete_folders_are_never_resumed(tiny_model, tmp_path):
+    model = tiny_model
     save_checkpoint(tmp_path, 3, model, {"step": 3})
     # A run killed mid-save leaves a temporary folder, or a final-named folder without its state file
     # (only possible if someone copied files by hand): neither counts.
@@ -88,8 +79,8 @@ def test_incomplete_folders_are_never_resumed(tmp_path):
     assert not (tmp_path / f"{TMP_PREFIX}9").exists()
 
 
-def test_saving_a_step_again_replaces_its_folder(tmp_path):
-    model = _tiny_model()
+def test_saving_a_step_again_replaces_its_folder(tiny_model, tmp_path):
+    model = tiny_model
     save_checkpoint(tmp_path, 5, model, {"step": 5, "mark": 1})
     save_checkpoint(tmp_path, 5, model, {"step": 5, "mark": 2})  # e.g. SIGTERM right after a periodic save
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-5"]
@@ -115,9 +106,9 @@ def test_state_file_is_loaded_with_weights_only(tmp_path):
         load_training_state(tmp_path)
 
 
-def test_checkpoint_folder_loads_in_transformers(tmp_path):
+def test_checkpoint_folder_loads_in_transformers(tiny_model, tmp_path):
     transformers = pytest.importorskip("transformers")
-    model = _tiny_model().eval()
+    model = tiny_model.eval()
     path = save_checkpoint(tmp_path, 1, model, {"step": 1})
     theirs = transformers.AlbertForPreTraining.from_pretrained(path).eval()
     ids = torch.tensor([[2, 10, 11, 12, 3]])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertForSequenceClassification
+from albert_lm import AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.tasks.batches import collate, length_bucketed_batches
@@ -102,18 +102,10 @@ def test_cli_help(capsys):
 
 # --------------------------------------------------------------------------- end to end
 @pytest.fixture(scope="module")
-def tiny_model(albert_data, tmp_path_factory) -> Path:
+def tiny_model(albert_data, tmp_path_factory, tiny_config) -> Path:
     """A random tiny ALBERT with the released 30k vocabulary, saved as a pretraining checkpoint."""
     folder = tmp_path_factory.mktemp("tiny")
-    config = AlbertConfig.from_preset(
-        "albert-tiny",
-        vocab_size=30000,
-        embedding_size=16,
-        hidden_size=32,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_hidden_layers=2,
-    )
+    config = tiny_config(vocab_size=30000, max_position_embeddings=512)
     torch.manual_seed(0)
     AlbertForPreTraining(config).save_pretrained(folder)
     shutil.copyfile(albert_data / "tokenizer" / "albert-30k" / "spiece.model", folder / "spiece.model")

@@ -8,22 +8,15 @@ import pytest
 import torch
 
 import albert_lm
-from albert_lm import AlbertConfig, AlbertModel
+from albert_lm import AlbertModel
 from albert_lm.model.encoder import layer_schedule
-
-
-def tiny(**kw) -> AlbertConfig:
-    base = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
-                intermediate_size=32, max_position_embeddings=16)  # fmt: skip
-    base.update(kw)
-    return AlbertConfig(**base)
 
 
 @pytest.mark.parametrize(
     "sharing,n_attention,n_ffn", [("all", 1, 1), ("attention", 1, 4), ("ffn", 4, 1), ("none", 4, 4)]
 )
-def test_sharing_strategies_hold_one_tensor_per_shared_weight(sharing, n_attention, n_ffn):
-    model = AlbertModel(tiny(sharing=sharing))
+def test_sharing_strategies_hold_one_tensor_per_shared_weight(tiny_config, sharing, n_attention, n_ffn):
+    model = AlbertModel(tiny_config(sharing=sharing))
     assert len(model.encoder.attention) == n_attention
     assert len(model.encoder.ffn) == n_ffn
     assert len(model.encoder.schedule) == 4
@@ -31,9 +24,9 @@ def test_sharing_strategies_hold_one_tensor_per_shared_weight(sharing, n_attenti
     assert len({id(p) for p in model.parameters()}) == len(list(model.parameters()))
 
 
-def test_groups_follow_transformers_layer_to_group_rule():
+def test_groups_follow_transformers_layer_to_group_rule(tiny_config):
     # L=12, G=3 -> layers 0-3 group 0, 4-7 group 1, 8-11 group 2; inner_group_num=2 doubles each.
-    cfg = tiny(num_hidden_layers=12, num_hidden_groups=3, inner_group_num=2)
+    cfg = tiny_config(num_hidden_layers=12, num_hidden_groups=3, inner_group_num=2)
     sched = layer_schedule(cfg)
     assert len(sched) == 24
     assert [a for a, _ in sched[:8]] == [0, 1] * 4
@@ -42,11 +35,11 @@ def test_groups_follow_transformers_layer_to_group_rule():
     assert [cfg.group_of_layer(layer) for layer in range(5)] == [0, 0, 0, 0, 1]
 
 
-def test_gradients_from_every_layer_accumulate_into_the_shared_weights():
+def test_gradients_from_every_layer_accumulate_into_the_shared_weights(tiny_config):
     torch.manual_seed(0)
-    shared = AlbertModel(tiny(sharing="all"))
+    shared = AlbertModel(tiny_config(sharing="all"))
     # The same network unrolled: 4 private copies of the one shared layer.
-    unrolled = AlbertModel(tiny(sharing="none"))
+    unrolled = AlbertModel(tiny_config(sharing="none"))
     state = shared.state_dict()
     for i in range(4):
         for part in ("attention", "ffn"):
@@ -68,23 +61,23 @@ def test_gradients_from_every_layer_accumulate_into_the_shared_weights():
     torch.testing.assert_close(shared.encoder.ffn[0].up.weight.grad, g_ffn, atol=1e-6, rtol=1e-5)
 
 
-def test_parameter_count_stays_flat_with_depth_under_full_sharing():
-    n12 = AlbertModel(tiny(num_hidden_layers=12)).num_parameters()
-    n24 = AlbertModel(tiny(num_hidden_layers=24)).num_parameters()
+def test_parameter_count_stays_flat_with_depth_under_full_sharing(tiny_config):
+    n12 = AlbertModel(tiny_config(num_hidden_layers=12)).num_parameters()
+    n24 = AlbertModel(tiny_config(num_hidden_layers=24)).num_parameters()
     assert n12 == n24
-    assert AlbertModel(tiny(num_hidden_layers=8, sharing="none")).num_parameters() > n12
+    assert AlbertModel(tiny_config(num_hidden_layers=8, sharing="none")).num_parameters() > n12
 
 
-def test_mlm_decoder_is_tied_to_input_embeddings():
-    model = albert_lm.AlbertForMaskedLM(tiny())
+def test_mlm_decoder_is_tied_to_input_embeddings(tiny_config):
+    model = albert_lm.AlbertForMaskedLM(tiny_config())
     assert model.predictions.decoder.weight is model.albert.embeddings.word_embeddings.weight
     assert model.albert.embeddings.word_embeddings.weight[0].abs().sum() == 0  # pad row stays zero
     assert model.num_parameters() == len(torch.nn.utils.parameters_to_vector(
         {id(p): p for p in model.parameters()}.values()))  # fmt: skip
 
 
-def test_padding_does_not_change_the_unpadded_tokens():
-    model = AlbertModel(tiny()).eval()
+def test_padding_does_not_change_the_unpadded_tokens(tiny_config):
+    model = AlbertModel(tiny_config()).eval()
     ids = torch.randint(5, 50, (1, 6))
     padded = torch.cat([ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)
     mask = torch.tensor([[1] * 6 + [0] * 4])
@@ -94,8 +87,8 @@ def test_padding_does_not_change_the_unpadded_tokens():
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
-def test_outputs_index_like_transformers_and_return_dict_false():
-    model = albert_lm.AlbertForSequenceClassification(tiny(num_labels=3)).eval()
+def test_outputs_index_like_transformers_and_return_dict_false(tiny_config):
+    model = albert_lm.AlbertForSequenceClassification(tiny_config(num_labels=3)).eval()
     ids = torch.randint(5, 50, (2, 5))
     out = model(ids, labels=torch.tensor([0, 2]))
     assert out[0] is out.loss and out[1] is out.logits and out["logits"] is out.logits
@@ -105,9 +98,9 @@ def test_outputs_index_like_transformers_and_return_dict_false():
     assert len(hs) == 4 + 1 and hs[0].shape == (2, 5, 16)
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_config):
     torch.manual_seed(0)
-    a = albert_lm.AlbertForPreTraining(tiny(classifier_dropout_prob=0.0))
+    a = albert_lm.AlbertForPreTraining(tiny_config(classifier_dropout_prob=0.0))
     b = copy.deepcopy(a)
     b.albert.encoder.gradient_checkpointing = True
     ids = torch.randint(5, 50, (2, 6))
@@ -119,8 +112,8 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         torch.testing.assert_close(p.grad, q.grad, msg=n)
 
 
-def test_set_dropout_switches_dropout_off():
-    model = AlbertModel(tiny(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)).train()
+def test_set_dropout_switches_dropout_off(tiny_config):
+    model = AlbertModel(tiny_config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)).train()
     ids = torch.randint(5, 50, (2, 6))
     with torch.no_grad():
         assert not torch.equal(model(ids).last_hidden_state, model(ids).last_hidden_state)
@@ -128,8 +121,8 @@ def test_set_dropout_switches_dropout_off():
         torch.testing.assert_close(model(ids).last_hidden_state, model(ids).last_hidden_state)
 
 
-def test_bad_inputs_are_refused_clearly():
-    model = AlbertModel(tiny())
+def test_bad_inputs_are_refused_clearly(tiny_config):
+    model = AlbertModel(tiny_config())
     with pytest.raises(ValueError, match="max_position_embeddings"):
         model(torch.ones(1, 17, dtype=torch.long))
     with pytest.raises(ValueError, match="exactly one"):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_MODEL  # the shared tiny model (tests/ is on sys.path)
 from safetensors.torch import load_file
 
 from albert_lm.data.dataset import (
@@ -37,15 +38,6 @@ from albert_lm.training.pretrain import (
 )
 
 TESTS = Path(__file__).resolve().parent
-TINY = dict(
-    vocab_size=99,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=64,
-)
 
 
 class SyntheticData:
@@ -89,11 +81,11 @@ class SyntheticData:
         }
 
 
-def tiny_config(output: str | Path, **kw) -> PretrainConfig:
+def tiny_run(output: str | Path, **kw) -> PretrainConfig:
     values = dict(
         output=str(output),
         preset="albert-tiny",
-        model_overrides=dict(TINY),
+        model_overrides=dict(TINY_MODEL),
         max_steps=10,
         batch_size=4,
         learning_rate=0.02,
@@ -115,7 +107,7 @@ import json, os, signal, sys
 import torch
 torch.set_num_threads(1)
 sys.path.insert(0, {tests!r})
-from test_pretrain import SyntheticData, tiny_config
+from test_pretrain import SyntheticData, tiny_run
 from albert_lm.training.pretrain import pretrain
 args = json.loads(sys.argv[1])
 rank = int(os.environ.get("RANK", "0"))
@@ -124,7 +116,7 @@ def on_step(step):
         if args["signal"] == "exit":
             os._exit(3)
         os.kill(os.getpid(), getattr(signal, args["signal"]))
-r = pretrain(tiny_config(**args["cfg"]), train_dataset=SyntheticData(), on_step=on_step)
+r = pretrain(tiny_run(**args["cfg"]), train_dataset=SyntheticData(), on_step=on_step)
 print("RESULT", r.step, r.interrupted)
 """
 
@@ -157,7 +149,7 @@ def one_thread():
 
 def test_masked_only_objective_equals_full_logits_loss():
     torch.manual_seed(0)
-    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).eval()
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY_MODEL)).eval()
     ds = SyntheticData()
     batch = collate_pretraining([ds[i] for i in range(6)])  # dynamic padding: lengths differ
     assert batch["input_ids"].shape[0] == 6 and (batch["attention_mask"] == 0).any()
@@ -170,10 +162,10 @@ def test_masked_only_objective_equals_full_logits_loss():
 
 
 def test_sigkill_then_resume_is_bit_identical(tmp_path, one_thread):
-    cfg = dict(max_steps=10, save_every=3, model_overrides={**TINY, "hidden_dropout_prob": 0.1})
+    cfg = dict(max_steps=10, save_every=3, model_overrides={**TINY_MODEL, "hidden_dropout_prob": 0.1})
     # Uninterrupted reference, in this process.
     ref = tmp_path / "ref"
-    pretrain(tiny_config(ref, **cfg), train_dataset=SyntheticData())
+    pretrain(tiny_run(ref, **cfg), train_dataset=SyntheticData())
     # Killed by SIGKILL after step 7 (last checkpoint: step 6), then resumed.
     out = tmp_path / "run"
     script = _runner(tmp_path)
@@ -199,22 +191,22 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, one_thread):
     assert steps == sorted(set(steps))  # the step-7 record of the killed run was dropped on resume
     # Without --resume an existing run is not overwritten.
     with pytest.raises(FileExistsError, match="--resume"):
-        pretrain(tiny_config(out, **cfg), train_dataset=SyntheticData())
+        pretrain(tiny_run(out, **cfg), train_dataset=SyntheticData())
 
 
 def test_sigterm_saves_and_exits_then_resumes_exactly(tmp_path, one_thread):
     ref = tmp_path / "ref"
-    pretrain(tiny_config(ref, max_steps=8, save_every=0), train_dataset=SyntheticData())
+    pretrain(tiny_run(ref, max_steps=8, save_every=0), train_dataset=SyntheticData())
     out = tmp_path / "run"
 
     def term(step: int) -> None:
         if step == 5:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    r = pretrain(tiny_config(out, max_steps=8, save_every=0), train_dataset=SyntheticData(), on_step=term)
+    r = pretrain(tiny_run(out, max_steps=8, save_every=0), train_dataset=SyntheticData(), on_step=term)
     assert r.interrupted and r.step == 5
     assert latest_checkpoint(out).name == "checkpoint-5"
-    r = pretrain(tiny_config(out, max_steps=8, save_every=0, resume=True), train_dataset=SyntheticData())
+    r = pretrain(tiny_run(out, max_steps=8, save_every=0, resume=True), train_dataset=SyntheticData())
     assert not r.interrupted and r.step == 8
     a, b = _weights(ref), _weights(out)
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -223,7 +215,7 @@ def test_sigterm_saves_and_exits_then_resumes_exactly(tmp_path, one_thread):
 def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "run"
-    cfg = tiny_config(out, max_steps=6, save_every=2, keep_last=2, eval_every=3, tensorboard=True, plot=True)
+    cfg = tiny_run(out, max_steps=6, save_every=2, keep_last=2, eval_every=3, tensorboard=True, plot=True)
     result = pretrain(cfg, train_dataset=SyntheticData(), eval_dataset=SyntheticData(n=12, seed=3))
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
@@ -241,8 +233,8 @@ def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):
 
 
 def test_bf16_gradient_checkpointing_and_dropout_off(tmp_path, one_thread):
-    overrides = {**TINY, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
-    cfg = tiny_config(
+    overrides = {**TINY_MODEL, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    cfg = tiny_run(
         tmp_path, max_steps=4, save_every=0, precision="bf16", gradient_checkpointing=True,
         dropout_off_step=2, model_overrides=overrides,
     )  # fmt: skip
@@ -256,7 +248,7 @@ def test_precision_auto_is_resolved_logged_and_saved(tmp_path, one_thread, caplo
     from albert_lm.kernels.precision import resolve_precision
 
     expected, _ = resolve_precision("auto", "cpu")  # bf16 where this CPU computes it fast, else fp32
-    cfg = tiny_config(tmp_path, max_steps=2, save_every=0, precision="auto")
+    cfg = tiny_run(tmp_path, max_steps=2, save_every=0, precision="auto")
     with caplog.at_level("INFO", logger="albert_lm.training.pretrain_setup"):
         pretrain(cfg, train_dataset=SyntheticData())
     assert f"precision auto -> {expected}: " in caplog.text and "GFLOP/s" in caplog.text
@@ -307,19 +299,21 @@ def test_loaders_collate_in_order_and_leave_the_global_generator_alone():
 
 
 def test_log_eval_and_save_decisions():
-    cfg = tiny_config("unused", max_steps=10, log_every=4, eval_every=5, save_every=3)
+    cfg = tiny_run("unused", max_steps=10, log_every=4, eval_every=5, save_every=3)
     assert [s for s in range(1, 11) if should_log(s, cfg, False)] == [4, 8, 10]
     assert [s for s in range(1, 11) if should_eval(s, cfg, False)] == [5]  # the final evaluation does step 10
     assert [s for s in range(1, 11) if should_save(s, cfg, False)] == [3, 6, 9, 10]
     assert should_log(7, cfg, True) and should_save(7, cfg, True) and not should_eval(5, cfg, True)
-    never = tiny_config("unused", max_steps=10, eval_every=0, save_every=0)
+    never = tiny_run("unused", max_steps=10, eval_every=0, save_every=0)
     assert not any(should_eval(s, never, False) for s in range(1, 11))
     assert [s for s in range(1, 11) if should_save(s, never, False)] == [10]
 
 
 def test_train_step_accumulates_clips_and_steps(one_thread):
     torch.manual_seed(0)
-    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).eval()  # no dropout draws
+    model = AlbertForPreTraining(
+        AlbertConfig.from_preset("albert-tiny", **TINY_MODEL)
+    ).eval()  # no dropout draws
     objective = PretrainingObjective(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (s + 1))
@@ -330,7 +324,7 @@ def test_train_step_accumulates_clips_and_steps(one_thread):
     loss = sum(objective(b)[0] for b in micro) / 2
     grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
     norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads if g is not None]))
-    cfg = tiny_config("unused", max_grad_norm=0.01)
+    cfg = tiny_run("unused", max_grad_norm=0.01)
     out = train_step(objective, optimizer, scheduler, micro, cfg, torch.device("cpu"))
     assert out.lr == 0.5 and optimizer.param_groups[0]["lr"] == 0.25  # the step's rate, then the next
     torch.testing.assert_close(out.grad_norm, norm)
@@ -344,7 +338,7 @@ def test_train_step_accumulates_clips_and_steps(one_thread):
 
 def test_gradient_checkpointing_gives_the_same_gradients():
     torch.manual_seed(0)
-    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY)).train()
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY_MODEL)).train()
     model.sop_classifier.dropout.p = 0.0  # as pretrain() does: the only dropout left would be random
     batch = collate_pretraining([SyntheticData()[i] for i in range(4)])
     grads = []
@@ -359,15 +353,17 @@ def test_gradient_checkpointing_gives_the_same_gradients():
 
 def test_warm_start_deeper_model_and_init_from_group0(tmp_path):
     torch.manual_seed(0)
-    small = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY))
+    small = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY_MODEL))
     small.save_pretrained(tmp_path / "small")
     # Shared layers: a 4-layer model takes every weight as it is.
-    deep = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **{**TINY, "num_hidden_layers": 4}))
+    deep = AlbertForPreTraining(
+        AlbertConfig.from_preset("albert-tiny", **{**TINY_MODEL, "num_hidden_layers": 4})
+    )
     assert warm_start(deep, tmp_path / "small") == []
     s, d = small.state_dict(), deep.state_dict()
     assert all(torch.equal(s[k], d[k]) for k in s)
     # Two hidden groups: group 1 has no source unless init_from_group0 copies group 0.
-    grouped = {**TINY, "num_hidden_layers": 4, "num_hidden_groups": 2}
+    grouped = {**TINY_MODEL, "num_hidden_layers": 4, "num_hidden_groups": 2}
     two = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **grouped))
     fresh = warm_start(two, tmp_path / "small")
     assert fresh and all(".1." in name for name in fresh)
@@ -433,7 +429,7 @@ def _torchrun(tmp_path: Path, args: dict, nproc: int = 2, timeout: int = 180) ->
 def test_two_processes_match_one_process_with_accumulation(tmp_path, one_thread):
     common = dict(max_steps=6, batch_size=4, save_every=0)
     single = tmp_path / "single"
-    pretrain(tiny_config(single, gradient_accumulation_steps=2, **common), train_dataset=SyntheticData())
+    pretrain(tiny_run(single, gradient_accumulation_steps=2, **common), train_dataset=SyntheticData())
     ddp = tmp_path / "ddp"
     p = _torchrun(tmp_path, {"cfg": {"output": str(ddp), **common}})
     assert p.returncode == 0, p.stderr[-3000:]

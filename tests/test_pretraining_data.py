@@ -23,7 +23,6 @@ from albert_lm.data.examples import (
 )
 from albert_lm.data.masking import mask_sequence, replace_masked, word_spans, word_start_table
 from albert_lm.data.shards import create_pretraining_data
-from albert_lm.data.tokenizer_training import train_tokenizer
 
 MAX_LEN = 128
 
@@ -256,22 +255,9 @@ def test_two_ranks_see_disjoint_examples(small_data: Path) -> None:
 
 # ----------------------------------------------------------------------------- reproducibility, resume, bad input
 @pytest.fixture(scope="module")
-def tiny_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def tiny_setup(tiny_corpus_and_tokenizer: tuple[Path, Path]) -> tuple[Path, Path]:
     """A generated corpus in google-research's format and a 200-piece tokenizer trained on it."""
-    d = tmp_path_factory.mktemp("tiny")
-    rng = np.random.default_rng(0)
-    syll = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
-    words = ["".join(rng.choice(syll, size=int(rng.integers(1, 4)))) for _ in range(300)]
-    docs = []
-    for _ in range(120):
-        sents = [
-            " ".join(rng.choice(words, size=int(rng.integers(4, 20)))).capitalize() + "."
-            for _ in range(int(rng.integers(2, 12)))
-        ]
-        docs.append("\n".join(sents))
-    (d / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    train_tokenizer([d / "corpus.txt"], d / "tok", vocab_size=200, num_threads=1)
-    return d / "corpus.txt", d / "tok"
+    return tiny_corpus_and_tokenizer
 
 
 def _files(folder: Path) -> dict[str, bytes]:

@@ -9,17 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertModel
-
-
-def tiny() -> AlbertConfig:
-    return AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)  # fmt: skip
+from albert_lm import AlbertForPreTraining, AlbertModel
 
 
 @pytest.fixture
-def saved(tmp_path):
-    AlbertForPreTraining(tiny()).save_pretrained(tmp_path)
+def saved(tmp_path, tiny_config):
+    AlbertForPreTraining(tiny_config()).save_pretrained(tmp_path)
     return tmp_path
 
 
@@ -57,8 +52,8 @@ def test_truncated_file_is_refused(saved):
         AlbertForPreTraining.from_pretrained(saved)
 
 
-def test_empty_folder_says_what_it_looked_for(tmp_path):
-    tiny().save_pretrained(tmp_path)
+def test_empty_folder_says_what_it_looked_for(tiny_config, tmp_path):
+    tiny_config().save_pretrained(tmp_path)
     with pytest.raises(FileNotFoundError, match="no weights found.*model.safetensors"):
         AlbertModel.from_pretrained(tmp_path)
 
@@ -79,8 +74,8 @@ def test_a_failed_weight_write_keeps_the_old_file_and_leaves_no_temporary(saved,
     assert sorted(f.name for f in saved.iterdir()) == ["config.json", "model.safetensors"]
 
 
-def test_pytorch_bin_with_plain_tensors_loads(tmp_path):
-    model = AlbertForPreTraining(tiny())
+def test_pytorch_bin_with_plain_tensors_loads(tiny_config, tmp_path):
+    model = AlbertForPreTraining(tiny_config())
     model.save_pretrained(tmp_path)
     state = load_file(tmp_path / "model.safetensors")
     os.remove(tmp_path / "model.safetensors")
@@ -102,8 +97,8 @@ class _Exploit:
 
 
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # our hostile file uses protocol 4 on purpose
-def test_pickle_that_would_run_code_is_refused_and_never_runs(tmp_path):
-    tiny().save_pretrained(tmp_path)
+def test_pickle_that_would_run_code_is_refused_and_never_runs(tiny_config, tmp_path):
+    tiny_config().save_pretrained(tmp_path)
     marker = tmp_path / "pwned"
     with open(tmp_path / "pytorch_model.bin", "wb") as f:
         pickle.dump({"albert.embeddings.word_embeddings.weight": _Exploit(str(marker))}, f)
