@@ -1,4 +1,5 @@
-"""The package surface: every export resolves, and importing the package stays light."""
+"""The package surface: every export resolves, importing the package stays light, and the stages import
+only the stages before them."""
 
 from __future__ import annotations
 
@@ -19,3 +20,38 @@ def test_import_and_tokenizer_do_not_load_torch():
     code = "import sys, albert_lm; from albert_lm import AlbertTokenizer, DataConfig; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# The road, in order: a module imports only from its own stage and the stages before it.
+STAGES = ["files", "settings", "data", "kernels", "model", "tasks", "training", "bench", "demo", "cli"]
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_each_stage_imports_only_from_the_stages_before_it():
+    import ast
+    from pathlib import Path
+
+    root = Path(albert_lm.__file__).parent
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        if path == root / "__init__.py":
+            continue  # the public exports name every stage
+        here = path.stem if path.parent == root else path.relative_to(root).parts[0]
+        assert here in STAGES, f"{path.relative_to(root)}: a module outside the stages {STAGES}"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("albert_lm"):
+                assert node.module is not None
+                targets = (
+                    [node.module]
+                    if node.module != "albert_lm"
+                    else [f"albert_lm.{a.name}" for a in node.names]
+                )
+                for target in targets:
+                    there = _stage(target)
+                    if there in STAGES and STAGES.index(there) > STAGES.index(here):
+                        wrong.append(f"{path.relative_to(root)} imports {target}")
+    assert not wrong, "imports against the road:\n" + "\n".join(wrong)
