@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -12,11 +13,19 @@ from albert_lm import AlbertModel
 from albert_lm.model.encoder import layer_schedule
 
 
+@pytest.fixture
+def tiny(tiny_config):
+    """The shared tiny model (conftest.py) at the sizes the assertions below name: 4 layers (so sharing
+    shows), hidden 16, 16 positions."""
+    sizes = dict(embedding_size=8, hidden_size=16, intermediate_size=32, num_hidden_layers=4)
+    return functools.partial(tiny_config, **sizes, max_position_embeddings=16)
+
+
 @pytest.mark.parametrize(
     "sharing,n_attention,n_ffn", [("all", 1, 1), ("attention", 1, 4), ("ffn", 4, 1), ("none", 4, 4)]
 )
-def test_sharing_strategies_hold_one_tensor_per_shared_weight(tiny_config, sharing, n_attention, n_ffn):
-    model = AlbertModel(tiny_config(sharing=sharing))
+def test_sharing_strategies_hold_one_tensor_per_shared_weight(tiny, sharing, n_attention, n_ffn):
+    model = AlbertModel(tiny(sharing=sharing))
     assert len(model.encoder.attention) == n_attention
     assert len(model.encoder.ffn) == n_ffn
     assert len(model.encoder.schedule) == 4
@@ -24,9 +33,9 @@ def test_sharing_strategies_hold_one_tensor_per_shared_weight(tiny_config, shari
     assert len({id(p) for p in model.parameters()}) == len(list(model.parameters()))
 
 
-def test_groups_follow_transformers_layer_to_group_rule(tiny_config):
+def test_groups_follow_transformers_layer_to_group_rule(tiny):
     # L=12, G=3 -> layers 0-3 group 0, 4-7 group 1, 8-11 group 2; inner_group_num=2 doubles each.
-    cfg = tiny_config(num_hidden_layers=12, num_hidden_groups=3, inner_group_num=2)
+    cfg = tiny(num_hidden_layers=12, num_hidden_groups=3, inner_group_num=2)
     sched = layer_schedule(cfg)
     assert len(sched) == 24
     assert [a for a, _ in sched[:8]] == [0, 1] * 4
@@ -35,11 +44,11 @@ def test_groups_follow_transformers_layer_to_group_rule(tiny_config):
     assert [cfg.group_of_layer(layer) for layer in range(5)] == [0, 0, 0, 0, 1]
 
 
-def test_gradients_from_every_layer_accumulate_into_the_shared_weights(tiny_config):
+def test_gradients_from_every_layer_accumulate_into_the_shared_weights(tiny):
     torch.manual_seed(0)
-    shared = AlbertModel(tiny_config(sharing="all"))
+    shared = AlbertModel(tiny(sharing="all"))
     # The same network unrolled: 4 private copies of the one shared layer.
-    unrolled = AlbertModel(tiny_config(sharing="none"))
+    unrolled = AlbertModel(tiny(sharing="none"))
     state = shared.state_dict()
     for i in range(4):
         for part in ("attention", "ffn"):
@@ -61,23 +70,23 @@ def test_gradients_from_every_layer_accumulate_into_the_shared_weights(tiny_conf
     torch.testing.assert_close(shared.encoder.ffn[0].up.weight.grad, g_ffn, atol=1e-6, rtol=1e-5)
 
 
-def test_parameter_count_stays_flat_with_depth_under_full_sharing(tiny_config):
-    n12 = AlbertModel(tiny_config(num_hidden_layers=12)).num_parameters()
-    n24 = AlbertModel(tiny_config(num_hidden_layers=24)).num_parameters()
+def test_parameter_count_stays_flat_with_depth_under_full_sharing(tiny):
+    n12 = AlbertModel(tiny(num_hidden_layers=12)).num_parameters()
+    n24 = AlbertModel(tiny(num_hidden_layers=24)).num_parameters()
     assert n12 == n24
-    assert AlbertModel(tiny_config(num_hidden_layers=8, sharing="none")).num_parameters() > n12
+    assert AlbertModel(tiny(num_hidden_layers=8, sharing="none")).num_parameters() > n12
 
 
-def test_mlm_decoder_is_tied_to_input_embeddings(tiny_config):
-    model = albert_lm.AlbertForMaskedLM(tiny_config())
+def test_mlm_decoder_is_tied_to_input_embeddings(tiny):
+    model = albert_lm.AlbertForMaskedLM(tiny())
     assert model.predictions.decoder.weight is model.albert.embeddings.word_embeddings.weight
     assert model.albert.embeddings.word_embeddings.weight[0].abs().sum() == 0  # pad row stays zero
     assert model.num_parameters() == len(torch.nn.utils.parameters_to_vector(
         {id(p): p for p in model.parameters()}.values()))  # fmt: skip
 
 
-def test_padding_does_not_change_the_unpadded_tokens(tiny_config):
-    model = AlbertModel(tiny_config()).eval()
+def test_padding_does_not_change_the_unpadded_tokens(tiny):
+    model = AlbertModel(tiny()).eval()
     ids = torch.randint(5, 50, (1, 6))
     padded = torch.cat([ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)
     mask = torch.tensor([[1] * 6 + [0] * 4])
@@ -87,8 +96,8 @@ def test_padding_does_not_change_the_unpadded_tokens(tiny_config):
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
-def test_outputs_index_like_transformers_and_return_dict_false(tiny_config):
-    model = albert_lm.AlbertForSequenceClassification(tiny_config(num_labels=3)).eval()
+def test_outputs_index_like_transformers_and_return_dict_false(tiny):
+    model = albert_lm.AlbertForSequenceClassification(tiny(num_labels=3)).eval()
     ids = torch.randint(5, 50, (2, 5))
     out = model(ids, labels=torch.tensor([0, 2]))
     assert out[0] is out.loss and out[1] is out.logits and out["logits"] is out.logits
@@ -98,9 +107,9 @@ def test_outputs_index_like_transformers_and_return_dict_false(tiny_config):
     assert len(hs) == 4 + 1 and hs[0].shape == (2, 5, 16)
 
 
-def test_gradient_checkpointing_gives_the_same_gradients(tiny_config):
+def test_gradient_checkpointing_gives_the_same_gradients(tiny):
     torch.manual_seed(0)
-    a = albert_lm.AlbertForPreTraining(tiny_config(classifier_dropout_prob=0.0))
+    a = albert_lm.AlbertForPreTraining(tiny(classifier_dropout_prob=0.0))
     b = copy.deepcopy(a)
     b.albert.encoder.gradient_checkpointing = True
     ids = torch.randint(5, 50, (2, 6))
@@ -112,8 +121,8 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny_config):
         torch.testing.assert_close(p.grad, q.grad, msg=n)
 
 
-def test_set_dropout_switches_dropout_off(tiny_config):
-    model = AlbertModel(tiny_config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)).train()
+def test_set_dropout_switches_dropout_off(tiny):
+    model = AlbertModel(tiny(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)).train()
     ids = torch.randint(5, 50, (2, 6))
     with torch.no_grad():
         assert not torch.equal(model(ids).last_hidden_state, model(ids).last_hidden_state)
@@ -121,8 +130,8 @@ def test_set_dropout_switches_dropout_off(tiny_config):
         torch.testing.assert_close(model(ids).last_hidden_state, model(ids).last_hidden_state)
 
 
-def test_bad_inputs_are_refused_clearly(tiny_config):
-    model = AlbertModel(tiny_config())
+def test_bad_inputs_are_refused_clearly(tiny):
+    model = AlbertModel(tiny())
     with pytest.raises(ValueError, match="max_position_embeddings"):
         model(torch.ones(1, 17, dtype=torch.long))
     with pytest.raises(ValueError, match="exactly one"):

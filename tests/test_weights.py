@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 
@@ -13,8 +14,14 @@ from albert_lm import AlbertForPreTraining, AlbertModel
 
 
 @pytest.fixture
-def saved(tmp_path, tiny_config):
-    AlbertForPreTraining(tiny_config()).save_pretrained(tmp_path)
+def tiny(tiny_config):
+    """The shared tiny model (conftest.py) with the shapes the messages below name."""
+    return functools.partial(tiny_config, embedding_size=8, max_position_embeddings=16)
+
+
+@pytest.fixture
+def saved(tmp_path, tiny):
+    AlbertForPreTraining(tiny()).save_pretrained(tmp_path)
     return tmp_path
 
 
@@ -52,8 +59,8 @@ def test_truncated_file_is_refused(saved):
         AlbertForPreTraining.from_pretrained(saved)
 
 
-def test_empty_folder_says_what_it_looked_for(tiny_config, tmp_path):
-    tiny_config().save_pretrained(tmp_path)
+def test_empty_folder_says_what_it_looked_for(tiny, tmp_path):
+    tiny().save_pretrained(tmp_path)
     with pytest.raises(FileNotFoundError, match="no weights found.*model.safetensors"):
         AlbertModel.from_pretrained(tmp_path)
 
@@ -74,8 +81,8 @@ def test_a_failed_weight_write_keeps_the_old_file_and_leaves_no_temporary(saved,
     assert sorted(f.name for f in saved.iterdir()) == ["config.json", "model.safetensors"]
 
 
-def test_pytorch_bin_with_plain_tensors_loads(tiny_config, tmp_path):
-    model = AlbertForPreTraining(tiny_config())
+def test_pytorch_bin_with_plain_tensors_loads(tiny, tmp_path):
+    model = AlbertForPreTraining(tiny())
     model.save_pretrained(tmp_path)
     state = load_file(tmp_path / "model.safetensors")
     os.remove(tmp_path / "model.safetensors")
@@ -97,8 +104,8 @@ class _Exploit:
 
 
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # our hostile file uses protocol 4 on purpose
-def test_pickle_that_would_run_code_is_refused_and_never_runs(tiny_config, tmp_path):
-    tiny_config().save_pretrained(tmp_path)
+def test_pickle_that_would_run_code_is_refused_and_never_runs(tiny, tmp_path):
+    tiny().save_pretrained(tmp_path)
     marker = tmp_path / "pwned"
     with open(tmp_path / "pytorch_model.bin", "wb") as f:
         pickle.dump({"albert.embeddings.word_embeddings.weight": _Exploit(str(marker))}, f)
