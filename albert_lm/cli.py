@@ -209,7 +209,7 @@ def _pretrain_options(p: argparse.ArgumentParser) -> None:
     # Options not typed keep the config file's value (or the default): suppress=True.
     add_options(
         p, PretrainConfig, skip=("model_overrides",), suppress=True,
-        metavars={"model_config": "FILE", "init_from": "DIR", "eval_text": "FILE", "data": "DIR"},
+        metavars={"model_config": "FILE", "init_from": "DIR", "eval_text": "FILE", "data": "DIR", "time_budget": "TIME"},
     )  # fmt: skip
     p.add_argument(
         "--model-override", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",

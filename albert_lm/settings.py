@@ -22,13 +22,14 @@ import ast
 import dataclasses
 import functools
 import inspect
+import re
 import textwrap
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["add_options", "field_docs", "option_values"]
+__all__ = ["add_options", "field_docs", "option_values", "parse_duration"]
 
 
 @functools.cache
@@ -124,3 +125,19 @@ def option_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     """The parsed values that are fields of `cls` (absent ones, under `suppress`, stay absent)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in vars(args).items() if k in names}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in "90s", "45m", "1.5h", "1h30m" or a plain number of seconds; a ValueError otherwise."""
+    value = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        seconds = float(value)
+    else:
+        parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", value)
+        if not value or parts is None:
+            raise ValueError(f"time budget {text!r}: expected e.g. 90s, 45m, 1.5h or 1h30m")
+        h, m, sec = (float(x) if x else 0.0 for x in parts.groups())
+        seconds = 3600 * h + 60 * m + sec
+    if seconds <= 0:
+        raise ValueError(f"time budget {text!r}: expected a positive duration")
+    return seconds

@@ -25,9 +25,11 @@ from albert_lm.data.dataset import (
 )
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.settings import parse_duration
 from albert_lm.training.checkpoint import latest_checkpoint
 from albert_lm.training.model_init import warm_start
 from albert_lm.training.objective import PretrainingObjective
+from albert_lm.training.optim import TimeBudgetFactor
 from albert_lm.training.pretrain import (
     PretrainConfig,
     pretrain,
@@ -210,6 +212,41 @@ def test_sigterm_saves_and_exits_then_resumes_exactly(tmp_path, one_thread):
     assert not r.interrupted and r.step == 8
     a, b = _weights(ref), _weights(out)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_time_budget_decays_the_rate_over_the_clock():
+    factor = TimeBudgetFactor(warmup_steps=4, power=1.0)
+    assert [factor(s) for s in range(5)] == [0.0, 0.25, 0.5, 0.75, 1.0]  # warmup by steps
+    factor.progress = 0.75
+    assert factor(10) == pytest.approx(0.25) and factor(1) == pytest.approx(0.25)  # decay caps warmup
+    factor.progress = 1.0
+    assert factor(10) == 0.0
+    assert [parse_duration(t) for t in ("90s", "45m", "1.5h", "1h30m", "20")] == [90, 2700, 5400, 5400, 20]
+    for bad in ("", "10 minutes", "0m", "-5", "m"):
+        with pytest.raises(ValueError, match="time budget"):
+            parse_duration(bad)
+    with pytest.raises(ValueError, match="time_budget|time budget"):
+        PretrainConfig(time_budget="an hour")
+
+
+def test_time_budget_stops_with_the_schedule_complete_and_resumes(tmp_path, one_thread):
+    out = tmp_path / "run"
+    cfg = dict(max_steps=100_000, time_budget="3s", save_every=0, log_every=10_000)
+
+    def term(step: int) -> None:
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    r = pretrain(tiny_run(out, **cfg), train_dataset=SyntheticData(), on_step=term)
+    assert r.interrupted and r.step == 3
+    spent = torch.load(latest_checkpoint(out) / "training_state.pt", weights_only=True)["elapsed_s"]
+    assert 0 < spent < 3
+    r = pretrain(tiny_run(out, resume=True, **cfg), train_dataset=SyntheticData())
+    assert not r.interrupted and 3 < r.step < 100_000  # the budget ended it, not max_steps
+    state = torch.load(latest_checkpoint(out) / "training_state.pt", weights_only=True)
+    assert state["step"] == r.step and state["elapsed_s"] >= 3.0  # checkpointed at the last step
+    assert r.final_metrics["lr"] <= 0.3 * tiny_run(out).learning_rate  # decayed to ~0 by the end
+    assert (out / "model.safetensors").is_file()
 
 
 def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):

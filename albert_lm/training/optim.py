@@ -213,6 +213,33 @@ def build_scheduler(
     )
 
 
+class TimeBudgetFactor:
+    """The learning-rate factor of a run bounded by time (Izsak et al., 2021: the schedule follows the
+    clock, so it is complete when the budget is spent, whatever the machine's speed).
+
+    Warmup over the first `warmup_steps` optimizer steps as `learning_rate_factor`; then polynomial decay
+    over the fraction of the budget spent, `progress`, which the loop sets before each step:
+    (1 - progress) ** power, 0 when the budget is gone. A callable object, so LambdaLR saves `progress`
+    in checkpoints and a resumed run continues the schedule where it stood.
+    """
+
+    def __init__(self, warmup_steps: int, power: float = 1.0) -> None:
+        self.warmup_steps, self.power, self.progress = warmup_steps, power, 0.0
+
+    def __call__(self, step: int) -> float:
+        decay = max(0.0, 1.0 - self.progress) ** self.power
+        if self.warmup_steps > 0 and step < self.warmup_steps:
+            return min(step / self.warmup_steps, decay)
+        return decay
+
+
+def build_time_budget_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, power: float = 1.0
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """LambdaLR over a `TimeBudgetFactor` (reach it as `scheduler.lr_lambdas[0]` to set its progress)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, TimeBudgetFactor(warmup_steps, power))
+
+
 def scale_learning_rate(batch_size: int, reference_lr: float = 1.76e-3, reference_batch: int = 4096) -> float:
     """The paper's rate scaled to another global batch by the square root rule.
 

@@ -153,6 +153,19 @@ def take_step(run: Run) -> StepStats:
     return last
 
 
+def budget_spent(run: Run, budget_s: float | None) -> bool:
+    """With a time budget: agree on the time spent (the slowest rank's), set the schedule's progress from
+    it, and say whether the budget is gone. Without one: False."""
+    if budget_s is None:
+        return False
+    if run.d.world > 1:
+        spent = torch.tensor([run.elapsed_s], dtype=torch.float64, device=run.device)
+        run.elapsed_s = float(all_reduce(spent, run.d, dist.ReduceOp.MAX).item())
+    factor = run.scheduler.lr_lambdas[0]  # type: ignore[attr-defined]  # a TimeBudgetFactor (setup)
+    factor.progress = min(1.0, run.elapsed_s / budget_s)
+    return run.elapsed_s >= budget_s
+
+
 def stop_requested(stop: StopFlag, d: DistInfo, device: torch.device) -> bool:
     """Whether any rank got SIGTERM / SIGINT: all ranks agree, so they stop after the same step."""
     flag = torch.tensor([float(stop.signum is not None)], device=device)
@@ -235,6 +248,7 @@ def save(run: Run) -> None:
         state = {
             "step": run.step, "epoch": run.epoch, "offset": run.offset, "optimizer": run.optimizer.state_dict(),
             "scheduler": run.scheduler.state_dict(), "ranks": ranks, "global_batch": run.sampler.global_batch,
+            "elapsed_s": run.elapsed_s,
         }  # fmt: skip
         extra = run.tokenizer.save_pretrained if run.tokenizer is not None else None
         path = ckpt.save_checkpoint(
@@ -286,25 +300,34 @@ def pretrain(
     stop.install()
     bar = tqdm(total=cfg.max_steps, initial=run.step, disable=not d.main, desc="pretrain", unit="step")
     final: dict[str, float] = {}
+    budget_s = cfg.time_budget_s
+    clock = time.monotonic()
     try:
-        while run.step < cfg.max_steps:
+        done = budget_spent(run, budget_s)  # a resumed run may have spent it already
+        while run.step < cfg.max_steps and not done:
             last = take_step(run)
             bar.update(1)
             if on_step is not None:
                 on_step(run.step)
             stopping = stop_requested(stop, d, run.device)
-            if should_log(run.step, cfg, stopping):
+            now = time.monotonic()
+            run.elapsed_s, clock = run.elapsed_s + now - clock, now
+            done = budget_spent(run, budget_s)  # the last step when the time is gone
+            if should_log(run.step, cfg, stopping or done):
                 final = log_train(run, last)
                 bar.set_postfix(loss=f"{final['loss']:.3f}", mlm_acc=f"{final['mlm_acc']:.3f}")
-            if should_eval(run.step, cfg, stopping):
+            if should_eval(run.step, cfg, stopping or done):
                 run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step)
-            if should_save(run.step, cfg, stopping):
+            if should_save(run.step, cfg, stopping or done):
                 save(run)
             if stopping:
                 if d.main:
                     name = signal.Signals(stop.signum).name if stop.signum else "a signal on another rank"
                     logger.info("stopped by %s at step %d; continue with --resume", name, run.step)
                 return PretrainResult(run.out, run.step, True, final)
+        if done and d.main:
+            logger.info("time budget %s spent at step %d (%.0f s): schedule complete", cfg.time_budget,
+                        run.step, run.elapsed_s)  # fmt: skip
         final.update(run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step))
         save_final(run)
         return PretrainResult(run.out, run.step, False, final)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.files import read_json_object
+from albert_lm.settings import parse_duration
 
 
 @dataclass
@@ -34,7 +35,12 @@ class PretrainConfig:
     init_from_group0: bool = False
     """start every hidden group from group 0 (google-research's warm start)"""
     max_steps: int = 125_000
-    """optimizer steps"""
+    """optimizer steps (with --time-budget: the most it may take)"""
+    time_budget: str | None = None
+    """stop after this much training time (e.g. 10m, 1h, 1h30m), with the learning rate decayed to 0 over
+    the budget instead of over max_steps: the schedule is complete whatever this machine's speed.
+    Checkpointed and resumable as any run (the time spent is carried over); not bit-exact, as timing is
+    not"""
     batch_size: int = 8
     """sequences per process and micro-step"""
     gradient_accumulation_steps: int = 1
@@ -102,6 +108,11 @@ class PretrainConfig:
             need(int(getattr(self, name)) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("warmup_steps", "save_every", "eval_every", "keep_last"):
             need(int(getattr(self, name)) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.time_budget is not None:
+            try:
+                parse_duration(self.time_budget)
+            except ValueError as e:
+                need(False, str(e))
         need(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
         need(
             self.precision in ("auto", "fp32", "bf16"),
@@ -109,6 +120,11 @@ class PretrainConfig:
         )
         need(self.optimizer in ("lamb", "adamw"), f"optimizer must be lamb or adamw, got {self.optimizer!r}")
         need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
+
+    @property
+    def time_budget_s(self) -> float | None:
+        """`time_budget` in seconds, or None."""
+        return None if self.time_budget is None else parse_duration(self.time_budget)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

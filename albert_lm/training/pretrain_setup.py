@@ -34,7 +34,7 @@ from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import initial_model
 from albert_lm.training.monitor import MetricsLog
 from albert_lm.training.objective import STATS, PretrainingObjective
-from albert_lm.training.optim import build_optimizer, build_scheduler
+from albert_lm.training.optim import build_optimizer, build_scheduler, build_time_budget_scheduler
 from albert_lm.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ class Run:
     acc: torch.Tensor = field(default_factory=lambda: torch.zeros(len(STATS), dtype=torch.float64))
     compute_s: float = 0.0  # time in steps since the last train record
     dropout_off: bool = False
+    elapsed_s: float = 0.0  # training time so far, all sessions of the run (what --time-budget counts)
     batches: Iterator[dict[str, torch.Tensor]] | None = None  # the loader's iterator over this epoch
 
 
@@ -175,6 +176,8 @@ def _build_optimization(
         model, cfg.optimizer, cfg.learning_rate, cfg.weight_decay,
         (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_epsilon, cfg.bias_correction,
     )  # fmt: skip
+    if cfg.time_budget is not None:  # decay over the budget's time, not over max_steps
+        return optimizer, build_time_budget_scheduler(optimizer, cfg.warmup_steps, cfg.poly_power)
     return optimizer, build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.poly_power)
 
 
@@ -206,6 +209,7 @@ def _restore(run: Run, latest: Path) -> None:
     run.optimizer.load_state_dict(state["optimizer"])
     run.scheduler.load_state_dict(state["scheduler"])
     run.step, run.epoch, run.offset = state["step"], state["epoch"], state["offset"]
+    run.elapsed_s = float(state.get("elapsed_s", 0.0))
     ranks = state["ranks"]
     if len(ranks) != run.d.world and run.d.main:
         logger.warning(
