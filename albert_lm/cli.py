@@ -116,6 +116,28 @@ def _run_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- albert glue
+def _glue_options(p: argparse.ArgumentParser) -> None:
+    from albert_lm.training.glue import GlueConfig
+
+    add_options(p, GlueConfig, required=("model", "data", "output"), metavars={"model": "DIR", "data": "DIR"})
+
+
+@command("glue", _glue_options)
+def _run_glue(args: argparse.Namespace) -> int:
+    """fine-tune one model on CoLA, SST-2, MRPC, STS-B and RTE (seeds x rates) and print the GLUE-5 table
+
+    Fine-tunes the model on each task with every rate of --learning-rates and --seeds seeds, one process
+    with one thread per run, --workers at a time; per task, the rate with the best mean dev score is kept
+    and its mean +- std over seeds reported, beside the majority-class score; GLUE-5 averages CoLA MCC,
+    SST-2 accuracy, MRPC accuracy, STS-B Pearson and RTE accuracy. Runs already finished in OUTPUT are
+    not run again. Writes OUTPUT/glue_results.json."""
+    from albert_lm.training.glue import GlueConfig, format_table, run_glue
+
+    print(format_table(run_glue(GlueConfig(**option_values(args, GlueConfig)))))
+    return 0
+
+
 # --------------------------------------------------------------------------- albert evaluate
 def _evaluate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, help="task name (squad1, squad2, rte, ...)")
@@ -389,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_TRAINING_COMMANDS = ("pretrain", "finetune", "evaluate", "demo", "bench")
+_TRAINING_COMMANDS = ("pretrain", "finetune", "glue", "evaluate", "demo", "bench")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

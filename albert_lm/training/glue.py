@@ -1,0 +1,209 @@
+"""`albert glue`: one model fine-tuned on CoLA, SST-2, MRPC, STS-B and RTE, several seeds and a small
+learning-rate grid per task, scored on dev the way GLUE papers report it.
+
+For each task and rate, every seed is a separate `finetune` run in a process of its own with one thread
+(tiny models on a few cores: threads of one process mostly wait on each other, processes do not), `workers`
+of them at a time. The rate of each task is the one with the best mean dev score over the seeds (dev is
+the only labelled evaluation set GLUE publishes; papers choose on it and report it); the task's score is
+that rate's mean +- standard deviation over seeds. GLUE-5 is the mean of CoLA MCC, SST-2 accuracy, MRPC
+accuracy, STS-B Pearson and RTE accuracy, x100, beside the same average of majority-class guesses.
+
+Each run writes OUTPUT/TASK/lr-RATE/seed-SEED/ (the `finetune` output); a run whose eval_results.json
+exists is not run again, so an interrupted suite continues where it stopped. OUTPUT/glue_results.json
+holds every run's score and the table's numbers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+import statistics
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from albert_lm.files import read_json_object, write_json
+from albert_lm.tasks import get_task
+from albert_lm.training.finetune_config import FinetuneConfig
+
+logger = logging.getLogger(__name__)
+
+# task -> (folder in the GLUE download, the metric GLUE-5 averages)
+GLUE5 = {
+    "cola": ("CoLA", "mcc"),
+    "sst2": ("SST-2", "accuracy"),
+    "mrpc": ("MRPC", "accuracy"),
+    "stsb": ("STS-B", "pearson"),
+    "rte": ("RTE", "accuracy"),
+}
+RESULTS_FILE = "glue_results.json"
+
+
+@dataclass
+class GlueConfig:
+    """Settings of `albert glue`."""
+
+    model: str
+    """model folder to fine-tune (config.json, weights, spiece.model)"""
+    data: str
+    """the GLUE folder (CoLA/, SST-2/, MRPC/, STS-B/, RTE/ with train.tsv and dev.tsv)"""
+    output: str
+    """output folder: one sub-folder per run, glue_results.json"""
+    tasks: str = "cola,sst2,mrpc,stsb,rte"
+    """comma-separated tasks"""
+    seeds: int = 3
+    """fine-tuning seeds per task and rate (seeds 1..N)"""
+    learning_rates: str = "1e-4,3e-4,1e-3"
+    """comma-separated peak rates tried per task (the best mean on dev is kept); small models want
+    larger rates than the paper's 1e-5 to 3e-5 for albert-base"""
+    epochs: float = 3.0
+    """epochs per run"""
+    batch_size: int = 32
+    """training batch size"""
+    max_seq_length: int = 128
+    """tokens per example"""
+    max_train_examples: int | None = None
+    """use only the first N training examples of each task (quick runs)"""
+    max_eval_examples: int | None = None
+    """use only the first N dev examples of each task (quick runs; the table is then not GLUE's)"""
+    workers: int = 0
+    """runs at a time, each a process with one thread (0: one per CPU core)"""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """fp32 or bf16 (autocast); fp32 by default, so scores do not depend on the CPU"""
+
+    def task_list(self) -> list[str]:
+        names = [t.strip() for t in self.tasks.split(",") if t.strip()]
+        unknown = [t for t in names if t not in GLUE5]
+        if unknown or not names:
+            raise ValueError(f"--tasks {self.tasks!r}: expected some of {', '.join(GLUE5)}")
+        return names
+
+    def rates(self) -> list[float]:
+        try:
+            values = [float(r) for r in self.learning_rates.split(",") if r.strip()]
+        except ValueError as e:
+            raise ValueError(
+                f"--learning-rates {self.learning_rates!r}: expected numbers like 1e-4,3e-4"
+            ) from e
+        if not values or any(r <= 0 for r in values):
+            raise ValueError(f"--learning-rates {self.learning_rates!r}: expected positive numbers")
+        return values
+
+
+def run_folder(cfg: GlueConfig, task: str, rate: float, seed: int) -> Path:
+    return Path(cfg.output) / task / f"lr-{rate:g}" / f"seed-{seed}"
+
+
+def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneConfig:
+    return FinetuneConfig(
+        task=task, model=cfg.model, data=str(Path(cfg.data) / GLUE5[task][0]),
+        output=str(run_folder(cfg, task, rate, seed)), learning_rate=rate, seed=seed, epochs=cfg.epochs,
+        batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, device="cpu",
+        max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples,
+        precision=cfg.precision, log_every=10**9,
+    )  # fmt: skip
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _run(cfg: FinetuneConfig) -> dict[str, Any]:
+    from albert_lm.training.finetune import finetune
+
+    logging.getLogger("albert_lm").setLevel(logging.ERROR)  # the suite logs; runs stay quiet (errors raise)
+    return finetune(cfg)
+
+
+def run_glue(cfg: GlueConfig) -> dict[str, Any]:
+    """Every (task, rate, seed) run not done yet, then the table's numbers (also in glue_results.json)."""
+    tasks, rates = cfg.task_list(), cfg.rates()
+    if cfg.seeds < 1:
+        raise ValueError(f"--seeds {cfg.seeds}: expected >= 1")
+    for task in tasks:
+        if not (Path(cfg.data) / GLUE5[task][0] / "dev.tsv").is_file():
+            raise FileNotFoundError(f"no {GLUE5[task][0]}/dev.tsv under --data {cfg.data}")
+    jobs = [(t, r, s) for t in tasks for r in rates for s in range(1, cfg.seeds + 1)]
+    todo = [j for j in jobs if not (run_folder(cfg, *j) / "eval_results.json").is_file()]
+    logger.info(
+        "glue: %d runs (%d done before), %d at a time", len(jobs), len(jobs) - len(todo), _workers(cfg)
+    )
+    _execute(cfg, todo)
+    result = summarize(cfg, jobs)
+    write_json(Path(cfg.output) / RESULTS_FILE, result)
+    return result
+
+
+def _workers(cfg: GlueConfig) -> int:
+    return cfg.workers or os.cpu_count() or 1
+
+
+def _execute(cfg: GlueConfig, todo: list[tuple[str, float, int]]) -> None:
+    if not todo:
+        return
+    # spawn: a fresh interpreter per worker, never a fork of a process that may hold torch's threads.
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(_workers(cfg), context, initializer=_one_thread) as pool:
+        futures = {pool.submit(_run, finetune_config(cfg, *job)): job for job in todo}
+        for n, done in enumerate(concurrent.futures.as_completed(futures), start=1):
+            task, rate, seed = futures[done]
+            record = done.result()  # a failed run fails the suite, with its own error
+            score = record.get(GLUE5[task][1])
+            logger.info("glue %d/%d: %s lr %g seed %d -> %s %.4f", n, len(todo), task, rate, seed,
+                        GLUE5[task][1], score)  # fmt: skip
+
+
+def majority_score(task: str, data: Path, cap: int | None = None) -> float:
+    """The task's metric for always guessing the most frequent dev label (a constant: MCC and Pearson 0)."""
+    if GLUE5[task][1] in ("mcc", "pearson"):
+        return 0.0
+    t = get_task(task)
+    path = t.split_file(data / GLUE5[task][0], "dev")
+    assert path is not None
+    labels = [ex.label for ex in t.read(path, "dev")][:cap]
+    return Counter(labels).most_common(1)[0][1] / len(labels)
+
+
+def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, Any]:
+    """Per task: every rate's seed scores, the chosen rate, its mean and std; GLUE-5 and its baseline."""
+    rows: dict[str, Any] = {}
+    for task in dict.fromkeys(t for t, _, _ in jobs):
+        metric = GLUE5[task][1]
+        by_rate: dict[str, list[float]] = {}
+        for t, rate, seed in jobs:
+            if t == task:
+                record = read_json_object(run_folder(cfg, t, rate, seed) / "eval_results.json")
+                by_rate.setdefault(f"{rate:g}", []).append(float(record[metric]))
+        best = max(by_rate, key=lambda r: statistics.fmean(by_rate[r]))
+        scores = by_rate[best]
+        rows[task] = {
+            "metric": metric, "learning_rate": float(best), "mean": statistics.fmean(scores),
+            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0, "scores": scores,
+            "by_learning_rate": by_rate,
+            "majority": majority_score(task, Path(cfg.data), cfg.max_eval_examples),
+        }  # fmt: skip
+    average = 100 * statistics.fmean(r["mean"] for r in rows.values())
+    baseline = 100 * statistics.fmean(r["majority"] for r in rows.values())
+    name = "GLUE-5" if set(rows) == set(GLUE5) else f"average of {len(rows)}"
+    return {"settings": asdict(cfg), "tasks": rows, "average": {"name": name, "score": average,
+                                                                "majority": baseline}}  # fmt: skip
+
+
+def format_table(result: dict[str, Any]) -> str:
+    seeds = result["settings"]["seeds"]
+    lines = [
+        f"{'task':<6} {'metric':<9} {f'dev x100, mean +- std of {seeds} seeds':>32} {'lr':>8} {'majority':>9}"
+    ]
+    for task, r in result["tasks"].items():
+        score = f"{100 * r['mean']:.1f} +- {100 * r['std']:.1f}"
+        lines.append(
+            f"{GLUE5[task][0]:<6} {r['metric']:<9} {score:>32} {r['learning_rate']:>8g} {100 * r['majority']:>9.1f}"
+        )
+    avg = result["average"]
+    lines.append(f"{avg['name']:<16} {avg['score']:>32.1f} {'':>8} {avg['majority']:>9.1f}")
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""`albert glue`: seeds x rates per task in worker processes, the rate chosen on mean dev score, resumable."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+import torch
+
+from albert_lm.cli import main
+from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.training.glue import GlueConfig, format_table, run_glue
+
+
+@pytest.fixture(scope="module")
+def tiny_model(albert_data, tmp_path_factory, tiny_config) -> Path:
+    """A random tiny ALBERT with the released 30k vocabulary (the fine-tuning runs need its spiece.model)."""
+    folder = tmp_path_factory.mktemp("tiny")
+    torch.manual_seed(0)
+    AlbertForPreTraining(tiny_config(vocab_size=30000, max_position_embeddings=128)).save_pretrained(folder)
+    shutil.copyfile(albert_data / "tokenizer" / "albert-30k" / "spiece.model", folder / "spiece.model")
+    return folder
+
+
+def _config(model: Path, data: Path, out: Path, **kw) -> GlueConfig:
+    values = dict(
+        model=str(model), data=str(data / "glue"), output=str(out), tasks="rte,stsb", seeds=2,
+        learning_rates="1e-3,3e-3", epochs=1.0, batch_size=8, max_seq_length=64, max_train_examples=16,
+        max_eval_examples=24, workers=2,
+    )  # fmt: skip
+    values.update(kw)
+    return GlueConfig(**values)
+
+
+def test_glue_suite_chooses_the_rate_on_mean_dev_score_and_resumes(tiny_model, albert_data, tmp_path):
+    cfg = _config(tiny_model, albert_data, tmp_path / "glue")
+    result = run_glue(cfg)
+    assert list(result["tasks"]) == ["rte", "stsb"]
+    for row in result["tasks"].values():
+        assert set(row["by_learning_rate"]) == {"0.001", "0.003"}
+        assert all(len(s) == 2 for s in row["by_learning_rate"].values())  # two seeds each
+        means = {float(r): statistics.fmean(s) for r, s in row["by_learning_rate"].items()}
+        assert row["learning_rate"] == max(means, key=means.__getitem__)
+        assert row["mean"] == pytest.approx(means[row["learning_rate"]])
+        assert row["std"] == pytest.approx(statistics.stdev(row["scores"]))
+    rte_labels = [
+        ln.split("\t")[-1].strip() for ln in (albert_data / "glue/RTE/dev.tsv").read_text().splitlines()[1:25]
+    ]
+    assert result["tasks"]["rte"]["majority"] == pytest.approx(
+        max(map(rte_labels.count, set(rte_labels))) / 24
+    )
+    assert result["tasks"]["stsb"]["majority"] == 0.0 and result["tasks"]["stsb"]["metric"] == "pearson"
+    avg = result["average"]
+    assert avg["name"] == "average of 2"
+    assert avg["score"] == pytest.approx(
+        50 * (result["tasks"]["rte"]["mean"] + result["tasks"]["stsb"]["mean"])
+    )
+    assert (tmp_path / "glue" / "glue_results.json").is_file()
+    table = format_table(result)
+    assert "RTE" in table and "STS-B" in table and "average of 2" in table
+    # Finished runs are not run again: the same call only re-reads them.
+    done = sorted((tmp_path / "glue").glob("*/lr-*/seed-*/eval_results.json"))
+    assert len(done) == 8
+    stamps = [p.stat().st_mtime_ns for p in done]
+    assert run_glue(cfg) == result
+    assert [p.stat().st_mtime_ns for p in done] == stamps
+
+
+def test_glue_refuses_bad_settings_before_running(tiny_model, albert_data, tmp_path, capsys):
+    with pytest.raises(ValueError, match="--tasks"):
+        run_glue(_config(tiny_model, albert_data, tmp_path, tasks="rte,qqp"))
+    with pytest.raises(ValueError, match="--learning-rates"):
+        run_glue(_config(tiny_model, albert_data, tmp_path, learning_rates="fast"))
+    assert (
+        main(["glue", "--model", str(tiny_model), "--data", str(tmp_path), "--output", str(tmp_path / "o")])
+        == 1
+    )
+    assert "no CoLA/dev.tsv under --data" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
