@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from albert_lm.settings import add_options, option_values
+from albert_lm.settings import add_options, option_values, recipe, recipe_names
 
 Options = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -65,6 +65,17 @@ def command(words: str, options: Options) -> Callable[[Run], Run]:
         return run
 
     return register
+
+
+def _add_recipe(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--recipe", metavar="NAME", help="take this stage's settings from a recipe (albert_lm/recipes/NAME.json, "
+        "or a JSON file); options given here win. Shipped: " + ", ".join(recipe_names()),
+    )  # fmt: skip
+
+
+def _recipe_section(args: argparse.Namespace, section: str) -> dict:
+    return recipe(args.recipe)[section] if getattr(args, "recipe", None) else {}
 
 
 # --------------------------------------------------------------------------- albert params
@@ -198,7 +209,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 def _tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
     t.add_argument("--output", required=True, help="new or empty folder for spiece.model")
-    t.add_argument("--vocab-size", type=int, default=30000, help="pieces in the model (default 30000)")
+    t.add_argument("--vocab-size", type=int, help="pieces in the model (default: the recipe's, else 30000)")
+    _add_recipe(t)
     t.add_argument("--cased", action="store_true", help="keep upper case (default: lower-case the text)")
     t.add_argument(
         "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
@@ -214,7 +226,7 @@ def _run_tokenizer_train(args: argparse.Namespace) -> int:
     tok = train_tokenizer(
         args.input,
         args.output,
-        vocab_size=args.vocab_size,
+        vocab_size=args.vocab_size or _recipe_section(args, "tokenizer").get("vocab_size", 30000),
         do_lower_case=not args.cased,
         strip_gutenberg=args.strip_gutenberg,
         seed=args.seed,
@@ -228,6 +240,7 @@ def _pretrain_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.training.pretrain_config import PretrainConfig
 
     p.add_argument("--config", default=None, metavar="FILE", help="JSON file of pretraining settings")
+    _add_recipe(p)
     # Options not typed keep the config file's value (or the default): suppress=True.
     add_options(
         p, PretrainConfig, skip=("model_overrides",), suppress=True,
@@ -260,7 +273,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         if any(len(kv) != 2 for kv in pairs):
             raise ValueError(f"--model-override takes KEY=VALUE, got {given['model_overrides']}")
         given["model_overrides"] = {k: _json_or_str(v) for k, v in pairs}
-    cfg = PretrainConfig.load(args.config, **given)
+    cfg = PretrainConfig.load(args.config, _recipe_section(args, "pretrain"), **given)
     if cfg.data is None:
         raise ValueError(
             "no data: pass --data DIR (a folder made by `albert data create`) or a --config FILE that "
@@ -287,8 +300,9 @@ def _data_create_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--output", required=True, help="new or empty folder (or an unfinished run to resume)")
     from albert_lm.data.examples import MASKINGS, OBJECTIVES, DataConfig
 
+    _add_recipe(d)
     add_options(
-        d, DataConfig, skip=("block_bytes", "shard_bytes"), required=("max_seq_length",),
+        d, DataConfig, skip=("block_bytes", "shard_bytes"), suppress=True,
         choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": ("lines", "paragraphs")},
         flags={"input_format": "--format"},
     )  # fmt: skip
@@ -300,13 +314,17 @@ def _data_create_options(d: argparse.ArgumentParser) -> None:
 @command("data create", _data_create_options)
 def _run_data_create(args: argparse.Namespace) -> int:
     """create sharded pretraining examples"""
+    import dataclasses
+
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.shards import create_pretraining_data, format_summary
 
+    values = {**_recipe_section(args, "data"), **option_values(args, DataConfig)}
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(DataConfig)})
+    if unknown:
+        raise ValueError(f"recipe: unknown data field(s) {', '.join(unknown)}")
     shard_bytes = int(args.shard_mb * (1 << 20))
-    cfg = DataConfig(
-        **option_values(args, DataConfig), block_bytes=min(1 << 20, shard_bytes), shard_bytes=shard_bytes
-    )
+    cfg = DataConfig(**values, block_bytes=min(1 << 20, shard_bytes), shard_bytes=shard_bytes)
     manifest = create_pretraining_data(
         args.input, args.tokenizer, args.output, cfg, num_workers=args.workers, progress=not args.no_progress
     )

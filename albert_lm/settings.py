@@ -27,9 +27,20 @@ import textwrap
 import types
 import typing
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["add_options", "field_docs", "option_values", "parse_duration"]
+from albert_lm.files import InputError, read_json_object
+
+__all__ = [
+    "RECIPE_DIR",
+    "add_options",
+    "field_docs",
+    "option_values",
+    "parse_duration",
+    "recipe",
+    "recipe_names",
+]
 
 
 @functools.cache
@@ -141,3 +152,33 @@ def parse_duration(text: str) -> float:
     if seconds <= 0:
         raise ValueError(f"time budget {text!r}: expected a positive duration")
     return seconds
+
+
+# --------------------------------------------------------------------------- recipes
+RECIPE_DIR = Path(__file__).resolve().parent / "recipes"
+RECIPE_SECTIONS = ("tokenizer", "data", "pretrain")
+
+
+def recipe_names() -> list[str]:
+    """The recipes shipped in the package (albert_lm/recipes/NAME.json)."""
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.json"))
+
+
+def recipe(name: str) -> dict[str, Any]:
+    """A recipe: the package's NAME.json, or a JSON file of the user's, with the settings of each stage
+    under "tokenizer" (vocab_size), "data" (DataConfig fields) and "pretrain" (PretrainConfig fields).
+    Commands take their stage's section as defaults; options given on the command line win."""
+    path = Path(name) if name.endswith(".json") else RECIPE_DIR / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no recipe {name!r}: shipped recipes are {', '.join(recipe_names())}, "
+                                "or give a JSON file")  # fmt: skip
+    values = read_json_object(path, "recipe")
+    unknown = sorted(set(values) - {*RECIPE_SECTIONS, "description"})
+    if unknown:
+        raise InputError(
+            path, f"unknown section(s) {', '.join(unknown)}; expected {', '.join(RECIPE_SECTIONS)}"
+        )
+    for section in RECIPE_SECTIONS:
+        if not isinstance(values.setdefault(section, {}), dict):
+            raise InputError(path, f"section {section!r} must be a JSON object")
+    return values

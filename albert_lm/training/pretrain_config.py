@@ -130,17 +130,26 @@ class PretrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def load(cls, file: str | os.PathLike | None = None, **overrides: Any) -> PretrainConfig:
-        """A JSON file of PretrainConfig fields (e.g. a run's pretrain_config.json), then `overrides`."""
+    def load(
+        cls, file: str | os.PathLike | None = None, recipe: dict[str, Any] | None = None, **overrides: Any
+    ) -> PretrainConfig:
+        """A recipe's "pretrain" section, then a JSON file of PretrainConfig fields (e.g. a run's
+        pretrain_config.json), then `overrides`: each wins over the one before."""
+        known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
+        if recipe is not None:
+            unknown = sorted(set(recipe) - known)
+            if unknown:
+                raise ValueError(f"recipe: unknown pretraining field(s) {', '.join(unknown)}")
+            values.update(recipe)
         if file is not None:
             path = Path(file)
             if not path.is_file():
                 raise FileNotFoundError(f"no pretraining config file at {path}")
-            values = read_json_object(path)
-            known = {f.name for f in dataclasses.fields(cls)}
-            unknown = sorted(set(values) - known)
+            from_file = read_json_object(path)
+            unknown = sorted(set(from_file) - known)
             if unknown:
                 raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)}")
+            values.update(from_file)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -1,0 +1,60 @@
+"""Recipes: one JSON names the settings of every stage; each command takes its stage's, options win."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from albert_lm.cli import build_parser, main
+from albert_lm.data.examples import DataConfig
+from albert_lm.settings import option_values, recipe, recipe_names
+from albert_lm.training.pretrain_config import PretrainConfig
+
+
+def test_shipped_recipes_load_and_hold_only_known_settings():
+    assert "paper-base" in recipe_names()
+    for name in recipe_names():
+        r = recipe(name)
+        assert r["description"] and set(r) == {"description", "tokenizer", "data", "pretrain"}
+        DataConfig(**r["data"]).validate()
+        PretrainConfig.load(recipe=r["pretrain"])
+        assert set(r["tokenizer"]) <= {"vocab_size"}
+    paper = PretrainConfig.load(recipe=recipe("paper-base")["pretrain"])
+    assert (paper.preset, paper.learning_rate, paper.max_steps, paper.warmup_steps) == (
+        "albert-base",
+        0.00176,
+        125000,
+        3125,
+    )
+    assert paper.batch_size * paper.gradient_accumulation_steps == 4096  # the paper's global batch
+
+
+def test_recipe_then_config_file_then_options(tmp_path):
+    own = tmp_path / "mine.json"
+    own.write_text(json.dumps({"pretrain": {"max_steps": 7, "learning_rate": 0.5, "seed": 3}}))
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"learning_rate": 0.25, "data": "d"}))
+    args = build_parser().parse_args(
+        ["pretrain", "--recipe", str(own), "--config", str(config), "--seed", "9"]
+    )
+    cfg = PretrainConfig.load(
+        args.config, recipe(args.recipe)["pretrain"], **option_values(args, PretrainConfig)
+    )
+    assert (cfg.max_steps, cfg.learning_rate, cfg.seed, cfg.data) == (7, 0.25, 9, "d")
+
+
+def test_bad_recipes_are_clear_errors(tmp_path, capsys):
+    with pytest.raises(FileNotFoundError, match="shipped recipes are .*paper-base"):
+        recipe("cpu-1year")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"pretrain": {"max_stepz": 1}}))
+    with pytest.raises(ValueError, match="unknown pretraining field"):
+        PretrainConfig.load(recipe=recipe(str(bad))["pretrain"])
+    bad.write_text(json.dumps({"training": {}}))
+    with pytest.raises(ValueError, match="bad.json: unknown section"):
+        recipe(str(bad))
+    bad.write_text(json.dumps({"data": {"max_ngramz": 2}}))
+    code = main(["data", "create", "--input", "x.txt", "--tokenizer", "t", "--output", str(tmp_path / "o"),
+                 "--recipe", str(bad)])  # fmt: skip
+    assert code == 1 and "unknown data field(s) max_ngramz" in capsys.readouterr().err
