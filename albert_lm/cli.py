@@ -75,7 +75,7 @@ def _add_recipe(p: argparse.ArgumentParser) -> None:
 
 
 def _recipe_section(args: argparse.Namespace, section: str) -> dict:
-    return recipe(args.recipe)[section] if getattr(args, "recipe", None) else {}
+    return recipe(args.recipe)[section] if args.recipe else {}
 
 
 # --------------------------------------------------------------------------- albert params
@@ -269,10 +269,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
 
     given = option_values(args, PretrainConfig)
     if "model_overrides" in given:
-        pairs = [kv.split("=", 1) for kv in given["model_overrides"]]
-        if any(len(kv) != 2 for kv in pairs):
-            raise ValueError(f"--model-override takes KEY=VALUE, got {given['model_overrides']}")
-        given["model_overrides"] = {k: _json_or_str(v) for k, v in pairs}
+        given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, _recipe_section(args, "pretrain"), **given)
     if cfg.data is None:
         raise ValueError(
@@ -282,15 +279,6 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     result = pretrain(cfg)
     print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
     return 0
-
-
-def _json_or_str(value: str):
-    import json
-
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
 
 
 # --------------------------------------------------------------------------- albert data create

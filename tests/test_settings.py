@@ -108,3 +108,11 @@ def test_pretrain_without_data_is_an_error_that_says_what_to_pass(tmp_path, caps
     err = capsys.readouterr().err
     assert "--data" in err and "albert data create" in err and "albert demo" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_model_overrides_read_values_as_json_where_they_are():
+    got = PretrainConfig.parse_overrides(["num_hidden_layers=24", "hidden_act=gelu", "p=0.1", "s=[1, 2]"])
+    assert got == {"num_hidden_layers": 24, "hidden_act": "gelu", "p": 0.1, "s": [1, 2]}
+    for bad in ("num_hidden_layers", "=3"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            PretrainConfig.parse_overrides([bad])

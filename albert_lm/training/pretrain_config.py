@@ -7,6 +7,7 @@ Bad values fail at construction with a message that names the field.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,20 @@ class PretrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @staticmethod
+    def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+        """["num_hidden_layers=24", "hidden_act=gelu"] -> model_overrides; values read as JSON if they are."""
+        out: dict[str, Any] = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise ValueError(f"--model-override takes KEY=VALUE, got {pair!r}")
+            try:
+                out[key] = json.loads(value)
+            except json.JSONDecodeError:
+                out[key] = value
+        return out
 
     @classmethod
     def load(
