@@ -375,7 +375,8 @@ def _run_bench(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from albert_lm.bench.runner import format_table, run_suite, write_json
+    from albert_lm.bench.runner import format_table, run_suite
+    from albert_lm.files import write_json
 
     data = args.data or os.environ.get("ALBERT_DATA")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -390,7 +391,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     )
     print(format_table(result))
     if args.json:
-        write_json(result, Path(args.json))
+        write_json(Path(args.json), result, indent=1)
     return 0
 
 

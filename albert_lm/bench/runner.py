@@ -37,7 +37,6 @@ from typing import Any
 
 import torch
 
-from albert_lm import files
 from albert_lm.bench.ablations import ABLATIONS, ablation_row
 from albert_lm.bench.workloads import (
     SIDES,
@@ -406,11 +405,6 @@ def format_table(result: dict[str, Any]) -> str:
     if limits:
         out += ["", "GEMM limit per dtype: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in limits.items())]
     return "\n".join(out)
-
-
-def write_json(result: dict[str, Any], path: Path) -> None:
-    """`albert bench --json`: the result, written atomically (`albert_lm.files.write_json`)."""
-    files.write_json(path, result, indent=1)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:

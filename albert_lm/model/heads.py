@@ -12,6 +12,7 @@ logits come from the encoder output and what their loss is. Pretraining and QA t
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Generic, TypeVar
 
@@ -81,7 +82,7 @@ _Output = TypeVar("_Output", bound=LogitsOutput)
 _Inputs = tuple[torch.Tensor | None, ...]
 
 
-class _LabelsHead(AlbertPreTrainedModel, Generic[_Output]):
+class _LabelsHead(AlbertPreTrainedModel, Generic[_Output], abc.ABC):
     """The forward of the heads whose targets are called `labels` and whose output is one logits tensor.
 
     A subclass builds its layers after this `__init__` (the encoder first, as transformers orders them),
@@ -115,11 +116,13 @@ class _LabelsHead(AlbertPreTrainedModel, Generic[_Output]):
     def _encode(self, inputs: _Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
         return self.albert(*inputs, output_hidden_states)
 
+    @abc.abstractmethod
     def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
-        raise NotImplementedError
+        """The head's logits from the encoder output."""
 
+    @abc.abstractmethod
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The loss of `logits` against `labels`."""
 
 
 class AlbertForPreTraining(AlbertPreTrainedModel):
