@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -92,7 +93,11 @@ def warn_if_bf16_is_slow() -> None:
     )
 
 
-def resolve_precision(precision: str, device: torch.device | str = "cpu") -> tuple[str, str]:
+Precision = Literal["fp32", "bf16", "fp16"]
+_NAMED: dict[str, Precision] = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+
+
+def resolve_precision(precision: str, device: torch.device | str = "cpu") -> tuple[Precision, str]:
     """(fp32 | bf16 | fp16, why) for a requested precision; "auto" is bf16 where it is fast, else fp32.
 
     Fast: a CUDA device with bf16 (Ampere and later), or a CPU whose bf16 products measure >= 1.2x its
@@ -100,7 +105,9 @@ def resolve_precision(precision: str, device: torch.device | str = "cpu") -> tup
     """
     device = torch.device(device)
     if precision != "auto":
-        return precision, "asked for"
+        if precision not in _NAMED:
+            raise ValueError(f"precision must be auto, fp32, bf16 or fp16, got {precision!r}")
+        return _NAMED[precision], "asked for"
     if device.type == "cuda":
         if torch.cuda.get_device_capability(device)[0] >= 8:  # Ampere and later (older ones emulate it)
             return "bf16", f"{torch.cuda.get_device_name(device)} computes bf16 natively"

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import read_json_object, write_json
-from albert_lm.kernels.precision import resolve_precision
+from albert_lm.kernels.precision import Precision, resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import (
@@ -51,23 +51,12 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def resolved_precision(precision: str, device: torch.device) -> str:
+def resolved_precision(precision: str, device: torch.device) -> Precision:
     """`auto` -> bf16 where this device computes it fast, else fp32 (logged); others unchanged."""
     resolved, why = resolve_precision(precision, device)
     if precision == "auto":
         logger.info("precision auto -> %s: %s", resolved, why)
     return resolved
-
-
-def as_precision(name: str) -> Literal["fp32", "bf16", "fp16"]:
-    """A resolved precision name as FinetuneConfig.precision's type."""
-    if name == "fp32":
-        return "fp32"
-    if name == "bf16":
-        return "bf16"
-    if name == "fp16":
-        return "fp16"
-    raise ValueError(f"precision must be fp32, bf16 or fp16, got {name!r}")
 
 
 def required(value: _T | None, name: str) -> _T:

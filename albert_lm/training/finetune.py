@@ -43,7 +43,6 @@ from albert_lm.tasks.batches import collate, feature_length, length_bucketed_bat
 from albert_lm.tasks.task import Feature
 from albert_lm.training.evaluation import (
     EvalSet,
-    as_precision,
     autocast_for,
     build_task,
     eval_sets_of,
@@ -141,7 +140,7 @@ def _fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
         )  # fmt: skip
         cfg.max_seq_length = model_config.max_position_embeddings
     device = pick_device(cfg.device)
-    cfg.precision = as_precision(resolved_precision(cfg.precision, device))
+    cfg.precision = resolved_precision(cfg.precision, device)
     if cfg.precision == "fp16" and device.type != "cuda":
         raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
     return device
