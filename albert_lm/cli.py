@@ -216,6 +216,17 @@ def _tokenizer_train_options(t: argparse.ArgumentParser) -> None:
         "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
     )
     t.add_argument("--seed", type=int, default=12345, help="SentencePiece sampling seed (default 12345)")
+    t.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --output")
+    t.add_argument(
+        "--skip-invalid-utf8", action="store_true", help="skip lines that are not UTF-8 instead of failing"
+    )
+    t.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="longest accepted input line (default 1 MiB)",
+    )
 
 
 @command("tokenizer train", _tokenizer_train_options)
@@ -230,6 +241,9 @@ def _run_tokenizer_train(args: argparse.Namespace) -> int:
         do_lower_case=not args.cased,
         strip_gutenberg=args.strip_gutenberg,
         seed=args.seed,
+        overwrite=args.overwrite,
+        skip_invalid_utf8=args.skip_invalid_utf8,
+        max_line_bytes=args.max_line_bytes,
     )
     print(f"wrote {tok.model_file} ({tok.vocab_size} pieces)")
     return 0
@@ -278,6 +292,10 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         )
     result = pretrain(cfg)
     print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
+    if result.interrupted:  # saved, but not finished: scripts must not go on as if it had
+        print(f"albert pretrain: stopped at step {result.step} (checkpoint saved); continue with --resume",
+              file=sys.stderr)  # fmt: skip
+        return 128 + int(result.signum or 15)
     return 0
 
 
@@ -311,6 +329,10 @@ def _run_data_create(args: argparse.Namespace) -> int:
     unknown = sorted(set(values) - {f.name for f in dataclasses.fields(DataConfig)})
     if unknown:
         raise ValueError(f"recipe: unknown data field(s) {', '.join(unknown)}")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers {args.workers}: expected at least 1")
+    if not args.shard_mb > 0:
+        raise ValueError(f"--shard-mb {args.shard_mb}: expected a positive number")
     shard_bytes = int(args.shard_mb * (1 << 20))
     cfg = DataConfig(**values, block_bytes=min(1 << 20, shard_bytes), shard_bytes=shard_bytes)
     manifest = create_pretraining_data(
@@ -436,12 +458,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from albert_lm.kernels.hardware import tune_cpu_allocator
 
         tune_cpu_allocator()  # fewer page faults per step; process-wide, so the command decides
+    name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError) as e:
         # Bad input: one clear line, non-zero exit, no traceback.
-        print(f"albert {args.command}: error: {e}", file=sys.stderr)
+        print(f"albert {name}: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C outside a loop that handles it: one line, the shell's code
+        print(f"\nalbert {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -151,3 +152,28 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(obj, dict):
                 raise InputError(path, "expected a JSON object", line=n)
             yield n, obj
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def describe_folder(folder: str | os.PathLike, limit: int = 8) -> str:
+    """The names in `folder`, for a message: "a, b/, c and 4 more" (folders end in /)."""
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in Path(folder).iterdir())
+    shown = ", ".join(names[:limit]) or "nothing"
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def clear_folder(folder: str | os.PathLike) -> None:
+    """Remove everything `folder` holds (`--overwrite`); the folder itself stays."""
+    for p in Path(folder).iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()

@@ -22,6 +22,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import math
 import re
 import textwrap
 import types
@@ -35,6 +36,7 @@ from albert_lm.files import InputError, read_json_object
 __all__ = [
     "RECIPE_DIR",
     "add_options",
+    "check_fields",
     "field_docs",
     "option_values",
     "parse_duration",
@@ -66,6 +68,68 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 _METAVARS = {int: "N", float: "X"}
+
+
+def _union_args(hint: Any) -> tuple[Any, ...] | None:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return typing.get_args(hint)
+    return None
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether `value` (from JSON or the command line) is of type `hint` as a config field means it:
+    no bool for an int, no string for a number, only finite floats."""
+    if hint is Any:
+        return True
+    if (args := _union_args(hint)) is not None:
+        return any(_matches(value, a) for a in args)
+    if typing.get_origin(hint) is typing.Literal:
+        return any(type(value) is type(c) and value == c for c in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    origin = typing.get_origin(hint) or hint
+    return isinstance(value, origin) if isinstance(origin, type) else True
+
+
+def _describe(hint: Any) -> str:
+    if (args := _union_args(hint)) is not None:
+        return " or ".join(_describe(a) for a in args)
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(json_repr(c) for c in typing.get_args(hint))
+    names = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
+             type(None): "null", dict: "a JSON object", list: "a list"}  # fmt: skip
+    return names.get(typing.get_origin(hint) or hint, str(hint))
+
+
+def json_repr(value: Any) -> str:
+    """A value as the user wrote it in JSON: "3" for a string, 3 for a number, null, true."""
+    import json
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def check_fields(obj: Any, where: str = "") -> None:
+    """Refuse a dataclass instance whose fields do not hold their declared types: one ValueError naming
+    the field, the type expected and the value given (`where` prefixes it: a file, a config's name).
+    Config files, recipes, overrides and options all reach the configs' constructors, so this one check
+    covers them all."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if not _matches(value, hints[f.name]):
+            prefix = f"{where}: " if where else ""
+            raise ValueError(f"{prefix}{f.name}: expected {_describe(hints[f.name])}, got {json_repr(value)}")
 
 
 def _option_type(hint: Any) -> tuple[Any, tuple[Any, ...] | None]:

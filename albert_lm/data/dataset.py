@@ -49,6 +49,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from albert_lm.data.examples import DataConfig
 from albert_lm.data.masking import IGNORE_INDEX, mask_sequence
+from albert_lm.files import InputError, file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,27 @@ class PretrainingDataset(Dataset):
         counts = [s["examples"] for s in self.manifest["splits"][split]["shards"]]
         self._cum = [0, *np.cumsum(counts, dtype=np.int64).tolist()]  # ints even for a split with no shards
         self._shards: list[dict[str, np.ndarray] | None] = [None] * len(self._shard_dirs)
+        self._checksums = [s.get("sha256", {}) for s in self.manifest["splits"][split]["shards"]]
+
+    def verify(self) -> None:
+        """Check the tokenizer and this split's shard files against the manifest's sha256: a damaged or
+        replaced file is an error that names it (pretraining calls this before its first step)."""
+        expected = self.manifest["tokenizer"].get("sha256")
+        if expected and file_sha256(self.tokenizer_path) != expected:
+            raise ValueError(
+                f"{self.tokenizer_path}: not the tokenizer this data was made with (its sha256 differs from "
+                f"{self.path / 'manifest.json'}); the token ids belong to that one: restore it or recreate the data"
+            )
+        for folder, checksums in zip(self._shard_dirs, self._checksums, strict=True):
+            for name, sha in checksums.items():
+                file = folder / name
+                if not file.is_file():
+                    raise FileNotFoundError(f"{file}: missing (listed in {self.path / 'manifest.json'})")
+                if file_sha256(file) != sha:
+                    raise ValueError(
+                        f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); "
+                        "recreate the data with `albert data create`"
+                    )
 
     def __len__(self) -> int:
         return self._cum[-1]
@@ -289,7 +311,16 @@ def text_eval_dataset(
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"eval text {file}: no such file")
-    lines = [ln for ln in file.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    raw = file.read_bytes()
+    try:
+        if b"\0" in raw:
+            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\0"), raw.index(b"\0") + 1, "NUL byte")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(
+            file, f"not UTF-8 text (byte {e.start}: {e.reason}); --eval-text takes a plain-text file"
+        ) from None
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     ids = [i for row in tokenizer.encode_batch(lines) for i in row]
     rng = np.random.default_rng(seed)
     body = seq_length - 2

@@ -56,7 +56,14 @@ from albert_lm.data.examples import (
 )
 from albert_lm.data.masking import word_start_table
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import InputError, atomic_folder, read_json_object, write_json
+from albert_lm.files import (
+    InputError,
+    atomic_folder,
+    describe_folder,
+    file_sha256,
+    read_json_object,
+    write_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,14 +72,6 @@ MANIFEST = "manifest.json"
 PLAN = ".albert-data-plan.json"
 SPLITS = ("train", "eval")
 _SPLIT_SEED = {"train": 0, "eval": 1}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------- planning
@@ -230,7 +229,7 @@ def _write_shard(final: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any
     with atomic_folder(final, tmp=final.with_name(f"{final.name}.tmp-{os.getpid()}")) as tmp:
         for name, arr in arrays.items():
             np.save(tmp / f"{name}.npy", arr)
-            checksums[f"{name}.npy"] = _sha256(tmp / f"{name}.npy")
+            checksums[f"{name}.npy"] = file_sha256(tmp / f"{name}.npy")
         write_json(tmp / "meta.json", {**meta, "sha256": checksums})
     return checksums
 
@@ -250,13 +249,14 @@ def _check_output(out: Path, pid: str) -> None:
                 got = None
             if got == pid:
                 return
+            what = "finished pretraining data" if marker == MANIFEST else f"an unfinished run ({PLAN})"
             raise FileExistsError(
-                f"{out}: holds pretraining data made from other inputs or settings (plan {got}, this run "
-                f"{pid}); choose a new --output folder or remove it"
+                f"--output {out}: holds {what} made from other inputs or settings (plan {got}, this run "
+                f"{pid}; {describe_folder(out)}); rerun the command that made it to finish it, or choose "
+                "a new --output (or remove that folder)"
             )
-    names = sorted(p.name for p in out.iterdir())[:5]
     raise FileExistsError(
-        f"{out}: folder holds other files ({', '.join(names)}); give a new or empty --output"
+        f"--output {out}: folder holds other files ({describe_folder(out)}); give a new or empty --output"
     )
 
 
@@ -274,7 +274,7 @@ def create_pretraining_data(
     out = Path(output)
     tok = AlbertTokenizer.from_pretrained(tokenizer)
     plan = plan_shards([str(p) for p in inputs], cfg)
-    pid = plan_id(plan, cfg, _sha256(tok.model_file))
+    pid = plan_id(plan, cfg, file_sha256(tok.model_file))
     _check_output(out, pid)
     out.mkdir(parents=True, exist_ok=True)
     if (out / MANIFEST).is_file():
@@ -383,7 +383,7 @@ def _manifest(
         "config": asdict(cfg),
         "tokenizer": {
             "file": "spiece.model",
-            "sha256": _sha256(out / "spiece.model"),
+            "sha256": file_sha256(out / "spiece.model"),
             "vocab_size": tok.vocab_size,
             "do_lower_case": tok.do_lower_case,
             "source": str(tok.model_file),

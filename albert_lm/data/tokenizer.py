@@ -26,6 +26,8 @@ Training a new model: `albert_lm.data.tokenizer_training.train_tokenizer`.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
 import json
 import logging
@@ -151,6 +153,18 @@ class AlbertTokenizer:
         return [model_out, config_out]
 
     # ------------------------------------------------------------------ vocabulary
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The vocabulary's identity: a hash of every piece with its score and type, and of the case
+        rule. Equal for copies and for the same training repeated; differs for any other vocabulary of
+        the same size. Compared wherever a model meets data or a tokenizer (docs/errors.md)."""
+        h = hashlib.sha256(f"lower={self.do_lower_case};accents={self.keep_accents}".encode())
+        for i in range(self.vocab_size):
+            h.update(
+                f"\n{self.sp.id_to_piece(i)}\t{self.sp.get_score(i)!r}\t{self.sp.is_control(i)}".encode()
+            )
+        return h.hexdigest()[:16]
+
     @property
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()

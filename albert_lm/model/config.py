@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import read_json_object, write_json
+from albert_lm.settings import check_fields
 
 __all__ = ["ACTIVATIONS", "PRESETS", "SHARING", "AlbertConfig", "read_json_object"]
 
@@ -67,6 +68,8 @@ class AlbertConfig:
         def need(ok: bool, msg: str) -> None:
             if not ok:
                 raise ValueError(f"AlbertConfig: {msg}")
+
+        check_fields(self, "AlbertConfig")
 
         need(self.sharing in SHARING, f"sharing must be one of {SHARING}, got {self.sharing!r}")
         need(
@@ -117,7 +120,7 @@ class AlbertConfig:
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
         values = dict(PRESETS[name])
-        values.update(overrides)
+        values.update(_known_overrides(overrides))
         return cls(**values)
 
     # ----------------------------------------------------------------- JSON (transformers' format)
@@ -164,11 +167,23 @@ class AlbertConfig:
         model_type = d.get("model_type", "albert")
         if model_type not in ("albert", "albert-lm"):
             raise ValueError(f"{file}: model_type is {model_type!r}, expected 'albert'")
-        d.update(overrides)
+        d.update(_known_overrides(overrides))
         try:
             return cls.from_dict(d)
         except (TypeError, ValueError) as e:
             raise ValueError(f"{file}: {e}") from e
+
+
+def _known_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """`overrides`, refused with the list of fields if one of them is not an AlbertConfig field."""
+    known = [f.name for f in dataclasses.fields(AlbertConfig) if f.name != "extra"]
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise ValueError(
+            f"unknown model field(s) {', '.join(map(repr, unknown))} in the model overrides; "
+            f"AlbertConfig fields are: {', '.join(known)}"
+        )
+    return overrides
 
 
 def _albert(h: int, layers: int) -> dict[str, Any]:

@@ -410,7 +410,13 @@ def score_prediction_file(
 ) -> dict[str, float]:
     """Score a predictions JSON (qid -> answer text) against an official SQuAD file, as the official scripts."""
     dataset = load_squad_json(data)
-    gold = metrics.squad_gold_answers(dataset, version2)
+    try:
+        gold = metrics.squad_gold_answers(dataset, version2)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise InputError(
+            data,
+            f"not a SQuAD file (expected data[].paragraphs[].qas[] with id and answers; {type(e).__name__}: {e})",
+        ) from None
     if not gold:
         raise InputError(data, "no questions found")
     preds = read_json_object(predictions, "predictions (question id -> answer text)")

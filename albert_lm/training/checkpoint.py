@@ -148,6 +148,9 @@ def load_training_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     if not file.is_file():
         raise FileNotFoundError(f"no {STATE_FILE} in {checkpoint_dir}: not a complete checkpoint")
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
+        state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:  # unpickling errors come in many types; name the file whatever they are
         raise ValueError(f"{file}: cannot read the training state ({type(e).__name__}: {e})") from e
+    if not isinstance(state, dict):
+        raise ValueError(f"{file}: not an albert-lm training state (expected a dict)")
+    return state

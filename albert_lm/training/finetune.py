@@ -34,8 +34,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import atomic_folder, write_json
+from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.files import atomic_folder, clear_folder, describe_folder, write_json
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.tasks import Task
@@ -65,14 +65,18 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     cfg = cfg.resolved()
     data, out = Path(cfg.data), Path(cfg.output)
     if not data.exists():
-        raise FileNotFoundError(f"no data at {data}")
+        raise FileNotFoundError(f"--data {data}: no such file or folder")
+    _check_folders(cfg)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     task = build_task(cfg)
-    tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
+    tokenizer = _tokenizer(cfg)
     device = _fit_to_model_and_device(cfg)
     # Everything is read and checked before the first file is written.
     train_features, eval_sets = _read_inputs(cfg, task, data, tokenizer)
+    if cfg.overwrite and out.is_dir():
+        logger.info("--overwrite: removing %s from %s", describe_folder(out), out)
+        clear_folder(out)
     run = _Run(cfg, task, tokenizer, device, out, eval_sets)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
     model = load_for_task(task, cfg.model, cfg).to(device)
@@ -89,6 +93,48 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         "best %s = %s at step %d; model in %s", task.main_metric, best.main, best.record["step"], out / "best"
     )
     return dict(best.record)
+
+
+RUN_FILES = ("eval_results.json", "metrics.jsonl", "best", "predictions")
+
+
+def _check_folders(cfg: FinetuneConfig) -> None:
+    """The model is a model folder; the output is not an input and holds no other run (unless
+    --overwrite)."""
+    model, out = Path(cfg.model), Path(cfg.output)
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
+    for option, value in (("--model", model), ("--data", Path(cfg.data))):
+        if out.resolve() == value.resolve() or out.resolve() in value.resolve().parents:
+            raise ValueError(f"--output {out} is, or holds, the {option} {value}; choose another --output")
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    if out.is_dir() and not cfg.overwrite and any((out / name).exists() for name in RUN_FILES):
+        raise FileExistsError(
+            f"--output {out} holds another run ({describe_folder(out)}): pass --overwrite to replace it, "
+            "or choose another --output"
+        )
+
+
+def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
+    """The model's own tokenizer; --tokenizer only for a model without one (or the same vocabulary)."""
+    own = Path(cfg.model) / MODEL_FILE
+    tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
+    if cfg.tokenizer and own.is_file():
+        theirs = AlbertTokenizer.from_pretrained(cfg.model)
+        if theirs.fingerprint != tokenizer.fingerprint:
+            raise ValueError(
+                f"--tokenizer {cfg.tokenizer}: --model {cfg.model} has its own tokenizer ({own}, "
+                f"{theirs.vocab_size} pieces) and this is another vocabulary ({tokenizer.vocab_size} pieces); "
+                "the model's embeddings belong to its own: drop --tokenizer"
+            )
+    vocab = AlbertConfig.from_pretrained(cfg.model).vocab_size
+    if tokenizer.vocab_size > vocab:
+        raise ValueError(
+            f"--tokenizer {cfg.tokenizer or cfg.model}: {tokenizer.vocab_size} pieces, but the model's embedding "
+            f"has {vocab} rows; use the model's own tokenizer"
+        )
+    return tokenizer
 
 
 @dataclass

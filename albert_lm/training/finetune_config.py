@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from albert_lm.settings import check_fields
+
 
 @dataclass(frozen=True)
 class TaskDefaults:
@@ -63,6 +65,8 @@ class FinetuneConfig:
     """output folder"""
     tokenizer: str | None = None
     """spiece.model (or its folder) when --model has none"""
+    overwrite: bool = False
+    """replace the run the output folder holds (refused otherwise)"""
     max_steps: int | None = None
     """optimizer steps (default: the task's)"""
     epochs: float | None = None
@@ -126,6 +130,7 @@ class FinetuneConfig:
     """token classification: tags column"""
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if self.task not in TASK_DEFAULTS:
             raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASK_DEFAULTS)}")
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
@@ -134,6 +139,25 @@ class FinetuneConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        for name in ("log_every", "eval_every", "max_train_examples", "max_eval_examples", "doc_stride",
+                     "max_query_length", "n_best", "max_answer_length", "max_qa_length"):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        for name in ("epochs", "learning_rate", "max_grad_norm"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        for name in ("warmup_steps",):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        for name in ("dropout", "classifier_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
 
     def resolved(self) -> FinetuneConfig:
         """A copy with the task's defaults filled in (steps and warmup are resolved in `finetune`)."""

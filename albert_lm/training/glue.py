@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.files import read_json_object, write_json
+from albert_lm.settings import check_fields
 from albert_lm.tasks import get_task
 from albert_lm.training.finetune_config import FinetuneConfig
 
@@ -73,6 +74,19 @@ class GlueConfig:
     """runs at a time, each a process with one thread (0: one per CPU core)"""
     precision: Literal["fp32", "bf16"] = "fp32"
     """fp32 or bf16 (autocast); fp32 by default, so scores do not depend on the CPU"""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for name in ("seeds", "batch_size", "max_seq_length", "max_train_examples", "max_eval_examples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.workers < 0:
+            raise ValueError(f"workers must be >= 0 (0: one per CPU core), got {self.workers}")
+        if self.epochs <= 0:
+            raise ValueError(f"epochs must be > 0, got {self.epochs}")
+        self.task_list()
+        self.rates()
 
     def task_list(self) -> list[str]:
         names = [t.strip() for t in self.tasks.split(",") if t.strip()]

@@ -62,6 +62,11 @@ class PretrainResult:
     step: int
     interrupted: bool
     final_metrics: dict[str, float]
+    signum: int | None = None  # the signal that stopped it (interrupted runs)
+
+
+class NonFiniteLossError(ValueError):
+    """The loss (or the gradient) became inf or NaN: the run stops without saving the step."""
 
 
 @dataclass
@@ -151,6 +156,24 @@ def take_step(run: Run) -> StepStats:
     run.offset += run.sampler.global_batch
     run.compute_s += time.perf_counter() - t0
     return last
+
+
+def check_finite(run: Run, last: StepStats) -> None:
+    """Stop on an inf/NaN gradient norm (global, so every rank stops alike): the step is not saved and the
+    newest checkpoint stays the last good state."""
+    if bool(torch.isfinite(last.grad_norm)):
+        return
+    newest = ckpt.latest_checkpoint(run.out)
+    kept = (
+        f"the newest checkpoint, {newest}, is the last good state"
+        if newest
+        else "no checkpoint was saved yet"
+    )
+    raise NonFiniteLossError(
+        f"step {run.step}: the loss or the gradient is not finite (gradient norm {float(last.grad_norm)}); "
+        f"stopped without saving: {kept}. Lower --learning-rate or raise --warmup-steps and start again "
+        "(--init-from the checkpoint to keep its weights)"
+    )
 
 
 def budget_spent(run: Run, budget_s: float | None) -> bool:
@@ -306,6 +329,7 @@ def pretrain(
         done = budget_spent(run, budget_s)  # a resumed run may have spent it already
         while run.step < cfg.max_steps and not done:
             last = take_step(run)
+            check_finite(run, last)
             bar.update(1)
             if on_step is not None:
                 on_step(run.step)
@@ -324,7 +348,7 @@ def pretrain(
                 if d.main:
                     name = signal.Signals(stop.signum).name if stop.signum else "a signal on another rank"
                     logger.info("stopped by %s at step %d; continue with --resume", name, run.step)
-                return PretrainResult(run.out, run.step, True, final)
+                return PretrainResult(run.out, run.step, True, final, stop.signum or signal.SIGTERM)
         if done and d.main:
             logger.info("time budget %s spent at step %d (%.0f s): schedule complete", cfg.time_budget,
                         run.step, run.elapsed_s)  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.files import read_json_object
-from albert_lm.settings import parse_duration
+from albert_lm.settings import check_fields, parse_duration
 
 
 @dataclass
@@ -91,6 +91,8 @@ class PretrainConfig:
     """seed of initialisation, data order and masking"""
     resume: bool = False
     """continue from the newest checkpoint in the output folder"""
+    overwrite: bool = False
+    """replace the run the output folder holds (refused otherwise)"""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto: CUDA when there is one"""
     tensorboard: bool = True
@@ -105,6 +107,7 @@ class PretrainConfig:
             if not ok:
                 raise ValueError(f"PretrainConfig: {msg}")
 
+        check_fields(self)
         for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches"):
             need(int(getattr(self, name)) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("warmup_steps", "save_every", "eval_every", "keep_last"):
@@ -113,8 +116,16 @@ class PretrainConfig:
             try:
                 parse_duration(self.time_budget)
             except ValueError as e:
-                need(False, str(e))
-        need(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+                need(False, f"time_budget: {e}")
+        for name in ("learning_rate", "adam_epsilon", "max_grad_norm", "poly_power", "dist_timeout_s"):
+            need(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
+        for name in ("adam_beta1", "adam_beta2"):
+            need(0 <= getattr(self, name) < 1, f"{name} must be in [0, 1), got {getattr(self, name)}")
+        need(
+            self.dropout_off_step is None or self.dropout_off_step >= 0,
+            f"dropout_off_step must be >= 0, got {self.dropout_off_step}",
+        )
         need(
             self.precision in ("auto", "fp32", "bf16"),
             f"precision must be auto, fp32 or bf16, got {self.precision!r}",
@@ -152,11 +163,13 @@ class PretrainConfig:
         pretrain_config.json), then `overrides`: each wins over the one before."""
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
+        source: dict[str, str] = {}  # field -> where its value came from, for the error message
         if recipe is not None:
             unknown = sorted(set(recipe) - known)
             if unknown:
                 raise ValueError(f"recipe: unknown pretraining field(s) {', '.join(unknown)}")
             values.update(recipe)
+            source.update(dict.fromkeys(recipe, "recipe"))
         if file is not None:
             path = Path(file)
             if not path.is_file():
@@ -166,5 +179,12 @@ class PretrainConfig:
             if unknown:
                 raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)}")
             values.update(from_file)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+            source.update(dict.fromkeys(from_file, str(path)))
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
+        source.update({k: "--" + k.replace("_", "-") for k in given})
+        try:
+            return cls(**values)
+        except ValueError as e:
+            name = str(e).removeprefix("PretrainConfig: ").split(":")[0].split(" ")[0]
+            raise ValueError(f"{source[name]}: {e}" if name in source else str(e)) from None

@@ -27,11 +27,14 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_eval_dataset
+from albert_lm.files import clear_folder, describe_folder
 from albert_lm.kernels.precision import resolve_precision
+from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
+from albert_lm.training import preflight
 from albert_lm.training.distributed import DistInfo, init_distributed
-from albert_lm.training.model_init import initial_model
+from albert_lm.training.model_init import build_model_config, initial_model
 from albert_lm.training.monitor import MetricsLog
 from albert_lm.training.objective import STATS, PretrainingObjective
 from albert_lm.training.optim import build_optimizer, build_scheduler, build_time_budget_scheduler
@@ -42,6 +45,7 @@ logger = logging.getLogger(__name__)
 # DataLoader worker processes per rank: on CUDA they read and pad while the GPU computes; on CPU they
 # compete with the step for the same cores (measured: slower on 2 cores), so the main process reads.
 CUDA_LOADER_WORKERS = 2
+STATE_KEYS = ("step", "epoch", "offset", "optimizer", "scheduler", "ranks")  # what resuming reads
 
 
 @dataclass
@@ -115,28 +119,54 @@ def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
     if not data.is_dir():
         raise FileNotFoundError(f"--data {data}: no such folder")
     train = PretrainingDataset(data, split="train")
-    try:
-        evaluation = PretrainingDataset(data, split="eval")
-    except (FileNotFoundError, ValueError) as e:
-        logger.warning("no held-out split in %s (%s): evaluating on nothing", data, e)
+    evaluation: Any = PretrainingDataset(data, split="eval") if "eval" in train.manifest["splits"] else None
+    if evaluation is None or len(evaluation) == 0:
+        logger.warning(
+            "no evaluation: the held-out split of %s is empty (too little text for --eval-fraction %s); "
+            "no held-out metrics will be reported", data, train.config.eval_fraction,
+        )  # fmt: skip
         evaluation = None
     return train, evaluation, AlbertTokenizer.from_pretrained(data)
 
 
-def _prepare_output(cfg: PretrainConfig, d: DistInfo) -> tuple[Path, Path | None]:
-    """The output folder, cleared of half-written checkpoints, and its newest complete checkpoint."""
+def _check_inputs(
+    cfg: PretrainConfig, latest: Path | None, train: Any, evaluation: Any, tokenizer: Any
+) -> None:
+    """Everything given fits together (`albert_lm.training.preflight`), before any folder is touched."""
+    preflight.check_output(cfg, latest)
+    vocab = getattr(tokenizer, "vocab_size", None)
+    seq = getattr(train, "max_seq_length", None)
+    if latest is not None and cfg.resume:
+        preflight.check_resume(cfg, latest)
+        preflight.check_tokenizer(tokenizer, latest, "--resume: the checkpoint")
+        preflight.check_model_fits(AlbertConfig.from_pretrained(latest), str(latest), vocab, seq)
+    else:
+        preflight.check_model_fits(build_model_config(cfg, vocab), "the model", None, seq)
+        if cfg.init_from:
+            preflight.check_tokenizer(tokenizer, Path(cfg.init_from), "--init-from")
+            source = AlbertConfig.from_pretrained(cfg.init_from)
+            if vocab is not None and source.vocab_size != vocab:
+                raise ValueError(
+                    f"--init-from {cfg.init_from}: its embedding has {source.vocab_size} rows, the data's "
+                    f"tokenizer {vocab} pieces; use data made with the model's tokenizer"
+                )
+    preflight.check_data([train, evaluation])
+
+
+def _prepare_output(cfg: PretrainConfig, d: DistInfo, latest: Path | None) -> Path:
+    """The output folder: emptied under --overwrite, cleared of half-written checkpoints."""
     out = Path(cfg.output)
     if d.main:
+        if cfg.overwrite and out.is_dir():
+            logger.info("--overwrite: removing %s from %s", describe_folder(out), out)
+            clear_folder(out)
         out.mkdir(parents=True, exist_ok=True)
         ckpt.remove_stale_temporaries(out)
     if d.world > 1:
         dist.barrier()
-    latest = ckpt.latest_checkpoint(out)
-    if latest is not None and not cfg.resume:
-        raise FileExistsError(f"{out} already holds {latest.name}: pass --resume, or choose another --output")
     if cfg.resume and latest is None and d.main:
         logger.warning("--resume: no complete checkpoint in %s, starting from step 0", out)
-    return out, latest
+    return out
 
 
 def _seed_everything(seed: int) -> None:
@@ -206,6 +236,11 @@ def _train_loader(
 def _restore(run: Run, latest: Path) -> None:
     """Continue from `latest`: optimizer, scheduler, data position, this rank's RNG and metric sums."""
     state = ckpt.load_training_state(latest)
+    missing = [k for k in STATE_KEYS if k not in state]
+    if missing:
+        raise ValueError(
+            f"{latest / ckpt.STATE_FILE}: not a pretraining state (missing {', '.join(missing)})"
+        )
     run.optimizer.load_state_dict(state["optimizer"])
     run.scheduler.load_state_dict(state["scheduler"])
     run.step, run.epoch, run.offset = state["step"], state["epoch"], state["offset"]
@@ -242,7 +277,9 @@ def setup(
     cfg, device, d = _start_process(cfg)
     if train_dataset is None:
         train_dataset, eval_dataset, tokenizer = _load_data(cfg)
-    out, latest = _prepare_output(cfg, d)
+    latest = None if cfg.overwrite else ckpt.latest_checkpoint(cfg.output)
+    _check_inputs(cfg, ckpt.latest_checkpoint(cfg.output), train_dataset, eval_dataset, tokenizer)
+    out = _prepare_output(cfg, d, latest)
     _seed_everything(cfg.seed)
     sentence_objective = getattr(train_dataset, "objective", "sop")
     vocab_size = getattr(tokenizer, "vocab_size", None)

@@ -1,0 +1,124 @@
+"""Checks a pretraining run makes before it spends time: everything it was given must fit together.
+
+- the output folder: another run there is refused (the ways forward named), unless `--resume` or
+  `--overwrite`; an output that is, or holds, one of the run's inputs is refused always;
+- a resumed run keeps its settings: a change that would make `pretrain_config.json` differ from what ran
+  is refused (where it writes, how often it logs, saves and evaluates, and where it runs may change);
+- the tokenizer: the data's vocabulary must be the one the model's embeddings were trained with (the
+  checkpoint's or the `--init-from` folder's spiece.model, by `AlbertTokenizer.fingerprint`), and fit
+  the model's embedding;
+- the data: its sequences must fit the model's positions; its files must match the manifest's checksums.
+
+Each failure is a ValueError (or FileExistsError) whose message names the file or option and what was
+expected; the CLI prints it as one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from albert_lm.files import describe_folder, read_json_object
+from albert_lm.model.config import AlbertConfig
+from albert_lm.training import checkpoint as ckpt
+from albert_lm.training.pretrain_config import PretrainConfig
+
+# What a resumed run may change: where it reads and writes, how often it logs, saves and evaluates, and
+# where it runs. Anything else changed would make the run's record differ from what ran.
+RESUME_MAY_CHANGE = frozenset({
+    "data", "output", "resume", "overwrite", "save_every", "keep_last", "eval_every", "eval_batches",
+    "eval_text", "log_every", "device", "precision", "tensorboard", "plot", "dist_timeout_s",
+    "gradient_checkpointing",
+})  # fmt: skip
+
+# Files that mark a folder as a pretraining run's (besides checkpoint-N folders).
+RUN_FILES = ("pretrain_config.json", "model.safetensors", "metrics.jsonl")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve() == folder.resolve() or folder.resolve() in path.resolve().parents
+
+
+def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
+    """Refuse an output folder that holds another run (unless resuming or overwriting) or an input."""
+    out = Path(cfg.output)
+    for option, value in (("--data", cfg.data), ("--init-from", cfg.init_from)):
+        if value and _inside(Path(value), out):
+            raise ValueError(
+                f"--output {out} is, or holds, the {option} folder {value}; choose another --output"
+            )
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    if cfg.resume and cfg.overwrite:
+        raise ValueError("--resume continues the run in --output, --overwrite replaces it: give one of them")
+    if not out.is_dir():
+        return
+    finished = any((out / name).exists() for name in RUN_FILES)
+    if cfg.resume:
+        if latest is None and finished:
+            raise FileExistsError(
+                f"--output {out} holds a run with no checkpoint to resume from ({describe_folder(out)}): "
+                "pass --overwrite instead of --resume to replace it, or choose another --output"
+            )
+        return
+    held = latest is not None or finished
+    if held and not cfg.overwrite:
+        what = f"checkpoint {latest.name}" if latest is not None else "a finished run"
+        raise FileExistsError(
+            f"--output {out} holds another run ({what}; {describe_folder(out)}): pass --resume to continue "
+            "it, --overwrite to replace it, or choose another --output"
+        )
+
+
+def check_resume(cfg: PretrainConfig, latest: Path) -> None:
+    """A resumed run keeps the settings it was started with (RESUME_MAY_CHANGE aside)."""
+    saved = read_json_object(latest / ckpt.CONFIG_FILE, "run configuration")
+    now = cfg.to_dict()
+    changed = [k for k, v in now.items() if k not in RESUME_MAY_CHANGE and k in saved and saved[k] != v]
+    if changed:
+        diffs = "; ".join(f"{k}: {saved[k]!r} there, {now[k]!r} now" for k in changed)
+        raise ValueError(
+            f"--resume: the settings differ from the run in {latest} ({diffs}). A resumed run keeps its "
+            f"settings: drop the change, or start a new run from these weights with --init-from {latest}"
+        )
+
+
+def check_tokenizer(tokenizer: Any, folder: Path, option: str) -> None:
+    """The model folder's own tokenizer (if it has one) is the data's vocabulary."""
+    from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+
+    if tokenizer is None or not (folder / MODEL_FILE).is_file():
+        return
+    theirs = AlbertTokenizer.from_pretrained(folder)
+    if theirs.fingerprint != tokenizer.fingerprint:
+        raise ValueError(
+            f"{option} {folder}: its tokenizer ({theirs.vocab_size} pieces, fingerprint {theirs.fingerprint}) "
+            f"is not the data's ({tokenizer.model_file}: {tokenizer.vocab_size} pieces, fingerprint "
+            f"{tokenizer.fingerprint}); its embeddings belong to its own tokenizer: make the data with "
+            f"`albert data create --tokenizer {folder}`"
+        )
+
+
+def check_model_fits(
+    model_config: AlbertConfig, where: str, vocab_size: int | None, seq_len: int | None
+) -> None:
+    """The data's vocabulary fits the model's embedding and its sequences the model's positions."""
+    if vocab_size is not None and vocab_size > model_config.vocab_size:
+        raise ValueError(
+            f"{where}: the model's embedding has {model_config.vocab_size} rows, the data's tokenizer "
+            f"{vocab_size} pieces; use data made with the model's tokenizer"
+        )
+    if seq_len is not None and seq_len > model_config.max_position_embeddings:
+        raise ValueError(
+            f"{where}: the model has {model_config.max_position_embeddings} positions, the data's sequences "
+            f"are {seq_len} tokens; make the data with --max-seq-length {model_config.max_position_embeddings} "
+            "or less"
+        )
+
+
+def check_data(datasets: list[Any]) -> None:
+    """Each data set that can verify its files against the manifest does (`PretrainingDataset.verify`)."""
+    for dataset in datasets:
+        verify = getattr(dataset, "verify", None)
+        if callable(verify):
+            verify()

@@ -1,0 +1,397 @@
+"""The bad-input suite: mistakes a user makes, each refused before any time is spent, with a message that
+names the file, option or field and what was expected, a non-zero exit, no traceback, and nothing in
+pre-existing folders changed (hashed before and after). One test per class of mistake, several cases each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from albert_lm.cli import main
+
+TINY = ["hidden_size=32", "embedding_size=16", "num_attention_heads=2", "intermediate_size=64",
+        "num_hidden_layers=2", "max_position_embeddings=64"]  # fmt: skip
+
+
+def folder_hash(path: Path) -> str:
+    """One hash of every file's relative path and bytes under `path` (absent: "absent")."""
+    if not path.exists():
+        return "absent"
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(path)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def refused(capsys, argv: list[str], *expected: str, untouched: tuple[Path, ...] = ()) -> str:
+    """Run `albert ARGV`: exit 1, one error line naming every `expected` text, no traceback, and every
+    folder in `untouched` byte-identical afterwards. Returns the message."""
+    before = [folder_hash(p) for p in untouched]
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 1, f"exit {code} for {argv}: {err}"
+    assert "Traceback" not in err
+    line = next(ln for ln in err.splitlines() if "error:" in ln)
+    for text in expected:
+        assert text in line, f"{text!r} not in {line!r}"
+    assert [folder_hash(p) for p in untouched] == before, "a pre-existing folder changed"
+    return line
+
+
+def _corpus(path: Path, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    syll = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    words = ["".join(rng.choice(syll, size=int(rng.integers(1, 4)))) for _ in range(300)]
+    docs = [
+        "\n".join(" ".join(rng.choice(words, size=int(rng.integers(4, 16)))) + "." for _ in range(8))
+        for _ in range(150)
+    ]
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict[str, Path]:
+    """Two tokenizers of the same size (A, B), data made with each, a finished pretraining run on A's data
+    (with checkpoints), and a small classification task."""
+    d = tmp_path_factory.mktemp("world")
+    w = {"root": d, "corpus": _corpus(d / "a.txt", 0), "corpus_b": _corpus(d / "b.txt", 1)}
+    for name, corpus in (("a", w["corpus"]), ("b", w["corpus_b"])):
+        assert main(["tokenizer", "train", "--input", str(corpus), "--vocab-size", "120", "--output",
+                     str(d / f"tok_{name}")]) == 0  # fmt: skip
+        assert main(["data", "create", "--input", str(corpus), "--tokenizer", str(d / f"tok_{name}"),
+                     "--output", str(d / f"data_{name}"), "--max-seq-length", "48", "--eval-fraction", "0.2",
+                     "--shard-mb", "0.01", "--workers", "1", "--no-progress"]) == 0  # fmt: skip
+        w[f"tok_{name}"], w[f"data_{name}"] = d / f"tok_{name}", d / f"data_{name}"
+    w["run"] = d / "run"
+    assert main(_pretrain(w["data_a"], w["run"], "--max-steps", "2", "--save-every", "1")) == 0
+    task = d / "task"
+    task.mkdir()
+    for split, n in (("train", 40), ("dev", 20)):
+        rows = [
+            json.dumps({"text": f"word{i % 7} river", "label": "yes" if i % 2 else "no"}) for i in range(n)
+        ]
+        (task / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    w["task"] = task
+    return w
+
+
+# The same tiny run as a config file (options given on the command line would win over its values).
+BASE_CONFIG = {"preset": "albert-tiny", "model_overrides": {k: int(v) for k, v in (kv.split("=") for kv in TINY)},
+               "batch_size": 4, "max_steps": 2, "tensorboard": False, "plot": False}  # fmt: skip
+
+
+def _pretrain(data: Path, out: Path, *more: str) -> list[str]:
+    over = [x for kv in TINY for x in ("--model-override", kv)]
+    return ["pretrain", "--data", str(data), "--output", str(out), "--preset", "albert-tiny", *over,
+            "--batch-size", "4", "--warmup-steps", "1", "--learning-rate", "0.005", "--log-every", "1",
+            "--no-tensorboard", "--no-plot", "--max-steps", "2", *more]  # fmt: skip
+
+
+def _finetune(model: Path, data: Path, out: Path, *more: str) -> list[str]:
+    return ["finetune", "--task", "classification", "--model", str(model), "--data", str(data),
+            "--output", str(out), "--max-steps", "2", "--batch-size", "8", *more]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- settings: types and ranges
+def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(world, capsys, tmp_path):
+    out = tmp_path / "out"
+    for values, field in (
+        ({"max_steps": "3"}, "max_steps"),
+        ({"batch_size": 2.5}, "batch_size"),
+        ({"batch_size": None}, "batch_size"),
+        ({"learning_rate": "fast"}, "learning_rate"),
+        ({"resume": "yes"}, "resume"),
+        ({"optimizer": "sgd"}, "optimizer"),
+    ):
+        file = tmp_path / "config.json"
+        file.write_text(json.dumps({**BASE_CONFIG, **values}))
+        argv = ["pretrain", "--config", str(file), "--data", str(world["data_a"]), "--output", str(out)]
+        msg = refused(capsys, argv, str(file), field, "expected")
+        assert not out.exists(), msg
+    for flags, text in (
+        (["--learning-rate", "inf"], "learning_rate"),
+        (["--learning-rate", "nan"], "learning_rate"),
+        (["--batch-size", "0"], "batch_size"),
+        (["--adam-beta2", "1.5"], "adam_beta2"),
+        (["--model-override", "num_hidden_layrs=3"], "num_hidden_layrs"),
+        (["--model-override", "hidden_size=abc"], "hidden_size"),
+        (["--time-budget", "ten minutes"], "time budget"),
+    ):
+        refused(capsys, [*_pretrain(world["data_a"], out), *flags], text)
+        assert not out.exists()
+    for flags, text in ((["--epochs", "0"], "epochs"), (["--learning-rate", "-1"], "learning_rate"),
+                        (["--dropout", "1.5"], "dropout")):  # fmt: skip
+        refused(capsys, _finetune(world["run"], world["task"], out, *flags), text)
+        assert not out.exists()
+    refused(capsys, ["data", "create", "--input", str(world["corpus"]), "--tokenizer", str(world["tok_a"]),
+                     "--output", str(out), "--workers", "-3"], "--workers")  # fmt: skip
+    refused(capsys, ["glue", "--model", str(world["run"]), "--data", str(tmp_path), "--output", str(out),
+                     "--seeds", "0"], "seeds")  # fmt: skip
+    assert not out.exists()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    field=st.sampled_from(
+        [
+            "max_steps",
+            "batch_size",
+            "learning_rate",
+            "warmup_steps",
+            "precision",
+            "seed",
+            "resume",
+            "time_budget",
+            "model_overrides",
+            "adam_beta1",
+        ]
+    ),  # fmt: skip
+    value=st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-5, 5),
+        st.floats(allow_nan=True),
+        st.text(max_size=5),
+        st.lists(st.integers(), max_size=2),
+    ),  # fmt: skip
+)
+def test_any_json_value_in_a_config_file_is_accepted_or_refused_with_a_value_error(field, value):
+    """Config files reach the dataclass through one check: never a TypeError or a deeper failure."""
+    from albert_lm.training.pretrain_config import PretrainConfig
+
+    try:
+        cfg = PretrainConfig(**{field: value})
+    except ValueError as e:
+        assert field in str(e)
+    else:
+        assert getattr(cfg, field) == value or value != value  # accepted as given (NaN aside: refused)
+
+
+# --------------------------------------------------------------------------- the tokenizer meets the model
+def test_a_model_never_meets_another_vocabulary_of_the_same_size(world, capsys, tmp_path):
+    run, data_b = world["run"], world["data_b"]
+    # resume a run on data made with another tokenizer
+    refused(capsys, [*_pretrain(data_b, run, "--max-steps", "2", "--save-every", "1"), "--resume"],
+            "fingerprint", "--resume", untouched=(run,))  # fmt: skip
+    # warm start from a model with another tokenizer
+    refused(capsys, _pretrain(data_b, tmp_path / "warm", "--init-from", str(run), "--max-steps", "1"),
+            "--init-from", "fingerprint", untouched=(run,))  # fmt: skip
+    assert not (tmp_path / "warm").exists()
+    # fine-tune with --tokenizer overriding the model's own
+    refused(capsys, [*_finetune(run, world["task"], tmp_path / "ft"), "--tokenizer", str(world["tok_b"])],
+            "--tokenizer", "own tokenizer", untouched=(run,))  # fmt: skip
+    assert not (tmp_path / "ft").exists()
+    # the same vocabulary passed again is fine
+    assert main([*_finetune(run, world["task"], tmp_path / "ft"), "--tokenizer", str(world["tok_a"])]) == 0
+
+
+def test_data_that_does_not_fit_the_model_is_refused_before_training(world, capsys, tmp_path):
+    out = tmp_path / "out"
+    refused(capsys, [*_pretrain(world["data_a"], out), "--model-override", "max_position_embeddings=32"],
+            "32 positions", "48 tokens")  # fmt: skip
+    assert not out.exists()
+    big = tmp_path / "tok_big"
+    assert main(["tokenizer", "train", "--input", str(world["corpus"]), "--vocab-size", "160",
+                 "--output", str(big)]) == 0  # fmt: skip
+    refused(capsys, [*_finetune(world["run"], world["task"], out), "--tokenizer", str(big)], "160 pieces")
+
+
+# --------------------------------------------------------------------------- never overwrite a user's work
+def test_another_run_in_the_output_folder_is_never_overwritten(world, capsys, tmp_path):
+    run = world["run"]
+    # pretrain into a folder holding a run (with checkpoints; then a finished run without them)
+    refused(capsys, _pretrain(world["data_a"], run), "holds another run", "--resume", "--overwrite",
+            untouched=(run,))  # fmt: skip
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    for name in ("model.safetensors", "config.json", "pretrain_config.json", "spiece.model"):
+        (finished / name).write_bytes((run / name).read_bytes())
+    refused(capsys, _pretrain(world["data_a"], finished), "holds another run", "a finished run",
+            untouched=(finished,))  # fmt: skip
+    refused(capsys, [*_pretrain(world["data_a"], finished), "--resume"], "no checkpoint to resume",
+            untouched=(finished,))  # fmt: skip
+    # output = an input
+    refused(capsys, _pretrain(world["data_a"], world["data_a"]), "--data", untouched=(world["data_a"],))
+    refused(capsys, _finetune(run, world["task"], run), "--model", untouched=(run,))
+    # fine-tune into a folder holding another fine-tuning run
+    ft = tmp_path / "ft"
+    assert main(_finetune(run, world["task"], ft)) == 0
+    refused(capsys, _finetune(run, world["task"], ft, "--seed", "2"), "holds another run", "best/",
+            "--overwrite", untouched=(ft,))  # fmt: skip
+    # a tokenizer folder
+    refused(capsys, ["tokenizer", "train", "--input", str(world["corpus"]), "--vocab-size", "120",
+                     "--output", str(world["tok_a"])], "already holds a tokenizer", "--overwrite",
+            untouched=(world["tok_a"],))  # fmt: skip
+    # data create into a folder an interrupted run of other settings left behind
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / ".albert-data-plan.json").write_text(json.dumps({"plan_id": "0123"}))
+    refused(capsys, ["data", "create", "--input", str(world["corpus"]), "--tokenizer", str(world["tok_a"]),
+                     "--output", str(stale), "--workers", "1", "--no-progress"], ".albert-data-plan.json",
+            "unfinished", untouched=(stale,))  # fmt: skip
+    # --overwrite replaces, when asked
+    assert main(_finetune(run, world["task"], ft, "--seed", "2", "--overwrite")) == 0
+    assert main(["tokenizer", "train", "--input", str(world["corpus"]), "--vocab-size", "120",
+                 "--output", str(tmp_path / "tok"), "--overwrite"]) == 0  # fmt: skip
+
+
+def test_resume_with_changed_settings_is_refused(world, capsys):
+    run = world["run"]
+    for flags, field in ((["--batch-size", "8"], "batch_size"),
+                         (["--model-override", "num_hidden_layers=3"], "model_overrides"),
+                         (["--learning-rate", "0.01"], "learning_rate")):  # fmt: skip
+        refused(capsys, [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"),
+                         "--resume", *flags], field, "--init-from", untouched=(run,))  # fmt: skip
+
+
+# --------------------------------------------------------------------------- damaged files
+def test_damaged_data_and_state_files_are_refused_before_the_first_step(world, capsys, tmp_path):
+    import shutil
+
+    for target in ("shard", "tokenizer"):
+        data = tmp_path / f"data_{target}"
+        shutil.copytree(world["data_a"], data)
+        if target == "shard":
+            file = sorted((data / "train").rglob("tokens.npy"))[0]
+            raw = bytearray(file.read_bytes())
+            raw[-1] ^= 0x01
+            file.write_bytes(bytes(raw))
+            expect = "damaged or changed"
+        else:
+            file = data / "spiece.model"
+            file.write_bytes((world["tok_b"] / "spiece.model").read_bytes())
+            expect = "not the tokenizer this data was made with"
+        refused(capsys, _pretrain(data, tmp_path / f"out_{target}"), str(file), expect)
+        assert not (tmp_path / f"out_{target}").exists()
+    # a training state with other keys
+    run = tmp_path / "run"
+    shutil.copytree(world["run"], run)
+    state = sorted(run.glob("checkpoint-*"))[-1] / "training_state.pt"
+    import torch
+
+    torch.save({"hello": 1}, state)
+    refused(capsys, [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"), "--resume"],
+            str(state), "missing")  # fmt: skip
+    # --eval-text that is not text; evaluate --predictions on a JSON that is not SQuAD
+    refused(capsys, [*_pretrain(world["data_a"], tmp_path / "o"), "--eval-text", sys.executable], "not UTF-8")
+    fake = tmp_path / "fake.json"
+    fake.write_text(json.dumps({"data": [{"title": "x"}]}))
+    preds = tmp_path / "preds.json"
+    preds.write_text("{}")
+    refused(capsys, ["evaluate", "--task", "squad1", "--data", str(fake), "--predictions", str(preds)],
+            str(fake), "not a SQuAD file")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- failing loud in training
+def test_a_non_finite_loss_stops_the_run_with_an_error_and_no_final_model(world, capsys, tmp_path):
+    out = tmp_path / "nan"
+    msg = refused(capsys, _pretrain(world["data_a"], out, "--optimizer", "adamw", "--learning-rate", "1e30",
+                                    "--max-steps", "20", "--save-every", "1000"), "not finite", "step")  # fmt: skip
+    assert "no checkpoint was saved" in msg
+    assert not (out / "model.safetensors").exists()
+
+
+def test_empty_eval_split_is_no_evaluation_not_zero(world, tmp_path):
+    data = tmp_path / "data"
+    assert main(["data", "create", "--input", str(world["corpus"]), "--tokenizer", str(world["tok_a"]),
+                 "--output", str(data), "--max-seq-length", "48", "--eval-fraction", "0", "--workers", "1",
+                 "--no-progress"]) == 0  # fmt: skip
+    out = tmp_path / "run"
+    assert main(_pretrain(data, out, "--max-steps", "1")) == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records and all(r.get("split") == "train" for r in records)
+
+
+def test_a_signal_saves_and_exits_with_the_shells_code(world, tmp_path):
+    out = tmp_path / "run"
+    argv = _pretrain(world["data_a"], out, "--max-steps", "100000", "--save-every", "100000")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "albert_lm.cli", *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not ((out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "continue with --resume" in err and "Traceback" not in err
+    assert list(out.glob("checkpoint-*"))
+
+
+def test_ctrl_c_anywhere_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
+    import albert_lm.data.tokenizer_training as tt
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tt, "train_tokenizer", interrupted)
+    corpus = _corpus(tmp_path / "c.txt", 0)
+    code = main(["tokenizer", "train", "--input", str(corpus), "--output", str(tmp_path / "tok")])
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- honest messages, reproducible files
+def test_tokenizer_training_uses_long_lines_and_is_byte_reproducible(tmp_path):
+    from albert_lm.data.tokenizer import AlbertTokenizer
+
+    corpus = _corpus(tmp_path / "c.txt", 0)
+    # one paragraph per line: every line far over SentencePiece's default 4192-byte limit
+    paragraphs = corpus.read_text().replace("\n\n", "\0").replace("\n", " ").replace("\0", "\n")
+    long = tmp_path / "long.txt"
+    long.write_text((paragraphs.replace("\n", " ") + "\n") * 3)
+    assert min(len(line) for line in long.read_text().splitlines()) > 4192
+    assert main(["tokenizer", "train", "--input", str(long), "--vocab-size", "120", "--output",
+                 str(tmp_path / "t1")]) == 0  # fmt: skip
+    assert AlbertTokenizer.from_pretrained(tmp_path / "t1").vocab_size == 120  # trained on the long lines
+    assert main(["tokenizer", "train", "--input", str(long), "--vocab-size", "120", "--output",
+                 str(tmp_path / "t2")]) == 0  # fmt: skip
+    assert (tmp_path / "t1" / "spiece.model").read_bytes() == (tmp_path / "t2" / "spiece.model").read_bytes()
+    assert str(tmp_path) not in (tmp_path / "t1" / "spiece.model").read_bytes().decode("latin-1")
+
+
+def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
+    """The text readers' hints (--skip-invalid-utf8, --max-line-bytes) exist on every command that reads text."""
+    from albert_lm.cli import build_parser
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine line\n\xff\xfe broken\n")
+    corpus = _corpus(tmp_path / "c.txt", 0)
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(corpus),
+                "--vocab-size",
+                "60",
+                "--output",
+                str(tmp_path / "t"),
+            ]
+        )
+        == 0
+    )
+    for argv in (["tokenizer", "train", "--input", str(bad), "--vocab-size", "20", "--output", str(tmp_path / "t2")],
+                 ["data", "create", "--input", str(bad), "--tokenizer", str(tmp_path / "t"), "--output",
+                  str(tmp_path / "d"), "--workers", "1", "--no-progress"]):  # fmt: skip
+        line = refused(capsys, argv, "UTF-8", "--skip-invalid-utf8")
+        group = build_parser()._subparsers._group_actions[0].choices[argv[0]]  # type: ignore[union-attr]
+        help_text = group._subparsers._group_actions[0].choices[argv[1]].format_help()  # type: ignore[union-attr]
+        for flag in {w.strip("(),.;") for w in line.split() if w.startswith("--")}:
+            assert flag in help_text, (flag, line)
