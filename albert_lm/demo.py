@@ -22,7 +22,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +34,37 @@ from albert_lm.files import write_json
 logger = logging.getLogger(__name__)
 
 CORPUS_DIR = Path(__file__).resolve().parent / "demo_corpus"
-FILL_MASK_SENTENCE = "He put his hand into his [MASK] and took out a letter."
 
 
-@dataclass
-class DemoSettings:
-    """The demo's scale, chosen to finish in about five minutes on two CPU cores."""
+RECIPE = "cpu-10min"
+# Five probes fixed before any tuning (issue 12): a sentence with one [MASK] and the words that count as
+# right when one of them is in the model's top 5.
+PROBES: list[tuple[str, tuple[str, ...]]] = [
+    ("He put his hand into his [MASK] and took out a letter.", ("pocket",)),
+    ("She opened the [MASK] and walked into the room.", ("door",)),
+    ("The sun rose in the [MASK] and set in the west.", ("east",)),
+    ("He drank a cup of [MASK] before breakfast.", ("tea", "coffee", "water", "milk")),
+    ("They lived in a small [MASK] near the river.", ("house", "cottage", "village", "town")),
+]
 
-    vocab_size: int = 5000
-    max_seq_length: int = 64  # short sequences: more SOP pairs and more steps per minute
-    max_steps: int = 2000
-    batch_size: int = 32
-    # LAMB on a tiny model at batch 32: far above the sqrt rule's 1.6e-4. Measured on the demo corpus:
-    # 0.01 leaves the unigram plateau (MLM accuracy ~6%) after ~300 steps; 0.02 learns less, and AdamW
-    # at 2e-3 or 3e-3 was still on the plateau after 1000 steps.
-    learning_rate: float = 0.01
-    warmup_steps: int = 150
-    eval_every: int = 1000
-    eval_fraction: float = 0.1  # ~1000 held-out pairs: SOP accuracy to within about +-3%
-    seed: int = 12345
+
+def demo_recipe(**overrides: Any) -> dict[str, dict[str, Any]]:
+    """The demo's settings: the cpu-10min recipe's sections, with `overrides` (field names of any
+    section: vocab_size, max_seq_length, batch_size, max_steps, ...) put where they belong."""
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.settings import recipe
+    from albert_lm.training.pretrain_config import PretrainConfig
+
+    r = recipe(RECIPE)
+    sections = {"tokenizer": {"vocab_size", "seed"}, "data": {f.name for f in fields(DataConfig)},
+                "pretrain": {f.name for f in fields(PretrainConfig)}}  # fmt: skip
+    for key, value in overrides.items():
+        owners = [name for name, names in sections.items() if key in names]
+        if not owners:
+            raise ValueError(f"demo: unknown setting {key!r}")
+        for name in owners:
+            r[name][key] = value
+    return {name: r[name] for name in sections}
 
 
 def corpus_files() -> list[Path]:
@@ -88,7 +100,7 @@ def unigram_baseline(train: Any, evaluation: Any, sample: int = 4000) -> dict[st
 
 
 @torch.no_grad()
-def fill_mask(model_dir: str | os.PathLike, sentence: str = FILL_MASK_SENTENCE, top_k: int = 5) -> list[str]:
+def fill_mask(model_dir: str | os.PathLike, sentence: str, top_k: int = 5) -> list[str]:
     """The model's top-k pieces for the one [MASK] in `sentence`."""
     from albert_lm.data.tokenizer import AlbertTokenizer
     from albert_lm.model.heads import AlbertForPreTraining
@@ -111,11 +123,12 @@ def run_demo(
 ) -> dict:
     """Tokenizer -> data -> pretraining -> report, in OUTPUT; returns (and writes) the results.
 
-    `files` replaces the bundled books (tests use one); `overrides` change DemoSettings fields.
+    `files` replaces the bundled books (tests use one); `overrides` change the recipe's settings
+    (`demo_recipe`).
     """
-    s = DemoSettings(**overrides)
     if max_steps is not None:
-        s.max_steps = max_steps
+        overrides["max_steps"] = max_steps
+    r = demo_recipe(**overrides)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     files = files or corpus_files()
@@ -124,12 +137,12 @@ def run_demo(
     )
     times: dict[str, float] = {}
     with _timed(times, "tokenizer_s"):
-        make_tokenizer(files, out / "tokenizer", s)
+        make_tokenizer(files, out / "tokenizer", r["tokenizer"])
     with _timed(times, "data_s"):
-        make_data(files, out / "tokenizer", out / "data", s)
+        make_data(files, out / "tokenizer", out / "data", r["data"])
     with _timed(times, "pretrain_s"):
-        metrics = pretrain_model(out / "data", out / "model", s)
-    report = build_report(out, s, metrics, times)
+        metrics = pretrain_model(out / "data", out / "model", r["pretrain"])
+    report = build_report(out, r, metrics, times)
     write_json(out / "demo_results.json", report)
     print(format_report(report))
     return report
@@ -143,55 +156,47 @@ def _timed(times: dict[str, float], key: str) -> Iterator[None]:
     times[key] = time.perf_counter() - start
 
 
-def make_tokenizer(files: list[Path], tok_dir: Path, s: DemoSettings) -> None:
-    """Stage 1: a SentencePiece model of `s.vocab_size` pieces in `tok_dir` (kept if already there)."""
+def make_tokenizer(files: list[Path], tok_dir: Path, settings: dict[str, Any]) -> None:
+    """Stage 1: a SentencePiece model in `tok_dir` (kept if already there)."""
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     if not (tok_dir / "spiece.model").is_file():
-        train_tokenizer([str(f) for f in files], tok_dir, vocab_size=s.vocab_size, seed=s.seed)
+        train_tokenizer([str(f) for f in files], tok_dir, vocab_size=settings["vocab_size"],
+                        seed=settings.get("seed", 12345))  # fmt: skip
 
 
-def make_data(files: list[Path], tok_dir: Path, data_dir: Path, s: DemoSettings) -> None:
-    """Stage 2: SOP pretraining data, paragraphs as documents, a tenth of the blocks held out (resumes)."""
+def make_data(files: list[Path], tok_dir: Path, data_dir: Path, settings: dict[str, Any]) -> None:
+    """Stage 2: SOP pretraining data, paragraphs as documents, part of the blocks held out (resumes)."""
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.shards import create_pretraining_data
 
-    data_cfg = DataConfig(
-        max_seq_length=s.max_seq_length,
-        input_format="paragraphs",
-        block_bytes=64 << 10,  # ~45 blocks, a tenth of them held out
-        eval_fraction=s.eval_fraction,
-        max_predictions_per_seq=max(1, round(0.15 * s.max_seq_length)),
-        seed=s.seed,
+    create_pretraining_data(
+        [str(f) for f in files], tok_dir, data_dir, DataConfig(**settings), progress=False
     )
-    create_pretraining_data([str(f) for f in files], tok_dir, data_dir, data_cfg, progress=False)
 
 
-def pretrain_model(data_dir: Path, model_dir: Path, s: DemoSettings) -> dict[str, float]:
-    """Stage 3: `albert-tiny` pretrained with LAMB (resuming a checkpoint); returns its final metrics."""
+def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) -> dict[str, float]:
+    """Stage 3: the recipe's model pretrained (resuming a checkpoint); returns its final metrics."""
     from albert_lm.training.pretrain import PretrainConfig, pretrain
 
-    cfg = PretrainConfig(
-        data=str(data_dir),
-        output=str(model_dir),
-        preset="albert-tiny",
-        max_steps=s.max_steps,
-        batch_size=s.batch_size,
-        learning_rate=s.learning_rate,
-        warmup_steps=s.warmup_steps,
-        eval_every=s.eval_every,
-        eval_batches=100,
-        save_every=s.eval_every,
-        keep_last=1,
-        log_every=50,
-        seed=s.seed,
-        resume=True,
-    )
+    cfg = PretrainConfig(**{**settings, "data": str(data_dir), "output": str(model_dir), "resume": True})
     return pretrain(cfg).final_metrics
 
 
-def build_report(out: Path, s: DemoSettings, m: dict[str, float], times: dict[str, float]) -> dict[str, Any]:
-    """Stage 4: held-out metrics `m` beside the baselines, a fill-mask example, settings and timings."""
+def probe(model_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """Each of PROBES: the model's top 5 and whether an expected word is among them."""
+    results = []
+    for sentence, expected in PROBES:
+        top5 = fill_mask(model_dir, sentence)
+        hit = any(t.removeprefix("\u2581") in expected for t in top5 if t.startswith("\u2581"))
+        results.append({"sentence": sentence, "expected": list(expected), "top5": top5, "hit": hit})
+    return results
+
+
+def build_report(
+    out: Path, r: dict[str, dict[str, Any]], m: dict[str, float], times: dict[str, float]
+) -> dict[str, Any]:
+    """Stage 4: held-out metrics `m` beside the baselines, the probes, settings and timings."""
     from albert_lm.data.dataset import PretrainingDataset
 
     baseline = unigram_baseline(
@@ -199,17 +204,19 @@ def build_report(out: Path, s: DemoSettings, m: dict[str, float], times: dict[st
     )
     seconds = {k: round(v, 1) for k, v in times.items()}
     seconds["total"] = round(sum(times.values()), 1)
-    report: dict[str, Any] = {
-        "settings": asdict(s),
+    probes = probe(out / "model")
+    return {
+        "recipe": RECIPE,
+        "settings": r,
         "eval_mlm_acc": m.get("eval_mlm_acc"),
         "eval_mlm_loss": m.get("eval_mlm_loss"),
         "eval_sop_acc": m.get("eval_sop_acc"),
         **baseline,
-        "fill_mask": {"sentence": FILL_MASK_SENTENCE, "top5": fill_mask(out / "model")},
+        "probes": probes,
+        "probe_hits": sum(p["hit"] for p in probes),
         "seconds": seconds,
         "threads": torch.get_num_threads(),
     }
-    return report
 
 
 def format_report(r: dict) -> str:
@@ -218,8 +225,12 @@ def format_report(r: dict) -> str:
         "albert demo: results",
         f"  held-out MLM accuracy  {r['eval_mlm_acc']:.3f}   (unigram guess {r['unigram_mlm_acc']:.3f})",
         f"  held-out SOP accuracy  {r['eval_sop_acc']:.3f}   (chance {r['sop_majority_acc']:.3f})",
-        f"  fill-mask  {r['fill_mask']['sentence']!r}",
-        f"             -> {', '.join(r['fill_mask']['top5'])}",
+        f"  fill-mask (expected word in the top 5 for {r['probe_hits']} of {len(r['probes'])} probes):",
+        *(
+            f"    {p['sentence']:<58} -> {', '.join(t.replace(chr(0x2581), '') for t in p['top5'])}"
+            f"{'   (hit)' if p['hit'] else ''}"
+            for p in r["probes"]
+        ),
         "  time  " + ", ".join(f"{k.removesuffix('_s')} {v:.0f}s" for k, v in r["seconds"].items()),
         "",
     ]

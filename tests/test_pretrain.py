@@ -535,8 +535,9 @@ def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
     one_book = sorted(CORPUS_DIR.glob("Alger*.txt"))
     report = run_demo(tmp_path, max_steps=3, files=one_book, eval_every=2, batch_size=4, vocab_size=1000)
     assert 0.0 < report["unigram_mlm_acc"] < 0.5 and 0.5 <= report["sop_majority_acc"] < 0.6
-    assert len(report["fill_mask"]["top5"]) == 5
-    assert json.loads((tmp_path / "demo_results.json").read_text())["settings"]["max_steps"] == 3
+    assert len(report["probes"]) == 5 and all(len(p["top5"]) == 5 for p in report["probes"])
+    assert 0 <= report["probe_hits"] <= 5
+    assert json.loads((tmp_path / "demo_results.json").read_text())["settings"]["pretrain"]["max_steps"] == 3
     transformers = pytest.importorskip("transformers")
     transformers.AlbertForPreTraining.from_pretrained(tmp_path / "model")
 
