@@ -264,6 +264,11 @@ def _pretrain_options(p: argparse.ArgumentParser) -> None:
         "--model-override", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
         dest="model_overrides", help="change one model config field, e.g. num_hidden_layers=24 (repeatable)",
     )  # fmt: skip
+    p.add_argument(
+        "--text", nargs="+", metavar="FILE", help="plain-text files instead of --data: with --init-from MODEL, "
+        "continued pretraining on your own text in one command (examples made with the model's tokenizer in "
+        "OUTPUT/data; the recipe's data settings apply)",
+    )  # fmt: skip
 
 
 @command("pretrain", _pretrain_options)
@@ -285,10 +290,14 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     if "model_overrides" in given:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, _recipe_section(args, "pretrain"), **given)
+    if args.text:
+        from albert_lm.training.pretrain_setup import data_from_text
+
+        cfg = data_from_text(cfg, args.text, _recipe_section(args, "data"))
     if cfg.data is None:
         raise ValueError(
-            "no data: pass --data DIR (a folder made by `albert data create`) or a --config FILE that "
-            "names one; `albert demo` runs the bundled demo"
+            "no data: pass --data DIR (a folder made by `albert data create`), --text FILE with --init-from "
+            "MODEL, or a --config FILE that names data; `albert demo` runs the bundled demo"
         )
     result = pretrain(cfg)
     print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))

@@ -395,3 +395,27 @@ def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
         help_text = group._subparsers._group_actions[0].choices[argv[1]].format_help()  # type: ignore[union-attr]
         for flag in {w.strip("(),.;") for w in line.split() if w.startswith("--")}:
             assert flag in help_text, (flag, line)
+
+
+# --------------------------------------------------------------------------- pretrain --text (task-adaptive pretraining)
+def test_continued_pretraining_on_plain_text_is_one_command(world, capsys, tmp_path):
+    from albert_lm.data.tokenizer import AlbertTokenizer
+
+    out = tmp_path / "tapt"
+    argv = ["pretrain", "--init-from", str(world["run"]), "--text", str(world["corpus_b"]), "--output", str(out),
+            "--preset", "albert-tiny", *[x for kv in TINY for x in ("--model-override", kv)], "--batch-size", "4",
+            "--max-steps", "2", "--no-tensorboard", "--no-plot"]  # fmt: skip
+    assert main(argv) == 0
+    assert (out / "data" / "manifest.json").is_file() and (out / "model.safetensors").is_file()
+    made = AlbertTokenizer.from_pretrained(out / "data").fingerprint
+    assert made == AlbertTokenizer.from_pretrained(world["run"]).fingerprint  # the model's own tokenizer
+    assert json.loads((out / "data" / "manifest.json").read_text())["max_seq_length"] == 64  # the positions
+    # the same command again: the run is there (resume or overwrite, as for any run)
+    refused(capsys, argv, "holds another run", untouched=(out,))
+    assert main([*argv, "--overwrite"]) == 0
+    # without a model to take the tokenizer from, or with --data as well: refused, nothing written
+    refused(
+        capsys, ["pretrain", "--text", str(world["corpus_b"]), "--output", str(tmp_path / "x")], "--init-from"
+    )
+    refused(capsys, [*argv[:-2], "--data", str(world["data_a"]), "--output", str(tmp_path / "y")], "not both")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from albert_lm.data.masking import UniformStream, mask_sequence
+from albert_lm.settings import check_fields
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class DataConfig:
     """longest accepted input line"""
 
     def validate(self) -> None:
+        check_fields(self, "data settings")
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
         if self.objective not in OBJECTIVES:

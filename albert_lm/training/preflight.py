@@ -42,8 +42,9 @@ def _inside(path: Path, folder: Path) -> bool:
 def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
     """Refuse an output folder that holds another run (unless resuming or overwriting) or an input."""
     out = Path(cfg.output)
+    generated = out / "data"  # `pretrain --text` makes its examples there (pretrain_setup.data_from_text)
     for option, value in (("--data", cfg.data), ("--init-from", cfg.init_from)):
-        if value and _inside(Path(value), out):
+        if value and _inside(Path(value), out) and Path(value).resolve() != generated.resolve():
             raise ValueError(
                 f"--output {out} is, or holds, the {option} folder {value}; choose another --output"
             )
