@@ -573,3 +573,20 @@ def test_cli_pretrain_config_file_plus_overrides(book_data, tmp_path, one_thread
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 2
     assert main(argv) == 1  # the folder holds checkpoints now: refused without --resume
     assert main([*argv, "--resume"]) == 0
+
+
+def test_projection_init_std_sets_only_the_embedding_projection():
+    from albert_lm.training.model_init import initial_model
+
+    overrides = {**TINY_MODEL, "embedding_size": 64, "hidden_size": 256, "num_attention_heads": 4}
+    models = []
+    for std in (None, 0.125):
+        torch.manual_seed(0)
+        cfg = PretrainConfig(preset="albert-tiny", model_overrides=overrides, projection_init_std=std)
+        models.append(initial_model(cfg, None, None).state_dict())
+    default, scaled = models
+    name = "albert.encoder.embedding_projection.weight"
+    assert abs(default[name].std().item() - 0.02) < 0.002 and abs(scaled[name].std().item() - 0.125) < 0.01
+    assert all(torch.equal(default[k], scaled[k]) for k in default if k != name)
+    with pytest.raises(ValueError, match="projection_init_std"):
+        PretrainConfig(projection_init_std=0.0)

@@ -42,6 +42,9 @@ def initial_model(
     if checkpoint is not None:
         return AlbertForPreTraining.from_pretrained(checkpoint)
     model = AlbertForPreTraining(build_model_config(cfg, vocab_size))
+    if cfg.projection_init_std is not None:
+        with torch.no_grad():
+            model.albert.encoder.embedding_projection.weight.normal_(0.0, cfg.projection_init_std)
     if cfg.init_from:
         warm_start(model, cfg.init_from, cfg.init_from_group0)
     return model

@@ -35,6 +35,11 @@ class PretrainConfig:
     """warm start from a model folder (depth growth)"""
     init_from_group0: bool = False
     """start every hidden group from group 0 (google-research's warm start)"""
+    projection_init_std: float | None = None
+    """std of the E -> H embedding projection at initialisation (default: the model's initializer_range,
+    0.02, as google-research). With E << H the first layer then sees inputs of std ~0.02 * sqrt(E) while
+    every later layer sees layer-normed ones; 1/sqrt(E) gives it unit-scale inputs too, which measurably
+    speeds up early learning of small models (docs/pretraining_plateau.md)"""
     max_steps: int = 125_000
     """optimizer steps (with --time-budget: the most it may take)"""
     time_budget: str | None = None
@@ -119,6 +124,10 @@ class PretrainConfig:
                 need(False, f"time_budget: {e}")
         for name in ("learning_rate", "adam_epsilon", "max_grad_norm", "poly_power", "dist_timeout_s"):
             need(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
+        need(
+            self.projection_init_std is None or self.projection_init_std > 0,
+            f"projection_init_std must be > 0, got {self.projection_init_std}",
+        )
         need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
         for name in ("adam_beta1", "adam_beta2"):
             need(0 <= getattr(self, name) < 1, f"{name} must be in [0, 1), got {getattr(self, name)}")
