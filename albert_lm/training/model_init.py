@@ -43,8 +43,9 @@ def initial_model(
         return AlbertForPreTraining.from_pretrained(checkpoint)
     model = AlbertForPreTraining(build_model_config(cfg, vocab_size))
     if cfg.projection_init_std is not None:
-        with torch.no_grad():
-            model.albert.encoder.embedding_projection.weight.normal_(0.0, cfg.projection_init_std)
+        projection = model.albert.encoder.embedding_projection
+        assert isinstance(projection.weight, torch.Tensor)
+        nn.init.normal_(projection.weight, 0.0, cfg.projection_init_std)
     if cfg.init_from:
         warm_start(model, cfg.init_from, cfg.init_from_group0)
     return model
