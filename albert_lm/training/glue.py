@@ -118,6 +118,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, device="cpu",
         max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples,
         precision=cfg.precision, log_every=10**9,
+        overwrite=True,  # only unfinished runs are run: what an interrupted one left is glue's own, redone
     )  # fmt: skip
 
 
