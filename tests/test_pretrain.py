@@ -590,3 +590,21 @@ def test_projection_init_std_sets_only_the_embedding_projection():
     assert all(torch.equal(default[k], scaled[k]) for k in default if k != name)
     with pytest.raises(ValueError, match="projection_init_std"):
         PretrainConfig(projection_init_std=0.0)
+
+
+def test_sop_weight_zero_trains_masked_lm_only_and_still_scores_sop(tiny_config):
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(tiny_config())
+    model.sop_classifier.dropout.p = 0.0  # as pretraining runs it (pretrain_setup)
+    ids = torch.randint(5, 99, (4, 16))
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
+             "labels": labels, "sentence_order_label": torch.tensor([0, 1, 0, 1])}  # fmt: skip
+    full, stats = PretrainingObjective(model, "sop")(batch)
+    mlm_only, stats0 = PretrainingObjective(model, "sop", 0.0)(batch)
+    sop = (stats[3] / stats[4]).item()
+    assert torch.allclose(full, mlm_only + sop) and torch.equal(stats, stats0)  # SOP still scored
+    mlm_only.backward()
+    head = model.sop_classifier.classifier.weight.grad
+    assert head is not None and torch.count_nonzero(head) == 0  # in the graph (DDP), no gradient

@@ -26,7 +26,9 @@ STATS = ("mlm_loss_sum", "mlm_count", "mlm_correct", "sop_loss_sum", "sop_count"
 class PretrainingObjective(nn.Module):
     """MLM at the masked positions + SOP/NSP; DDP wraps this, so every parameter is used in forward."""
 
-    def __init__(self, model: AlbertForPreTraining, sentence_objective: str = "sop"):
+    def __init__(
+        self, model: AlbertForPreTraining, sentence_objective: str = "sop", sentence_weight: float = 1.0
+    ):
         super().__init__()
         if sentence_objective not in SENTENCE_OBJECTIVES:
             raise ValueError(
@@ -34,6 +36,9 @@ class PretrainingObjective(nn.Module):
             )
         self.model = model
         self.sentence_objective = sentence_objective
+        # Weight of the SOP/NSP loss in the objective; 0 trains MLM only, the head still scored (and its
+        # parameters still in the graph, with zero gradients, so DDP sees every parameter used).
+        self.sentence_weight = sentence_weight
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns (loss, stats): the scalar objective and the `STATS` sums of this micro-batch."""
@@ -58,7 +63,7 @@ class PretrainingObjective(nn.Module):
             sop_target = batch["sentence_order_label"].view(-1)
             sop_sum = F.cross_entropy(sop_logits, sop_target, reduction="sum")
             n_sop = sop_target.numel()
-            loss = loss + sop_sum / n_sop
+            loss = loss + self.sentence_weight * (sop_sum / n_sop)
             sop_correct = (sop_logits.argmax(-1) == sop_target).sum()
         tokens = batch["attention_mask"].sum()
         stats = torch.stack(

@@ -73,6 +73,8 @@ class PretrainConfig:
     """Adam bias correction in LAMB/AdamW (google-research: none)"""
     max_grad_norm: float = 1.0
     """clip the global gradient norm to this"""
+    sop_weight: float = 1.0
+    """weight of the sentence-order (or NSP) loss; 0: masked LM only (SOP accuracy still reported)"""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
     AMX), else fp32; bf16 = autocast"""
@@ -128,6 +130,7 @@ class PretrainConfig:
             self.projection_init_std is None or self.projection_init_std > 0,
             f"projection_init_std must be > 0, got {self.projection_init_std}",
         )
+        need(self.sop_weight >= 0, f"sop_weight must be >= 0, got {self.sop_weight}")
         need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
         for name in ("adam_beta1", "adam_beta2"):
             need(0 <= getattr(self, name) < 1, f"{name} must be in [0, 1), got {getattr(self, name)}")

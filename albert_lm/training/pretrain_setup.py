@@ -233,7 +233,7 @@ def _build_model(
         model.sop_classifier.requires_grad_(False)
     model.albert.encoder.gradient_checkpointing = cfg.gradient_checkpointing
     model.to(device).train()
-    return model, PretrainingObjective(model, sentence_objective)
+    return model, PretrainingObjective(model, sentence_objective, cfg.sop_weight)
 
 
 def _wrap(objective: PretrainingObjective, device: torch.device, d: DistInfo) -> nn.Module:
