@@ -74,14 +74,15 @@ class PretrainingObjective(nn.Module):
         return loss, stats
 
 
-def summarize(stats: torch.Tensor) -> dict[str, float]:
-    """STATS sums -> losses and accuracies (token-weighted MLM, sequence-weighted SOP)."""
+def summarize(stats: torch.Tensor, sentence_weight: float = 1.0) -> dict[str, float]:
+    """STATS sums -> losses and accuracies (token-weighted MLM, sequence-weighted SOP); "loss" is the
+    objective, the SOP loss counted with `sentence_weight`."""
     s = dict(zip(STATS, stats.double().tolist(), strict=True))
     mlm_loss = s["mlm_loss_sum"] / max(s["mlm_count"], 1)
     out = {"mlm_loss": mlm_loss, "mlm_acc": s["mlm_correct"] / max(s["mlm_count"], 1), "loss": mlm_loss}
     if s["sop_count"] > 0:
         out["sop_loss"] = s["sop_loss_sum"] / s["sop_count"]
         out["sop_acc"] = s["sop_correct"] / s["sop_count"]
-        out["loss"] += out["sop_loss"]
+        out["loss"] += sentence_weight * out["sop_loss"]
     out["tokens"] = s["tokens"]
     return out

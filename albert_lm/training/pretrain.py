@@ -211,7 +211,7 @@ def should_save(step: int, cfg: PretrainConfig, stopping: bool) -> bool:
 
 def log_train(run: Run, last: StepStats) -> dict[str, float]:
     """The train record since the last one (all ranks' sums), written by rank 0; the sums start again."""
-    m = summarize(all_reduce(run.acc, run.d))
+    m = summarize(all_reduce(run.acc, run.d), run.objective.sentence_weight)
     m.update(lr=last.lr, grad_norm=float(last.grad_norm), epoch=run.epoch)
     m["tok_per_s"] = m.pop("tokens") / max(run.compute_s, 1e-9)
     if run.metrics is not None:
@@ -239,7 +239,7 @@ def evaluate(
         with _autocast(cfg, device):
             stats += objective(_to(batch, device))[1].double()
     objective.train(was_training)
-    return summarize(all_reduce(stats, d))
+    return summarize(all_reduce(stats, d), objective.sentence_weight)
 
 
 def run_eval(
