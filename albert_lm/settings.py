@@ -27,7 +27,7 @@ import re
 import textwrap
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "RECIPE_DIR",
     "add_options",
     "check_fields",
+    "check_ranges",
     "field_docs",
     "option_values",
     "parse_duration",
@@ -119,6 +120,28 @@ def json_repr(value: Any) -> str:
         return repr(value)
 
 
+# Ranges `check_ranges` knows: (test, what the message says a value must be).
+_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "at_least_one": (lambda v: v >= 1, ">= 1"),
+    "positive": (lambda v: v > 0, "> 0"),
+    "non_negative": (lambda v: v >= 0, ">= 0"),
+    "fraction": (lambda v: 0 <= v < 1, "in [0, 1)"),
+}
+
+
+def check_ranges(obj: Any, where: str = "", **groups: Iterable[str]) -> None:
+    """Each field named in a group (`at_least_one`, `positive`, `non_negative`, `fraction`) holds a value
+    in that range, None aside; else one ValueError naming the field (after `check_fields`: types are
+    right by then)."""
+    for group, names in groups.items():
+        test, bound = _RANGES[group]
+        for name in names:
+            value = getattr(obj, name)
+            if value is not None and not test(value):
+                prefix = f"{where}: " if where else ""
+                raise ValueError(f"{prefix}{name} must be {bound}, got {value}")
+
+
 def check_fields(obj: Any, where: str = "") -> None:
     """Refuse a dataclass instance whose fields do not hold their declared types: one ValueError naming
     the field, the type expected and the value given (`where` prefixes it: a file, a config's name).
@@ -134,8 +157,8 @@ def check_fields(obj: Any, where: str = "") -> None:
 
 def _option_type(hint: Any) -> tuple[Any, tuple[Any, ...] | None]:
     """(base type, choices) of a field's type hint: `int | None` -> int; Literal["a", "b"] -> choices."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if (union := _union_args(hint)) is not None:
+        args = [a for a in union if a is not type(None)]
         if len(args) == 1:
             hint = args[0]
     if typing.get_origin(hint) is typing.Literal:

@@ -313,13 +313,15 @@ def text_eval_dataset(
         raise FileNotFoundError(f"eval text {file}: no such file")
     raw = file.read_bytes()
     try:
-        if b"\0" in raw:
-            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\0"), raw.index(b"\0") + 1, "NUL byte")
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(
-            file, f"not UTF-8 text (byte {e.start}: {e.reason}); --eval-text takes a plain-text file"
+            file, f"not UTF-8 text (byte {e.start}); --eval-text takes a plain-text file"
         ) from None
+    if "\0" in text:
+        raise InputError(
+            file, f"NUL byte at {text.index(chr(0))}: not text; --eval-text takes a plain-text file"
+        )
     lines = [ln for ln in text.splitlines() if ln.strip()]
     ids = [i for row in tokenizer.encode_batch(lines) for i in row]
     rng = np.random.default_rng(seed)

@@ -22,7 +22,7 @@ from albert_lm.data.tokenizer import (
     AlbertTokenizer,
     preprocess_text,
 )
-from albert_lm.files import atomic_write
+from albert_lm.files import atomic_write, describe_folder
 
 logger = logging.getLogger(__name__)
 
@@ -110,16 +110,15 @@ def _output_folder(out: Path, overwrite: bool) -> Path:
     if out.is_dir():
         for stale in out.glob(".train-*"):
             shutil.rmtree(stale, ignore_errors=True)
-        present = sorted(p.name for p in out.iterdir())
-        others = [n for n in present if n not in TOKENIZER_FILES]
-        if others:
+        present = {p.name for p in out.iterdir()}
+        if present - set(TOKENIZER_FILES):
             raise FileExistsError(
-                f"--output {out}: folder holds other files ({', '.join(others[:10])}); give an empty or new folder"
+                f"--output {out}: folder holds other files ({describe_folder(out)}); give an empty or new folder"
             )
         if MODEL_FILE in present and not overwrite:
             raise FileExistsError(
-                f"--output {out}: already holds a tokenizer ({', '.join(present)}); pass --overwrite to replace "
-                "it, or give another --output"
+                f"--output {out}: already holds a tokenizer ({describe_folder(out)}); pass --overwrite to "
+                "replace it, or give another --output"
             )
     out.mkdir(parents=True, exist_ok=True)
     return out

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from albert_lm.settings import check_fields
+from albert_lm.settings import check_fields, check_ranges
 
 
 @dataclass(frozen=True)
@@ -130,34 +130,18 @@ class FinetuneConfig:
     """token classification: tags column"""
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        check_fields(self)  # types and choices (precision is a Literal)
         if self.task not in TASK_DEFAULTS:
             raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASK_DEFAULTS)}")
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
-            raise ValueError(f"precision must be auto, fp32, bf16 or fp16, got {self.precision!r}")
-        for name in ("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        for name in ("log_every", "eval_every", "max_train_examples", "max_eval_examples", "doc_stride",
-                     "max_query_length", "n_best", "max_answer_length", "max_qa_length"):  # fmt: skip
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        for name in ("epochs", "learning_rate", "max_grad_norm"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        for name in ("warmup_steps",):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
-        for name in ("dropout", "classifier_dropout"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < 1:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        check_ranges(
+            self,
+            at_least_one=("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation",
+                          "log_every", "eval_every", "max_train_examples", "max_eval_examples", "doc_stride",
+                          "max_query_length", "n_best", "max_answer_length", "max_qa_length"),
+            positive=("epochs", "learning_rate", "max_grad_norm"),
+            non_negative=("warmup_steps", "weight_decay"),
+            fraction=("dropout", "classifier_dropout"),
+        )  # fmt: skip
 
     def resolved(self) -> FinetuneConfig:
         """A copy with the task's defaults filled in (steps and warmup are resolved in `finetune`)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.files import read_json_object, write_json
-from albert_lm.settings import check_fields
+from albert_lm.settings import check_fields, check_ranges
 from albert_lm.tasks import get_task
 from albert_lm.training.finetune_config import FinetuneConfig
 
@@ -77,14 +77,10 @@ class GlueConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        for name in ("seeds", "batch_size", "max_seq_length", "max_train_examples", "max_eval_examples"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if self.workers < 0:
-            raise ValueError(f"workers must be >= 0 (0: one per CPU core), got {self.workers}")
-        if self.epochs <= 0:
-            raise ValueError(f"epochs must be > 0, got {self.epochs}")
+        check_ranges(
+            self, at_least_one=("seeds", "batch_size", "max_seq_length", "max_train_examples", "max_eval_examples"),
+            non_negative=("workers",), positive=("epochs",),
+        )  # fmt: skip
         self.task_list()
         self.rates()
 
@@ -138,8 +134,6 @@ def _run(cfg: FinetuneConfig) -> dict[str, Any]:
 def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     """Every (task, rate, seed) run not done yet, then the table's numbers (also in glue_results.json)."""
     tasks, rates = cfg.task_list(), cfg.rates()
-    if cfg.seeds < 1:
-        raise ValueError(f"--seeds {cfg.seeds}: expected >= 1")
     for task in tasks:
         if not (Path(cfg.data) / GLUE5[task][0] / "dev.tsv").is_file():
             raise FileNotFoundError(f"no {GLUE5[task][0]}/dev.tsv under --data {cfg.data}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.files import read_json_object
-from albert_lm.settings import check_fields, parse_duration
+from albert_lm.settings import check_fields, check_ranges, parse_duration
 
 
 @dataclass
@@ -110,40 +110,21 @@ class PretrainConfig:
     """seconds a collective may wait before it fails instead of hanging"""
 
     def __post_init__(self) -> None:
-        def need(ok: bool, msg: str) -> None:
-            if not ok:
-                raise ValueError(f"PretrainConfig: {msg}")
-
-        check_fields(self)
-        for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches"):
-            need(int(getattr(self, name)) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "save_every", "eval_every", "keep_last"):
-            need(int(getattr(self, name)) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        check_fields(self)  # types and choices (precision, optimizer, device are Literals)
+        check_ranges(
+            self, "PretrainConfig",
+            at_least_one=("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches"),
+            non_negative=("warmup_steps", "save_every", "eval_every", "keep_last", "weight_decay", "sop_weight",
+                          "dropout_off_step"),
+            positive=("learning_rate", "adam_epsilon", "max_grad_norm", "poly_power", "dist_timeout_s",
+                      "projection_init_std"),
+            fraction=("adam_beta1", "adam_beta2"),
+        )  # fmt: skip
         if self.time_budget is not None:
             try:
                 parse_duration(self.time_budget)
             except ValueError as e:
-                need(False, f"time_budget: {e}")
-        for name in ("learning_rate", "adam_epsilon", "max_grad_norm", "poly_power", "dist_timeout_s"):
-            need(getattr(self, name) > 0, f"{name} must be > 0, got {getattr(self, name)}")
-        need(
-            self.projection_init_std is None or self.projection_init_std > 0,
-            f"projection_init_std must be > 0, got {self.projection_init_std}",
-        )
-        need(self.sop_weight >= 0, f"sop_weight must be >= 0, got {self.sop_weight}")
-        need(self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}")
-        for name in ("adam_beta1", "adam_beta2"):
-            need(0 <= getattr(self, name) < 1, f"{name} must be in [0, 1), got {getattr(self, name)}")
-        need(
-            self.dropout_off_step is None or self.dropout_off_step >= 0,
-            f"dropout_off_step must be >= 0, got {self.dropout_off_step}",
-        )
-        need(
-            self.precision in ("auto", "fp32", "bf16"),
-            f"precision must be auto, fp32 or bf16, got {self.precision!r}",
-        )
-        need(self.optimizer in ("lamb", "adamw"), f"optimizer must be lamb or adamw, got {self.optimizer!r}")
-        need(self.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {self.device!r}")
+                raise ValueError(f"PretrainConfig: time_budget: {e}") from None
 
     @property
     def time_budget_s(self) -> float | None:

@@ -174,9 +174,11 @@ def data_from_text(
 
 
 def _check_inputs(
-    cfg: PretrainConfig, latest: Path | None, train: Any, evaluation: Any, tokenizer: Any
+    cfg: PretrainConfig, latest: Path | None, train: Any, evaluation: Any, tokenizer: Any, d: DistInfo
 ) -> None:
-    """Everything given fits together (`albert_lm.training.preflight`), before any folder is touched."""
+    """Everything given fits together (`albert_lm.training.preflight`), before any folder is touched.
+    The data's checksums are read by rank 0 only (every rank reads the same files; a failure there ends
+    the run under torchrun)."""
     preflight.check_output(cfg, latest)
     vocab = getattr(tokenizer, "vocab_size", None)
     seq = getattr(train, "max_seq_length", None)
@@ -194,7 +196,8 @@ def _check_inputs(
                     f"--init-from {cfg.init_from}: its embedding has {source.vocab_size} rows, the data's "
                     f"tokenizer {vocab} pieces; use data made with the model's tokenizer"
                 )
-    preflight.check_data([train, evaluation])
+    if d.main:
+        preflight.check_data([train, evaluation])
 
 
 def _prepare_output(cfg: PretrainConfig, d: DistInfo, latest: Path | None) -> Path:
@@ -321,8 +324,10 @@ def setup(
     cfg, device, d = _start_process(cfg)
     if train_dataset is None:
         train_dataset, eval_dataset, tokenizer = _load_data(cfg)
-    latest = None if cfg.overwrite else ckpt.latest_checkpoint(cfg.output)
-    _check_inputs(cfg, ckpt.latest_checkpoint(cfg.output), train_dataset, eval_dataset, tokenizer)
+    latest = ckpt.latest_checkpoint(cfg.output)
+    _check_inputs(cfg, latest, train_dataset, eval_dataset, tokenizer, d)
+    if cfg.overwrite:
+        latest = None  # what the folder holds is removed next
     out = _prepare_output(cfg, d, latest)
     _seed_everything(cfg.seed)
     sentence_objective = getattr(train_dataset, "objective", "sop")
