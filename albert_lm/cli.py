@@ -359,7 +359,7 @@ def _demo_options(p: argparse.ArgumentParser) -> None:
 
 @command("demo", _demo_options)
 def _run_demo(args: argparse.Namespace) -> int:
-    """train a tokenizer and albert-tiny on the bundled public-domain books (~5 min on 2 CPU cores)
+    """train a tokenizer and albert-tiny on the bundled public-domain books (2.5 to 7.5 min on 2 CPU cores)
 
     The end-to-end demo: trains a SentencePiece model and a 4-layer albert-tiny on a few MB of public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), reports MLM
     accuracy against a unigram guess and SOP accuracy against chance, and fills a mask."""

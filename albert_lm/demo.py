@@ -1,4 +1,4 @@
-"""`albert demo`: the whole pipeline in about five minutes on two CPU cores, on text shipped in the package.
+"""`albert demo`: the whole pipeline in minutes on two CPU cores (the cpu-10min recipe), on text shipped in the package.
 
 1. trains a SentencePiece model (ALBERT's special pieces, `albert tokenizer train`) on the bundled books
    (`albert_lm/demo_corpus/`, five public-domain Project Gutenberg books, headers stripped; sources in
@@ -177,9 +177,11 @@ def make_data(files: list[Path], tok_dir: Path, data_dir: Path, settings: dict[s
 
 def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) -> dict[str, float]:
     """Stage 3: the recipe's model pretrained (resuming a checkpoint); returns its final metrics."""
+    from albert_lm.training.checkpoint import latest_checkpoint
     from albert_lm.training.pretrain import PretrainConfig, pretrain
 
-    cfg = PretrainConfig(**{**settings, "data": str(data_dir), "output": str(model_dir), "resume": True})
+    resume = latest_checkpoint(model_dir) is not None  # a rerun continues (or re-reports) the run
+    cfg = PretrainConfig(**{**settings, "data": str(data_dir), "output": str(model_dir), "resume": resume})
     return pretrain(cfg).final_metrics
 
 
