@@ -343,7 +343,9 @@ def _run_data_create(args: argparse.Namespace) -> int:
     if not args.shard_mb > 0:
         raise ValueError(f"--shard-mb {args.shard_mb}: expected a positive number")
     shard_bytes = int(args.shard_mb * (1 << 20))
-    cfg = DataConfig(**values, block_bytes=min(1 << 20, shard_bytes), shard_bytes=shard_bytes)
+    cfg = DataConfig(**values, shard_bytes=shard_bytes)
+    # A recipe may set the block size (small corpora want small blocks); a block never exceeds a shard.
+    cfg = dataclasses.replace(cfg, block_bytes=min(cfg.block_bytes, shard_bytes))
     manifest = create_pretraining_data(
         args.input, args.tokenizer, args.output, cfg, num_workers=args.workers, progress=not args.no_progress
     )
