@@ -205,6 +205,34 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- albert predict
+def _predict_options(p: argparse.ArgumentParser) -> None:
+    from albert_lm.deploy.predict import PredictConfig
+
+    add_options(p, PredictConfig, required=("model", "input"), metavars={"model": "DIR", "input": "FILE"})
+
+
+@command("predict", _predict_options)
+def _run_predict(args: argparse.Namespace) -> int:
+    """run a fine-tuned model on new text: one JSON line per input row, in input order
+
+    Classification: label and probabilities (regression: score); token classification: tags per word;
+    question answering: the answer and its character offsets in the context; multiple choice: the
+    answer letter and probabilities. Input: plain lines, CSV/TSV with a header, or JSON Lines; - is
+    stdin / stdout. A bad row stops the run naming its line and column, or with --skip-bad is reported
+    and left out."""
+    from albert_lm.deploy.predict import PredictConfig, predict
+
+    summary = predict(PredictConfig(**option_values(args, PredictConfig)))
+    skipped = f", {len(summary.skipped)} bad rows left out" if summary.skipped else ""
+    where = "" if args.output == "-" else f" -> {args.output}"
+    print(
+        f"{summary.task}: {summary.predicted} of {summary.rows} rows predicted{skipped}{where}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 # --------------------------------------------------------------------------- albert tokenizer train
 def _tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
@@ -451,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_TRAINING_COMMANDS = ("pretrain", "finetune", "glue", "evaluate", "demo", "bench")
+_TRAINING_COMMANDS = ("pretrain", "finetune", "glue", "evaluate", "predict", "demo", "bench")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 class SquadPredictions:
     text: dict[str, str]  # best non-null span per question
     null_diff: dict[str, float]  # null score - best span score (SQuAD 2.0's "na_prob")
+    spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)  # the text's [start, end) in context
 
 
 def decode(
@@ -40,6 +41,7 @@ def decode(
         by_example[f["example_index"]].append(fi)
     text: dict[str, str] = {}
     diff: dict[str, float] = {}
+    spans: dict[str, tuple[int, int] | None] = {}
     for ei, ex in enumerate(examples):
         best, best_span, null = -math.inf, None, math.inf
         for fi in by_example[ei]:
@@ -60,8 +62,9 @@ def decode(
                     if score > best:
                         best, best_span = score, (f["token_chars"][i][0], f["token_chars"][j][1])
         text[ex.qid] = ex.context[best_span[0] : best_span[1]] if best_span else ""
+        spans[ex.qid] = (int(best_span[0]), int(best_span[1])) if best_span else None
         diff[ex.qid] = null - best if best_span else 1e9
-    return SquadPredictions(text, diff)
+    return SquadPredictions(text, diff, spans)
 
 
 def apply_threshold(preds: SquadPredictions, threshold: float) -> dict[str, str]:

@@ -1,0 +1,1 @@
+"""The end of the road: running a fine-tuned model on new text (`albert predict`)."""

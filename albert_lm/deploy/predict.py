@@ -1,0 +1,344 @@
+"""`albert predict`: a fine-tuned model on new text, one JSON line out per input row, in input order.
+
+The model folder is one `albert finetune` wrote (its `best/`: weights, spiece.model, finetune_config.json
+naming the task and its labels) or any ALBERT folder with a head (the head then comes from config.json's
+`architectures`, the label names from `id2label`). The rows are read whole, turned into the task's
+features by the task's own code (the truncation, SQuAD's windows and RACE's option pairing are the ones
+fine-tuning used), run in batches of similar length, and written back in input order, each with its line
+number:
+
+- sequence classification: `label` and `probabilities` (label -> probability); regression: `score`;
+- token classification: `tokens` (whitespace-split text, or the row's token list) and `tags`;
+- question answering: `answer` with its character offsets `start` / `end` in the context (SQuAD 2.0
+  models answer "" with offsets null when no answer beats the null score by the threshold chosen on dev);
+- multiple choice: `answer` (A, B, ...), its `index` and `probabilities` over the options.
+
+Input: plain text (one text per line; sequence and token classification), CSV / TSV with a header, or
+JSON Lines; `-` reads stdin (format from `--format`, lines by default) and `-` as output writes stdout.
+A row without a needed column, or with an empty one, is an error naming the line and the column, or,
+with `skip_bad`, reported on stderr and left out. The output file is written under a temporary name and
+renamed, so a failed run leaves none.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.files import InputError, atomic_write, read_json_object
+from albert_lm.model.config import AlbertConfig
+from albert_lm.settings import check_fields, check_ranges
+from albert_lm.tasks import Task, get_task
+from albert_lm.tasks.glue import GlueExample, GlueTask
+from albert_lm.tasks.race import LETTERS, RaceExample
+from albert_lm.tasks.squad import SquadExample, SquadTask
+from albert_lm.tasks.squad_decoding import decode
+from albert_lm.tasks.text_classification import TextExample, TokenExample
+from albert_lm.training.evaluation import load_for_task, pick_device, resolved_precision, run_model
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("auto", "lines", "csv", "tsv", "jsonl")
+# The task a model is read as, from config.json's `architectures`, when no finetune_config.json names it.
+_ARCHITECTURE_TASKS = {
+    "AlbertForSequenceClassification": "classification",
+    "AlbertForTokenClassification": "token-classification",
+    "AlbertForQuestionAnswering": "squad1",
+    "AlbertForMultipleChoice": "race",
+}
+
+
+@dataclass
+class PredictConfig:
+    """Settings of `albert predict`."""
+
+    model: str
+    """fine-tuned model folder (e.g. a finetune run's best/)"""
+    input: str
+    """input file (plain lines, .csv, .tsv or .jsonl), or - for stdin"""
+    output: str = "-"
+    """output JSON Lines file, or - for stdout"""
+    format: Literal["auto", "lines", "csv", "tsv", "jsonl"] = "auto"
+    """input format (auto: from the file's extension; plain lines otherwise and for stdin)"""
+    text_column: str = "text"
+    """column of the text (classification, token classification)"""
+    text_pair_column: str = "text_pair"
+    """column of the second text of a pair (used where present)"""
+    tokens_column: str = "tokens"
+    """token classification: column of a token list (else the text column, split on whitespace)"""
+    question_column: str = "question"
+    """question answering and multiple choice: column of the question"""
+    context_column: str = "context"
+    """question answering and multiple choice: column of the context (passage, article)"""
+    options_column: str = "options"
+    """multiple choice: column of the options (a JSON list, or a list in JSON Lines)"""
+    batch_size: int = 32
+    """rows per batch (batches hold rows of similar length)"""
+    max_seq_length: int | None = None
+    """tokens per feature (default: what the model was fine-tuned with, else 512 capped by its positions)"""
+    precision: Literal["auto", "fp32", "bf16"] = "fp32"
+    """fp32, bf16 (autocast) or auto (bf16 where this machine computes it fast)"""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """where to run"""
+    skip_bad: bool = False
+    """report bad rows on stderr and leave them out, instead of stopping at the first"""
+
+    def __post_init__(self) -> None:
+        check_fields(self, "predict")
+        check_ranges(self, "predict", at_least_one=("batch_size",))
+        if self.max_seq_length is not None and self.max_seq_length < 8:
+            raise ValueError(f"predict: max_seq_length {self.max_seq_length}: expected at least 8")
+
+
+@dataclass
+class PredictSummary:
+    rows: int  # rows read
+    predicted: int  # rows written
+    skipped: list[str]  # messages of the bad rows left out (skip_bad)
+    task: str
+    head: str
+
+
+# --------------------------------------------------------------------------- reading rows
+def read_rows(source: str, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of the input: plain lines become {"text": line}; CSV/TSV rows are keyed by the
+    header; JSON Lines rows are the objects."""
+    name = "<stdin>" if source == "-" else source
+    if fmt == "auto":
+        suffix = Path(source).suffix.lower() if source != "-" else ""
+        fmt = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(suffix, "lines")
+    if source != "-" and not Path(source).is_file():
+        raise FileNotFoundError(f"no input file at {source}")
+    raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(name, f"not UTF-8 (byte {e.start})", line=line) from e
+    if fmt == "lines":
+        for n, line in enumerate(text.splitlines(), start=1):
+            yield n, {"text": line}
+    elif fmt in ("csv", "tsv"):
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
+        for row in reader:
+            if None in row:
+                raise InputError(name, "more fields than header columns", line=reader.line_num)
+            yield reader.line_num, row
+    else:
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(name, f"not valid JSON: {e.msg}", line=n) from e
+            if not isinstance(obj, dict):
+                raise InputError(name, f"expected a JSON object, got {type(obj).__name__}", line=n)
+            yield n, obj
+
+
+class _Rows:
+    """Field access that names the input's line and column on a bad value."""
+
+    def __init__(self, cfg: PredictConfig) -> None:
+        self.cfg, self.name = cfg, "<stdin>" if cfg.input == "-" else cfg.input
+
+    def text(self, row: dict[str, Any], column: str, line: int) -> str:
+        value = row.get(column)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise InputError(self.name, f"missing or empty column {column!r}", line=line)
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise InputError(
+                self.name, f"column {column!r}: expected text, got {type(value).__name__}", line=line
+            )
+        return str(value)
+
+    def optional(self, row: dict[str, Any], column: str, line: int) -> str | None:
+        value = row.get(column)
+        return None if value is None or value == "" else self.text(row, column, line)
+
+    def strings(self, row: dict[str, Any], column: str, line: int) -> list[str]:
+        value = row.get(column)
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise InputError(self.name, f"column {column!r}: expected a JSON list", line=line) from None
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, str) and v.strip() for v in value)
+        ):
+            raise InputError(self.name, f"column {column!r}: expected a non-empty list of texts", line=line)
+        return value
+
+
+# --------------------------------------------------------------------------- the model's task
+def model_task(model_dir: Path) -> tuple[Task, dict[str, Any]]:
+    """The task the model was fine-tuned on (finetune_config.json), or the one its head implies; with
+    the label names from config.json. Returns (task, the saved fine-tuning settings or {})."""
+    config = AlbertConfig.from_pretrained(model_dir)
+    saved_file = model_dir / "finetune_config.json"
+    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
+    name = saved.get("task")
+    if name is None:
+        arch = (config.extra.get("architectures") or [None])[0]
+        name = _ARCHITECTURE_TASKS.get(str(arch))
+        if name is None:
+            raise ValueError(
+                f"{model_dir}: not a fine-tuned model (no finetune_config.json, and config.json's "
+                f"architectures {arch!r} is not one of {', '.join(_ARCHITECTURE_TASKS)})"
+            )
+    options = {k: v for k, v in saved.items() if k not in ("task", "labels")}
+    task = get_task(name, **options)
+    if task.head in ("sequence_classification", "token_classification") and not isinstance(task, GlueTask):
+        id2label = config.id2label or {}
+        names = saved.get("labels") or [id2label[i] for i in sorted(id2label)]
+        task.labels = tuple(str(n) for n in names)
+    return task, saved
+
+
+def _examples(task: Task, cfg: PredictConfig, rows: list[tuple[int, dict[str, Any]]], fields: _Rows):
+    """The task's example for each row: (examples, their lines, messages of rows left out)."""
+    examples: list[Any] = []
+    lines: list[int] = []
+    skipped: list[str] = []
+    n_options: int | None = None
+    for line, row in rows:
+        try:
+            if task.head == "sequence_classification":
+                text = fields.text(row, cfg.text_column, line)
+                pair = fields.optional(row, cfg.text_pair_column, line)
+                ex: Any = (
+                    GlueExample(str(line), text, pair, None, line)
+                    if isinstance(task, GlueTask)
+                    else TextExample(text, pair, None, line)
+                )
+            elif task.head == "token_classification":
+                tokens = (
+                    fields.strings(row, cfg.tokens_column, line)
+                    if cfg.tokens_column in row
+                    else fields.text(row, cfg.text_column, line).split()
+                )
+                ex = TokenExample(tokens, None, line)
+            elif task.head == "question_answering":
+                question = fields.text(row, cfg.question_column, line)
+                context = fields.text(row, cfg.context_column, line)
+                ex = SquadExample(str(line), question, context, [])
+            else:
+                options = fields.strings(row, cfg.options_column, line)
+                if n_options is not None and len(options) != n_options:
+                    raise InputError(
+                        fields.name, f"{len(options)} options; the rows before have {n_options}", line
+                    )
+                if len(options) > len(LETTERS):
+                    raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
+                n_options = len(options)
+                question = fields.text(row, cfg.question_column, line)
+                ex = RaceExample(
+                    str(line), fields.text(row, cfg.context_column, line), question, options, None, ""
+                )
+        except InputError as e:
+            if not cfg.skip_bad:
+                raise
+            skipped.append(str(e))
+            logger.warning("skipped: %s", e)
+            continue
+        examples.append(ex)
+        lines.append(line)
+    return examples, lines, skipped
+
+
+# --------------------------------------------------------------------------- predictions
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _records(task: Task, saved: dict[str, Any], examples, features, outputs, lines) -> list[dict[str, Any]]:
+    if task.head == "question_answering":
+        assert isinstance(task, SquadTask)
+        preds = decode(examples, features, outputs, task.n_best, task.max_answer_length)
+        threshold = saved.get("null_score_diff_threshold")
+        records = []
+        for ex, line in zip(examples, lines, strict=True):
+            span = preds.spans[ex.qid]
+            if task.version2 and preds.null_diff[ex.qid] > (0.0 if threshold is None else float(threshold)):
+                span = None
+            text = ex.context[span[0] : span[1]] if span else ""
+            start, end = span if span else (None, None)
+            records.append({"line": line, "answer": text, "start": start, "end": end})
+        return records
+    if task.head == "token_classification":
+        tags = task.predict(examples, features, outputs)
+        return [
+            {"line": line, "tokens": ex.tokens, "tags": t}
+            for ex, t, line in zip(examples, tags, lines, strict=True)
+        ]
+    logits = [np.asarray(o["logits"], dtype=np.float64) for o in outputs]
+    if task.head == "multiple_choice":
+        records = []
+        for x, line in zip(logits, lines, strict=True):
+            p = _softmax(x)
+            i = int(p.argmax())
+            records.append(
+                {
+                    "line": line,
+                    "answer": LETTERS[i],
+                    "index": i,
+                    "probabilities": [round(float(v), 6) for v in p],
+                }
+            )
+        return records
+    if not task.labels:  # regression (STS-B)
+        return [{"line": line, "score": float(x[0])} for x, line in zip(logits, lines, strict=True)]
+    records = []
+    for x, line in zip(logits, lines, strict=True):
+        p = _softmax(x)
+        probs = {str(name): round(float(v), 6) for name, v in zip(task.labels, p, strict=True)}
+        records.append({"line": line, "label": str(task.labels[int(p.argmax())]), "probabilities": probs})
+    return records
+
+
+def predict(cfg: PredictConfig) -> PredictSummary:
+    """Read, predict, write (see the module's docstring)."""
+    model_dir = Path(cfg.model)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
+    task, saved = model_task(model_dir)
+    fields = _Rows(cfg)
+    rows = list(read_rows(cfg.input, cfg.format))
+    examples, lines, skipped = _examples(task, cfg, rows, fields)
+    config = AlbertConfig.from_pretrained(model_dir)
+    max_len = min(cfg.max_seq_length or saved.get("max_seq_length") or 512, config.max_position_embeddings)
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    device = pick_device(cfg.device)
+    precision = resolved_precision(cfg.precision, device)
+    records: list[dict[str, Any]] = []
+    if examples:
+        features = task.featurize(examples, tokenizer, max_len)
+        model = load_for_task(task, model_dir, None).to(device)
+        outputs = run_model(
+            model, features, cfg.batch_size, tokenizer.pad_token_id, device, precision, "predict"
+        )
+        records = _records(task, saved, examples, features, outputs, lines)
+    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    if cfg.output == "-":
+        sys.stdout.write(body)
+        sys.stdout.flush()
+    else:
+        atomic_write(cfg.output, body)
+    return PredictSummary(len(rows), len(records), skipped, task.name, task.head)
+
+
+__all__ = ["FORMATS", "PredictConfig", "PredictSummary", "model_task", "predict", "read_rows"]

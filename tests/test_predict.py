@@ -1,0 +1,204 @@
+"""`albert predict`: every head against transformers' model on the same weights, the input formats, the
+order of rows, and bad input (named line and column, --skip-bad, nothing half-written)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from albert_lm.cli import main
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.files import write_json
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import (
+    AlbertForMultipleChoice,
+    AlbertForPreTraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+)
+from albert_lm.tasks.task import pair_features
+
+transformers = pytest.importorskip("transformers")
+
+TEXTS = ["Kala bime to.", "Dunora pesi kalo bu vemi.", "Tura.", "Mepa lodi sure kana bo tema ri."]
+
+
+@pytest.fixture
+def make_model(tmp_path, tiny_config, tiny_corpus_and_tokenizer):
+    """make_model(cls, task, **config): a random model of that head saved as a finetune run's best/."""
+    _, tok = tiny_corpus_and_tokenizer
+
+    def make(cls, task: str, labels=(), **changes):
+        torch.manual_seed(0)
+        config = tiny_config(vocab_size=200, **changes)
+        if labels:
+            config.id2label = dict(enumerate(labels))
+        model = cls(config).eval()
+        out = tmp_path / f"model-{task}"
+        model.save_pretrained(out)
+        shutil.copy(tok / "spiece.model", out / "spiece.model")
+        write_json(out / "finetune_config.json", {"task": task, "labels": list(labels), "max_seq_length": 64})
+        return out
+
+    return make
+
+
+def run(args: list[str], capsys) -> tuple[int, list[dict], str]:
+    code = main(["predict", *args])
+    captured = capsys.readouterr()
+    rows = [json.loads(line) for line in captured.out.splitlines() if line.strip()]
+    return code, rows, captured.err
+
+
+def pair_inputs(model_dir, a: str, b: str | None = None) -> dict[str, torch.Tensor]:
+    tok = AlbertTokenizer.from_pretrained(model_dir)
+    ids, types = pair_features(
+        tok,
+        tok.encode(a, add_special_tokens=False),
+        tok.encode(b, add_special_tokens=False) if b else None,
+        64,
+    )
+    return {"input_ids": torch.tensor([ids]), "token_type_ids": torch.tensor([types])}
+
+
+def test_classification_matches_transformers_in_every_input_format(make_model, tmp_path, capsys, monkeypatch):
+    model = make_model(
+        AlbertForSequenceClassification, "classification", labels=("neg", "pos", "zero"), num_labels=3
+    )
+    hf = transformers.AlbertForSequenceClassification.from_pretrained(model).eval()
+    expected = []
+    with torch.no_grad():
+        for text in TEXTS:
+            expected.append(torch.softmax(hf(**pair_inputs(model, text)).logits[0], -1).numpy())
+    lines = tmp_path / "in.txt"
+    lines.write_text("\n".join(TEXTS) + "\n")
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("id\tsentence\n" + "".join(f"{i}\t{t}\n" for i, t in enumerate(TEXTS)))
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    outputs = []
+    for args in ([str(lines)], [str(tsv), "--text-column", "sentence"], [str(jsonl)]):
+        code, rows, _ = run(["--model", str(model), "--input", *args, "--batch-size", "3"], capsys)
+        assert code == 0 and len(rows) == len(TEXTS)
+        outputs.append(rows)
+        for row, want in zip(rows, expected, strict=True):
+            got = np.array([row["probabilities"][k] for k in ("neg", "pos", "zero")])
+            assert np.abs(got - want).max() < 1e-5
+            assert row["label"] == ("neg", "pos", "zero")[int(want.argmax())]
+    assert [r["line"] for r in outputs[0]] == [1, 2, 3, 4]  # input order, whatever the batching
+    assert [r["line"] for r in outputs[1]] == [2, 3, 4, 5]  # after the header
+    # stdin to a file: the file is the same rows
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.read_bytes())))
+    out = tmp_path / "out.jsonl"
+    code, _, err = run(["--model", str(model), "--input", "-", "--output", str(out)], capsys)
+    assert code == 0 and "4 of 4 rows" in err
+    assert [json.loads(x) for x in out.read_text().splitlines()] == outputs[0]
+
+
+def test_regression_pairs_give_the_models_score(make_model, tmp_path, capsys):
+    model = make_model(AlbertForSequenceClassification, "stsb", num_labels=1)
+    hf = transformers.AlbertForSequenceClassification.from_pretrained(model).eval()
+    src = tmp_path / "pairs.csv"
+    src.write_text(
+        "text,text_pair\n" + "".join(f'"{a}","{b}"\n' for a, b in zip(TEXTS, TEXTS[1:], strict=False))
+    )
+    code, rows, _ = run(["--model", str(model), "--input", str(src)], capsys)
+    assert code == 0 and len(rows) == 3
+    with torch.no_grad():
+        for row, a, b in zip(rows, TEXTS, TEXTS[1:], strict=False):
+            assert abs(row["score"] - float(hf(**pair_inputs(model, a, b)).logits[0, 0])) < 1e-5
+
+
+def test_token_classification_tags_every_word(make_model, tmp_path, capsys):
+    model = make_model(
+        AlbertForTokenClassification, "token-classification", labels=("B-X", "I-X", "O"), num_labels=3
+    )
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        json.dumps({"tokens": ["Kala", "bime", "to"]}) + "\n" + json.dumps({"text": "Dunora pesi"}) + "\n"
+    )
+    code, rows, _ = run(["--model", str(model), "--input", str(src)], capsys)
+    assert code == 0
+    assert [r["tokens"] for r in rows] == [["Kala", "bime", "to"], ["Dunora", "pesi"]]
+    assert [len(r["tags"]) for r in rows] == [3, 2] and all(
+        t in ("B-X", "I-X", "O") for r in rows for t in r["tags"]
+    )
+
+
+def test_question_answering_offsets_point_at_the_answer(make_model, tmp_path, capsys):
+    model = make_model(AlbertForQuestionAnswering, "squad1", num_labels=2)
+    context = "Kala bime to dunora. Pesi kalo bu vemi tura mepa."
+    src = tmp_path / "qa.jsonl"
+    src.write_text(
+        "".join(json.dumps({"question": q, "context": context}) + "\n" for q in ("Kala?", "Vemi tura?"))
+    )
+    code, rows, _ = run(["--model", str(model), "--input", str(src)], capsys)
+    assert code == 0 and len(rows) == 2
+    for r in rows:
+        assert r["answer"] and context[r["start"] : r["end"]] == r["answer"]
+
+
+def test_multiple_choice_matches_transformers(make_model, tmp_path, capsys):
+    model = make_model(AlbertForMultipleChoice, "race")
+    hf = transformers.AlbertForMultipleChoice.from_pretrained(model).eval()
+    row = {"context": TEXTS[1], "question": "Kala _ bime?", "options": ["to", "tura", "mepa", "lodi"]}
+    src = tmp_path / "mc.csv"
+    src.write_text('context,question,options\n"{}","{}","{}"\n'.format(
+        row["context"], row["question"], json.dumps(row["options"]).replace('"', '""')))  # fmt: skip
+    code, rows, _ = run(["--model", str(model), "--input", str(src)], capsys)
+    assert code == 0 and len(rows) == 1
+    tok = AlbertTokenizer.from_pretrained(model)
+    art = tok.encode(row["context"], add_special_tokens=False)
+    ids, types = [], []
+    for option in row["options"]:
+        qa = tok.encode(row["question"].replace("_", option), add_special_tokens=False)
+        ids.append([tok.cls_token_id, *art, tok.sep_token_id, *qa, tok.sep_token_id])
+        types.append([0] * (len(art) + 2) + [1] * (len(qa) + 1))
+    width = max(map(len, ids))
+    mask = torch.tensor([[[1] * len(x) + [0] * (width - len(x)) for x in ids]])
+    pad = lambda rows: torch.tensor([[x + [0] * (width - len(x)) for x in rows]])  # noqa: E731
+    with torch.no_grad():
+        p = torch.softmax(
+            hf(input_ids=pad(ids), token_type_ids=pad(types), attention_mask=mask).logits[0], -1
+        )
+    assert np.abs(np.array(rows[0]["probabilities"]) - p.numpy()).max() < 1e-5
+    assert rows[0]["index"] == int(p.argmax()) and rows[0]["answer"] == "ABCD"[int(p.argmax())]
+
+
+def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path, capsys, caplog):
+    model = make_model(AlbertForSequenceClassification, "classification", labels=("a", "b"), num_labels=2)
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": "Kala."}) + "\n" + json.dumps({"txt": "Bime."}) + "\n"
+                   + json.dumps({"text": ["not", "text"]}) + "\n" + json.dumps({"text": "To."}) + "\n")  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    code, _, err = run(["--model", str(model), "--input", str(src), "--output", str(out)], capsys)
+    assert code == 1 and f"{src}:2: missing or empty column 'text'" in err and "Traceback" not in err
+    assert not out.exists() and not list(tmp_path.glob(".out.jsonl*"))
+    code, _, err = run(
+        ["--model", str(model), "--input", str(src), "--output", str(out), "--skip-bad"], capsys
+    )
+    assert (
+        code == 0
+        and "2 of 4 rows predicted, 2 bad rows left out" in err
+        and f"{src}:3: column 'text'" in caplog.text
+    )
+    assert [json.loads(x)["line"] for x in out.read_text().splitlines()] == [1, 4]
+    # not a fine-tuned model; a missing input; a file that is not UTF-8
+    pretrained = tmp_path / "pretrained"
+    AlbertForPreTraining(AlbertConfig.from_pretrained(model)).save_pretrained(pretrained)
+    code, _, err = run(["--model", str(pretrained), "--input", str(src)], capsys)
+    assert code == 1 and "not a fine-tuned model" in err
+    (tmp_path / "bad.txt").write_bytes(b"ok\n\xff\xfe broken\n")
+    code, _, err = run(["--model", str(model), "--input", str(tmp_path / "bad.txt")], capsys)
+    assert code == 1 and "bad.txt:2: not UTF-8" in err
+    code, _, err = run(["--model", str(model), "--input", str(tmp_path / "nope.txt")], capsys)
+    assert code == 1 and "no input file" in err
+    code, _, err = run(["--model", str(tmp_path), "--input", str(src)], capsys)
+    assert code == 1 and "no model at" in err
