@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -66,6 +67,11 @@ def main() -> None:
     p.add_argument("--output", required=True)
     p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
     p.add_argument("--preset", default="albert-tiny")
+    p.add_argument(
+        "--sharing",
+        default=None,
+        help="cross-layer sharing of the albert-lm run compared (default: the preset's)",
+    )
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -83,7 +89,8 @@ def main() -> None:
     tokenizer = transformers.AutoTokenizer.from_pretrained(a.data)
     train = blocks(tokenizer, a.text, a.seq)
     evaluation = PretrainingDataset(a.data, "eval")
-    ours = AlbertConfig.from_preset(a.preset, vocab_size=len(tokenizer))
+    shape = {"sharing": a.sharing} if a.sharing else {}
+    ours = AlbertConfig.from_preset(a.preset, vocab_size=len(tokenizer), **shape)
     config = transformers.AlbertConfig(**{k: v for k, v in ours.to_dict().items() if k not in ("sharing",)})
     model = transformers.AlbertForMaskedLM(config).train()
     collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
@@ -131,6 +138,8 @@ def main() -> None:
     print(json.dumps(rec), flush=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    # The same pieces as spiece.model too, for albert-lm's commands (`albert glue` on this model).
+    shutil.copy(Path(a.data) / "spiece.model", out / "spiece.model")
 
 
 if __name__ == "__main__":

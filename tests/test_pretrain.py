@@ -260,6 +260,9 @@ def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):
     assert [r["step"] for r in train] == [2, 4, 6]
     assert all({"loss", "mlm_acc", "sop_acc", "lr", "tok_per_s"} <= r.keys() for r in train)
     assert [r["step"] for r in records if r["split"] == "eval"] == [3, 6]
+    # training time on every record (curves against minutes), never decreasing
+    elapsed = [r["elapsed_s"] for r in records]
+    assert elapsed == sorted(elapsed) and elapsed[-1] > 0
     assert "eval_mlm_acc" in result.final_metrics
     assert (out / "training_curves.png").stat().st_size > 0
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))

@@ -215,7 +215,7 @@ def log_train(run: Run, last: StepStats) -> dict[str, float]:
     m.update(lr=last.lr, grad_norm=float(last.grad_norm), epoch=run.epoch)
     m["tok_per_s"] = m.pop("tokens") / max(run.compute_s, 1e-9)
     if run.metrics is not None:
-        run.metrics.write({"step": run.step, "split": "train", **m})
+        run.metrics.write({"step": run.step, "split": "train", **m, "elapsed_s": round(run.elapsed_s, 1)})
         logger.info("%s", format_line(run.step, m))
     run.acc.zero_()
     run.compute_s = 0.0
@@ -250,15 +250,18 @@ def run_eval(
     d: DistInfo,
     metrics: MetricsLog | None,
     step: int,
+    elapsed_s: float | None = None,
 ) -> dict[str, float]:
-    """`evaluate` on each evaluation set; rank 0 records them. Returns {"SPLIT_METRIC": value}."""
+    """`evaluate` on each evaluation set; rank 0 records them (with the training time so far, when
+    given, for curves against time). Returns {"SPLIT_METRIC": value}."""
     results: dict[str, float] = {}
     for split, dataset in evals.items():
         m = evaluate(objective, dataset, cfg, device, d)
         m.pop("tokens")
         results.update({f"{split}_{k}": v for k, v in m.items()})
         if metrics is not None:
-            metrics.write({"step": step, "split": split, **m})
+            when = {} if elapsed_s is None else {"elapsed_s": round(elapsed_s, 1)}
+            metrics.write({"step": step, "split": split, **m, **when})
             logger.info("%s", format_line(step, m, prefix=f"{split} @"))
     return results
 
@@ -321,27 +324,29 @@ def pretrain(
     cfg, d = run.cfg, run.d
     stop = StopFlag()
     stop.install()
-    bar = tqdm(total=cfg.max_steps, initial=run.step, disable=not d.main, desc="pretrain", unit="step")
     final: dict[str, float] = {}
     budget_s = cfg.time_budget_s
+    # Progress in steps, or with a time budget in seconds of it (the step count is then only a cap).
+    bar = tqdm(total=round(budget_s) if budget_s else cfg.max_steps, disable=not d.main, desc="pretrain",
+               initial=round(run.elapsed_s) if budget_s else run.step, unit="s" if budget_s else "step")  # fmt: skip
     clock = time.monotonic()
     try:
         done = budget_spent(run, budget_s)  # a resumed run may have spent it already
         while run.step < cfg.max_steps and not done:
             last = take_step(run)
             check_finite(run, last)
-            bar.update(1)
             if on_step is not None:
                 on_step(run.step)
             stopping = stop_requested(stop, d, run.device)
             now = time.monotonic()
             run.elapsed_s, clock = run.elapsed_s + now - clock, now
             done = budget_spent(run, budget_s)  # the last step when the time is gone
+            bar.update(min(round(run.elapsed_s), bar.total) - bar.n if budget_s else 1)
             if should_log(run.step, cfg, stopping or done):
                 final = log_train(run, last)
-                bar.set_postfix(loss=f"{final['loss']:.3f}", mlm_acc=f"{final['mlm_acc']:.3f}")
+                bar.set_postfix(step=run.step, loss=f"{final['loss']:.3f}", mlm_acc=f"{final['mlm_acc']:.3f}")
             if should_eval(run.step, cfg, stopping or done):
-                run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step)
+                run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step, run.elapsed_s)
             if should_save(run.step, cfg, stopping or done):
                 save(run)
             if stopping:
@@ -352,7 +357,9 @@ def pretrain(
         if done and d.main:
             logger.info("time budget %s spent at step %d (%.0f s): schedule complete", cfg.time_budget,
                         run.step, run.elapsed_s)  # fmt: skip
-        final.update(run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step))
+        final.update(
+            run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step, run.elapsed_s)
+        )
         save_final(run)
         return PretrainResult(run.out, run.step, False, final)
     finally:
