@@ -2,7 +2,7 @@
 
 Exports load on first use (PEP 562), so `import albert_lm` is cheap and data-creation workers, which
 need only the tokenizer and numpy, never import torch (about 3 CPU-seconds and 200 MB per process).
-The modules are laid out by stage (data/, kernels/, model/, training/, tasks/, bench/); the names
+The modules are laid out by stage (data/, kernels/, model/, tasks/, training/, deploy/, bench/); the names
 below are the public ones, importable from `albert_lm` itself.
 """
 
@@ -36,6 +36,9 @@ _EXPORTS = {
     "evaluate_model": "training.evaluation",
     "finetune": "training.finetune",
     "pretrain": "training.pretrain",
+    "PredictConfig": "deploy.predict",
+    "predict": "deploy.predict",
+    "quantize_int8": "deploy.int8",
 }
 
 __all__ = [
@@ -61,6 +64,9 @@ __all__ = [
     "evaluate_model",
     "finetune",
     "pretrain",
+    "PredictConfig",
+    "predict",
+    "quantize_int8",
     "__version__",
 ]
 
@@ -82,6 +88,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from albert_lm.data.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.deploy.int8 import quantize_int8
+    from albert_lm.deploy.predict import PredictConfig, predict
     from albert_lm.model.config import PRESETS, AlbertConfig
     from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel
     from albert_lm.model.heads import (

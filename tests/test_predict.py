@@ -202,3 +202,41 @@ def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path
     assert code == 1 and "no input file" in err
     code, _, err = run(["--model", str(tmp_path), "--input", str(src)], capsys)
     assert code == 1 and "no model at" in err
+
+
+# --------------------------------------------------------------------------- int8
+def test_int8_keeps_the_forward_and_quantizes_a_shared_layer_once(tiny_config):
+    from albert_lm import quantize_int8
+    from albert_lm.deploy.int8 import Int8Linear
+
+    torch.manual_seed(0)
+    for sharing, distinct in (("all", 6), ("none", 10)):  # projection, pooler, (qkv, out, up, down) per block
+        model = AlbertForSequenceClassification(tiny_config(sharing=sharing, num_labels=3)).eval()
+        q = quantize_int8(model)
+        assert len({id(m) for m in q.modules() if isinstance(m, Int8Linear)}) == distinct
+        assert not any(isinstance(m, Int8Linear) for m in model.modules())  # the original is untouched
+        x = torch.randint(5, 99, (4, 20))
+        mask = torch.ones_like(x)
+        mask[1, 12:] = 0
+        with torch.no_grad():
+            a = model(input_ids=x, attention_mask=mask).logits
+            b = q(input_ids=x, attention_mask=mask).logits
+            ha = model.albert(input_ids=x).last_hidden_state.flatten()
+            hb = q.albert(input_ids=x).last_hidden_state.flatten()
+        assert torch.nn.functional.cosine_similarity(ha, hb, dim=0) > 0.999
+        assert (a - b).abs().max() < 0.05 * a.abs().max()
+    with pytest.raises(ValueError, match="quantized engine 'nope'"):
+        quantize_int8(model, engine="nope")
+
+
+def test_predict_int8_agrees_with_fp32(make_model, tmp_path, capsys):
+    model = make_model(AlbertForSequenceClassification, "classification", labels=("neg", "pos"), num_labels=2)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS * 5) + "\n")
+    _, fp32, _ = run(["--model", str(model), "--input", str(src)], capsys)
+    code, int8, _ = run(["--model", str(model), "--input", str(src), "--int8"], capsys)
+    assert code == 0 and len(int8) == len(fp32) == 20
+    diffs = [
+        abs(a["probabilities"]["pos"] - b["probabilities"]["pos"]) for a, b in zip(fp32, int8, strict=True)
+    ]
+    assert max(diffs) < 0.02

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.files import InputError, atomic_write, read_json_object
 from albert_lm.model.config import AlbertConfig
 from albert_lm.settings import check_fields, check_ranges
@@ -92,6 +94,8 @@ class PredictConfig:
     """where to run"""
     skip_bad: bool = False
     """report bad rows on stderr and leave them out, instead of stopping at the first"""
+    int8: bool = False
+    """run the encoder's linear layers in int8 (CPU; `albert_lm.quantize_int8`)"""
 
     def __post_init__(self) -> None:
         check_fields(self, "predict")
@@ -327,7 +331,11 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     records: list[dict[str, Any]] = []
     if examples:
         features = task.featurize(examples, tokenizer, max_len)
-        model = load_for_task(task, model_dir, None).to(device)
+        model: torch.nn.Module = load_for_task(task, model_dir, None).to(device)
+        if cfg.int8:
+            if device.type != "cpu":
+                raise ValueError("predict: --int8 runs on the CPU; add --device cpu")
+            model = quantize_int8(model)
         outputs = run_model(
             model, features, cfg.batch_size, tokenizer.pad_token_id, device, precision, "predict"
         )
