@@ -233,6 +233,40 @@ def _run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- albert export
+def _export_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="DIR", help="model folder (fine-tuned, or pretrained)")
+    p.add_argument(
+        "--output", required=True, metavar="DIR", help="new or empty folder for the exported model"
+    )
+    p.add_argument("--format", choices=("onnx",), default="onnx", help="export format (default onnx)")
+    p.add_argument("--int8", action="store_true", help="also model.int8.onnx (ONNX Runtime dynamic int8)")
+    p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-4,
+        help="largest |ONNX Runtime - PyTorch| accepted (default 1e-4)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace what the output folder holds")
+
+
+@command("export", _export_options)
+def _run_export(args: argparse.Namespace) -> int:
+    """export a model to ONNX (dynamic batch and sequence axes), checked in ONNX Runtime
+
+    Writes model.onnx (and model.int8.onnx with --int8), the tokenizer and the config beside it, and
+    export.json with the check's figures. ONNX Runtime runs the graph on two input shapes before
+    anything is kept: fp32 outputs must be within --tolerance of PyTorch's, int8 at cosine >= 0.9.
+    Needs the optional extra: pip install 'albert-lm[export]'."""
+    from albert_lm.deploy.export import export_onnx
+
+    r = export_onnx(args.model, args.output, args.opset, args.int8, args.tolerance, args.overwrite)
+    int8 = f"; int8 cosine {r.int8_cosine:.5f}" if r.int8_cosine is not None else ""
+    print(f"{r.folder}: outputs {', '.join(r.outputs)}; max |ORT - PyTorch| {r.max_abs_diff:.2e}{int8}")
+    return 0
+
+
 # --------------------------------------------------------------------------- albert tokenizer train
 def _tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")

@@ -301,8 +301,12 @@ class AlbertPreTrainedModel(nn.Module):
 
 def extended_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     """(B, S) 1/0 padding mask -> (B, 1, 1, S) boolean for SDPA, or None when nothing is padded."""
-    if attention_mask is None or bool(attention_mask.all()):
-        return None  # no mask lets SDPA pick its fastest kernel
+    if attention_mask is None:
+        return None
+    # No mask lets SDPA pick its fastest kernel; a graph being captured (torch.compile, ONNX export)
+    # cannot branch on the data, so it always keeps the mask.
+    if not torch.compiler.is_compiling() and bool(attention_mask.all()):
+        return None
     return attention_mask[:, None, None, :].bool()
 
 

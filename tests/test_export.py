@@ -1,0 +1,96 @@
+"""`albert export --format onnx`: every head's graph in ONNX Runtime against PyTorch at shapes the
+export never saw, int8, and refusals (a folder in use, no model, a graph that fails its check)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from albert_lm.cli import main
+from albert_lm.files import write_json
+from albert_lm.model.heads import (
+    AlbertForMultipleChoice,
+    AlbertForPreTraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+)
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+
+@pytest.fixture
+def saved(tmp_path, tiny_config, tiny_corpus_and_tokenizer):
+    _, tok = tiny_corpus_and_tokenizer
+
+    def make(cls, task: str | None, **changes):
+        torch.manual_seed(0)
+        model = cls(tiny_config(vocab_size=200, **changes)).eval()
+        out = tmp_path / f"model-{task}"
+        model.save_pretrained(out)
+        shutil.copy(tok / "spiece.model", out / "spiece.model")
+        if task:
+            write_json(
+                out / "finetune_config.json", {"task": task, "labels": ["a", "b"], "max_seq_length": 64}
+            )
+        return model, out
+
+    return make
+
+
+def _inputs(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 200, shape, generator=g)
+    mask = torch.ones_like(ids)
+    mask[-1, ..., shape[-1] - 3 :] = 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
+@pytest.mark.parametrize(
+    "cls, task, outputs, shapes",
+    [
+        (AlbertForSequenceClassification, "classification", ["logits"], [(1, 5), (4, 50)]),
+        (AlbertForQuestionAnswering, "squad1", ["start_logits", "end_logits"], [(2, 33)]),
+        (AlbertForMultipleChoice, "race", ["logits"], [(2, 4, 21)]),
+        (AlbertForPreTraining, None, ["last_hidden_state"], [(3, 11)]),
+    ],
+)
+def test_onnx_graph_matches_pytorch_at_new_shapes(saved, tmp_path, capsys, cls, task, outputs, shapes):
+    model, folder = saved(cls, task, num_labels=2)
+    out = tmp_path / "onnx"
+    assert main(["export", "--model", str(folder), "--output", str(out)]) == 0
+    assert "max |ORT - PyTorch|" in capsys.readouterr().out
+    assert {"model.onnx", "spiece.model", "config.json", "export.json"} <= {p.name for p in out.iterdir()}
+    session = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == outputs
+    encoder = model.albert if task is None else model
+    for shape in shapes:
+        x = _inputs(shape, 3)
+        got = session.run(None, {k: v.numpy() for k, v in x.items()})
+        with torch.no_grad():
+            ref = encoder(**x)
+        for name, value in zip(outputs, got, strict=True):
+            assert np.abs(value - getattr(ref, name).numpy()).max() < 1e-4
+
+
+def test_int8_export_and_refusals(saved, tmp_path, capsys):
+    _, folder = saved(AlbertForSequenceClassification, "classification", num_labels=2)
+    out = tmp_path / "onnx"
+    assert main(["export", "--model", str(folder), "--output", str(out), "--int8"]) == 0
+    report = json.loads((out / "export.json").read_text())
+    assert report["int8_cosine"] >= 0.9 and (out / "model.int8.onnx").stat().st_size > 0
+    # the folder now holds an export: refused without --overwrite, nothing changed
+    before = (out / "model.onnx").read_bytes()
+    assert main(["export", "--model", str(folder), "--output", str(out)]) == 1
+    assert "is not empty" in capsys.readouterr().err and (out / "model.onnx").read_bytes() == before
+    assert main(["export", "--model", str(tmp_path / "nothing"), "--output", str(tmp_path / "o2")]) == 1
+    assert "no model at" in capsys.readouterr().err
+    # a check that cannot pass: nothing is left behind
+    assert main(["export", "--model", str(folder), "--output", str(tmp_path / "o3"), "--tolerance", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "differ from PyTorch's" in err or "not exported" in err
+    assert not (tmp_path / "o3").exists() and not list(tmp_path.glob(".o3*"))
