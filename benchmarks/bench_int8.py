@@ -1,0 +1,109 @@
+"""int8 inference against fp32 (issue 14): albert-lm's `quantize_int8` on each of PyTorch's quantized
+engines, against albert-lm fp32, transformers fp32 and PyTorch's own `quantize_dynamic` of transformers'
+model. Same random weights for all; tokens/s of the encoder forward (median of repeats, the paths
+alternated within each repeat) and agreement with transformers fp32 (cosine of the last hidden states).
+
+    python benchmarks/bench_int8.py --preset albert-base --shapes 1x128 8x128 4x512 --repeats 5
+Set ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 to act as an AVX2 CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import transformers
+
+from albert_lm import AlbertConfig, AlbertModel, quantize_int8
+from albert_lm.kernels.hardware import cpu_info
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="albert-base")
+    p.add_argument("--shapes", nargs="+", default=["1x128", "8x128", "4x512"])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--engines",
+        default=",".join(
+            e for e in ("x86", "fbgemm", "onednn") if e in torch.backends.quantized.supported_engines
+        ),
+    )
+    p.add_argument("--spiece", default="../shared/data/tokenizer/albert-30k/spiece.model",
+                   help="a spiece.model to put beside the model for the ONNX export (any will do)")  # fmt: skip
+    p.add_argument("--no-onnx", action="store_true", help="leave out ONNX Runtime")
+    a = p.parse_args()
+    torch.manual_seed(0)
+    ours = AlbertModel(AlbertConfig.from_preset(a.preset), add_pooling_layer=False).eval()
+    tmp = tempfile.TemporaryDirectory()
+    d = Path(tmp.name)
+    ours.save_pretrained(d / "model")
+    hf = transformers.AlbertModel.from_pretrained(d / "model", add_pooling_layer=False).eval()
+    paths = {"transformers fp32": lambda x: hf(input_ids=x).last_hidden_state,
+             "albert-lm fp32": lambda x: ours(input_ids=x).last_hidden_state}  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf_q = torch.ao.quantization.quantize_dynamic(hf, {torch.nn.Linear}, dtype=torch.qint8)
+    paths["transformers + torch quantize_dynamic"] = lambda x: hf_q(input_ids=x).last_hidden_state
+    for engine in a.engines.split(","):
+        q = quantize_int8(ours, engine=engine)
+        paths[f"albert-lm int8 ({engine})"] = lambda x, q=q, e=engine: _on(
+            e, lambda: q(input_ids=x).last_hidden_state
+        )
+    if not a.no_onnx:
+        import onnxruntime as ort
+
+        from albert_lm.deploy.export import export_onnx
+
+        shutil.copy(a.spiece, d / "model" / "spiece.model")
+        export_onnx(d / "model", d / "onnx", int8=True)
+        for name, file in (("ONNX Runtime fp32", "model.onnx"), ("ONNX Runtime int8", "model.int8.onnx")):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = torch.get_num_threads()
+            session = ort.InferenceSession(
+                str(d / "onnx" / file), options, providers=["CPUExecutionProvider"]
+            )
+            paths[name] = lambda x, s=session: torch.from_numpy(s.run(None, {
+                "input_ids": x.numpy(), "attention_mask": np.ones(tuple(x.shape), dtype=np.int64),
+                "token_type_ids": np.zeros(tuple(x.shape), dtype=np.int64)})[0])  # fmt: skip
+    cpu = cpu_info()
+    print(f"CPU: {cpu.model} ({cpu.generation}, isa {cpu.isa}), {torch.get_num_threads()} threads, torch "
+          f"{torch.__version__}, transformers {transformers.__version__}; {a.preset}, random weights")  # fmt: skip
+    for shape in a.shapes:
+        b, s = map(int, shape.split("x"))
+        x = torch.randint(5, ours.config.vocab_size, (b, s))
+        with torch.no_grad():
+            ref = paths["transformers fp32"](x).flatten()
+            cos = {n: float(F.cosine_similarity(f(x).flatten(), ref, dim=0)) for n, f in paths.items()}
+            times: dict[str, list[float]] = {n: [] for n in paths}
+            for _ in range(a.repeats):
+                for n, f in paths.items():
+                    start = time.perf_counter()
+                    f(x)
+                    times[n].append(time.perf_counter() - start)
+        base = statistics.median(times["transformers fp32"])
+        print(f"\n{shape}: | path | tokens/s | vs transformers fp32 | cosine to transformers fp32 |")
+        for n in paths:
+            m = statistics.median(times[n])
+            print(f"| {n} | {b * s / m:.0f} | {base / m:.2f}x | {cos[n]:.5f} |")
+
+
+def _on(engine: str, fn):
+    old = torch.backends.quantized.engine
+    torch.backends.quantized.engine = engine
+    try:
+        return fn()
+    finally:
+        torch.backends.quantized.engine = old
+
+
+if __name__ == "__main__":
+    main()
