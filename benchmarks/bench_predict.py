@@ -51,7 +51,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
     with open(a.input, encoding="utf-8", newline="") as f:
-        texts = [row[a.text_column] for row in csv.DictReader(f, delimiter="\t")]
+        texts = [row[a.text_column] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
     labels = json.loads((Path(a.model) / "finetune_config.json").read_text())["labels"]
     times: dict[str, list[float]] = {"albert-lm predict": [], "transformers pipeline, batch 1": [],
                                      f"transformers pipeline, batch {a.batch_size}": []}  # fmt: skip

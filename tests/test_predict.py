@@ -94,6 +94,11 @@ def test_classification_matches_transformers_in_every_input_format(make_model, t
             assert row["label"] == ("neg", "pos", "zero")[int(want.argmax())]
     assert [r["line"] for r in outputs[0]] == [1, 2, 3, 4]  # input order, whatever the batching
     assert [r["line"] for r in outputs[1]] == [2, 3, 4, 5]  # after the header
+    # TSV as GLUE writes it: a quote is text, not quoting
+    quoted = tmp_path / "quoted.tsv"
+    quoted.write_text('sentence\n"Kala bime\nto" dunora.\n')
+    code, rows, _ = run(["--model", str(model), "--input", str(quoted), "--text-column", "sentence"], capsys)
+    assert code == 0 and [r["line"] for r in rows] == [2, 3]
     # stdin to a file: the file is the same rows
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.read_bytes())))
     out = tmp_path / "out.jsonl"

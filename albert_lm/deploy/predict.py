@@ -133,7 +133,13 @@ def read_rows(source: str, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
         for n, line in enumerate(text.splitlines(), start=1):
             yield n, {"text": line}
     elif fmt in ("csv", "tsv"):
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
+        # TSV as GLUE and most tools write it: tabs separate, quotes are text; CSV: RFC 4180 quoting
+        tsv = fmt == "tsv"
+        reader = csv.DictReader(
+            io.StringIO(text, newline=""),
+            delimiter="\t" if tsv else ",",
+            quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
+        )
         for row in reader:
             if None in row:
                 raise InputError(name, "more fields than header columns", line=reader.line_num)
