@@ -23,7 +23,19 @@ def test_import_and_tokenizer_do_not_load_torch():
 
 
 # The road, in order: a module imports only from its own stage and the stages before it.
-STAGES = ["files", "settings", "data", "kernels", "model", "tasks", "training", "deploy", "bench", "demo", "cli"]
+STAGES = [
+    "files",
+    "settings",
+    "data",
+    "kernels",
+    "model",
+    "tasks",
+    "training",
+    "deploy",
+    "bench",
+    "demo",
+    "cli",
+]
 
 
 def _stage(module: str) -> str:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 class SquadPredictions:
     text: dict[str, str]  # best non-null span per question
     null_diff: dict[str, float]  # null score - best span score (SQuAD 2.0's "na_prob")
-    spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)  # the text's [start, end) in context
+    # each answer's [start, end) in its context (None: no span)
+    spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)
 
 
 def decode(
