@@ -245,3 +245,13 @@ def test_predict_int8_agrees_with_fp32(make_model, tmp_path, capsys):
         abs(a["probabilities"]["pos"] - b["probabilities"]["pos"]) for a, b in zip(fp32, int8, strict=True)
     ]
     assert max(diffs) < 0.02
+
+
+def test_int8_engine_is_chosen_by_timing(tiny_config):
+    from albert_lm.deploy.int8 import ENGINES, fastest_engine, quantize_int8
+
+    chosen = fastest_engine(32, 64)
+    assert chosen in torch.backends.quantized.supported_engines and chosen in ENGINES
+    model = AlbertForSequenceClassification(tiny_config(num_labels=2)).eval()
+    quantize_int8(model)  # auto
+    assert torch.backends.quantized.engine == chosen

@@ -11,12 +11,15 @@ twelve layers stream twelve sets).
 Why by hand: `torch.ao.quantization.quantize_dynamic` swaps only `nn.Linear` modules and calls them
 with one argument, while albert-lm's `Linear` takes the activation to fuse; this keeps the call and
 applies the activation after the int8 product. The kernel is PyTorch's `quantized::linear_dynamic`
-(fbgemm / x86 / onednn engines, chosen with `torch.backends.quantized.engine`).
+on the engine (onednn / x86 / fbgemm) timed fastest here for the model's feed-forward shape.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import statistics
+import time
 import warnings
 
 import torch
@@ -56,17 +59,50 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
-def quantize_int8(model: nn.Module, engine: str | None = None) -> nn.Module:
+ENGINES = ("onednn", "x86", "fbgemm")  # PyTorch's quantized engines with a dynamic int8 linear on x86
+
+
+@functools.cache
+def fastest_engine(in_features: int, out_features: int, rows: int = 512) -> str:
+    """The quantized engine whose dynamic int8 product of this shape is fastest here, by timing each
+    (median of 5 after a warm-up; cached per process). On the 2-core Zen 3 (AVX2) onednn led at
+    8 x 128 and 4 x 512 tokens with albert-base (docs/deploy.md); other CPUs may differ, hence the timing."""
+    engines = [e for e in ENGINES if e in torch.backends.quantized.supported_engines]
+    if len(engines) < 2:
+        return engines[0] if engines else torch.backends.quantized.engine
+    x = torch.randn(rows, in_features)
+    layer = nn.Linear(in_features, out_features)
+    old, times = torch.backends.quantized.engine, {}
+    try:
+        for engine in engines:
+            torch.backends.quantized.engine = engine
+            q = Int8Linear(layer)
+            q(x)
+            runs = []
+            for _ in range(5):
+                start = time.perf_counter()
+                q(x)
+                runs.append(time.perf_counter() - start)
+            times[engine] = statistics.median(runs)
+    finally:
+        torch.backends.quantized.engine = old
+    return min(times, key=times.__getitem__)
+
+
+def quantize_int8(model: nn.Module, engine: str = "auto") -> nn.Module:
     """A copy of `model` (in eval mode) with every albert-lm `Linear` of its encoder (`model.albert`,
-    or the model itself for an `AlbertModel`) replaced by `Int8Linear`; the same forward and outputs. `engine`: PyTorch's quantized engine (default: the one
-    PyTorch picked for this CPU)."""
-    if engine is not None:
-        if engine not in torch.backends.quantized.supported_engines:
-            raise ValueError(
-                f"quantized engine {engine!r} is not available here; "
-                f"choose one of {', '.join(torch.backends.quantized.supported_engines)}"
-            )
-        torch.backends.quantized.engine = engine
+    or the model itself for an `AlbertModel`) replaced by `Int8Linear`; the same forward and outputs.
+    `engine`: PyTorch's quantized engine, or "auto" (`fastest_engine` for the feed-forward's shape)."""
+    if engine == "auto":
+        config = getattr(model, "config", None)
+        h = getattr(config, "hidden_size", 768)
+        engine = fastest_engine(h, getattr(config, "intermediate_size", 4 * h))
+    if engine not in torch.backends.quantized.supported_engines:
+        raise ValueError(
+            f"quantized engine {engine!r} is not available here; "
+            f"choose auto or one of {', '.join(torch.backends.quantized.supported_engines)}"
+        )
+    torch.backends.quantized.engine = engine  # the packed weights and the products use it
     out = copy.deepcopy(model).eval().float()
     encoder = getattr(out, "albert", out)  # a model with a head: its encoder; else the model itself
     done: dict[int, Int8Linear] = {}  # a shared module is quantized once, and stays shared
