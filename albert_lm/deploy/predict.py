@@ -326,6 +326,10 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
     task, saved = model_task(model_dir)
+    results = model_dir / "eval_results.json"
+    if saved.get("null_score_diff_threshold") is None and results.is_file():  # SQuAD 2.0: chosen on dev
+        chosen = read_json_object(results, "evaluation results").get("null_score_diff_threshold")
+        saved = {**saved, "null_score_diff_threshold": chosen}
     fields = _Rows(cfg)
     rows = list(read_rows(cfg.input, cfg.format))
     examples, lines, skipped = _examples(task, cfg, rows, fields)
