@@ -49,7 +49,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         if hasattr(os, "fchmod"):  # mkstemp gives 0600: every file we write would be private
-            os.fchmod(fd, _file_mode())
+            os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             if durable:
@@ -65,7 +65,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
 
 
 @functools.cache
-def _file_mode() -> int:
+def file_mode() -> int:
     """The mode `open()` gives a new file: 0o666 less the process umask (read once)."""
     umask = os.umask(0)
     os.umask(umask)

@@ -112,3 +112,10 @@ def test_pickle_that_would_run_code_is_refused_and_never_runs(tiny, tmp_path):
     with pytest.raises(ValueError, match="pytorch_model.bin: refused to load"):
         AlbertModel.from_pretrained(tmp_path)
     assert not marker.exists()
+
+
+def test_weights_file_gets_the_same_permissions_as_the_config(saved):
+    import stat
+
+    mode = {p.name: stat.S_IMODE(p.stat().st_mode) for p in saved.iterdir()}
+    assert mode["model.safetensors"] == mode["config.json"]  # not private: others may read what we share

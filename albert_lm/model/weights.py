@@ -18,6 +18,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from albert_lm.files import file_mode
+
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PYTORCH_BIN = "pytorch_model.bin"
@@ -84,6 +86,7 @@ def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str
     tmp = file.with_name(f".{file.name}.{secrets.token_hex(4)}.tmp")
     try:
         save_file(tensors, tmp, metadata={"format": "pt", **(metadata or {})})
+        os.chmod(tmp, file_mode())  # safetensors creates it private (0600); give it what open() would
         os.replace(tmp, file)
     except BaseException:
         tmp.unlink(missing_ok=True)
