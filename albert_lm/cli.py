@@ -441,6 +441,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     parts = (
         "gemm",
         "inference",
+        "int8",
         "pretraining",
         "sst2",
         "ablations",

@@ -27,7 +27,12 @@ def test_encoder_flops_by_hand():
 
 def test_suite_on_tiny_model_prints_the_table(tmp_path):
     result = run_suite(
-        "albert-tiny", None, repeats=2, only=("inference", "ablations"), log=lambda m: None, isolate=False
+        "albert-tiny",
+        None,
+        repeats=2,
+        only=("inference", "int8", "ablations"),
+        log=lambda m: None,
+        isolate=False,
     )
     assert result["precisions"] == (["fp32", "bf16"] if precision.native_bf16() else ["fp32"])
     facts = result["facts"]
@@ -44,10 +49,14 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
         assert r["ours_rate"] > 0 and r["theirs_rate"] > 0 and r["ratio"] > 0
         if r["precision"] == "fp32":
             assert float(r["check"].split()[-1]) <= 1e-5  # same weights, same outputs
+    int8 = [r for r in rows if r["precision"] == "int8"]  # quantize_int8 against transformers fp32
+    assert [r["workload"] for r in int8] == ["inference 1 x 128", "inference 8 x 128", "inference 4 x 512"]
+    assert all(0 < float(r["check"].split()[-1]) < 0.5 for r in int8)  # int8: close, not equal
     expected = [a for a in ABLATIONS if a[1] != "sst2" and a[2] in result["precisions"]]
     assert len(result["ablations"]) == len(expected)  # the SST-2 one needs the data
     table = format_table(result)
     assert "| inference 8 x 128 | fp32 |" in table and "kernels chosen by timing" in table
+    assert "| inference 8 x 128 | int8 |" in table
     assert f"ISA {hardware.isa_level()}" in table and "kernels chosen: " in table
 
 

@@ -4,6 +4,7 @@ Workloads (albert-base unless asked otherwise):
 - GEMM limits: the best matrix-multiply rate this machine reaches per dtype on albert-base's shapes
   (F.linear, oneDNN, oneDNN with pre-packed weights; fp32 and bf16);
 - inference: AlbertModel forward, batch x seq 1 x 128, 8 x 128, 4 x 512, fp32 and bf16 autocast;
+- int8: the same shapes, ours through `quantize_int8` (int8 linears), theirs transformers in fp32;
 - pretraining step: forward, backward, global-norm clipping, LAMB, 8 x 128, fp32 and bf16 autocast.
   `precision="auto"` benches bf16 only where this CPU computes it natively (`precision.native_bf16`);
   Ours: `PretrainingObjective` (MLM logits at the masked positions only); theirs:
@@ -249,7 +250,7 @@ def kernels_chosen() -> dict[str, dict[str, int]]:
     return counts
 
 
-PARTS = ("gemm", "inference", "pretraining", "sst2", "ablations")
+PARTS = ("gemm", "inference", "int8", "pretraining", "sst2", "ablations")
 PRECISIONS = ("auto", "fp32", "bf16", "all")
 
 
@@ -325,6 +326,9 @@ def comparison_jobs(
         for p in chosen:
             for b, s in ((1, 128), (8, 128), (4, 512)):
                 jobs.append((Workload("inference", b, s), p, repeats))
+    if "int8" in only:  # albert-lm's quantize_int8 against transformers fp32 (docs/deploy.md)
+        for b, s in ((1, 128), (8, 128), (4, 512)):
+            jobs.append((Workload("inference", b, s), "int8", repeats))
     if "pretraining" in only:
         for p in chosen:
             jobs.append((Workload("pretraining", 8, 128), p, max(3, repeats // 2)))

@@ -248,6 +248,10 @@ def runner(
 
         cls = AlbertModel if side == "ours" else transformers.AlbertModel
         model = cls.from_pretrained(folder).eval()
+        if precision == "int8" and side == "ours":  # the int8 rows: ours quantized, theirs fp32
+            from albert_lm.deploy.int8 import quantize_int8
+
+            model = quantize_int8(model)
         ids = _random_ids(model.config.vocab_size, workload.batch, workload.seq)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
