@@ -116,59 +116,23 @@ def export_onnx(
     ort = _needs("onnxruntime")
     _needs("onnxscript")
     model_dir, out = Path(model_dir), Path(output)
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"no model at {model_dir} (no config.json)")
-    if out.resolve() == model_dir.resolve():
-        raise ValueError(f"--output {out} is the model folder: export into another folder")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f"{out} is not empty ({describe_folder(out)}); choose another folder or --overwrite"
-        )
+    _check_folders(model_dir, out, overwrite)
     AlbertTokenizer.from_pretrained(model_dir)  # the tokenizer is part of the export: it must load
     model, names, choices = _model(model_dir)
     config = AlbertConfig.from_pretrained(model_dir)
     graph = _Graph(model, names)
-    example = _sample((2, 3, 16) if choices else (2, 16), config.vocab_size, 0)
-    batch = torch.export.Dim("batch")
-    seq = torch.export.Dim("sequence", max=config.max_position_embeddings)
-    axes = {0: batch, 2: seq} if choices else {0: batch, 1: seq}
-    if choices:
-        axes[1] = torch.export.Dim("choices")
+    shapes = [(1, 3, 9), (3, 4, 37)] if choices else [(1, 9), (3, 37)]  # never the exported example's
+    samples = [_sample(shape, config.vocab_size, seed) for seed, shape in enumerate(shapes, start=1)]
+    with torch.no_grad():
+        references = [[t.numpy() for t in graph(*(x[k] for k in INPUTS))] for x in samples]
     with atomic_folder(out) as tmp:
-        was = kernels._ENABLED
-        kernels.set_enabled(False)  # plain matmuls in the graph, not this CPU's oneDNN choices
-        try:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    graph, tuple(example[k] for k in INPUTS), str(tmp / "model.onnx"), input_names=list(INPUTS),
-                    output_names=names, dynamic_shapes={k: axes for k in INPUTS}, dynamo=True,
-                    opset_version=opset, verbose=False,
-                )  # fmt: skip
-        finally:
-            kernels.set_enabled(was)
-        checks = [_sample((1, 3, 9) if choices else (1, 9), config.vocab_size, 1),
-                  _sample((3, 4, 37) if choices else (3, 37), config.vocab_size, 2)]  # fmt: skip
-        diff = _check(ort, tmp / "model.onnx", graph, checks)
+        _capture(graph, config, choices, tmp / "model.onnx", opset)
+        diff, _ = _compare(ort, tmp / "model.onnx", samples, references)
         if diff > tolerance:
             raise ExportCheckError(
                 f"ONNX Runtime's outputs differ from PyTorch's by {diff:.2e} (> {tolerance:g}): not exported"
             )
-        cosine = None
-        if int8:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            quantize_dynamic(
-                tmp / "model.onnx", tmp / "model.int8.onnx", weight_type=QuantType.QInt8, per_channel=True
-            )
-            cosine = _cosine(ort, tmp / "model.int8.onnx", graph, checks)
-            if cosine < INT8_FAIL:
-                raise ExportCheckError(
-                    f"the int8 graph's outputs are at cosine {cosine:.4f} to fp32 (< {INT8_FAIL}): not exported"
-                )
-            if cosine < INT8_WARN:
-                logger.warning("the int8 graph's outputs are at cosine %.4f to fp32: check its accuracy on your "
-                               "dev set before you ship it", cosine)  # fmt: skip
+        cosine = _int8(ort, tmp, samples, references) if int8 else None
         for name in COPIED:
             if (model_dir / name).is_file():
                 shutil.copy(model_dir / name, tmp / name)
@@ -181,31 +145,62 @@ def export_onnx(
     return ExportResult(out, names, diff, cosine)
 
 
-def _run(ort: Any, path: Path, inputs: dict[str, torch.Tensor]) -> list[np.ndarray]:
+def _check_folders(model_dir: Path, out: Path, overwrite: bool) -> None:
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"no model at {model_dir} (no config.json)")
+    if out.resolve() == model_dir.resolve():
+        raise ValueError(f"--output {out} is the model folder: export into another folder")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(
+            f"{out} is not empty ({describe_folder(out)}); choose another folder or --overwrite"
+        )
+
+
+def _capture(graph: _Graph, config: AlbertConfig, choices: bool, path: Path, opset: int) -> None:
+    """The graph as ONNX, batch and sequence (and choices) axes dynamic, captured with plain matmuls."""
+    example = _sample((2, 3, 16) if choices else (2, 16), config.vocab_size, 0)
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence", max=config.max_position_embeddings)
+    axes = {0: batch, 1: torch.export.Dim("choices"), 2: seq} if choices else {0: batch, 1: seq}
+    with kernels.plain_matmuls(), warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the exporter's notes on axis names and opset conversions
+        torch.onnx.export(
+            graph, tuple(example[k] for k in INPUTS), str(path), input_names=list(INPUTS),
+            output_names=graph.outputs, dynamic_shapes={k: axes for k in INPUTS}, dynamo=True,
+            opset_version=opset, verbose=False,
+        )  # fmt: skip
+
+
+def _int8(ort: Any, folder: Path, samples: list, references: list) -> float:
+    """model.int8.onnx by ONNX Runtime's dynamic quantization, and its worst cosine to PyTorch fp32."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        folder / "model.onnx", folder / "model.int8.onnx", weight_type=QuantType.QInt8, per_channel=True
+    )
+    _, cosine = _compare(ort, folder / "model.int8.onnx", samples, references)
+    if cosine < INT8_FAIL:
+        raise ExportCheckError(
+            f"the int8 graph's outputs are at cosine {cosine:.4f} to fp32 (< {INT8_FAIL}): not exported"
+        )
+    if cosine < INT8_WARN:
+        logger.warning("the int8 graph's outputs are at cosine %.4f to fp32: check its accuracy on your "
+                       "dev set before you ship it", cosine)  # fmt: skip
+    return cosine
+
+
+def _compare(
+    ort: Any, path: Path, samples: list[dict[str, torch.Tensor]], references: list[list[np.ndarray]]
+) -> tuple[float, float]:
+    """(largest absolute difference, smallest cosine) of the graph's outputs to PyTorch's, one session."""
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(None, {k: v.numpy() for k, v in inputs.items()})
-
-
-def _reference(graph: _Graph, inputs: dict[str, torch.Tensor]) -> list[np.ndarray]:
-    with torch.no_grad():
-        return [t.numpy() for t in graph(*(inputs[k] for k in INPUTS))]
-
-
-def _check(ort: Any, path: Path, graph: _Graph, samples: list[dict[str, torch.Tensor]]) -> float:
-    worst = 0.0
-    for inputs in samples:
-        for got, want in zip(_run(ort, path, inputs), _reference(graph, inputs), strict=True):
-            worst = max(worst, float(np.abs(got - want).max()))
-    return worst
-
-
-def _cosine(ort: Any, path: Path, graph: _Graph, samples: list[dict[str, torch.Tensor]]) -> float:
-    worst = 1.0
-    for inputs in samples:
-        for got, want in zip(_run(ort, path, inputs), _reference(graph, inputs), strict=True):
-            a, b = got.ravel().astype(np.float64), want.ravel().astype(np.float64)
-            worst = min(worst, float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12)))
-    return worst
+    worst_diff, worst_cosine = 0.0, 1.0
+    for inputs, wanted in zip(samples, references, strict=True):
+        got = session.run(None, {k: v.numpy() for k, v in inputs.items()})
+        for a, b in zip(got, wanted, strict=True):
+            worst_diff = max(worst_diff, float(np.abs(a - b).max()))
+            a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+            worst_cosine = min(worst_cosine, float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12)))
+    return worst_diff, worst_cosine
 
 
 __all__ = ["ExportCheckError", "ExportResult", "export_onnx"]

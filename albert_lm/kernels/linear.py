@@ -52,6 +52,7 @@ __all__ = [
     "Linear",
     "activation_fn",
     "linear",
+    "plain_matmuls",
     "reuse_casts",
     "set_enabled",
 ]
@@ -67,6 +68,18 @@ def set_enabled(enabled: bool) -> None:
     """Turn the oneDNN paths on or off for this process (on by default where they work)."""
     global _ENABLED
     _ENABLED = bool(enabled)
+
+
+@contextlib.contextmanager
+def plain_matmuls() -> Iterator[None]:
+    """Within this block every linear is F.linear (what a graph exporter should capture: the model, not
+    this CPU's kernel choices); the switch is restored after."""
+    global _ENABLED
+    was, _ENABLED = _ENABLED, False
+    try:
+        yield
+    finally:
+        _ENABLED = was
 
 
 def enabled() -> bool:
