@@ -8,13 +8,14 @@ the final name. Standard library only: data workers import it without torch.
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,16 +143,33 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     object is an InputError naming the file and the line."""
     path = Path(path)
     with path.open(encoding="utf-8-sig") as f:  # a byte-order mark some editors write is not data
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(path, f"not valid JSON: {e.msg}", line=n) from e
-            if not isinstance(obj, dict):
-                raise InputError(path, "expected a JSON object", line=n)
-            yield n, obj
+        yield from jsonl_rows(f, path)
+
+
+def jsonl_rows(lines: Iterable[str], name: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`iter_jsonl` on lines already read (stdin, a decoded buffer); `name` goes into the errors."""
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(name, f"not valid JSON: {e.msg}", line=n) from e
+        if not isinstance(obj, dict):
+            raise InputError(name, f"expected a JSON object, got {type(obj).__name__}", line=n)
+        yield n, obj
+
+
+def csv_rows(
+    f: Iterable[str], name: str | os.PathLike, delimiter: str = ",", quotes: bool = True
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row keyed by the header) of CSV or TSV text (`quotes` False: a quote is text, as
+    in GLUE's TSV files); a row with more fields than the header is an InputError naming the line."""
+    reader = csv.DictReader(f, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE)
+    for row in reader:
+        if None in row:
+            raise InputError(name, "more fields than header columns", line=reader.line_num)
+        yield reader.line_num, row
 
 
 def file_sha256(path: str | os.PathLike) -> str:

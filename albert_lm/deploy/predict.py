@@ -22,7 +22,6 @@ renamed, so a failed run leaves none.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import logging
@@ -37,7 +36,7 @@ import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.int8 import quantize_int8
-from albert_lm.files import InputError, atomic_write, read_json_object
+from albert_lm.files import InputError, atomic_write, csv_rows, jsonl_rows, read_json_object
 from albert_lm.model.config import AlbertConfig
 from albert_lm.settings import check_fields, check_ranges
 from albert_lm.tasks import Task, get_task
@@ -135,26 +134,9 @@ def read_rows(source: str, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
     elif fmt in ("csv", "tsv"):
         # TSV as GLUE and most tools write it: tabs separate, quotes are text; CSV: RFC 4180 quoting
         tsv = fmt == "tsv"
-        reader = csv.DictReader(
-            io.StringIO(text, newline=""),
-            delimiter="\t" if tsv else ",",
-            quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
-        )
-        for row in reader:
-            if None in row:
-                raise InputError(name, "more fields than header columns", line=reader.line_num)
-            yield reader.line_num, row
+        yield from csv_rows(io.StringIO(text, newline=""), name, "\t" if tsv else ",", quotes=not tsv)
     else:
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(name, f"not valid JSON: {e.msg}", line=n) from e
-            if not isinstance(obj, dict):
-                raise InputError(name, f"expected a JSON object, got {type(obj).__name__}", line=n)
-            yield n, obj
+        yield from jsonl_rows(text.splitlines(), name)
 
 
 class _Rows:

@@ -15,7 +15,6 @@ Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's mi
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -26,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from albert_lm.data.masking import IGNORE_INDEX
-from albert_lm.files import InputError, atomic_write, iter_jsonl
+from albert_lm.files import InputError, atomic_write, csv_rows, iter_jsonl
 from albert_lm.tasks import metrics
 from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
 
@@ -51,11 +50,7 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _csv_rows(path: Path, suffix: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) of a CSV or TSV file with a header."""
     with path.open(encoding="utf-8-sig", newline="") as f:
-        reader = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
-        for row in reader:
-            if None in row:
-                raise InputError(path, "more fields than header columns", line=reader.line_num)
-            yield reader.line_num, row
+        yield from csv_rows(f, path, delimiter="\t" if suffix == ".tsv" else ",")
 
 
 def _field(row: dict[str, Any], name: str, path: Path, line: int) -> Any:
