@@ -61,15 +61,7 @@ wait
 # 3. Random initialisation: the albert-lm model's config.json, untrained (seed 1), the same tokenizer.
 RANDOM_INIT=$RUNS/random
 if [[ ! -f $RANDOM_INIT/model.safetensors ]]; then
-    "$PYTHON" - "$OURS" "$RANDOM_INIT" <<'EOF'
-import shutil, sys
-import torch
-from albert_lm import AlbertConfig, AlbertForPreTraining
-src, dst = sys.argv[1], sys.argv[2]
-torch.manual_seed(1)
-AlbertForPreTraining(AlbertConfig.from_pretrained(src)).save_pretrained(dst)
-shutil.copy(f"{src}/spiece.model", f"{dst}/spiece.model")
-EOF
+    "$PYTHON" benchmarks/random_init.py "$OURS" "$RANDOM_INIT"
 fi
 
 # 4. GLUE for each model (runs already finished are kept).

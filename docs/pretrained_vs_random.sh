@@ -52,15 +52,7 @@ fi
 
 # 3. Random initialisation: the pretrained model's config.json, untrained, same tokenizer.
 rm -rf "$RUNS/random" "$RUNS/ft"
-"$PYTHON" - "$RUNS/pretrained" "$RUNS/random" <<'EOF'
-import shutil, sys
-import torch
-from albert_lm import AlbertConfig, AlbertForPreTraining
-src, dst = sys.argv[1], sys.argv[2]
-torch.manual_seed(1)
-AlbertForPreTraining(AlbertConfig.from_pretrained(src)).save_pretrained(dst)
-shutil.copy(f"{src}/spiece.model", f"{dst}/spiece.model")
-EOF
+"$PYTHON" benchmarks/random_init.py "$RUNS/pretrained" "$RUNS/random"
 
 # 4. Fine-tuning, identical for both arms: batch 32, max length 128, lr 3e-4 (tiny models want more
 #    than the paper's 1e-5..3e-5), seed 1, warmup = the task's default fraction, dropout = the task's
@@ -100,7 +92,7 @@ EOF
 grep '"eval"' "$RUNS/pretrained/metrics.jsonl"
 "$PYTHON" -c "
 import sys
-from albert_lm.dataset import PretrainingDataset
+from albert_lm.data.dataset import PretrainingDataset
 from albert_lm.demo import unigram_baseline
 d = sys.argv[1]
 print(unigram_baseline(PretrainingDataset(d, 'train'), PretrainingDataset(d, 'eval')))
