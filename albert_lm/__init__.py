@@ -36,7 +36,7 @@ _EXPORTS = {
     "evaluate_model": "training.evaluation",
     "finetune": "training.finetune",
     "pretrain": "training.pretrain",
-    "PredictConfig": "deploy.predict",
+    "PredictConfig": "deploy.predict_config",
     "predict": "deploy.predict",
     "quantize_int8": "deploy.int8",
 }
@@ -89,7 +89,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.tokenizer import AlbertTokenizer
     from albert_lm.deploy.int8 import quantize_int8
-    from albert_lm.deploy.predict import PredictConfig, predict
+    from albert_lm.deploy.predict import predict
+    from albert_lm.deploy.predict_config import PredictConfig
     from albert_lm.model.config import PRESETS, AlbertConfig
     from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel
     from albert_lm.model.heads import (

@@ -15,6 +15,13 @@ def test_every_export_resolves():
         assert getattr(albert_lm, name) is not None, name
 
 
+def test_the_command_line_parser_does_not_load_torch():
+    # `albert --help` and every command's options are built before any command runs.
+    code = "import sys; from albert_lm.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_import_and_tokenizer_do_not_load_torch():
     # Data-creation workers import only this much; torch would cost each one ~200 MB.
     code = "import sys, albert_lm; from albert_lm import AlbertTokenizer, DataConfig; print('torch' in sys.modules)"
