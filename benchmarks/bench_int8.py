@@ -13,7 +13,6 @@ import argparse
 import shutil
 import statistics
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 import transformers
 
 from albert_lm import AlbertConfig, AlbertModel, quantize_int8
+from albert_lm.bench.workloads import interleaved
 from albert_lm.kernels.hardware import cpu_info
 
 
@@ -59,41 +59,46 @@ def main() -> None:
             e, lambda: q(input_ids=x).last_hidden_state
         )
     if not a.no_onnx:
-        import onnxruntime as ort
-
-        from albert_lm.deploy.export import export_onnx
-
         shutil.copy(a.spiece, d / "model" / "spiece.model")
-        export_onnx(d / "model", d / "onnx", int8=True)
-        for name, file in (("ONNX Runtime fp32", "model.onnx"), ("ONNX Runtime int8", "model.int8.onnx")):
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = torch.get_num_threads()
-            session = ort.InferenceSession(
-                str(d / "onnx" / file), options, providers=["CPUExecutionProvider"]
-            )
-            paths[name] = lambda x, s=session: torch.from_numpy(s.run(None, {
-                "input_ids": x.numpy(), "attention_mask": np.ones(tuple(x.shape), dtype=np.int64),
-                "token_type_ids": np.zeros(tuple(x.shape), dtype=np.int64)})[0])  # fmt: skip
+        paths.update(_onnx_paths(d / "model", d / "onnx"))
     cpu = cpu_info()
     print(f"CPU: {cpu.model} ({cpu.generation}, isa {cpu.isa}), {torch.get_num_threads()} threads, torch "
           f"{torch.__version__}, transformers {transformers.__version__}; {a.preset}, random weights")  # fmt: skip
     for shape in a.shapes:
-        b, s = map(int, shape.split("x"))
-        x = torch.randint(5, ours.config.vocab_size, (b, s))
-        with torch.no_grad():
-            ref = paths["transformers fp32"](x).flatten()
-            cos = {n: float(F.cosine_similarity(f(x).flatten(), ref, dim=0)) for n, f in paths.items()}
-            times: dict[str, list[float]] = {n: [] for n in paths}
-            for _ in range(a.repeats):
-                for n, f in paths.items():
-                    start = time.perf_counter()
-                    f(x)
-                    times[n].append(time.perf_counter() - start)
-        base = statistics.median(times["transformers fp32"])
-        print(f"\n{shape}: | path | tokens/s | vs transformers fp32 | cosine to transformers fp32 |")
-        for n in paths:
-            m = statistics.median(times[n])
-            print(f"| {n} | {b * s / m:.0f} | {base / m:.2f}x | {cos[n]:.5f} |")
+        _table(paths, shape, a.repeats, ours.config.vocab_size)
+
+
+def _onnx_paths(model_dir: Path, out: Path) -> dict:
+    """ONNX Runtime on `albert export`'s graphs (fp32 and int8) of the same weights."""
+    import onnxruntime as ort
+
+    from albert_lm.deploy.export import export_onnx
+
+    export_onnx(model_dir, out, int8=True)
+    paths = {}
+    for name, file in (("ONNX Runtime fp32", "model.onnx"), ("ONNX Runtime int8", "model.int8.onnx")):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = torch.get_num_threads()
+        session = ort.InferenceSession(str(out / file), options, providers=["CPUExecutionProvider"])
+        paths[name] = lambda x, s=session: torch.from_numpy(s.run(None, {
+            "input_ids": x.numpy(), "attention_mask": np.ones(tuple(x.shape), dtype=np.int64),
+            "token_type_ids": np.zeros(tuple(x.shape), dtype=np.int64)})[0])  # fmt: skip
+    return paths
+
+
+def _table(paths: dict, shape: str, repeats: int, vocab: int) -> None:
+    """Tokens/s (median, paths alternated call by call) and cosine to transformers fp32 at one shape."""
+    b, s = map(int, shape.split("x"))
+    x = torch.randint(5, vocab, (b, s))
+    with torch.no_grad():
+        ref = paths["transformers fp32"](x).flatten()
+        cos = {n: float(F.cosine_similarity(f(x).flatten(), ref, dim=0)) for n, f in paths.items()}
+        times = interleaved({n: (lambda f=f: f(x)) for n, f in paths.items()}, repeats, warmup=0)
+    base = statistics.median(times["transformers fp32"])
+    print(f"\n{shape}: | path | tokens/s | vs transformers fp32 | cosine to transformers fp32 |")
+    for n in paths:
+        m = statistics.median(times[n])
+        print(f"| {n} | {b * s / m:.0f} | {base / m:.2f}x | {cos[n]:.5f} |")
 
 
 def _on(engine: str, fn):

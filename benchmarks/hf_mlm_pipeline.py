@@ -60,6 +60,45 @@ def held_out(model, dataset, batches: int = 100) -> dict[str, float]:
     return {"eval_mlm_loss": loss / n, "eval_mlm_acc": correct / n}
 
 
+def steps_for_budget(model, collator, train: torch.Tensor, batch_size: int, budget_s: float) -> int:
+    """The step count the budget allows, from 10 timed steps of a throwaway copy (not counted)."""
+    probe = copy.deepcopy(model)
+    start = time.perf_counter()
+    for i in range(10):
+        rows = train[i * batch_size : (i + 1) * batch_size]
+        probe(**collator([{"input_ids": row} for row in rows])).loss.backward()
+    return max(10, int(budget_s / ((time.perf_counter() - start) / 10)))
+
+
+def train_for(model, collator, train, evaluation, optimizer, scheduler, a, budget_s: float, log) -> dict:
+    """The plain loop a transformers user writes, until `budget_s` seconds of steps (evaluations not
+    counted), held-out scores every `a.eval_every_min` minutes into `log`; returns the final record."""
+    elapsed, step, next_eval, cursor = 0.0, 0, 0.0, 0
+    order = torch.randperm(len(train))
+    while elapsed < budget_s:
+        if elapsed >= next_eval:
+            rec = {"minutes": elapsed / 60, "step": step, **held_out(model, evaluation)}
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+            print(json.dumps(rec), flush=True)
+            next_eval += a.eval_every_min * 60
+        t0 = time.perf_counter()
+        if cursor + a.batch_size > len(order):
+            order, cursor = torch.randperm(len(train)), 0
+        batch = collator([{"input_ids": row} for row in train[order[cursor : cursor + a.batch_size]]])
+        cursor += a.batch_size
+        model(**batch).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        elapsed += time.perf_counter() - t0
+    rec = {"minutes": elapsed / 60, "step": step, **held_out(model, evaluation), "final": True}
+    log.write(json.dumps(rec) + "\n")
+    return rec
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="albert-lm data folder: its tokenizer and its eval split")
@@ -98,43 +137,12 @@ def main() -> None:
     rest = [p_ for n, p_ in model.named_parameters() if p_.ndim <= 1]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
                                   lr=a.lr, betas=(0.9, 0.999), eps=1e-6)  # fmt: skip
-    budget, elapsed, step, next_eval = a.minutes * 60, 0.0, 0, 0.0
-    # The step count the budget allows, from 10 timed steps of a throwaway copy (not counted).
-    probe = copy.deepcopy(model)
-    start = time.perf_counter()
-    for i in range(10):
-        probe(
-            **collator([{"input_ids": row} for row in train[i * a.batch_size : (i + 1) * a.batch_size]])
-        ).loss.backward()
-    total = max(10, int(budget / ((time.perf_counter() - start) / 10)))
-    del probe
+    budget = a.minutes * 60
+    total = steps_for_budget(model, collator, train, a.batch_size, budget)
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(a.warmup * total), total)
     print(f"{len(train)} blocks of {a.seq}; schedule over {total} steps for {a.minutes} minutes", flush=True)
     with open(out / "metrics.jsonl", "w") as log:
-        order = torch.randperm(len(train))
-        cursor = 0
-        while elapsed < budget:
-            if elapsed >= next_eval:
-                rec = {"minutes": elapsed / 60, "step": step, **held_out(model, evaluation)}
-                log.write(json.dumps(rec) + "\n")
-                log.flush()
-                print(json.dumps(rec), flush=True)
-                next_eval += a.eval_every_min * 60
-            t0 = time.perf_counter()
-            if cursor + a.batch_size > len(order):
-                order, cursor = torch.randperm(len(train)), 0
-            batch = collator([{"input_ids": row} for row in train[order[cursor : cursor + a.batch_size]]])
-            cursor += a.batch_size
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            elapsed += time.perf_counter() - t0
-        rec = {"minutes": elapsed / 60, "step": step, **held_out(model, evaluation), "final": True}
-        log.write(json.dumps(rec) + "\n")
+        rec = train_for(model, collator, train, evaluation, optimizer, scheduler, a, budget, log)
     print(json.dumps(rec), flush=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
