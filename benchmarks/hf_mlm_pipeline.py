@@ -57,7 +57,7 @@ def held_out(model, dataset, batches: int = 100) -> dict[str, float]:
         correct += float((picked.argmax(-1) == target).sum())
         n += target.numel()
     model.train()
-    return {"eval_mlm_loss": loss / n, "eval_mlm_acc": correct / n}
+    return {"eval_mlm_loss": loss / n, "eval_mlm_acc": correct / n, "eval_masked_tokens": int(n)}
 
 
 def steps_for_budget(model, collator, train: torch.Tensor, batch_size: int, budget_s: float) -> int:

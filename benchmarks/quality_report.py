@@ -17,29 +17,19 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
 import transformers
+from hf_mlm_pipeline import held_out as held_out_scores  # this folder: run as a script from the root
 
-from albert_lm.data.dataset import PretrainingDataset, evaluation_loader
+from albert_lm.data.dataset import PretrainingDataset
 from albert_lm.demo import PROBES, unigram_baseline
 from albert_lm.training.glue import GLUE5
 
 
-@torch.no_grad()
 def held_out(model_dir: Path, data: Path) -> dict[str, float]:
-    model = transformers.AlbertForMaskedLM.from_pretrained(model_dir).eval()
-    dataset = PretrainingDataset(data, "eval")
-    loss = correct = n = 0.0
-    for batch in evaluation_loader(dataset, 64, 10**9):
-        mask = batch["labels"] != -100
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                       token_type_ids=batch["token_type_ids"]).logits[mask]  # fmt: skip
-        target = batch["labels"][mask]
-        loss += float(F.cross_entropy(logits, target, reduction="sum"))
-        correct += float((logits.argmax(-1) == target).sum())
-        n += target.numel()
-    return {"mlm_loss": loss / n, "mlm_acc": correct / n, "masked_tokens": int(n)}
+    """Every held-out example, scored as the transformers pipeline script scores itself."""
+    model = transformers.AlbertForMaskedLM.from_pretrained(model_dir)
+    scores = held_out_scores(model, PretrainingDataset(data, "eval"), batches=10**9)
+    return {k.removeprefix("eval_"): v for k, v in scores.items()}
 
 
 def probes(model_dir: Path) -> list[dict]:
