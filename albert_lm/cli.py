@@ -387,6 +387,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
         "gemm",
         "inference",
         "int8",
+        "onnx",
         "pretraining",
         "sst2",
         "ablations",

@@ -70,6 +70,25 @@ def test_compare_runs_each_side_in_its_own_worker(workload):
     assert all(50 < mib < 4000 for mib in row.rss_mib.values())  # each worker's own peak
 
 
+def test_onnx_rows_run_albert_exports_graph_in_onnx_runtime(albert_data):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    cfg = AlbertConfig.from_preset("albert-tiny")
+    fp32 = compare(cfg, Workload("inference", 2, 16), "onnx", repeats=1, data=albert_data, warmup=0)
+    assert float(fp32.check.split()[-1]) <= 1e-4  # the exported graph computes what transformers does
+    int8 = compare(cfg, Workload("inference", 2, 16), "onnx-int8", repeats=1, data=albert_data, warmup=0)
+    # ONNX Runtime int8 (activations quantized per tensor): not equal; the export itself refused a
+    # cosine under 0.9 against PyTorch, this bounds the worst element of unit-scale hidden states
+    assert 0 < float(int8.check.split()[-1]) < 2.5
+    assert fp32.ours[0] > 0 and int8.ours[0] > 0 and set(int8.rss_mib) == {"ours", "theirs"}
+
+
+def test_onnx_rows_without_a_tokenizer_are_skipped_with_the_reason():
+    said: list[str] = []
+    result = run_suite("albert-tiny", None, repeats=1, only=("onnx",), log=said.append, isolate=False)
+    assert result["rows"] == [] and any("ONNX rows skipped" in m and "--data" in m for m in said)
+
+
 def test_a_failing_worker_is_an_error_with_its_output():
     cfg = AlbertConfig.from_preset("albert-tiny")
     with pytest.raises(RuntimeError, match="bench worker"):

@@ -593,6 +593,10 @@ def test_projection_init_std_sets_only_the_embedding_projection():
     assert all(torch.equal(default[k], scaled[k]) for k in default if k != name)
     with pytest.raises(ValueError, match="projection_init_std"):
         PretrainConfig(projection_init_std=0.0)
+    same = {**overrides, "embedding_size": 256}  # E = H: no projection to initialise (was an AttributeError)
+    cfg = PretrainConfig(preset="albert-tiny", model_overrides=same, projection_init_std=0.125)
+    with pytest.raises(ValueError, match="no E -> H projection"):
+        initial_model(cfg, None, None)
 
 
 def test_sop_weight_zero_trains_masked_lm_only_and_still_scores_sop(tiny_config):

@@ -5,6 +5,9 @@ Workloads (albert-base unless asked otherwise):
   (F.linear, oneDNN, oneDNN with pre-packed weights; fp32 and bf16);
 - inference: AlbertModel forward, batch x seq 1 x 128, 8 x 128, 4 x 512, fp32 and bf16 autocast;
 - int8: the same shapes, ours through `quantize_int8` (int8 linears), theirs transformers in fp32;
+- onnx: the same shapes, ours ONNX Runtime on `albert export`'s graph (fp32, and its int8 file from
+  ONNX Runtime's `quantize_dynamic`), theirs transformers in fp32 (needs the `[export]` extra and a
+  tokenizer to export with: the shared data's albert-30k spiece.model);
 - pretraining step: forward, backward, global-norm clipping, LAMB, 8 x 128, fp32 and bf16 autocast.
   `precision="auto"` benches bf16 only where this CPU computes it natively (`precision.native_bf16`);
   Ours: `PretrainingObjective` (MLM logits at the masked positions only); theirs:
@@ -250,7 +253,7 @@ def kernels_chosen() -> dict[str, dict[str, int]]:
     return counts
 
 
-PARTS = ("gemm", "inference", "int8", "pretraining", "sst2", "ablations")
+PARTS = ("gemm", "inference", "int8", "onnx", "pretraining", "sst2", "ablations")
 PRECISIONS = ("auto", "fp32", "bf16", "all")
 
 
@@ -305,8 +308,14 @@ def run_suite(
     sst2_ok = data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file()
     if "sst2" in only and not sst2_ok:
         log(f"SST-2 skipped: no glue/SST-2/dev.tsv under {data} (set --data or ALBERT_DATA)")
+    onnx_ok = _onnx_ready(data)
+    if "onnx" in only and not onnx_ok:
+        log(
+            "ONNX rows skipped: they need onnxruntime and onnxscript (pip install 'albert-lm[export]') and "
+            f"a tokenizer to export with (tokenizer/albert-30k/spiece.model under {data}; set --data)"
+        )
     rows = []
-    for workload, p, n in comparison_jobs(only, chosen, repeats, sst2_ok):
+    for workload, p, n in comparison_jobs(only, chosen, repeats, sst2_ok, onnx_ok):
         log(f"{workload.name} {p} ...")
         warmup = 1 if workload.kind == "sst2" else 2  # an SST-2 repeat takes transformers ~45 s here
         rows.append(compare(config, workload, p, n, data, warmup, isolate))
@@ -317,8 +326,16 @@ def run_suite(
     return result
 
 
+def _onnx_ready(data: Path | None) -> bool:
+    import importlib.util
+
+    if not (data and (data / "tokenizer" / "albert-30k" / "spiece.model").is_file()):
+        return False
+    return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnxscript"))
+
+
 def comparison_jobs(
-    only: tuple[str, ...], chosen: tuple[str, ...], repeats: int, sst2_ok: bool
+    only: tuple[str, ...], chosen: tuple[str, ...], repeats: int, sst2_ok: bool, onnx_ok: bool = False
 ) -> list[tuple[Workload, str, int]]:
     """(workload, precision, repeats) of every ours-against-theirs row the parts in `only` ask for."""
     jobs: list[tuple[Workload, str, int]] = []
@@ -329,6 +346,9 @@ def comparison_jobs(
     if "int8" in only:  # albert-lm's quantize_int8 against transformers fp32 (docs/deploy.md)
         for b, s in ((1, 128), (8, 128), (4, 512)):
             jobs.append((Workload("inference", b, s), "int8", repeats))
+    if "onnx" in only and onnx_ok:  # ONNX Runtime on the exported graph against transformers fp32
+        for b, s in ((1, 128), (8, 128), (4, 512)):
+            jobs += [(Workload("inference", b, s), p, repeats) for p in ("onnx", "onnx-int8")]
     if "pretraining" in only:
         for p in chosen:
             jobs.append((Workload("pretraining", 8, 128), p, max(3, repeats // 2)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -224,6 +225,9 @@ def write_weights(workload: Workload, config: AlbertConfig, folder: Path, data: 
     torch.manual_seed(0)
     if workload.kind == "inference":
         AlbertModel(config).save_pretrained(folder)
+        spiece = data / "tokenizer" / "albert-30k" / "spiece.model" if data else None
+        if spiece and spiece.is_file():  # the ONNX rows: `albert export` ships a tokenizer, so needs one
+            shutil.copy(spiece, folder / "spiece.model")
     elif workload.kind == "pretraining":
         AlbertForPreTraining(config).save_pretrained(folder)
     else:
@@ -246,6 +250,8 @@ def runner(
     if workload.kind == "inference":
         from albert_lm.model.encoder import AlbertModel
 
+        if precision.startswith("onnx") and side == "ours":
+            return _onnx_runner(workload, precision, folder)
         cls = AlbertModel if side == "ours" else transformers.AlbertModel
         model = cls.from_pretrained(folder).eval()
         if precision == "int8" and side == "ours":  # the int8 rows: ours quantized, theirs fp32
@@ -263,6 +269,32 @@ def runner(
     if workload.kind == "pretraining":
         return _pretraining_runner(workload, side, precision, folder)
     return _sst2_runner(side, precision, folder, data)
+
+
+def _onnx_runner(workload: Workload, precision: str, folder: Path):
+    """ONNX Runtime on `albert export`'s graph of the same weights: fp32 (`onnx`) or its int8 file."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from albert_lm.deploy.export import export_onnx
+
+    out = folder.parent / "onnx"
+    export_onnx(folder, out, int8=precision == "onnx-int8", overwrite=True)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()  # as many as the transformers side uses
+    file = out / ("model.int8.onnx" if precision == "onnx-int8" else "model.onnx")
+    session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+    ids = _random_ids(AlbertConfig.from_pretrained(folder).vocab_size, workload.batch, workload.seq)
+    feed = {
+        "input_ids": ids.numpy(),
+        "attention_mask": np.ones(tuple(ids.shape), dtype=np.int64),
+        "token_type_ids": np.zeros(tuple(ids.shape), dtype=np.int64),
+    }
+
+    def infer() -> torch.Tensor:
+        return torch.from_numpy(session.run(None, feed)[0])
+
+    return infer, infer
 
 
 def _pretraining_runner(workload: Workload, side: str, precision: str, folder: Path):

@@ -44,7 +44,11 @@ def initial_model(
     model = AlbertForPreTraining(build_model_config(cfg, vocab_size))
     if cfg.projection_init_std is not None:
         projection = model.albert.encoder.embedding_projection
-        assert isinstance(projection.weight, torch.Tensor)
+        if not isinstance(projection, nn.Linear):
+            raise ValueError(
+                f"projection_init_std: the model has no E -> H projection (embedding_size "
+                f"{model.config.embedding_size} = hidden_size {model.config.hidden_size}); leave it unset"
+            )
         nn.init.normal_(projection.weight, 0.0, cfg.projection_init_std)
     if cfg.init_from:
         warm_start(model, cfg.init_from, cfg.init_from_group0)
