@@ -30,6 +30,7 @@ import transformers
 
 from albert_lm.data.dataset import PretrainingDataset, evaluation_loader
 from albert_lm.model.config import AlbertConfig
+from albert_lm.training.pretrain_config import PretrainConfig
 
 
 def blocks(tokenizer, files: list[str], seq: int) -> torch.Tensor:
@@ -107,10 +108,9 @@ def main() -> None:
     p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
     p.add_argument("--preset", default="albert-tiny")
     p.add_argument(
-        "--sharing",
-        default=None,
-        help="cross-layer sharing of the albert-lm run compared (default: the preset's)",
-    )
+        "--model-override", action="append", default=[], metavar="KEY=VALUE",
+        help="a model config field of the albert-lm run compared, e.g. sharing=none (repeatable)",
+    )  # fmt: skip
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -128,7 +128,7 @@ def main() -> None:
     tokenizer = transformers.AutoTokenizer.from_pretrained(a.data)
     train = blocks(tokenizer, a.text, a.seq)
     evaluation = PretrainingDataset(a.data, "eval")
-    shape = {"sharing": a.sharing} if a.sharing else {}
+    shape = PretrainConfig.parse_overrides(a.model_override)
     ours = AlbertConfig.from_preset(a.preset, vocab_size=len(tokenizer), **shape)
     config = transformers.AlbertConfig(**{k: v for k, v in ours.to_dict().items() if k not in ("sharing",)})
     model = transformers.AlbertForMaskedLM(config).train()

@@ -43,7 +43,10 @@ mapfile -t ALL < <(awk -F'\t' -v d="$BOOKS" '!/^#/ && $2 != "tier" {print d "/" 
 #    each other at this size; one each is also the fair split of the machine).
 OURS=$RUNS/albert-lm-${MINUTES}m
 THEIRS=$RUNS/transformers-${MINUTES}m
-sharing=$("$PYTHON" -c "import json, sys; print(json.load(open(sys.argv[1]))['pretrain'].get('model_overrides', {}).get('sharing', ''))" \
+# The recipe's model shape for the transformers side: its preset and model overrides, as KEY=VALUE.
+mapfile -t SHAPE < <("$PYTHON" -c "import json, sys; r = json.load(open(sys.argv[1]))['pretrain']
+print('--preset'); print(r.get('preset', 'albert-base'))
+for k, v in r.get('model_overrides', {}).items(): print('--model-override'); print(f'{k}={json.dumps(v)}')" \
     "albert_lm/recipes/$RECIPE.json")
 if [[ ! -f $OURS/model.safetensors ]]; then
     resume=(); [[ -d $OURS ]] && compgen -G "$OURS/checkpoint-*" > /dev/null && resume=(--resume)
@@ -53,7 +56,7 @@ if [[ ! -f $OURS/model.safetensors ]]; then
 fi
 if [[ ! -f $THEIRS/model.safetensors ]]; then
     "$PYTHON" benchmarks/hf_mlm_pipeline.py --data "$RUNS/data" --text "${ALL[@]}" --output "$THEIRS" \
-        --minutes "$MINUTES" --threads 1 --preset albert-tiny ${sharing:+--sharing "$sharing"} --seq 64 \
+        --minutes "$MINUTES" --threads 1 "${SHAPE[@]}" --seq 64 \
         --batch-size 32 --lr "$HF_LR" --eval-every-min 2 > "$RUNS/transformers-${MINUTES}m.log" 2>&1 &
 fi
 wait
