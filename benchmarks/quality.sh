@@ -69,7 +69,7 @@ fi
 
 # 4. GLUE for each model (runs already finished are kept).
 cap=(); (( GLUE_MAX_TRAIN > 0 )) && cap=(--max-train-examples "$GLUE_MAX_TRAIN")
-for arm in "$OURS" "$THEIRS" "$RANDOM_INIT"; do
+for arm in "$OURS" "$RANDOM_INIT" "$THEIRS"; do  # (a) first: ours against random
     "$ALBERT" glue --model "$arm" --data "$DATA/glue" --output "$arm-glue" --seeds "$GLUE_SEEDS" \
         --learning-rates "$GLUE_RATES" --epochs "$GLUE_EPOCHS" "${cap[@]}" --workers 2
 done
