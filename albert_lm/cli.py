@@ -2,7 +2,8 @@
 
 Subcommands import their module only when run, so `albert --help` stays fast and a missing optional
 dependency of one command never breaks another. The deploy stage's commands (predict, export) are
-written in `albert_lm.deploy.commands` and registered here.
+written in `albert_lm.deploy.commands`, the paper stage's (reproduce) in `albert_lm.paper.commands`,
+and registered here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from albert_lm.deploy import commands as deploy_commands
+from albert_lm.paper import commands as paper_commands
 from albert_lm.settings import add_options, option_values, recipe, recipe_names
 
 Options = Callable[[argparse.ArgumentParser], None]
@@ -210,6 +212,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- albert predict, albert export
 command("predict", deploy_commands.predict_options)(deploy_commands.run_predict)
 command("export", deploy_commands.export_options)(deploy_commands.run_export)
+command("reproduce", paper_commands.reproduce_options)(paper_commands.run_reproduce)
 
 
 # --------------------------------------------------------------------------- albert tokenizer train
@@ -460,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_TRAINING_COMMANDS = ("pretrain", "finetune", "glue", "evaluate", "predict", "demo", "bench")
+_TRAINING_COMMANDS = ("pretrain", "finetune", "glue", "evaluate", "predict", "demo", "bench", "reproduce")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,6 +40,7 @@ STAGES = [
     "training",
     "deploy",
     "bench",
+    "paper",
     "demo",
     "cli",
 ]

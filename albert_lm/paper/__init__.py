@@ -1,0 +1,1 @@
+"""The paper's ablations, reproduced in small pretraining runs (`albert reproduce CLAIM`)."""

@@ -1,0 +1,42 @@
+"""`albert reproduce CLAIM`: the paper stage's command (registered by `albert_lm.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from albert_lm.paper.claims import CLAIMS
+from albert_lm.paper.config import ReproduceConfig
+from albert_lm.settings import add_options, option_values
+
+
+def reproduce_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "claim", choices=list(CLAIMS), help="; ".join(f"{c.name}: {c.title}" for c in CLAIMS.values())
+    )
+    add_options(
+        p, ReproduceConfig, skip=("claim", "model_overrides"), required=("data",),
+        metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR"}, choices={"device": ("auto", "cpu", "cuda")},
+    )  # fmt: skip
+    p.add_argument(
+        "--model-override", action="append", default=[], metavar="KEY=VALUE", dest="model_overrides",
+        help="change one model config field in every cell, e.g. hidden_size=256 (repeatable)",
+    )  # fmt: skip
+
+
+def run_reproduce(args: argparse.Namespace) -> int:
+    """reproduce one of the paper's ablations in small pretraining runs on your data
+
+    Pretrains each cell of the claim (its switch changed, everything else the recipe's, a time budget per
+    cell, one seed), scores all on the same held-out examples, and writes OUTPUT/CLAIM/results.json,
+    table.md (beside the paper's figures, with whether each direction reproduced) and CLAIM.png. An
+    interrupted run continues where it stopped when the command is given again."""
+    from albert_lm.paper.reproduce import reproduce
+    from albert_lm.training.pretrain_config import PretrainConfig
+
+    values = option_values(args, ReproduceConfig)
+    values["model_overrides"] = PretrainConfig.parse_overrides(args.model_overrides)
+    result = reproduce(ReproduceConfig(**values))
+    from albert_lm.paper.report import format_table
+
+    print(format_table(result))
+    return 0

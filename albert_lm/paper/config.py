@@ -1,0 +1,49 @@
+"""`albert reproduce`'s settings (light: the command line builds its options from them without torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from albert_lm.paper.claims import CLAIMS
+
+
+@dataclass
+class ReproduceConfig:
+    claim: str
+    """the claim to reproduce (see albert_lm/paper/claims.py)"""
+    data: str
+    """`albert data create` folder (SOP examples): every cell trains on it and is scored on its held-out split"""
+    output: str = "runs/paper"
+    """results go to OUTPUT/CLAIM (cells/NAME for each run, results.json, table.md, CLAIM.png)"""
+    minutes: float = 10.0
+    """pretraining minutes per cell (cells of the depth claim take a share, or equal steps)"""
+    nsp_data: str | None = None
+    """NSP examples of the same text and tokenizer (`albert data create --objective nsp`): the sentence claim"""
+    recipe: str = "cpu-1h"
+    """the base settings every cell starts from (a shipped recipe or a JSON file)"""
+    seed: int = 1
+    """seed of every cell (initialisation, data order, masking)"""
+    max_steps: int | None = None
+    """cap every cell at this many steps (quick looks, tests)"""
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    """model config changes for every cell, under each cell's own switch"""
+    eval_batches: int | None = None
+    """held-out batches to score (default: the recipe's eval_batches)"""
+    device: str = "auto"
+    """auto, cpu or cuda"""
+
+    def __post_init__(self) -> None:
+        if self.claim not in CLAIMS:
+            raise ValueError(f"claim {self.claim!r}: expected one of {', '.join(CLAIMS)}")
+        if self.minutes <= 0:
+            raise ValueError(f"minutes: expected a positive number, got {self.minutes}")
+        if "sentence" in CLAIMS[self.claim].measures and not self.nsp_data:
+            raise ValueError(
+                "the sentence claim scores every model on held-out NSP pairs too: give --nsp-data DIR "
+                "(`albert data create --objective nsp` on the same text with the same tokenizer)"
+            )
+        for name, folder in (("data", self.data), ("nsp_data", self.nsp_data)):
+            if folder and not (Path(folder) / "manifest.json").is_file():
+                raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")

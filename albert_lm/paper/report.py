@@ -1,0 +1,92 @@
+"""A claim's results as a Markdown table beside the paper's figures, and as a PNG."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+from typing import Any
+
+from albert_lm.files import atomic_write
+
+logger = logging.getLogger(__name__)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    cells = result["cells"]
+    sentence = any("held_out_nsp" in c for c in cells.values())
+    head = ["cell", "parameters", "steps", "minutes", "held-out MLM acc", "MLM loss"]
+    head += ["NSP pairs acc", "SOP pairs acc"] if sentence else ["sentence head on SOP pairs"]
+    head.append("paper")
+    lines = [f"### {result['title']}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, c in cells.items():
+        h = c["held_out"]
+        minutes = f"{c['seconds'] / 60:.1f}" if c.get("seconds") is not None else ""
+        row = [name, f"{c['parameters'] / 1e6:.2f}M", str(c["steps"]), minutes, f"{h['mlm_acc']:.4f}",
+               f"{h['mlm_loss']:.3f}"]  # fmt: skip
+        if sentence:
+            row.append(f"{c['held_out_nsp']['sentence_acc']:.3f}")
+        row += [f"{h['sentence_acc']:.3f}", result["paper_table"].get(name, "")]
+        lines.append("| " + " | ".join(row) + " |")
+    if any("layers" in c for c in cells.values()):
+        lines += ["", "| cell | layer | L2(in, out) | cosine(in, out) |", "|---|---|---|---|"]
+        for name, c in cells.items():
+            for i, (d, s) in enumerate(zip(c["layers"]["l2"], c["layers"]["cosine"], strict=True), start=1):
+                lines.append(f"| {name} | {i} | {d:.3f} | {s:.4f} |")
+    lines += ["", f"The paper: {result['paper']}", ""]
+    lines += [f"- {v}" for v in result["verdicts"]]
+    return "\n".join(lines)
+
+
+def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
+    """Held-out MLM accuracy per cell (bars); the sentence cross table; the per-layer transitions."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed: no %s", path.name)
+        return None
+    cells = result["cells"]
+    layers = any("layers" in c for c in cells.values())
+    sentence = any("held_out_nsp" in c for c in cells.values())
+    fig, axes = plt.subplots(1, 3 if layers else 2 if sentence else 1, figsize=(15 if layers else 10, 4),
+                             squeeze=False)  # fmt: skip
+    ax = axes[0][0]
+    names = list(cells)
+    ax.bar(names, [c["held_out"]["mlm_acc"] for c in cells.values()])
+    ax.set_ylabel("held-out MLM accuracy")
+    ax.set_title(result["claim"])
+    ax.tick_params(axis="x", rotation=45)
+    if sentence:
+        ax = axes[0][1]
+        x = range(len(names))
+        ax.bar(
+            [i - 0.2 for i in x],
+            [c["held_out_nsp"]["sentence_acc"] for c in cells.values()],
+            0.4,
+            label="NSP pairs",
+        )
+        ax.bar(
+            [i + 0.2 for i in x],
+            [c["held_out"]["sentence_acc"] for c in cells.values()],
+            0.4,
+            label="SOP pairs",
+        )
+        ax.set_xticks(list(x), [f"{n}-trained" for n in names])
+        ax.axhline(0.5, color="grey", linewidth=0.5)
+        ax.set_ylabel("sentence head accuracy")
+        ax.legend()
+    if layers:
+        for ax, key in zip(axes[0][1:], ("l2", "cosine"), strict=True):
+            for name, c in cells.items():
+                ax.plot(range(1, len(c["layers"][key]) + 1), c["layers"][key], "o-", label=name)
+            ax.set_xlabel("layer")
+            ax.set_title(f"{key} between a layer's input and output")
+            ax.legend()
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    plt.close(fig)
+    return atomic_write(path, png.getvalue())

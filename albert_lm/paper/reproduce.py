@@ -1,0 +1,130 @@
+"""`albert reproduce CLAIM`: one of the paper's ablations (albert_lm/paper/claims.py) as small pretraining
+runs on the user's data, measured, compared with the paper, and written as JSON + Markdown + PNG.
+
+Each cell is an ordinary `albert pretrain` run (the base recipe's settings, the cell's switch, a time
+budget per cell, the same seed for every cell) in OUTPUT/CLAIM/cells/NAME; a cell already finished is not
+run again and one that was interrupted resumes from its checkpoint, so the command continues where it
+stopped. Every cell is then scored on the same held-out examples of `data` (and of `nsp_data` for the
+sentence claim): held-out MLM accuracy and loss, the sentence head on SOP and NSP pairs, parameters, and
+per-layer transitions where the claim asks. Results: OUTPUT/CLAIM/results.json, table.md, CLAIM.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from albert_lm.data.dataset import PretrainingDataset
+from albert_lm.files import atomic_write, write_json
+from albert_lm.paper import measures
+from albert_lm.paper.claims import CLAIMS, Cell, Claim
+from albert_lm.paper.config import ReproduceConfig
+from albert_lm.paper.report import format_table, plot_claim
+from albert_lm.paper.verdicts import verdicts
+from albert_lm.settings import recipe
+from albert_lm.training.evaluation import pick_device
+from albert_lm.training.pretrain import pretrain
+from albert_lm.training.pretrain_config import PretrainConfig
+
+logger = logging.getLogger(__name__)
+
+
+def cell_config(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]]) -> PretrainConfig:
+    """The cell's pretraining settings: the recipe's, then the run-wide overrides, then the cell's."""
+    base = dict(recipe(cfg.recipe)["pretrain"])
+    base.pop("description", None)
+    model = {**base.pop("model_overrides", {}), **cfg.model_overrides, **cell.model}
+    if "embedding_size" in cell.model or "embedding_size" in cfg.model_overrides:
+        base.pop("projection_init_std", None)  # the recipe's init is for its own E
+    folder = Path(cfg.output) / cfg.claim / "cells" / cell.name
+    values: dict[str, Any] = {
+        **base, **cell.pretrain, "data": cfg.nsp_data if cell.data == "nsp" else cfg.data,
+        "output": str(folder), "model_overrides": model, "seed": cfg.seed, "device": cfg.device,
+        "time_budget": f"{cfg.minutes * cell.budget * 60:.0f}s", "eval_every": 0, "tensorboard": False,
+        "plot": False, "save_every": base.get("save_every", 2000), "keep_last": 1,
+    }  # fmt: skip
+    if cell.steps_of:  # equal steps: as many as the named cell took, whatever the time
+        steps = done[cell.steps_of]["steps"]
+        values.update(time_budget=None, max_steps=steps, warmup_steps=min(base.get("warmup_steps", 0), steps))
+        if cell.dropout_off_at is not None:
+            values["dropout_off_step"] = max(1, round(steps * cell.dropout_off_at))
+    if cfg.max_steps is not None:
+        values["max_steps"] = min(values.get("max_steps", cfg.max_steps), cfg.max_steps)
+        values["warmup_steps"] = min(values.get("warmup_steps", 0), values["max_steps"])
+    if cell.init_from:
+        values["init_from"] = str(folder.parent / cell.init_from)
+    values["resume"] = folder.is_dir() and any(folder.glob("checkpoint-*"))
+    return PretrainConfig(**values)
+
+
+def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Pretrain one cell (or find it finished); its steps, seconds and settings."""
+    pcfg = cell_config(cfg, cell, done)
+    folder = Path(pcfg.output)
+    record = folder / "cell.json"
+    if record.is_file() and (folder / "model.safetensors").is_file():
+        logger.info("%s: finished earlier, kept", cell.name)
+        return dict(json.loads(record.read_text()))
+    logger.info("%s: pretraining (%s)", cell.name, pcfg.time_budget or f"{pcfg.max_steps} steps")
+    result = pretrain(pcfg)
+    if result.interrupted:
+        raise KeyboardInterrupt(
+            f"{cell.name}: stopped at step {result.step}; run the command again to resume"
+        )
+    info = {"cell": cell.name, "steps": result.step, "seconds": _train_seconds(folder),
+            "model": pcfg.model_overrides, "settings": {k: v for k, v in cell.pretrain.items()},
+            "data": cell.data, "init_from": cell.init_from, "dropout_off_step": pcfg.dropout_off_step}  # fmt: skip
+    write_json(record, info)
+    return info
+
+
+def _train_seconds(folder: Path) -> float | None:
+    seconds = None
+    for line in (folder / "metrics.jsonl").read_text().splitlines():
+        if line.strip():
+            seconds = json.loads(line).get("elapsed_s", seconds)
+    return seconds
+
+
+def measure(cfg: ReproduceConfig, claim: Claim, cells: dict[str, dict[str, Any]]) -> None:
+    """Score every cell on the same held-out examples (in place: each cell's record gains its figures)."""
+    device = pick_device(cfg.device)
+    base = recipe(cfg.recipe)["pretrain"]
+    batches = cfg.eval_batches or int(base.get("eval_batches", 100))
+    batch_size = int(base.get("batch_size", 32))
+    sop = PretrainingDataset(cfg.data, "eval")
+    nsp = PretrainingDataset(cfg.nsp_data, "eval") if "sentence" in claim.measures and cfg.nsp_data else None
+    for name, info in cells.items():
+        model = measures.load_cell(Path(cfg.output) / cfg.claim / "cells" / name).to(device)
+        info["parameters"] = measures.encoder_parameters(model)
+        with torch.no_grad():
+            info["held_out"] = measures.held_out(model, sop, batch_size, batches, device)
+            if nsp is not None:
+                info["held_out_nsp"] = measures.held_out(model, nsp, batch_size, batches, device)
+            if "layers" in claim.measures:
+                info["layers"] = measures.layer_transitions(model, sop, batch_size, batches, device)
+
+
+def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
+    """Run the claim's cells in order, measure them, write results.json / table.md / CLAIM.png."""
+    claim = CLAIMS[cfg.claim]
+    out = Path(cfg.output) / cfg.claim
+    cells: dict[str, dict[str, Any]] = {}
+    for cell in claim.cells:
+        cells[cell.name] = run_cell(cfg, cell, cells)
+    measure(cfg, claim, cells)
+    result = {
+        "claim": claim.name, "title": claim.title, "paper": claim.paper, "paper_table": claim.paper_table,
+        "settings": dataclasses.asdict(cfg), "cells": cells, "cell_order": list(cells),  # JSON keys get sorted
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+    }  # fmt: skip
+    result["verdicts"] = verdicts(claim.name, cells)
+    write_json(out / "results.json", result)
+    atomic_write(out / "table.md", (format_table(result) + "\n").encode())
+    plot_claim(result, out / f"{claim.name}.png")
+    return result

@@ -1,0 +1,111 @@
+"""Whether each claim's direction reproduced, in words, from the measured cells.
+
+A direction counts as reproduced only when the measured difference points the paper's way; the words say
+by how much, so a reader can weigh it against the seed spread docs/paper.md reports. Held-out MLM
+accuracy stands in for the paper's downstream averages (Tables 3-4) where no fine-tuning was run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Cells = dict[str, dict[str, Any]]
+
+
+def _acc(cells: Cells, name: str) -> float:
+    return float(cells[name]["held_out"]["mlm_acc"])
+
+
+def _line(ok: bool, text: str) -> str:
+    return f"{'reproduced' if ok else 'NOT reproduced'}: {text}"
+
+
+def _embedding(cells: Cells) -> list[str]:
+    out = []
+    for kind in ("not-shared", "all-shared"):
+        names = [n for n in cells if n.endswith(kind)]
+        accs = [_acc(cells, n) for n in names]
+        if kind == "not-shared":
+            ok = accs[-1] > accs[0]
+            text = "not-shared, the largest E beats the smallest"
+        else:
+            ok = max(accs) > accs[0] and accs.index(max(accs)) < len(accs) - 1
+            text = "all-shared, a middle E beats both the smallest and the largest"
+        figures = ", ".join(f"{n.split('-')[0]} {a:.4f}" for n, a in zip(names, accs, strict=True))
+        out.append(_line(ok, f"{text} (held-out MLM accuracy {figures})"))
+    params = [cells[n]["parameters"] for n in cells if n.endswith("not-shared")]
+    out.append(_line(params == sorted(params), "not-shared parameters grow with E"))
+    return out
+
+
+def _sharing(cells: Cells) -> list[str]:
+    a = {n: _acc(cells, n) for n in ("all", "attention", "ffn", "none")}
+    p = {n: cells[n]["parameters"] for n in a}
+    figures = ", ".join(f"{n} {v:.4f}" for n, v in a.items())
+    return [
+        _line(a["none"] - a["ffn"] > a["none"] - a["attention"],
+              f"sharing the FFN costs more than sharing attention (held-out MLM accuracy {figures})"),
+        _line(p["none"] > p["attention"] > p["ffn"] > p["all"],
+              "parameters: not-shared > shared-attention > shared-FFN > all-shared "
+              f"({', '.join(f'{n} {v / 1e6:.2f}M' for n, v in p.items())})"),
+    ]  # fmt: skip
+
+
+def _sentence(cells: Cells) -> list[str]:
+    nsp_on = {n: float(cells[n]["held_out_nsp"]["sentence_acc"]) for n in cells}
+    sop_on = {n: float(cells[n]["held_out"]["sentence_acc"]) for n in cells}
+    table = "; ".join(f"{n}-trained NSP {nsp_on[n]:.3f} / SOP {sop_on[n]:.3f}" for n in cells)
+    return [
+        _line(nsp_on["nsp"] > nsp_on["none"] + 0.05 and sop_on["nsp"] < 0.6,
+              f"NSP-trained learns NSP but stays near chance on SOP ({table})"),
+        _line(sop_on["sop"] > max(sop_on["nsp"], sop_on["none"]) + 0.05 and nsp_on["sop"] > nsp_on["none"],
+              "SOP-trained is best on SOP and above the untrained head on NSP"),
+    ]  # fmt: skip
+
+
+def _layers(cells: Cells) -> list[str]:
+    def swing(name: str, key: str) -> float:
+        v = cells[name]["layers"][key][1:]  # after the first layer (both start from the embeddings)
+        return max(v) - min(v) if v else 0.0
+
+    out = []
+    for key in ("l2", "cosine"):
+        s, n = swing("all-shared", key), swing("not-shared", key)
+        out.append(
+            _line(s < n, f"{key}: smaller swing across layers 2..L with sharing ({s:.3f} against {n:.3f})")
+        )
+    return out
+
+
+def _dropout(cells: Cells) -> list[str]:
+    a = {n: _acc(cells, n) for n in cells}
+    return [
+        _line(a["no-dropout"] > a["dropout-0.1"],
+              f"no dropout beats dropout 0.1 ({a['no-dropout']:.4f} against {a['dropout-0.1']:.4f})"),
+        _line(a["dropout-off-halfway"] > a["dropout-0.1"],
+              f"dropout switched off halfway beats keeping it ({a['dropout-off-halfway']:.4f})"),
+    ]  # fmt: skip
+
+
+def _depth(cells: Cells) -> list[str]:
+    a = {n: _acc(cells, n) for n in cells}
+    steps = [a[f"L{n}"] for n in (1, 3, 6, 12)]
+    return [
+        _line(steps == sorted(steps),
+              "at equal steps, deeper all-shared models are better up to 12 layers (L1 / L3 / L6 / L12 "
+              + " / ".join(f"{x:.4f}" for x in steps) + ")"),
+        _line(a["L12-grown-from-L3"] > a["L12"],
+              f"at equal time, 12 layers grown from a 3-layer model beat 12 from scratch "
+              f"({a['L12-grown-from-L3']:.4f} against {a['L12']:.4f})"),
+    ]  # fmt: skip
+
+
+RULES: dict[str, Callable[[Cells], list[str]]] = {
+    "embedding": _embedding, "sharing": _sharing, "sentence": _sentence, "layers": _layers,
+    "dropout": _dropout, "depth": _depth,
+}  # fmt: skip
+
+
+def verdicts(claim: str, cells: Cells) -> list[str]:
+    return RULES[claim](cells)

@@ -1,0 +1,136 @@
+"""`albert reproduce CLAIM`: every claim end to end on a tiny budget (generated text, a tiny model, a few
+steps per cell), what the cells change, resuming, the measures on known inputs, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from albert_lm.cli import main
+from albert_lm.paper.claims import CLAIMS
+from albert_lm.paper.config import ReproduceConfig
+
+
+@pytest.fixture
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models on a 2-core machine: one thread avoids OpenMP spin contention
+    yield
+    torch.set_num_threads(n)
+
+
+SMALL = [
+    "hidden_size=32",
+    "num_attention_heads=2",
+    "intermediate_size=128",
+    "num_hidden_layers=2",
+]  # FFN 4H as ALBERT
+
+
+@pytest.fixture(scope="module")
+def sop_nsp_data(tiny_corpus_and_tokenizer, tmp_path_factory) -> tuple[Path, Path]:
+    """SOP and NSP examples of the same generated text and tokenizer."""
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.data.shards import create_pretraining_data
+
+    corpus, tok = tiny_corpus_and_tokenizer
+    root = tmp_path_factory.mktemp("paper-data")
+    for objective in ("sop", "nsp"):
+        cfg = DataConfig(max_seq_length=32, objective=objective, block_bytes=2 << 10, eval_fraction=0.2)
+        create_pretraining_data([str(corpus)], tok, root / objective, cfg, num_workers=1, progress=False)
+    return root / "sop", root / "nsp"
+
+
+def _run(claim: str, data: tuple[Path, Path], out: Path, *extra: str) -> dict:
+    argv = ["reproduce", claim, "--data", str(data[0]), "--nsp-data", str(data[1]), "--output", str(out),
+            "--minutes", "0.2", "--max-steps", "3", "--eval-batches", "2", "--device", "cpu"]  # fmt: skip
+    for o in SMALL:
+        argv += ["--model-override", o]
+    assert main([*argv, *extra]) == 0
+    return json.loads((out / claim / "results.json").read_text())
+
+
+@pytest.mark.parametrize("claim", list(CLAIMS))
+def test_every_claim_runs_end_to_end_on_a_tiny_budget(claim, sop_nsp_data, tmp_path, one_thread, capsys):
+    result = _run(claim, sop_nsp_data, tmp_path)
+    spec = CLAIMS[claim]
+    assert result["cell_order"] == [c.name for c in spec.cells]
+    for cell in spec.cells:
+        c = result["cells"][cell.name]
+        assert 1 <= c["steps"] <= 3 and c["parameters"] > 0
+        assert 0 <= c["held_out"]["mlm_acc"] <= 1 and c["held_out"]["mlm_loss"] > 0
+        config = json.loads((tmp_path / claim / "cells" / cell.name / "config.json").read_text())
+        for key, value in cell.model.items():  # the cell's switch is what the saved model has
+            assert config[key] == value or (key == "sharing" and value == "none")
+    assert result["verdicts"] and all(
+        v.startswith(("reproduced", "NOT reproduced")) for v in result["verdicts"]
+    )
+    table = (tmp_path / claim / "table.md").read_text()
+    assert table.startswith(f"### {spec.title}") and all(f"| {c.name} |" in table for c in spec.cells)
+    assert (tmp_path / claim / f"{claim}.png").stat().st_size > 1000
+    assert spec.title in capsys.readouterr().out
+
+
+def test_claims_change_what_the_paper_changed(sop_nsp_data, tmp_path, one_thread):
+    sharing = _run("sharing", sop_nsp_data, tmp_path)["cells"]
+    p = {n: sharing[n]["parameters"] for n in ("all", "attention", "ffn", "none")}
+    assert p["none"] > p["attention"] > p["ffn"] > p["all"]  # 2 layers: less sharing, more parameters
+    sentence = _run("sentence", sop_nsp_data, tmp_path)["cells"]
+    assert {n: c["data"] for n, c in sentence.items()} == {"none": "sop", "nsp": "nsp", "sop": "sop"}
+    assert all("held_out_nsp" in c for c in sentence.values())
+    layers = _run("layers", sop_nsp_data, tmp_path)["cells"]
+    assert all(len(c["layers"]["l2"]) == len(c["layers"]["cosine"]) == 2 for c in layers.values())
+    depth = _run("depth", sop_nsp_data, tmp_path)["cells"]
+    assert depth["L12-grown-from-L3"]["init_from"] == "L3-half-time"
+    assert all(depth[n]["steps"] == depth["L12"]["steps"] for n in ("L6", "L3", "L1"))  # equal steps
+    dropout = _run("dropout", sop_nsp_data, tmp_path)["cells"]
+    assert dropout["dropout-off-halfway"]["dropout_off_step"] == max(
+        1, round(dropout["dropout-0.1"]["steps"] / 2)
+    )
+
+
+def test_a_finished_cell_is_kept_and_the_claim_continues(sop_nsp_data, tmp_path, one_thread):
+    first = _run("layers", sop_nsp_data, tmp_path)
+    redo = tmp_path / "layers" / "cells" / "not-shared"
+    stamp = (redo / "model.safetensors").stat().st_mtime_ns
+    kept = tmp_path / "layers" / "cells" / "all-shared" / "model.safetensors"
+    kept_stamp = kept.stat().st_mtime_ns
+    (redo / "cell.json").unlink()  # as if the run had been killed before the cell was recorded
+    second = _run("layers", sop_nsp_data, tmp_path)
+    assert kept.stat().st_mtime_ns == kept_stamp  # not trained again
+    assert second["cells"]["all-shared"]["held_out"] == first["cells"]["all-shared"]["held_out"]
+    assert (redo / "model.safetensors").stat().st_mtime_ns >= stamp
+
+
+def test_layer_transitions_on_a_model_whose_layers_do_nothing(tiny_config):
+    from albert_lm.model.heads import AlbertForPreTraining
+    from albert_lm.paper.measures import layer_transitions
+
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(tiny_config()).eval()
+
+    class Identity(torch.nn.Module):
+        def forward(self, x, mask=None):
+            return x
+
+    model.albert.encoder.attention = torch.nn.ModuleList(Identity() for _ in model.albert.encoder.attention)
+    model.albert.encoder.ffn = torch.nn.ModuleList(Identity() for _ in model.albert.encoder.ffn)
+    ids = torch.randint(5, 99, (3, 10))
+    item = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    item["labels"] = torch.full_like(ids, -100)
+    data = [{k: v[i] for k, v in item.items()} for i in range(3)]
+    out = layer_transitions(model, data, 2, 2, torch.device("cpu"))
+    assert out["l2"] == pytest.approx([0.0, 0.0]) and out["cosine"] == pytest.approx([1.0, 1.0])
+
+
+def test_bad_input_is_a_clear_error(sop_nsp_data, tmp_path, capsys):
+    sop, _ = sop_nsp_data
+    assert main(["reproduce", "sentence", "--data", str(sop), "--output", str(tmp_path)]) == 1
+    assert "--nsp-data" in capsys.readouterr().err
+    assert main(["reproduce", "sharing", "--data", str(tmp_path / "none"), "--output", str(tmp_path)]) == 1
+    assert "not a folder made by `albert data create`" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="minutes"):
+        ReproduceConfig(claim="sharing", data=str(sop), minutes=0)
