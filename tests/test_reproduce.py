@@ -134,3 +134,23 @@ def test_bad_input_is_a_clear_error(sop_nsp_data, tmp_path, capsys):
     assert "not a folder made by `albert data create`" in capsys.readouterr().err
     with pytest.raises(ValueError, match="minutes"):
         ReproduceConfig(claim="sharing", data=str(sop), minutes=0)
+
+
+def test_cell_settings_time_or_steps(sop_nsp_data, tmp_path):
+    from albert_lm.paper.claims import DEPTH
+    from albert_lm.paper.reproduce import cell_config
+
+    sop, _ = sop_nsp_data
+    cells = {c.name: c for c in DEPTH.cells}
+    timed = ReproduceConfig(claim="depth", data=str(sop), output=str(tmp_path), minutes=10)
+    half = cell_config(timed, cells["L3-half-time"], {})
+    assert half.time_budget == "300s" and half.model_overrides["num_hidden_layers"] == 3
+    assert half.model_overrides["sharing"] == "all" and half.seed == 1
+    grown = cell_config(timed, cells["L12-grown-from-L3"], {})
+    assert grown.init_from == str(tmp_path / "depth" / "cells" / "L3-half-time")
+    equal = cell_config(timed, cells["L6"], {"L12": {"steps": 777}})
+    assert equal.time_budget is None and equal.max_steps == 777  # as many steps as L12 took
+    stepped = ReproduceConfig(claim="depth", data=str(sop), output=str(tmp_path), max_steps=1000)
+    assert cell_config(stepped, cells["L12"], {}).time_budget is None
+    assert cell_config(stepped, cells["L12"], {}).max_steps == 1000
+    assert cell_config(stepped, cells["L3-half-time"], {}).max_steps == 500

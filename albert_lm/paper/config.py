@@ -26,7 +26,8 @@ class ReproduceConfig:
     seed: int = 1
     """seed of every cell (initialisation, data order, masking)"""
     max_steps: int | None = None
-    """cap every cell at this many steps (quick looks, tests)"""
+    """train every cell this many steps instead of --minutes (a cell with a share of the time: that share
+    of the steps): equal steps, as the paper compares, and the same result however busy the machine is"""
     model_overrides: dict[str, Any] = field(default_factory=dict)
     """model config changes for every cell, under each cell's own switch"""
     eval_batches: int | None = None

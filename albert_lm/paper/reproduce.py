@@ -53,9 +53,14 @@ def cell_config(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]
         values.update(time_budget=None, max_steps=steps, warmup_steps=min(base.get("warmup_steps", 0), steps))
         if cell.dropout_off_at is not None:
             values["dropout_off_step"] = max(1, round(steps * cell.dropout_off_at))
-    if cfg.max_steps is not None:
-        values["max_steps"] = min(values.get("max_steps", cfg.max_steps), cfg.max_steps)
-        values["warmup_steps"] = min(values.get("warmup_steps", 0), values["max_steps"])
+    if (
+        cfg.max_steps is not None
+    ):  # steps, not time: the schedule runs over them (a share of the time: of them)
+        cap = max(1, round(cfg.max_steps * cell.budget))
+        steps = min(values["max_steps"], cap) if cell.steps_of else cap
+        values.update(
+            time_budget=None, max_steps=steps, warmup_steps=min(values.get("warmup_steps", 0), steps)
+        )
     if cell.init_from:
         values["init_from"] = str(folder.parent / cell.init_from)
     values["resume"] = folder.is_dir() and any(folder.glob("checkpoint-*"))

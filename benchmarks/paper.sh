@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# docs/paper.md, end to end on a CPU: the paper's ablations (`albert reproduce CLAIM`) on the shared books.
+#   1. a tokenizer by the recipe ($RECIPE, cpu-1h) on the 27 `small`-tier books (as benchmarks/quality.sh),
+#   2. SOP and NSP examples of the same books ($TIER: small, 10 MB; all, the 253 books) and tokenizer,
+#   3. `albert reproduce CLAIM` for each claim in $CLAIMS, $MINUTES of pretraining per cell (or exactly
+#      $MAX_STEPS steps per cell when set: equal steps, as the paper compares, whatever else the machine runs).
+# Usage: CLAIMS="sentence layers" MAX_STEPS=1500 bash benchmarks/paper.sh   (repository root, venv in .venv)
+# Everything goes to $RUNS; steps and cells already done there are not done again.
+set -euo pipefail
+
+ALBERT=${ALBERT:-.venv/bin/albert}
+DATA=${DATA:-../shared/data}
+RECIPE=${RECIPE:-cpu-1h}
+RUNS=${RUNS:-runs/paper}
+TIER=${TIER:-small}
+CLAIMS=${CLAIMS:-sentence layers sharing embedding dropout depth}
+MINUTES=${MINUTES:-10}
+MAX_STEPS=${MAX_STEPS:-}
+SEED=${SEED:-1}
+BOOKS=$DATA/pretrain/gutenberg/books
+mkdir -p "$RUNS"
+
+mapfile -t SMALL < <(awk -F'\t' -v d="$BOOKS" '!/^#/ && $2 == "small" {print d "/" $1}' \
+    "$DATA/pretrain/gutenberg/MANIFEST.tsv")
+if [[ $TIER == small ]]; then TEXT=("${SMALL[@]}"); else
+    mapfile -t TEXT < <(awk -F'\t' -v d="$BOOKS" '!/^#/ && $2 != "tier" {print d "/" $1}' \
+        "$DATA/pretrain/gutenberg/MANIFEST.tsv")
+fi
+
+[[ -f $RUNS/tokenizer/spiece.model ]] || "$ALBERT" tokenizer train --recipe "$RECIPE" --input "${SMALL[@]}" \
+    --output "$RUNS/tokenizer" --strip-gutenberg --seed 1
+for objective in sop nsp; do
+    [[ -f $RUNS/data-$TIER-$objective/manifest.json ]] || "$ALBERT" data create --recipe "$RECIPE" \
+        --input "${TEXT[@]}" --tokenizer "$RUNS/tokenizer/spiece.model" --output "$RUNS/data-$TIER-$objective" \
+        --objective "$objective" --strip-gutenberg --seed 1 --no-progress
+done
+
+steps=(); [[ -n $MAX_STEPS ]] && steps=(--max-steps "$MAX_STEPS")
+for claim in $CLAIMS; do
+    "$ALBERT" reproduce "$claim" --data "$RUNS/data-$TIER-sop" --nsp-data "$RUNS/data-$TIER-nsp" \
+        --output "$RUNS" --recipe "$RECIPE" --minutes "$MINUTES" --seed "$SEED" "${steps[@]}" \
+        > "$RUNS/$claim.log" 2>&1
+    echo "$claim: $RUNS/$claim/table.md"
+done
