@@ -4,6 +4,7 @@ steps per cell), what the cells change, resuming, the measures on known inputs, 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,9 @@ def test_a_finished_cell_is_kept_and_the_claim_continues(sop_nsp_data, tmp_path,
     stamp = (redo / "model.safetensors").stat().st_mtime_ns
     kept = tmp_path / "layers" / "cells" / "all-shared" / "model.safetensors"
     kept_stamp = kept.stat().st_mtime_ns
-    (redo / "cell.json").unlink()  # as if the run had been killed before the cell was recorded
+    (redo / "cell.json").unlink()  # as if the run had been killed before the cell was recorded ...
+    for f in redo.glob("checkpoint-*"):  # ... and before its first checkpoint
+        shutil.rmtree(f)
     second = _run("layers", sop_nsp_data, tmp_path)
     assert kept.stat().st_mtime_ns == kept_stamp  # not trained again
     assert second["cells"]["all-shared"]["held_out"] == first["cells"]["all-shared"]["held_out"]

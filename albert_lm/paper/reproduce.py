@@ -64,6 +64,7 @@ def cell_config(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]
     if cell.init_from:
         values["init_from"] = str(folder.parent / cell.init_from)
     values["resume"] = folder.is_dir() and any(folder.glob("checkpoint-*"))
+    values["overwrite"] = folder.is_dir() and not values["resume"]  # killed before its first checkpoint
     return PretrainConfig(**values)
 
 
