@@ -17,6 +17,7 @@ CLAIMS=${CLAIMS:-sentence layers sharing embedding dropout depth}
 MINUTES=${MINUTES:-10}
 MAX_STEPS=${MAX_STEPS:-}
 SEED=${SEED:-1}
+EVAL_FRACTION=${EVAL_FRACTION:-0.05}   # held out: 5% of 10 MB is about 1900 pairs to score each cell on
 BOOKS=$DATA/pretrain/gutenberg/books
 mkdir -p "$RUNS"
 
@@ -32,7 +33,7 @@ fi
 for objective in sop nsp; do
     [[ -f $RUNS/data-$TIER-$objective/manifest.json ]] || "$ALBERT" data create --recipe "$RECIPE" \
         --input "${TEXT[@]}" --tokenizer "$RUNS/tokenizer/spiece.model" --output "$RUNS/data-$TIER-$objective" \
-        --objective "$objective" --strip-gutenberg --seed 1 --no-progress
+        --objective "$objective" --eval-fraction "$EVAL_FRACTION" --strip-gutenberg --seed 1 --no-progress
 done
 
 steps=(); [[ -n $MAX_STEPS ]] && steps=(--max-steps "$MAX_STEPS")
