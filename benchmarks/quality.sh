@@ -7,7 +7,9 @@
 #      same tokenizer, books and model shape),
 #   3. the same architecture untrained (random initialisation),
 #   4. `albert glue` on all three (CoLA, SST-2, MRPC, STS-B, RTE; seeds and rates below),
-#   5. benchmarks/quality_report.py: held-out MLM of both pretrained models scored by one scorer on the
+#   5. with TAPT_MINUTES > 0, the task-adaptive row (d): the albert-lm model continued on the five tasks'
+#      training text (`albert pretrain --init-from MODEL --text FILE`), then `albert glue` on it,
+#   6. benchmarks/quality_report.py: held-out MLM of the pretrained models scored by one scorer on the
 #      same examples, the GLUE table, the curves (PNG) and quality.json.
 # Usage: bash benchmarks/quality.sh   (repository root, venv in .venv; MINUTES=15 for a quicker pass)
 # Everything goes to $RUNS; steps already done there are not done again (an interrupted pass continues).
@@ -74,6 +76,24 @@ for arm in "$OURS" "$RANDOM_INIT" "$THEIRS"; do  # (a) first: ours against rando
         --learning-rates "$GLUE_RATES" --epochs "$GLUE_EPOCHS" "${cap[@]}" --workers 2
 done
 
-# 5. The report.
+# 5. (d), its own column, never mixed into (a): task-adaptive pretraining (Gururangan et al. 2020), the
+#    albert-lm model continued for $TAPT_MINUTES on the five tasks' unlabeled training text, one command.
+TAPT_MINUTES=${TAPT_MINUTES:-0}       # 0: left out
+tapt=()
+if (( TAPT_MINUTES > 0 )); then
+    TAPT=$OURS-tapt-${TAPT_MINUTES}m
+    [[ -f $RUNS/tasks.txt ]] || "$PYTHON" benchmarks/task_text.py --glue "$DATA/glue" --output "$RUNS/tasks.txt"
+    if [[ ! -f $TAPT/model.safetensors ]]; then
+        resume=(); [[ -d $TAPT ]] && compgen -G "$TAPT/checkpoint-*" > /dev/null && resume=(--resume)
+        "$ALBERT" pretrain --recipe "$RECIPE" --init-from "$OURS" --text "$RUNS/tasks.txt" --output "$TAPT" \
+            --time-budget "${TAPT_MINUTES}m" --seed 1 --device cpu --no-tensorboard "${resume[@]}" \
+            > "$TAPT.log" 2>&1
+    fi
+    "$ALBERT" glue --model "$TAPT" --data "$DATA/glue" --output "$TAPT-glue" --seeds "$GLUE_SEEDS" \
+        --learning-rates "$GLUE_RATES" --epochs "$GLUE_EPOCHS" "${cap[@]}" --workers 2
+    tapt=(--tapt "$TAPT")
+fi
+
+# 6. The report.
 "$PYTHON" benchmarks/quality_report.py --data "$RUNS/data" --ours "$OURS" --theirs "$THEIRS" \
-    --random "$RANDOM_INIT" --output "$RUNS/report-${MINUTES}m"
+    --random "$RANDOM_INIT" "${tapt[@]}" --output "$RUNS/report-${MINUTES}m"

@@ -111,16 +111,16 @@ def main() -> None:
     p.add_argument("--ours", type=Path, required=True)
     p.add_argument("--theirs", type=Path, required=True)
     p.add_argument("--random", type=Path, required=True)
+    p.add_argument("--tapt", type=Path, help="row (d): the albert-lm model after task-adaptive pretraining")
     p.add_argument("--output", type=Path, required=True)
     a = p.parse_args()
     a.output.mkdir(parents=True, exist_ok=True)
     base = unigram_baseline(PretrainingDataset(a.data, "train"), PretrainingDataset(a.data, "eval"))
     report: dict = {"data": str(a.data), "unigram_mlm_acc": base["unigram_mlm_acc"], "arms": {}}
-    for name, folder in (
-        ("albert-lm", a.ours),
-        ("transformers pipeline", a.theirs),
-        ("random init", a.random),
-    ):
+    arms = [("albert-lm", a.ours), ("transformers pipeline", a.theirs), ("random init", a.random)]
+    if a.tapt:
+        arms.append(("(d) albert-lm + TAPT", a.tapt))
+    for name, folder in arms:
         arm: dict = {"folder": str(folder), "glue": glue(folder)}
         if name != "random init":
             arm.update(held_out=held_out(folder, a.data), probes=probes(folder), curve=curve(folder))
