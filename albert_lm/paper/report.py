@@ -82,6 +82,7 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
         for ax, key in zip(axes[0][1:], ("l2", "cosine"), strict=True):
             for name, c in cells.items():
                 ax.plot(range(1, len(c["layers"][key]) + 1), c["layers"][key], "o-", label=name)
+            ax.set_xticks(range(1, max(len(c["layers"][key]) for c in cells.values()) + 1))
             ax.set_xlabel("layer")
             ax.set_title(f"{key} between a layer's input and output")
             ax.legend()
