@@ -82,6 +82,7 @@ def test_claims_change_what_the_paper_changed(sop_nsp_data, tmp_path, one_thread
     sentence = _run("sentence", sop_nsp_data, tmp_path)["cells"]
     assert {n: c["data"] for n, c in sentence.items()} == {"none": "sop", "nsp": "nsp", "sop": "sop"}
     assert all("held_out_nsp" in c for c in sentence.values())
+    assert all(0.5 <= c["majority"][k] <= 1 for c in sentence.values() for k in ("sop", "nsp"))  # chance
     layers = _run("layers", sop_nsp_data, tmp_path)["cells"]
     assert all(len(c["layers"]["l2"]) == len(c["layers"]["cosine"]) == 2 for c in layers.values())
     depth = _run("depth", sop_nsp_data, tmp_path)["cells"]

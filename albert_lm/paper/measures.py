@@ -27,6 +27,15 @@ def encoder_parameters(model: AlbertForPreTraining) -> int:
     return sum(p.numel() for p in model.albert.parameters())
 
 
+def majority_rate(dataset: Any, batch_size: int, batches: int) -> float:
+    """The share of the commoner sentence label among the pairs `held_out` scores: the accuracy of a
+    head that always answers the same (NSP data need not be 50/50: the random-next rate is reported by
+    `albert data create`)."""
+    labels = torch.cat([b["sentence_order_label"] for b in evaluation_loader(dataset, batch_size, batches)])
+    ones = float(labels.float().mean())
+    return max(ones, 1.0 - ones)
+
+
 def held_out(
     model: AlbertForPreTraining, dataset: Any, batch_size: int, batches: int, device: torch.device
 ) -> dict[str, float]:

@@ -105,6 +105,11 @@ def measure(cfg: ReproduceConfig, claim: Claim, cells: dict[str, dict[str, Any]]
     batch_size = int(base.get("batch_size", 32))
     sop = PretrainingDataset(cfg.data, "eval")
     nsp = PretrainingDataset(cfg.nsp_data, "eval") if "sentence" in claim.measures and cfg.nsp_data else None
+    if nsp is not None:
+        for name, data in (("sop", sop), ("nsp", nsp)):
+            majority = measures.majority_rate(data, batch_size, batches)
+            for info in cells.values():
+                info.setdefault("majority", {})[name] = majority
     for name, info in cells.items():
         model = measures.load_cell(Path(cfg.output) / cfg.claim / "cells" / name).to(device)
         info["parameters"] = measures.encoder_parameters(model)
