@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from albert_lm.data.dataset import PretrainingDataset
-from albert_lm.files import atomic_write, write_json
+from albert_lm.files import atomic_write, iter_jsonl, write_json
 from albert_lm.paper import measures
 from albert_lm.paper.claims import CLAIMS, Cell, Claim
 from albert_lm.paper.config import ReproduceConfig
@@ -37,7 +37,6 @@ logger = logging.getLogger(__name__)
 def cell_config(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]]) -> PretrainConfig:
     """The cell's pretraining settings: the recipe's, then the run-wide overrides, then the cell's."""
     base = dict(recipe(cfg.recipe)["pretrain"])
-    base.pop("description", None)
     model = {**base.pop("model_overrides", {}), **cfg.model_overrides, **cell.model}
     if "embedding_size" in cell.model or "embedding_size" in cfg.model_overrides:
         base.pop("projection_init_std", None)  # the recipe's init is for its own E
@@ -83,17 +82,17 @@ def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]]) 
             f"{cell.name}: stopped at step {result.step}; run the command again to resume"
         )
     info = {"cell": cell.name, "steps": result.step, "seconds": _train_seconds(folder),
-            "model": pcfg.model_overrides, "settings": {k: v for k, v in cell.pretrain.items()},
+            "model": pcfg.model_overrides, "settings": dict(cell.pretrain),
             "data": cell.data, "init_from": cell.init_from, "dropout_off_step": pcfg.dropout_off_step}  # fmt: skip
     write_json(record, info)
     return info
 
 
 def _train_seconds(folder: Path) -> float | None:
+    """The training time of the run's last record (metrics.jsonl's `elapsed_s`)."""
     seconds = None
-    for line in (folder / "metrics.jsonl").read_text().splitlines():
-        if line.strip():
-            seconds = json.loads(line).get("elapsed_s", seconds)
+    for _, record in iter_jsonl(folder / "metrics.jsonl"):
+        seconds = record.get("elapsed_s", seconds)
     return seconds
 
 
