@@ -223,3 +223,22 @@ def test_bert_like_config_without_projection_exports_exactly(tmp_path):
     assert_same(outputs_of(hf, "AlbertModel", batch), outputs_of(ours, "AlbertModel", batch))
     again = albert_lm.AlbertModel.from_pretrained(tmp_path)
     assert isinstance(again.encoder.embedding_projection, torch.nn.Identity)
+
+
+def test_transformers_model_with_trained_projection_at_e_equals_h_loads_exactly(tmp_path):
+    """transformers always has an E -> H projection; a model trained there with E == H has a trained one
+    (not the identity albert-lm writes), which albert-lm keeps (embedding_projection) both ways."""
+    config = tiny_hf_config()
+    config.embedding_size = config.hidden_size
+    hf = transformers.AlbertForMaskedLM(config).eval()
+    randomize(hf)
+    hf.save_pretrained(tmp_path / "hf")
+    ours = albert_lm.AlbertForMaskedLM.from_pretrained(tmp_path / "hf").eval()
+    assert ours.config.embedding_projection and ours.config.has_projection
+    assert isinstance(ours.albert.encoder.embedding_projection, torch.nn.Linear)
+    batch = padded_batch()
+    assert_same(outputs_of(hf, "AlbertForMaskedLM", batch), outputs_of(ours, "AlbertForMaskedLM", batch))
+    ours.save_pretrained(tmp_path / "ours")  # and back: transformers reads the trained projection
+    again = transformers.AlbertForMaskedLM.from_pretrained(tmp_path / "ours").eval()
+    assert_same(outputs_of(hf, "AlbertForMaskedLM", batch), outputs_of(again, "AlbertForMaskedLM", batch))
+    assert albert_lm.AlbertForMaskedLM.from_pretrained(tmp_path / "ours").config.embedding_projection

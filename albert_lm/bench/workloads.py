@@ -62,7 +62,7 @@ def encoder_flops(config: AlbertConfig, batch: int, seq: int) -> float:
     h, i, tokens = config.hidden_size, config.intermediate_size, batch * seq
     per_layer = 2 * tokens * (3 * h * h + h * h + 2 * h * i) + 2 * 2 * batch * seq * seq * h
     layers = config.num_hidden_layers * config.inner_group_num
-    projection = 2 * tokens * config.embedding_size * h if config.embedding_size != h else 0
+    projection = 2 * tokens * config.embedding_size * h if config.has_projection else 0
     return float(layers * per_layer + projection)
 
 

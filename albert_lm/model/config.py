@@ -1,14 +1,18 @@
 """AlbertConfig: the model's shape, its presets, and the cross-layer sharing strategies.
 
 Field names are transformers' (`embedding_size`, `num_hidden_groups`, `inner_group_num`, ...), so a
-config.json written by transformers loads here and ours loads there. One field is ours: `sharing`,
-the paper's ablation axis (Section 3.1 "Cross-layer parameter sharing", Table 4):
+config.json written by transformers loads here and ours loads there. Two fields are ours:
+`embedding_projection` (below) and `sharing`, the paper's ablation axis (Section 3.1 "Cross-layer parameter sharing", Table 4):
 
 - "all":       every layer uses the weights of its group; layer l of L uses group int(l * G / L)
                (G = num_hidden_groups), as google-research and transformers do. G = 1 is ALBERT.
 - "attention": one attention block per group shared across depth; a feed-forward block per layer.
 - "ffn":       one feed-forward block per group shared across depth; an attention block per layer.
 - "none":      every layer its own weights (BERT). Stored as G = L groups in transformers' layout.
+
+`embedding_projection`: google-research has an E -> H projection only when E != H, and so do we by
+default; transformers always has one. True keeps one when E == H too: set when loading a transformers
+checkpoint with E == H whose projection was trained (not the identity we write), so it loads exactly.
 
 Presets follow the paper's Table 1 with the v2 release settings (gelu_new, no dropout).
 """
@@ -61,6 +65,8 @@ class AlbertConfig:
     id2label: dict[int, str] | None = None
     # albert-lm's own field: which parts of a layer are shared across depth (module docstring).
     sharing: str = "all"
+    # albert-lm's own field: an E -> H projection even when E == H (module docstring).
+    embedding_projection: bool = False
     # Anything else found in a config.json (transformers adds its own bookkeeping); kept, written back.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -110,6 +116,11 @@ class AlbertConfig:
         return int(layer / (self.num_hidden_layers / self.num_hidden_groups))
 
     @property
+    def has_projection(self) -> bool:
+        """Whether the encoder maps the embeddings through a learnt E -> H projection."""
+        return self.embedding_size != self.hidden_size or bool(self.embedding_projection)
+
+    @property
     def transformers_compatible(self) -> bool:
         """transformers' ALBERT shares whole layers only ("all", or "none" as G = L)."""
         return self.sharing in ("all", "none")
@@ -128,6 +139,8 @@ class AlbertConfig:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out: dict[str, Any] = dict(self.extra)
         out.update(d)
+        if not self.embedding_projection:  # the default: config.json as transformers writes it
+            out.pop("embedding_projection")
         if self.id2label is None:
             out.pop("id2label")
         else:

@@ -180,10 +180,11 @@ def layer_schedule(config: AlbertConfig) -> list[tuple[int, int]]:
 class AlbertEncoder(nn.Module):
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        # As google-research: the E -> H projection exists only when E != H (BERT, E = H, has none).
-        # transformers always has one; hf_interop writes it as an exact identity for that case.
+        # As google-research: the E -> H projection exists only when E != H (BERT, E = H, has none),
+        # unless config.embedding_projection asks for one (a transformers checkpoint that trained it).
+        # transformers always has one; hf_interop writes it as an exact identity when we have none.
         self.embedding_projection: nn.Module
-        if config.embedding_size != config.hidden_size:
+        if config.has_projection:
             self.embedding_projection = Linear(config.embedding_size, config.hidden_size)
         else:
             self.embedding_projection = nn.Identity()
