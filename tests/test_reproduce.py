@@ -109,6 +109,23 @@ def test_a_finished_cell_is_kept_and_the_claim_continues(sop_nsp_data, tmp_path,
     assert (redo / "model.safetensors").stat().st_mtime_ns >= stamp
 
 
+def test_cells_split_between_processes(sop_nsp_data, tmp_path, one_thread, capsys):
+    argv = ["reproduce", "layers", "--data", str(sop_nsp_data[0]), "--output", str(tmp_path),
+            "--max-steps", "2", "--eval-batches", "2", "--device", "cpu"]  # fmt: skip
+    for o in SMALL:
+        argv += ["--model-override", o]
+    assert main([*argv, "--cells", "not-shared"]) == 0  # one process's share: no table yet
+    assert "waiting for all-shared" in capsys.readouterr().out
+    assert not (tmp_path / "layers" / "results.json").exists()
+    assert not (tmp_path / "layers" / "cells" / "all-shared").exists()
+    assert main([*argv, "--cells", "all-shared"]) == 0  # the other's: finds every cell done, writes it
+    result = json.loads((tmp_path / "layers" / "results.json").read_text())
+    assert result["cell_order"] == ["all-shared", "not-shared"]
+    assert all(c["held_out"]["mlm_acc"] >= 0 for c in result["cells"].values())
+    assert main([*argv, "--cells", "all-shared,E64"]) == 1
+    assert "E64 not in claim layers" in capsys.readouterr().err
+
+
 def test_layer_transitions_on_a_model_whose_layers_do_nothing(tiny_config):
     from albert_lm.model.heads import AlbertForPreTraining
     from albert_lm.paper.measures import layer_transitions

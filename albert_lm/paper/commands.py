@@ -36,6 +36,9 @@ def run_reproduce(args: argparse.Namespace) -> int:
     values = option_values(args, ReproduceConfig)
     values["model_overrides"] = PretrainConfig.parse_overrides(args.model_overrides)
     result = reproduce(ReproduceConfig(**values))
+    if result.get("waiting_for"):
+        print(f"{result['claim']}: the cells given are done; waiting for {', '.join(result['waiting_for'])}")
+        return 0
     from albert_lm.paper.report import format_table
 
     print(format_table(result))

@@ -30,6 +30,9 @@ class ReproduceConfig:
     of the steps): equal steps, as the paper compares, and the same result however busy the machine is"""
     model_overrides: dict[str, Any] = field(default_factory=dict)
     """model config changes for every cell, under each cell's own switch"""
+    cells: str | None = None
+    """pretrain only these cells (names, comma-separated), e.g. one process per core or GPU, each with its
+    own cells; results.json and the table are written by the run that finds every cell finished"""
     eval_batches: int | None = None
     """held-out batches to score (default: the recipe's eval_batches)"""
     device: str = "auto"
@@ -45,6 +48,16 @@ class ReproduceConfig:
                 "the sentence claim scores every model on held-out NSP pairs too: give --nsp-data DIR "
                 "(`albert data create --objective nsp` on the same text with the same tokenizer)"
             )
+        names = [c.name for c in CLAIMS[self.claim].cells]
+        unknown = [c for c in self.selected_cells() if c not in names]
+        if unknown:
+            raise ValueError(f"cells: {', '.join(unknown)} not in claim {self.claim} ({', '.join(names)})")
         for name, folder in (("data", self.data), ("nsp_data", self.nsp_data)):
             if folder and not (Path(folder) / "manifest.json").is_file():
                 raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")
+
+    def selected_cells(self) -> list[str]:
+        """The names given by `cells` (all the claim's cells when none)."""
+        if not self.cells:
+            return [c.name for c in CLAIMS[self.claim].cells]
+        return [c.strip() for c in self.cells.split(",") if c.strip()]

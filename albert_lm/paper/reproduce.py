@@ -71,10 +71,9 @@ def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]]) 
     """Pretrain one cell (or find it finished); its steps, seconds and settings."""
     pcfg = cell_config(cfg, cell, done)
     folder = Path(pcfg.output)
-    record = folder / "cell.json"
-    if record.is_file() and (folder / "model.safetensors").is_file():
+    if (finished := finished_cell(folder)) is not None:
         logger.info("%s: finished earlier, kept", cell.name)
-        return dict(json.loads(record.read_text()))
+        return finished
     logger.info("%s: pretraining (%s)", cell.name, pcfg.time_budget or f"{pcfg.max_steps} steps")
     result = pretrain(pcfg)
     if result.interrupted:
@@ -84,8 +83,16 @@ def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]]) 
     info = {"cell": cell.name, "steps": result.step, "seconds": _train_seconds(folder),
             "model": pcfg.model_overrides, "settings": dict(cell.pretrain),
             "data": cell.data, "init_from": cell.init_from, "dropout_off_step": pcfg.dropout_off_step}  # fmt: skip
-    write_json(record, info)
+    write_json(folder / "cell.json", info)
     return info
+
+
+def finished_cell(folder: Path) -> dict[str, Any] | None:
+    """The cell.json of a cell pretrained to the end (its model written), else None."""
+    record = folder / "cell.json"
+    if record.is_file() and (folder / "model.safetensors").is_file():
+        return dict(json.loads(record.read_text()))
+    return None
 
 
 def _train_seconds(folder: Path) -> float | None:
@@ -121,12 +128,29 @@ def measure(cfg: ReproduceConfig, claim: Claim, cells: dict[str, dict[str, Any]]
 
 
 def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
-    """Run the claim's cells in order, measure them, write results.json / table.md / CLAIM.png."""
+    """Run the claim's cells in order, measure them, write results.json / table.md / CLAIM.png.
+
+    With `cfg.cells`, only those cells are pretrained; the others are taken as finished by another
+    process, and the measures wait until all are (returns {"waiting_for": [names]} until then)."""
     claim = CLAIMS[cfg.claim]
     out = Path(cfg.output) / cfg.claim
+    selected = set(cfg.selected_cells())
     cells: dict[str, dict[str, Any]] = {}
+    waiting: list[str] = []
     for cell in claim.cells:
-        cells[cell.name] = run_cell(cfg, cell, cells)
+        if cell.name in selected:
+            if cell.steps_of and cell.steps_of not in cells:
+                raise ValueError(f"cell {cell.name} takes the steps of {cell.steps_of}, not finished yet")
+            cells[cell.name] = run_cell(cfg, cell, cells)
+            continue
+        if (finished := finished_cell(out / "cells" / cell.name)) is not None:
+            cells[cell.name] = finished
+        else:
+            waiting.append(cell.name)
+    if waiting:
+        logger.info("%s: cells %s not finished yet; the table is written by the run that finds them done",
+                    claim.name, ", ".join(waiting))  # fmt: skip
+        return {"claim": claim.name, "waiting_for": waiting}
     measure(cfg, claim, cells)
     result = {
         "claim": claim.name, "title": claim.title, "paper": claim.paper, "paper_table": claim.paper_table,
