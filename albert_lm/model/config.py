@@ -2,7 +2,8 @@
 
 Field names are transformers' (`embedding_size`, `num_hidden_groups`, `inner_group_num`, ...), so a
 config.json written by transformers loads here and ours loads there. Two fields are ours:
-`embedding_projection` (below) and `sharing`, the paper's ablation axis (Section 3.1 "Cross-layer parameter sharing", Table 4):
+`embedding_projection` (below) and `sharing`, the paper's ablation axis (Section 3.1 "Cross-layer
+parameter sharing", Table 4):
 
 - "all":       every layer uses the weights of its group; layer l of L uses group int(l * G / L)
                (G = num_hidden_groups), as google-research and transformers do. G = 1 is ALBERT.
