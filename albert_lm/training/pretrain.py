@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -295,10 +296,17 @@ def save_final(run: Run) -> None:
         logger.info("final model in %s", run.out)
 
 
-def teardown(run: Run) -> None:
-    """Loader workers stopped, the process group (if this run made it) destroyed, the logs closed."""
+def teardown(run: Run, clean: bool = False) -> None:
+    """Loader workers stopped, the process group (if this run made it) destroyed, the logs closed.
+    `clean`: every rank got here the normal way (not by an exception), so they can meet first."""
     run.batches = None
     if run.d.owned:
+        if clean:
+            # Every rank past its last collective before any tears the group down: a rank destroying it
+            # while another is still in one can abort the other at exit (gloo: "terminate called without
+            # an active exception", seen once in CI on a loaded 2-core machine). Not after an exception:
+            # the other ranks may never arrive.
+            dist.barrier()
         dist.destroy_process_group()
     if run.metrics is not None:
         run.metrics.close()
@@ -365,4 +373,4 @@ def pretrain(
     finally:
         bar.close()
         stop.restore()
-        teardown(run)
+        teardown(run, clean=sys.exc_info()[0] is None)
