@@ -116,8 +116,14 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
     k = config.inner_group_num
     if not any(n.startswith("albert.") for n in state):  # a bare AlbertModel saves without the prefix
         state = {f"albert.{n}": t for n, t in state.items()}
-    if not config.has_projection and _PROJECTION + "weight" in state:
-        state = _without_identity_projection(state, config.hidden_size)
+    if (
+        not config.has_projection
+        and _PROJECTION + "weight" in state
+        and _is_identity(state, config.hidden_size)
+    ):
+        # The identity to_transformers writes when we have none (E == H): dropped. A trained one is kept
+        # (as embedding_projection) and load_model builds the model with it.
+        state = {n: t for n, t in state.items() if not n.startswith(_PROJECTION)}
     out: dict[str, torch.Tensor] = {}
     qkv: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
     for name, t in state.items():
@@ -149,31 +155,12 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
     return out
 
 
-def _is_identity_projection(state: dict[str, torch.Tensor], hidden: int) -> bool:
+def _is_identity(state: dict[str, torch.Tensor], hidden: int) -> bool:
     """Whether transformers' E -> H projection in `state` (names under "albert.") is the identity that
     to_transformers writes when E == H (google-research, and albert-lm by default, have none then)."""
     weight, bias = state[_PROJECTION + "weight"], state.get(_PROJECTION + "bias")
     eye = torch.eye(hidden, dtype=weight.dtype)
     return weight.shape == eye.shape and torch.equal(weight, eye) and (bias is None or not bool(bias.any()))
-
-
-def _without_identity_projection(state: dict[str, torch.Tensor], hidden: int) -> dict[str, torch.Tensor]:
-    """`state` without transformers' E -> H projection, which must be the identity."""
-    if not _is_identity_projection(state, hidden):
-        raise ValueError(
-            "embedding_size == hidden_size but the checkpoint's embedding_hidden_mapping_in is not an "
-            "identity: load it with embedding_projection=True (load_model does so by itself)"
-        )
-    return {n: t for n, t in state.items() if not n.startswith(_PROJECTION)}
-
-
-def _needs_projection(raw: dict[str, torch.Tensor], config: AlbertConfig) -> bool:
-    """A transformers checkpoint with E == H whose projection was trained (not the identity): the model
-    must keep it to compute what transformers computes."""
-    if config.has_projection:
-        return False
-    state = raw if any(n.startswith("albert.") for n in raw) else {f"albert.{n}": t for n, t in raw.items()}
-    return _PROJECTION + "weight" in state and not _is_identity_projection(state, config.hidden_size)
 
 
 def _full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -231,12 +218,11 @@ def load_model(cls: type, path: str | os.PathLike, config: AlbertConfig | None =
     if file.name == NATIVE:
         state = raw
     else:
-        if _needs_projection(raw, config):
-            logger.info(
-                "%s: E == H with a trained embedding_hidden_mapping_in: kept (embedding_projection)", file
-            )
-            config = dataclasses.replace(config, embedding_projection=True)
         state = from_transformers(raw, config)
+        if not config.has_projection and "albert.encoder.embedding_projection.weight" in state:
+            logger.info("%s: E == H with a trained embedding_hidden_mapping_in: kept (embedding_projection)",
+                        file)  # fmt: skip
+            config = dataclasses.replace(config, embedding_projection=True)
     model = cls(config)
     expected = {n: t for n, t in _full_state(model).items() if n != _TIED}
 
