@@ -3,6 +3,7 @@ shards, dataset), on generated documents and on the `small` tier of the shared G
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -398,3 +399,40 @@ def test_real_text_same_seed_same_bytes(albert_data: Path, tmp_path: Path) -> No
         )
     a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert sum(k.endswith("tokens.npy") for k in a) > 2 and a == b
+
+
+def test_training_masking_rate_overrides_the_datas(tiny_setup: tuple[Path, Path], tmp_path: Path) -> None:
+    """`PretrainConfig.masked_lm_prob`: the training split masked at another rate, drawn when read; the
+    held-out split keeps the data's rate (pretrain_setup), static data refuses."""
+    corpus, tok = tiny_setup
+    out = tmp_path / "dyn"
+    cfg = DataConfig(max_seq_length=48, block_bytes=2048, shard_bytes=4096, max_predictions_per_seq=8)
+    create_pretraining_data([corpus], tok, out, cfg, num_workers=1, progress=False)
+
+    def masked(ds: PretrainingDataset) -> np.ndarray:
+        return np.array([int((ds[i]["labels"] != -100).sum()) for i in range(len(ds))])
+
+    base, more = PretrainingDataset(out), PretrainingDataset(out, masked_lm_prob=0.4)
+    assert more.config.max_predictions_per_seq == 22  # 8 x 0.4 / 0.15 = 21.3, rounded up
+    assert (more.config.masked_lm_prob, base.config.masked_lm_prob) == (0.4, 0.15)
+    n_base, n_more = masked(base), masked(more)
+    assert n_base.max() <= 8 and n_more.max() <= 22
+    assert n_more.mean() > 2 * n_base.mean()
+    assert torch.equal(base[0]["input_ids"], PretrainingDataset(out)[0]["input_ids"])  # still a pure function
+    capped = PretrainingDataset(out, masked_lm_prob=0.4, max_predictions_per_seq=3)
+    assert masked(capped).max() <= 3
+
+    from albert_lm.training.pretrain_config import PretrainConfig
+    from albert_lm.training.pretrain_setup import _load_data
+
+    train, held_out, _ = _load_data(PretrainConfig(data=str(out), masked_lm_prob=0.4))
+    assert train.config.masked_lm_prob == 0.4 and held_out.config.masked_lm_prob == 0.15
+    with pytest.raises(ValueError, match=r"masked_lm_prob must be in \[0, 1\)"):
+        PretrainConfig(masked_lm_prob=1.5)
+
+    static = tmp_path / "static"
+    create_pretraining_data(
+        [corpus], tok, static, dataclasses.replace(cfg, masking="static"), num_workers=1, progress=False
+    )
+    with pytest.raises(ValueError, match="static.*recreate it with --masking dynamic"):
+        PretrainingDataset(static, masked_lm_prob=0.4)

@@ -36,8 +36,10 @@ and pickles cheaply to DataLoader workers.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import logging
+import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -59,7 +61,14 @@ _DYNAMIC_STREAM = 7  # keeps mask draws apart from the creation draws made with 
 class PretrainingDataset(Dataset):
     """Map-style dataset over the shards of one split of a pretraining data folder."""
 
-    def __init__(self, path: str | os.PathLike, split: str = "train", epoch: int = 0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        split: str = "train",
+        epoch: int = 0,
+        masked_lm_prob: float | None = None,
+        max_predictions_per_seq: int | None = None,
+    ) -> None:
         self.path = Path(path)
         manifest_file = self.path / "manifest.json"
         if not manifest_file.is_file():
@@ -74,6 +83,8 @@ class PretrainingDataset(Dataset):
         self.config = DataConfig.from_dict(self.manifest["config"])
         self.objective: str = self.manifest["objective"]
         self.masking: str = self.manifest["masking"]
+        if masked_lm_prob is not None or max_predictions_per_seq is not None:
+            self.config = self._remasked(masked_lm_prob, max_predictions_per_seq)
         self.max_seq_length: int = self.manifest["max_seq_length"]
         self.vocab_size: int = self.manifest["tokenizer"]["vocab_size"]
         self.tokenizer_path = self.path / self.manifest["tokenizer"]["file"]
@@ -84,6 +95,26 @@ class PretrainingDataset(Dataset):
         self._cum = [0, *np.cumsum(counts, dtype=np.int64).tolist()]  # ints even for a split with no shards
         self._shards: list[dict[str, np.ndarray] | None] = [None] * len(self._shard_dirs)
         self._checksums = [s.get("sha256", {}) for s in self.manifest["splits"][split]["shards"]]
+
+    def _remasked(self, prob: float | None, cap: int | None) -> DataConfig:
+        """This data's config with another masking rate and cap (dynamic masking draws them when an item
+        is read, so a run can mask more than the data was made for). Without a cap the data's is scaled by
+        the ratio of the rates, rounded up: 10 at 15% becomes 27 at 40%."""
+        if self.masking != "dynamic":
+            raise ValueError(
+                f"{self.path}: masked_lm_prob / max_predictions_per_seq can only change dynamically masked "
+                "data; this folder was made with --masking static (its masks are stored): recreate it with "
+                "--masking dynamic, or pass --masked-lm-prob to `albert data create` instead"
+            )
+        data = self.config
+        prob = data.masked_lm_prob if prob is None else prob
+        if cap is None and data.masked_lm_prob > 0:
+            cap = math.ceil(data.max_predictions_per_seq * prob / data.masked_lm_prob - 1e-9)
+        elif cap is None:
+            cap = max(1, math.ceil(data.max_seq_length * prob))
+        config = dataclasses.replace(data, masked_lm_prob=prob, max_predictions_per_seq=cap)
+        config.validate()
+        return config
 
     def verify(self) -> None:
         """Check the tokenizer and this split's shard files against the manifest's sha256: a damaged or

@@ -75,6 +75,12 @@ class PretrainConfig:
     """clip the global gradient norm to this"""
     sop_weight: float = 1.0
     """weight of the sentence-order (or NSP) loss; 0: masked LM only (SOP accuracy still reported)"""
+    masked_lm_prob: float | None = None
+    """mask this fraction of the training examples' tokens instead of the data's rate (dynamically
+    masked data only); the held-out split keeps the data's rate, so held-out figures compare across runs"""
+    max_predictions_per_seq: int | None = None
+    """most masked tokens per training example with masked_lm_prob (default: the data's cap scaled by
+    masked_lm_prob / the data's rate, rounded up)"""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
     AMX), else fp32; bf16 = autocast"""
@@ -113,12 +119,13 @@ class PretrainConfig:
         check_fields(self)  # types and choices (precision, optimizer, device are Literals)
         check_ranges(
             self, "PretrainConfig",
-            at_least_one=("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches"),
+            at_least_one=("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches",
+                          "max_predictions_per_seq"),
             non_negative=("warmup_steps", "save_every", "eval_every", "keep_last", "weight_decay", "sop_weight",
                           "dropout_off_step"),
             positive=("learning_rate", "adam_epsilon", "max_grad_norm", "poly_power", "dist_timeout_s",
                       "projection_init_std"),
-            fraction=("adam_beta1", "adam_beta2"),
+            fraction=("adam_beta1", "adam_beta2", "masked_lm_prob"),
         )  # fmt: skip
         if self.time_budget is not None:
             try:

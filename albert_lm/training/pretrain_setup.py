@@ -118,7 +118,14 @@ def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
     data = Path(cfg.data)
     if not data.is_dir():
         raise FileNotFoundError(f"--data {data}: no such folder")
-    train = PretrainingDataset(data, split="train")
+    # The training split may be masked at another rate than the data's; the held-out split keeps the
+    # data's, so held-out figures compare between runs (and with BERT's 15%).
+    train = PretrainingDataset(
+        data,
+        split="train",
+        masked_lm_prob=cfg.masked_lm_prob,
+        max_predictions_per_seq=cfg.max_predictions_per_seq,
+    )
     evaluation: Any = PretrainingDataset(data, split="eval") if "eval" in train.manifest["splits"] else None
     if evaluation is None or len(evaluation) == 0:
         logger.warning(
@@ -315,6 +322,12 @@ def _log_start(run: Run, train_dataset: Any) -> None:
         len(train_dataset), cfg.max_steps, global_batch, cfg.batch_size, cfg.gradient_accumulation_steps,
         d.world, tokens_per_step, cfg.optimizer, cfg.precision, cfg.learning_rate,
     )  # fmt: skip
+    masking = getattr(train_dataset, "config", None)
+    if masking is not None:
+        logger.info(
+            "masking %.0f%% of training tokens (at most %d per sequence, n-grams up to %d)",
+            100 * masking.masked_lm_prob, masking.max_predictions_per_seq, masking.max_ngram,
+        )  # fmt: skip
 
 
 def setup(
