@@ -226,7 +226,8 @@ def format_report(r: dict) -> str:
         "",
         "albert demo: results",
         f"  held-out MLM accuracy  {r['eval_mlm_acc']:.3f}   (unigram guess {r['unigram_mlm_acc']:.3f})",
-        f"  held-out SOP accuracy  {r['eval_sop_acc']:.3f}   (chance {r['sop_majority_acc']:.3f})",
+        f"  held-out SOP accuracy  {r['eval_sop_acc']:.3f}   (chance {r['sop_majority_acc']:.3f}"
+        + (")" if r["settings"]["pretrain"].get("sop_weight", 1.0) else "; the recipe trains no SOP head)"),
         f"  fill-mask (expected word in the top 5 for {r['probe_hits']} of {len(r['probes'])} probes):",
         *(
             f"    {p['sentence']:<58} -> {', '.join(t.replace(chr(0x2581), '') for t in p['top5'])}"

@@ -315,10 +315,12 @@ def _log_start(run: Run, train_dataset: Any) -> None:
     cfg, d = run.cfg, run.d
     global_batch = run.sampler.global_batch
     tokens_per_step = global_batch * len(train_dataset[0]["input_ids"])
+    sentence = run.objective.sentence_objective
     logger.info(
         "pretraining %s (%.1fM parameters, %s) on %d sequences: %d steps, global batch %d (%d x %d x %d "
         "processes), ~%d tokens per step, %s, %s, lr %.3g",
-        cfg.model_config or cfg.preset, run.model.num_parameters() / 1e6, run.objective.sentence_objective,
+        cfg.model_config or cfg.preset, run.model.num_parameters() / 1e6,
+        sentence if cfg.sop_weight else f"masked LM only, {sentence} weight 0",
         len(train_dataset), cfg.max_steps, global_batch, cfg.batch_size, cfg.gradient_accumulation_steps,
         d.world, tokens_per_step, cfg.optimizer, cfg.precision, cfg.learning_rate,
     )  # fmt: skip
