@@ -1,0 +1,82 @@
+"""GLUE-5 and held-out MLM accuracy against the pretraining budget: docs/quality.md's curve (issue 12, (c)).
+
+Each `--run SERIES:MINUTES:DIR` is a pretraining run whose `albert glue` results are in DIR-glue/ (as
+benchmarks/quality.sh writes them); runs of one SERIES are joined by a line. `--random DIR` (its GLUE in
+DIR-glue/) is drawn as the level to beat. GLUE-5 per fine-tuning seed is the mean of the five tasks'
+scores x 100 for that seed; the plot shows the mean over seeds with the seeds' standard deviation.
+Writes OUTPUT.json and OUTPUT.png.
+
+    python benchmarks/glue_vs_budget.py --run "40% masking:30:runs/q/albert-lm-30m" \
+        --run "40% masking:60:runs/q/albert-lm-60m" --random runs/q/random --output docs/quality_glue_budget
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+
+def glue_per_seed(model_dir: Path) -> list[float]:
+    """GLUE-5 x 100 of each fine-tuning seed (the mean of the five tasks' scores for that seed)."""
+    path = Path(f"{model_dir}-glue") / "glue_results.json"
+    if not path.is_file():
+        raise SystemExit(f"{path}: no GLUE results (run `albert glue --model {model_dir} ...` first)")
+    tasks = json.loads(path.read_text())["tasks"]
+    per_task = [t["scores"] for t in tasks.values()]
+    return [100 * statistics.fmean(scores) for scores in zip(*per_task, strict=True)]
+
+
+def last_eval(model_dir: Path) -> dict[str, float]:
+    """The final held-out evaluation in a run's metrics.jsonl (step, MLM accuracy and loss)."""
+    rows = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in rows if r.get("split") == "eval"][-1]
+    return {"step": last["step"], "mlm_acc": last["mlm_acc"], "mlm_loss": last["mlm_loss"]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--run", action="append", required=True, metavar="SERIES:MINUTES:DIR")
+    p.add_argument("--random", type=Path, required=True, metavar="DIR")
+    p.add_argument("--output", type=Path, required=True, help="OUTPUT.json and OUTPUT.png")
+    args = p.parse_args()
+    runs = []
+    for spec in args.run:
+        series, minutes, folder = spec.split(":", 2)
+        seeds = glue_per_seed(Path(folder))
+        runs.append({"series": series, "minutes": float(minutes), "dir": folder, "glue5_seeds": seeds,
+                     "glue5": statistics.fmean(seeds), "glue5_std": statistics.stdev(seeds),
+                     **last_eval(Path(folder))})  # fmt: skip
+    rnd = glue_per_seed(args.random)
+    report = {"runs": runs, "random": {"glue5_seeds": rnd, "glue5": statistics.fmean(rnd),
+                                       "glue5_std": statistics.stdev(rnd)}}  # fmt: skip
+    args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for series in dict.fromkeys(r["series"] for r in runs):
+        rows = sorted((r for r in runs if r["series"] == series), key=lambda r: r["minutes"])
+        x = [r["minutes"] for r in rows]
+        ax1.errorbar(x, [r["glue5"] for r in rows], yerr=[r["glue5_std"] for r in rows], marker="o",
+                     capsize=3, label=series)  # fmt: skip
+        ax2.plot(x, [r["mlm_acc"] for r in rows], marker="o", label=series)
+    ax1.axhline(report["random"]["glue5"], color="grey", linestyle="--", label="random init")
+    ax1.axhline(report["random"]["glue5"] + 5, color="grey", linestyle=":", label="random + 5 (goal a)")
+    ax1.set(xlabel="pretraining minutes (one CPU core)", ylabel="GLUE-5 (mean of 3 seeds)", title="GLUE-5")
+    ax2.set(xlabel="pretraining minutes (one CPU core)", ylabel="held-out MLM accuracy", title="held-out MLM")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.output.with_suffix(".png"), dpi=110)
+    print(json.dumps({r["series"] + f" {r['minutes']:g} min": round(r["glue5"], 1) for r in runs}
+                     | {"random": round(report["random"]["glue5"], 1)}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
