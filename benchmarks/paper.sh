@@ -5,6 +5,7 @@
 #   3. `albert reproduce CLAIM` for each claim in $CLAIMS, $MINUTES of pretraining per cell (or exactly
 #      $MAX_STEPS steps per cell when set: equal steps, as the paper compares, whatever else the machine runs).
 # Usage: CLAIMS="sentence layers" MAX_STEPS=1500 bash benchmarks/paper.sh   (repository root, venv in .venv)
+#        CLAIMS= bash benchmarks/paper.sh   (the tokenizer and the data only, for `albert reproduce` by hand)
 # Everything goes to $RUNS; steps and cells already done there are not done again.
 set -euo pipefail
 
@@ -13,7 +14,7 @@ DATA=${DATA:-../shared/data}
 RECIPE=${RECIPE:-cpu-1h}
 RUNS=${RUNS:-runs/paper}
 TIER=${TIER:-small}
-CLAIMS=${CLAIMS:-sentence layers sharing embedding dropout depth}
+CLAIMS=${CLAIMS-sentence layers sharing embedding dropout depth}   # CLAIMS= (empty): only steps 1-2
 MINUTES=${MINUTES:-10}
 MAX_STEPS=${MAX_STEPS:-}
 SEED=${SEED:-1}
