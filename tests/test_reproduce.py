@@ -175,3 +175,38 @@ def test_cell_settings_time_or_steps(sop_nsp_data, tmp_path):
     assert cell_config(stepped, cells["L12"], {}).time_budget is None
     assert cell_config(stepped, cells["L12"], {}).max_steps == 1000
     assert cell_config(stepped, cells["L3-half-time"], {}).max_steps == 500
+    # with --max-steps the equal-steps cells know their steps without L12: they can run apart from it
+    assert cell_config(stepped, cells["L6"], {}).max_steps == 1000
+    seed2 = ReproduceConfig(claim="depth", data=str(sop), output=str(tmp_path), max_steps=1000, seeds="2,3")
+    assert cell_config(seed2, cells["L12-grown-from-L3"], {}).init_from == str(
+        tmp_path / "depth" / "cells-seed-2" / "L3-half-time"
+    )  # a seed's cells warm-start from the same seed's
+    assert cell_config(seed2, cells["L6"], {}, 3).seed == 3
+    with pytest.raises(ValueError, match="seeds: expected whole numbers"):
+        ReproduceConfig(claim="depth", data=str(sop), seeds="1,two")
+
+
+def test_several_seeds_give_each_cell_a_mean_and_a_spread(sop_nsp_data, tmp_path, one_thread):
+    one = _run("layers", sop_nsp_data, tmp_path, "--seed", "1")
+    kept = tmp_path / "layers" / "cells" / "all-shared" / "model.safetensors"
+    stamp = kept.stat().st_mtime_ns
+    both = _run("layers", sop_nsp_data, tmp_path, "--seeds", "1,2")
+    assert kept.stat().st_mtime_ns == stamp  # seed 1's cells from the first run are kept
+    assert both["seeds"] == [1, 2]
+    for name, cell in both["cells"].items():
+        config = json.loads(
+            (tmp_path / "layers" / "cells-seed-2" / name / "pretrain_config.json").read_text()
+        )
+        assert config["seed"] == 2
+        runs = cell["runs"]
+        assert [r["seed"] for r in runs] == [1, 2]
+        assert runs[0]["held_out"] == one["cells"][name]["held_out"]  # seed 1 scored as before
+        assert runs[0]["held_out"]["mlm_loss"] != runs[1]["held_out"]["mlm_loss"]  # another initialisation
+        mean = (runs[0]["held_out"]["mlm_acc"] + runs[1]["held_out"]["mlm_acc"]) / 2
+        assert cell["held_out"]["mlm_acc"] == pytest.approx(mean)
+        assert len(cell["layers"]["l2"]) == 2
+    assert all(v.endswith("of 2 seeds]") for v in both["verdicts"])
+    table = (tmp_path / "layers" / "table.md").read_text()
+    assert "Seeds 1, 2: each figure is the mean" in table
+    low, high = sorted(r["held_out"]["mlm_loss"] for r in both["cells"]["not-shared"]["runs"])
+    assert f"({low:.3f}-{high:.3f})" in table

@@ -18,6 +18,9 @@ def reproduce_options(p: argparse.ArgumentParser) -> None:
         metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR"}, choices={"device": ("auto", "cpu", "cuda")},
     )  # fmt: skip
     p.add_argument(
+        "--seed", dest="seeds", default=argparse.SUPPRESS, metavar="N", help="--seeds with one seed"
+    )
+    p.add_argument(
         "--model-override", action="append", default=[], metavar="KEY=VALUE", dest="model_overrides",
         help="change one model config field in every cell, e.g. hidden_size=256 (repeatable)",
     )  # fmt: skip
@@ -27,7 +30,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     """reproduce one of the paper's ablations in small pretraining runs on your data
 
     Pretrains each cell of the claim (its switch changed, everything else the recipe's, a time budget per
-    cell, one seed), scores all on the same held-out examples, and writes OUTPUT/CLAIM/results.json,
+    cell, once per seed), scores all on the same held-out examples, and writes OUTPUT/CLAIM/results.json,
     table.md (beside the paper's figures, with whether each direction reproduced) and CLAIM.png. An
     interrupted run continues where it stopped when the command is given again."""
     from albert_lm.paper.reproduce import reproduce

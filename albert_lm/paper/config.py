@@ -23,8 +23,9 @@ class ReproduceConfig:
     """NSP examples of the same text and tokenizer (`albert data create --objective nsp`): the sentence claim"""
     recipe: str = "cpu-1h"
     """the base settings every cell starts from (a shipped recipe or a JSON file)"""
-    seed: int = 1
-    """seed of every cell (initialisation, data order, masking)"""
+    seeds: str = "1"
+    """seed of every cell (initialisation, data order, masking); several, comma-separated (e.g. 1,2,3):
+    every cell is trained once per seed and the table gives each cell's mean and min-max over them"""
     max_steps: int | None = None
     """train every cell this many steps instead of --minutes (a cell with a share of the time: that share
     of the steps): equal steps, as the paper compares, and the same result however busy the machine is"""
@@ -48,6 +49,7 @@ class ReproduceConfig:
                 "the sentence claim scores every model on held-out NSP pairs too: give --nsp-data DIR "
                 "(`albert data create --objective nsp` on the same text with the same tokenizer)"
             )
+        self.seed_list()  # a clear error now, not after the first cell
         names = [c.name for c in CLAIMS[self.claim].cells]
         unknown = [c for c in self.selected_cells() if c not in names]
         if unknown:
@@ -55,6 +57,20 @@ class ReproduceConfig:
         for name, folder in (("data", self.data), ("nsp_data", self.nsp_data)):
             if folder and not (Path(folder) / "manifest.json").is_file():
                 raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")
+
+    def seed_list(self) -> list[int]:
+        """The seeds given by `seeds`, in order, each once."""
+        seeds: list[int] = []
+        for part in str(self.seeds).split(","):
+            try:
+                seed = int(part.strip())
+            except ValueError:
+                raise ValueError(
+                    f"seeds: expected whole numbers separated by commas, got {self.seeds!r}"
+                ) from None
+            if seed not in seeds:
+                seeds.append(seed)
+        return seeds
 
     def selected_cells(self) -> list[str]:
         """The names given by `cells` (all the claim's cells when none)."""

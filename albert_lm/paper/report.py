@@ -12,21 +12,36 @@ from albert_lm.files import atomic_write
 logger = logging.getLogger(__name__)
 
 
+def _figure(c: dict[str, Any], split: str, key: str, digits: int) -> str:
+    """A cell's figure; with several seeds their mean, then their min-max in brackets."""
+    text = f"{c[split][key]:.{digits}f}"
+    if len(c.get("runs", ())) > 1:
+        values = [r[split][key] for r in c["runs"]]
+        text += f" ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    return text
+
+
 def format_table(result: dict[str, Any]) -> str:
     cells = result["cells"]
+    seeds = result.get("seeds", [1])
     sentence = any("held_out_nsp" in c for c in cells.values())
     head = ["cell", "parameters", "steps", "minutes", "held-out MLM acc", "MLM loss"]
     head += ["NSP pairs acc", "SOP pairs acc"] if sentence else ["sentence head on SOP pairs"]
     head.append("paper")
-    lines = [f"### {result['title']}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"### {result['title']}", ""]
+    if len(seeds) > 1:
+        lines += [
+            f"Seeds {', '.join(map(str, seeds))}: each figure is the mean over them, (min-max) in brackets.",
+            "",
+        ]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, c in cells.items():
-        h = c["held_out"]
         minutes = f"{c['seconds'] / 60:.1f}" if c.get("seconds") is not None else ""
-        row = [name, f"{c['parameters'] / 1e6:.2f}M", str(c["steps"]), minutes, f"{h['mlm_acc']:.4f}",
-               f"{h['mlm_loss']:.3f}"]  # fmt: skip
+        row = [name, f"{c['parameters'] / 1e6:.2f}M", str(c["steps"]), minutes,
+               _figure(c, "held_out", "mlm_acc", 4), _figure(c, "held_out", "mlm_loss", 3)]  # fmt: skip
         if sentence:
-            row.append(f"{c['held_out_nsp']['sentence_acc']:.3f}")
-        row += [f"{h['sentence_acc']:.3f}", result["paper_table"].get(name, "")]
+            row.append(_figure(c, "held_out_nsp", "sentence_acc", 3))
+        row += [_figure(c, "held_out", "sentence_acc", 3), result["paper_table"].get(name, "")]
         lines.append("| " + " | ".join(row) + " |")
     if any("layers" in c for c in cells.values()):
         lines += ["", "| cell | layer | L2(in, out) | cosine(in, out) |", "|---|---|---|---|"]
@@ -55,9 +70,15 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
                              squeeze=False)  # fmt: skip
     ax = axes[0][0]
     names = list(cells)
-    ax.bar(names, [c["held_out"]["mlm_acc"] for c in cells.values()])
+    means = [c["held_out"]["mlm_acc"] for c in cells.values()]
+    spread = None
+    if any(len(c.get("runs", ())) > 1 for c in cells.values()):  # min-max over the seeds as error bars
+        runs = [[r["held_out"]["mlm_acc"] for r in c.get("runs", [c])] for c in cells.values()]
+        spread = [[m - min(v) for m, v in zip(means, runs, strict=True)],
+                  [max(v) - m for m, v in zip(means, runs, strict=True)]]  # fmt: skip
+    ax.bar(names, means, yerr=spread, capsize=4 if spread else 0)
     ax.set_ylabel("held-out MLM accuracy")
-    ax.set_title(result["claim"])
+    ax.set_title(result["claim"] + (f" (mean, min-max over {len(result['seeds'])} seeds)" if spread else ""))
     ax.tick_params(axis="x", rotation=45)
     if sentence:
         ax = axes[0][1]

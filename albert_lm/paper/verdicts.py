@@ -1,8 +1,10 @@
 """Whether each claim's direction reproduced, in words, from the measured cells.
 
 A direction counts as reproduced only when the measured difference points the paper's way; the words say
-by how much, so a reader can weigh it against the seed spread docs/paper.md reports. Held-out MLM
-accuracy stands in for the paper's downstream averages (Tables 3-4) where no fine-tuning was run.
+by how much. With several seeds the verdict is on each cell's mean over the seeds, and each line says in
+how many of the seeds taken alone the direction held, so a difference smaller than the seed-to-seed
+spread shows as such. Held-out MLM accuracy stands in for the paper's downstream averages (Tables 3-4)
+where no fine-tuning was run.
 """
 
 from __future__ import annotations
@@ -110,5 +112,11 @@ RULES: dict[str, Callable[[Cells], list[str]]] = {
 }  # fmt: skip
 
 
-def verdicts(claim: str, cells: Cells) -> list[str]:
-    return RULES[claim](cells)
+def verdicts(claim: str, cells: Cells, per_seed: list[Cells] | None = None) -> list[str]:
+    """One line per direction, on `cells`; with `per_seed` (the cells of each seed alone), each line ends
+    with in how many seeds the direction held."""
+    lines = RULES[claim](cells)
+    if not per_seed:
+        return lines
+    held = [[line.startswith("reproduced") for line in RULES[claim](seed)] for seed in per_seed]
+    return [f"{line} [in {sum(h[i] for h in held)} of {len(held)} seeds]" for i, line in enumerate(lines)]
