@@ -210,3 +210,34 @@ def test_several_seeds_give_each_cell_a_mean_and_a_spread(sop_nsp_data, tmp_path
     assert "Seeds 1, 2: each figure is the mean" in table
     low, high = sorted(r["held_out"]["mlm_loss"] for r in both["cells"]["not-shared"]["runs"])
     assert f"({low:.3f}-{high:.3f})" in table
+
+
+def test_sentence_table_and_plot_with_several_seeds(tmp_path):
+    from albert_lm.paper.claims import SENTENCE
+    from albert_lm.paper.report import format_table, plot_claim
+    from albert_lm.paper.reproduce import combine
+    from albert_lm.paper.verdicts import verdicts
+
+    def run(seed: int, nsp: float, sop: float) -> dict:
+        return {"seed": seed, "steps": 10, "seconds": 60.0, "parameters": 1000, "majority": {"sop": 0.52, "nsp": 0.57},
+                "held_out": {"mlm_acc": 0.2, "mlm_loss": 5.0, "sentence_acc": sop},
+                "held_out_nsp": {"mlm_acc": 0.2, "mlm_loss": 5.0, "sentence_acc": nsp}}  # fmt: skip
+
+    runs = {
+        1: {"none": run(1, 0.55, 0.48), "nsp": run(1, 0.66, 0.54), "sop": run(1, 0.58, 0.60)},
+        2: {"none": run(2, 0.56, 0.50), "nsp": run(2, 0.70, 0.52), "sop": run(2, 0.62, 0.56)},
+    }
+    cells = combine(runs)
+    assert cells["sop"]["held_out"]["sentence_acc"] == pytest.approx(0.58)
+    assert cells["nsp"]["held_out_nsp"]["sentence_acc"] == pytest.approx(0.68)
+    lines = verdicts("sentence", cells, [runs[1], runs[2]])
+    assert lines[0].startswith("reproduced") and lines[0].endswith("[in 2 of 2 seeds]")
+    assert lines[1].startswith("NOT reproduced") and lines[1].endswith("[in 1 of 2 seeds]")  # seed 1 only
+    result = {"claim": "sentence", "title": SENTENCE.title, "paper": SENTENCE.paper, "seeds": [1, 2],
+              "paper_table": SENTENCE.paper_table, "cells": cells, "verdicts": lines}  # fmt: skip
+    table = format_table(result)
+    assert (
+        "| sop | 0.00M | 10 | 1.0 | 0.2000 (0.2000-0.2000) | 5.000 (5.000-5.000) | 0.600 (0.580-0.620) |"
+        in table
+    )
+    assert plot_claim(result, tmp_path / "sentence.png").stat().st_size > 1000

@@ -53,6 +53,16 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _bars(cells: dict[str, Any], split: str, key: str) -> tuple[list[float], list[list[float]] | None]:
+    """Each cell's figure (the mean over seeds) and, with several seeds, its min-max as error bars."""
+    means = [c[split][key] for c in cells.values()]
+    if not any(len(c.get("runs", ())) > 1 for c in cells.values()):
+        return means, None
+    runs = [[r[split][key] for r in c.get("runs", [c])] for c in cells.values()]
+    low = [m - min(v) for m, v in zip(means, runs, strict=True)]
+    return means, [low, [max(v) - m for m, v in zip(means, runs, strict=True)]]
+
+
 def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
     """Held-out MLM accuracy per cell (bars); the sentence cross table; the per-layer transitions."""
     try:
@@ -70,31 +80,18 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
                              squeeze=False)  # fmt: skip
     ax = axes[0][0]
     names = list(cells)
-    means = [c["held_out"]["mlm_acc"] for c in cells.values()]
-    spread = None
-    if any(len(c.get("runs", ())) > 1 for c in cells.values()):  # min-max over the seeds as error bars
-        runs = [[r["held_out"]["mlm_acc"] for r in c.get("runs", [c])] for c in cells.values()]
-        spread = [[m - min(v) for m, v in zip(means, runs, strict=True)],
-                  [max(v) - m for m, v in zip(means, runs, strict=True)]]  # fmt: skip
-    ax.bar(names, means, yerr=spread, capsize=4 if spread else 0)
+    seeds = any(len(c.get("runs", ())) > 1 for c in cells.values())
+    means, spread = _bars(cells, "held_out", "mlm_acc")
+    ax.bar(names, means, yerr=spread, capsize=4 if seeds else 0)
     ax.set_ylabel("held-out MLM accuracy")
-    ax.set_title(result["claim"] + (f" (mean, min-max over {len(result['seeds'])} seeds)" if spread else ""))
+    ax.set_title(result["claim"] + (f" (mean, min-max over {len(result['seeds'])} seeds)" if seeds else ""))
     ax.tick_params(axis="x", rotation=45)
     if sentence:
         ax = axes[0][1]
         x = range(len(names))
-        ax.bar(
-            [i - 0.2 for i in x],
-            [c["held_out_nsp"]["sentence_acc"] for c in cells.values()],
-            0.4,
-            label="NSP pairs",
-        )
-        ax.bar(
-            [i + 0.2 for i in x],
-            [c["held_out"]["sentence_acc"] for c in cells.values()],
-            0.4,
-            label="SOP pairs",
-        )
+        for shift, split, label in ((-0.2, "held_out_nsp", "NSP pairs"), (0.2, "held_out", "SOP pairs")):
+            means, spread = _bars(cells, split, "sentence_acc")
+            ax.bar([i + shift for i in x], means, 0.4, yerr=spread, capsize=4 if seeds else 0, label=label)
         ax.set_xticks(list(x), [f"{n}-trained" for n in names])
         ax.axhline(0.5, color="grey", linewidth=0.5)
         ax.set_ylabel("sentence head accuracy")
