@@ -240,4 +240,5 @@ def test_sentence_table_and_plot_with_several_seeds(tmp_path):
         "| sop | 0.00M | 10 | 1.0 | 0.2000 (0.2000-0.2000) | 5.000 (5.000-5.000) | 0.600 (0.580-0.620) |"
         in table
     )
-    assert plot_claim(result, tmp_path / "sentence.png").stat().st_size > 1000
+    png = plot_claim(result, tmp_path / "sentence.png")
+    assert png is not None and png.stat().st_size > 1000
