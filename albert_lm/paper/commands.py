@@ -15,7 +15,7 @@ def reproduce_options(p: argparse.ArgumentParser) -> None:
     )
     add_options(
         p, ReproduceConfig, skip=("claim", "model_overrides"), required=("data",),
-        metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR"}, choices={"device": ("auto", "cpu", "cuda")},
+        metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR", "seeds": "LIST"}, choices={"device": ("auto", "cpu", "cuda")},
     )  # fmt: skip
     p.add_argument(
         "--seed", dest="seeds", default=argparse.SUPPRESS, metavar="N", help="--seeds with one seed"

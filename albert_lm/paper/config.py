@@ -16,7 +16,8 @@ class ReproduceConfig:
     data: str
     """`albert data create` folder (SOP examples): every cell trains on it and is scored on its held-out split"""
     output: str = "runs/paper"
-    """results go to OUTPUT/CLAIM (cells/NAME for each run, results.json, table.md, CLAIM.png)"""
+    """results go to OUTPUT/CLAIM (cells/NAME for each run, cells-seed-S/NAME for a seed S other than 1,
+    results.json, table.md, CLAIM.png)"""
     minutes: float = 10.0
     """pretraining minutes per cell (cells of the depth claim take a share, or equal steps)"""
     nsp_data: str | None = None
