@@ -5,6 +5,7 @@
 #   3. `albert reproduce CLAIM` for each claim in $CLAIMS, $MINUTES of pretraining per cell (or exactly
 #      $MAX_STEPS steps per cell when set: equal steps, as the paper compares, whatever else the machine runs).
 # Usage: CLAIMS="sentence layers" MAX_STEPS=1500 bash benchmarks/paper.sh   (repository root, venv in .venv)
+#        CLAIMS=sharing MAX_STEPS=2500 SEEDS=1,2 bash benchmarks/paper.sh   (each cell at two seeds)
 #        CLAIMS= bash benchmarks/paper.sh   (the tokenizer and the data only, for `albert reproduce` by hand)
 # Everything goes to $RUNS; steps and cells already done there are not done again.
 set -euo pipefail
@@ -17,7 +18,7 @@ TIER=${TIER:-small}
 CLAIMS=${CLAIMS-sentence layers sharing embedding dropout depth}   # CLAIMS= (empty): only steps 1-2
 MINUTES=${MINUTES:-10}
 MAX_STEPS=${MAX_STEPS:-}
-SEED=${SEED:-1}
+SEEDS=${SEEDS:-${SEED:-1}}   # e.g. SEEDS=1,2,3: every cell once per seed, the table with mean and min-max
 EVAL_FRACTION=${EVAL_FRACTION:-0.05}   # held out: 5% of 10 MB is about 1900 pairs to score each cell on
 BOOKS=$DATA/pretrain/gutenberg/books
 mkdir -p "$RUNS"
@@ -40,7 +41,7 @@ done
 steps=(); [[ -n $MAX_STEPS ]] && steps=(--max-steps "$MAX_STEPS")
 for claim in $CLAIMS; do
     "$ALBERT" reproduce "$claim" --data "$RUNS/data-$TIER-sop" --nsp-data "$RUNS/data-$TIER-nsp" \
-        --output "$RUNS" --recipe "$RECIPE" --minutes "$MINUTES" --seed "$SEED" "${steps[@]}" \
+        --output "$RUNS" --recipe "$RECIPE" --minutes "$MINUTES" --seeds "$SEEDS" "${steps[@]}" \
         > "$RUNS/$claim.log" 2>&1
     echo "$claim: $RUNS/$claim/table.md"
 done
