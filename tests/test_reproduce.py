@@ -79,6 +79,10 @@ def test_claims_change_what_the_paper_changed(sop_nsp_data, tmp_path, one_thread
     sharing = _run("sharing", sop_nsp_data, tmp_path)["cells"]
     p = {n: sharing[n]["parameters"] for n in ("all", "attention", "ffn", "none")}
     assert p["none"] > p["attention"] > p["ffn"] > p["all"]  # 2 layers: less sharing, more parameters
+    from albert_lm.paper.reproduce import finished_cell
+
+    for name in p:  # partial sharing is saved in albert-lm's own layout, and still counts as finished
+        assert finished_cell(tmp_path / "sharing" / "cells" / name) is not None
     sentence = _run("sentence", sop_nsp_data, tmp_path)["cells"]
     assert {n: c["data"] for n, c in sentence.items()} == {"none": "sop", "nsp": "nsp", "sop": "sop"}
     assert all("held_out_nsp" in c for c in sentence.values())

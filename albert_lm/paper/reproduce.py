@@ -23,6 +23,7 @@ import torch
 
 from albert_lm.data.dataset import PretrainingDataset
 from albert_lm.files import atomic_write, iter_jsonl, write_json
+from albert_lm.model.weights import find_weights
 from albert_lm.paper import measures
 from albert_lm.paper.claims import CLAIMS, Cell, Claim
 from albert_lm.paper.config import ReproduceConfig
@@ -102,9 +103,13 @@ def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]], 
 def finished_cell(folder: Path) -> dict[str, Any] | None:
     """The cell.json of a cell pretrained to the end (its model written), else None."""
     record = folder / "cell.json"
-    if record.is_file() and (folder / "model.safetensors").is_file():
-        return dict(json.loads(record.read_text()))
-    return None
+    if not record.is_file():
+        return None
+    try:  # model.safetensors, or albert_lm.safetensors for sharing transformers cannot express
+        find_weights(folder)
+    except FileNotFoundError:
+        return None
+    return dict(json.loads(record.read_text()))
 
 
 def _train_seconds(folder: Path) -> float | None:
