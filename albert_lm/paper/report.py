@@ -80,18 +80,17 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
                              squeeze=False)  # fmt: skip
     ax = axes[0][0]
     names = list(cells)
-    seeds = any(len(c.get("runs", ())) > 1 for c in cells.values())
     means, spread = _bars(cells, "held_out", "mlm_acc")
-    ax.bar(names, means, yerr=spread, capsize=4 if seeds else 0)
+    ax.bar(names, means, yerr=spread, capsize=4)
     ax.set_ylabel("held-out MLM accuracy")
-    ax.set_title(result["claim"] + (f" (mean, min-max over {len(result['seeds'])} seeds)" if seeds else ""))
+    ax.set_title(result["claim"] + (f" (mean, min-max over {len(result['seeds'])} seeds)" if spread else ""))
     ax.tick_params(axis="x", rotation=45)
     if sentence:
         ax = axes[0][1]
         x = range(len(names))
         for shift, split, label in ((-0.2, "held_out_nsp", "NSP pairs"), (0.2, "held_out", "SOP pairs")):
             means, spread = _bars(cells, split, "sentence_acc")
-            ax.bar([i + shift for i in x], means, 0.4, yerr=spread, capsize=4 if seeds else 0, label=label)
+            ax.bar([i + shift for i in x], means, 0.4, yerr=spread, capsize=4, label=label)
         ax.set_xticks(list(x), [f"{n}-trained" for n in names])
         ax.axhline(0.5, color="grey", linewidth=0.5)
         ax.set_ylabel("sentence head accuracy")

@@ -176,8 +176,6 @@ def combine(runs: dict[int, dict[str, dict[str, Any]]]) -> dict[str, dict[str, A
             if key in first and all(r.get(key) is not None for r in records):
                 cell[key] = _mean([r[key] for r in records])
         cell["runs"] = [{k: r[k] for k in ("seed", "steps", *FIGURES) if k in r} for r in records]
-        for r, s in zip(cell["runs"], seeds, strict=True):
-            r["seed"] = s
         cells[name] = cell
     return cells
 
