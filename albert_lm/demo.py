@@ -46,6 +46,31 @@ PROBES: list[tuple[str, tuple[str, ...]]] = [
     ("He drank a cup of [MASK] before breakfast.", ("tea", "coffee", "water", "milk")),
     ("They lived in a small [MASK] near the river.", ("house", "cottage", "village", "town")),
 ]
+# Twenty more, a second opinion (written 2026-11-25 before any of that day's demo variants had finished):
+# with five probes one lucky or unlucky answer moves the count by 20 points, and a recipe or corpus chosen
+# on the five could fit them alone. Same rule: an expected word in the top 5.
+MORE_PROBES: list[tuple[str, tuple[str, ...]]] = [
+    ("She wrote a [MASK] to her mother.", ("letter", "note")),
+    ("He sat down at the [MASK] and ate his dinner.", ("table",)),
+    ("She looked out of the [MASK] at the garden.", ("window",)),
+    ("He took off his [MASK] and bowed.", ("hat", "cap")),
+    ("They went to [MASK] on Sunday morning.", ("church",)),
+    ("The ship sailed across the [MASK].", ("sea", "ocean")),
+    ("He climbed up the [MASK] to his room.", ("stairs", "ladder")),
+    ("The birds were singing in the [MASK].", ("trees", "garden", "wood", "woods", "forest")),
+    ("She put the baby to [MASK].", ("bed", "sleep")),
+    ("He rode his [MASK] into the town.", ("horse", "pony", "bicycle")),
+    ("Her eyes filled with [MASK].", ("tears",)),
+    ("He lit his [MASK] and smoked in silence.", ("pipe", "cigar", "cigarette")),
+    ("The old man shook his [MASK] sadly.", ("head", "fist")),
+    ("I have not seen him for many [MASK].", ("years", "days", "months", "weeks")),
+    ("She knocked at the [MASK].", ("door", "gate", "window")),
+    ("The king and the [MASK] sat on their thrones.", ("queen", "prince", "princess")),
+    ("He paid ten [MASK] for the horse.", ("pounds", "dollars", "shillings", "guineas")),
+    ("The dog [MASK] at the stranger.", ("barked", "growled", "snarled")),
+    ("It was a cold [MASK] in December.", ("day", "night", "morning", "evening", "winter")),
+    ("He opened the book and began to [MASK].", ("read", "write")),
+]
 
 
 def demo_recipe(**overrides: Any) -> dict[str, dict[str, Any]]:
@@ -99,20 +124,30 @@ def unigram_baseline(train: Any, evaluation: Any, sample: int = 4000) -> dict[st
     }
 
 
-@torch.no_grad()
 def fill_mask(model_dir: str | os.PathLike, sentence: str, top_k: int = 5) -> list[str]:
     """The model's top-k pieces for the one [MASK] in `sentence`."""
-    from albert_lm.data.tokenizer import AlbertTokenizer
-    from albert_lm.model.heads import AlbertForPreTraining
+    return _FillMask(model_dir)(sentence, top_k)
 
-    tok = AlbertTokenizer.from_pretrained(model_dir)
-    model = AlbertForPreTraining.from_pretrained(model_dir).eval()
-    left, right = sentence.split("[MASK]")
-    # The tokenizer does not parse "[MASK]" inside text (as google-research): put the id in by hand.
-    a, b = tok.encode(left, add_special_tokens=False), tok.encode(right, add_special_tokens=False)
-    ids = [tok.cls_token_id, *a, tok.mask_token_id, *b, tok.sep_token_id]
-    logits = model(input_ids=torch.tensor([ids])).prediction_logits[0, len(a) + 1]  # (V,)
-    return [str(t) for t in tok.convert_ids_to_tokens(logits.topk(top_k).indices.tolist())]
+
+class _FillMask:
+    """A model folder's tokenizer and MLM head, loaded once for many sentences."""
+
+    def __init__(self, model_dir: str | os.PathLike) -> None:
+        from albert_lm.data.tokenizer import AlbertTokenizer
+        from albert_lm.model.heads import AlbertForPreTraining
+
+        self.tok = AlbertTokenizer.from_pretrained(model_dir)
+        self.model = AlbertForPreTraining.from_pretrained(model_dir).eval()
+
+    @torch.no_grad()
+    def __call__(self, sentence: str, top_k: int = 5) -> list[str]:
+        tok = self.tok
+        left, right = sentence.split("[MASK]")
+        # The tokenizer does not parse "[MASK]" inside text (as google-research): put the id in by hand.
+        a, b = tok.encode(left, add_special_tokens=False), tok.encode(right, add_special_tokens=False)
+        ids = [tok.cls_token_id, *a, tok.mask_token_id, *b, tok.sep_token_id]
+        logits = self.model(input_ids=torch.tensor([ids])).prediction_logits[0, len(a) + 1]  # (V,)
+        return [str(t) for t in tok.convert_ids_to_tokens(logits.topk(top_k).indices.tolist())]
 
 
 def run_demo(
@@ -185,11 +220,14 @@ def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) ->
     return pretrain(cfg).final_metrics
 
 
-def probe(model_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """Each of PROBES: the model's top 5 and whether an expected word is among them."""
+def probe(
+    model_dir: str | os.PathLike, probes: list[tuple[str, tuple[str, ...]]] = PROBES
+) -> list[dict[str, Any]]:
+    """Each probe: the model's top 5 and whether an expected word is among them."""
+    fill = _FillMask(model_dir)
     results = []
-    for sentence, expected in PROBES:
-        top5 = fill_mask(model_dir, sentence)
+    for sentence, expected in probes:
+        top5 = fill(sentence)
         hit = any(t.removeprefix("\u2581") in expected for t in top5 if t.startswith("\u2581"))
         results.append({"sentence": sentence, "expected": list(expected), "top5": top5, "hit": hit})
     return results
@@ -206,7 +244,7 @@ def build_report(
     )
     seconds = {k: round(v, 1) for k, v in times.items()}
     seconds["total"] = round(sum(times.values()), 1)
-    probes = probe(out / "model")
+    probes, more = probe(out / "model"), probe(out / "model", MORE_PROBES)
     return {
         "recipe": RECIPE,
         "settings": r,
@@ -216,6 +254,8 @@ def build_report(
         **baseline,
         "probes": probes,
         "probe_hits": sum(p["hit"] for p in probes),
+        "more_probes": more,
+        "more_probe_hits": sum(p["hit"] for p in more),
         "seconds": seconds,
         "threads": torch.get_num_threads(),
     }
@@ -229,12 +269,16 @@ def format_report(r: dict) -> str:
         f"  held-out SOP accuracy  {r['eval_sop_acc']:.3f}   (chance {r['sop_majority_acc']:.3f}"
         + (")" if r["settings"]["pretrain"].get("sop_weight", 1.0) else "; the recipe trains no SOP head)"),
         f"  fill-mask (expected word in the top 5 for {r['probe_hits']} of {len(r['probes'])} probes):",
-        *(
-            f"    {p['sentence']:<58} -> {', '.join(t.replace(chr(0x2581), '') for t in p['top5'])}"
-            f"{'   (hit)' if p['hit'] else ''}"
-            for p in r["probes"]
-        ),
+        *(_probe_line(p) for p in r["probes"]),
+        f"  {len(r['more_probes'])} more probes (a second opinion), expected word in the top 5 for "
+        f"{r['more_probe_hits']}" + ("; the hits:" if r["more_probe_hits"] else ""),
+        *(_probe_line(p) for p in r["more_probes"] if p["hit"]),
         "  time  " + ", ".join(f"{k.removesuffix('_s')} {v:.0f}s" for k, v in r["seconds"].items()),
         "",
     ]
     return "\n".join(lines)
+
+
+def _probe_line(p: dict) -> str:
+    top5 = ", ".join(t.replace(chr(0x2581), "") for t in p["top5"])
+    return f"    {p['sentence']:<58} -> {top5}{'   (hit)' if p['hit'] else ''}"

@@ -530,9 +530,29 @@ def test_loss_falls_over_50_steps_on_real_text(albert_data, book_data, tmp_path,
     assert (tmp_path / "run" / "spiece.model").is_file() and (tmp_path / "run" / "config.json").is_file()
 
 
+def test_demo_probe_counts_whole_words_in_the_top_5(monkeypatch):
+    from albert_lm import demo
+
+    answers = {"a [MASK].": ["\u2581the", "door", "\u2581a", ",", "\u2581of"],  # "door" inside a word: no
+               "b [MASK].": ["\u2581the", "\u2581a", "\u2581of", "\u2581and", "\u2581tea"]}  # fmt: skip
+
+    class Fake:
+        def __init__(self, model_dir):
+            pass
+
+        def __call__(self, sentence, top_k=5):
+            return answers[sentence]
+
+    monkeypatch.setattr(demo, "_FillMask", Fake)
+    got = demo.probe("unused", [("a [MASK].", ("door",)), ("b [MASK].", ("coffee", "tea"))])
+    assert [p["hit"] for p in got] == [False, True]
+    assert len(demo.PROBES) == 5 and len(demo.MORE_PROBES) == 20
+    assert all(s.count("[MASK]") == 1 and words for s, words in demo.PROBES + demo.MORE_PROBES)
+
+
 @pytest.mark.slow
 def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
-    from albert_lm.demo import CORPUS_DIR, run_demo
+    from albert_lm.demo import CORPUS_DIR, format_report, run_demo
 
     assert (CORPUS_DIR / "README.md").is_file() and len(list(CORPUS_DIR.glob("*.txt"))) == 5
     one_book = sorted(CORPUS_DIR.glob("Alger*.txt"))
@@ -540,6 +560,9 @@ def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
     assert 0.0 < report["unigram_mlm_acc"] < 0.5 and 0.5 <= report["sop_majority_acc"] < 0.6
     assert len(report["probes"]) == 5 and all(len(p["top5"]) == 5 for p in report["probes"])
     assert 0 <= report["probe_hits"] <= 5
+    assert len(report["more_probes"]) == 20 and all(len(p["top5"]) == 5 for p in report["more_probes"])
+    assert report["more_probe_hits"] == sum(p["hit"] for p in report["more_probes"])
+    assert "20 more probes" in format_report(report)
     assert json.loads((tmp_path / "demo_results.json").read_text())["settings"]["pretrain"]["max_steps"] == 3
     transformers = pytest.importorskip("transformers")
     transformers.AlbertForPreTraining.from_pretrained(tmp_path / "model")
