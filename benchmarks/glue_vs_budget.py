@@ -4,7 +4,9 @@ Each `--run SERIES:MINUTES:DIR` is a pretraining run whose `albert glue` results
 benchmarks/quality.sh writes them); runs of one SERIES are joined by a line. `--random DIR` (its GLUE in
 DIR-glue/) is drawn as the level to beat. GLUE-5 per fine-tuning seed is the mean of the five tasks'
 scores x 100 for that seed; the plot shows the mean over seeds with the seeds' standard deviation.
-Writes OUTPUT.json and OUTPUT.png.
+`--keep OLD.json` starts from an earlier OUTPUT.json (its runs and random arm), for points whose run
+folders are gone; a `--run` of the same series and minutes replaces the kept one. Writes OUTPUT.json
+and OUTPUT.png.
 
     python benchmarks/glue_vs_budget.py --run "40% masking:30:runs/q/albert-lm-30m" \
         --run "40% masking:60:runs/q/albert-lm-60m" --random runs/q/random --output docs/quality_glue_budget
@@ -37,20 +39,28 @@ def last_eval(model_dir: Path) -> dict[str, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", action="append", required=True, metavar="SERIES:MINUTES:DIR")
-    p.add_argument("--random", type=Path, required=True, metavar="DIR")
+    p.add_argument("--run", action="append", default=[], metavar="SERIES:MINUTES:DIR")
+    p.add_argument("--random", type=Path, metavar="DIR", help="the random-init arm (or --keep's)")
+    p.add_argument("--keep", type=Path, metavar="OLD.json", help="an earlier OUTPUT.json to start from")
     p.add_argument("--output", type=Path, required=True, help="OUTPUT.json and OUTPUT.png")
     args = p.parse_args()
-    runs = []
+    kept = json.loads(args.keep.read_text()) if args.keep else {"runs": []}
+    if args.random is None and "random" not in kept:
+        p.error("--random DIR is needed (or --keep with a random arm)")
+    runs = list(kept["runs"])
     for spec in args.run:
         series, minutes, folder = spec.split(":", 2)
+        runs = [r for r in runs if (r["series"], r["minutes"]) != (series, float(minutes))]
         seeds = glue_per_seed(Path(folder))
         runs.append({"series": series, "minutes": float(minutes), "dir": folder, "glue5_seeds": seeds,
                      "glue5": statistics.fmean(seeds), "glue5_std": statistics.stdev(seeds),
                      **last_eval(Path(folder))})  # fmt: skip
-    rnd = glue_per_seed(args.random)
-    report = {"runs": runs, "random": {"glue5_seeds": rnd, "glue5": statistics.fmean(rnd),
-                                       "glue5_std": statistics.stdev(rnd)}}  # fmt: skip
+    if args.random is not None:
+        rnd = glue_per_seed(args.random)
+        random_arm = {"glue5_seeds": rnd, "glue5": statistics.fmean(rnd), "glue5_std": statistics.stdev(rnd)}
+    else:
+        random_arm = kept["random"]
+    report = {"runs": runs, "random": random_arm}
     args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
 
     import matplotlib
