@@ -21,7 +21,7 @@ import transformers
 from hf_mlm_pipeline import held_out as held_out_scores  # this folder: run as a script from the root
 
 from albert_lm.data.dataset import PretrainingDataset
-from albert_lm.demo import PROBES, unigram_baseline
+from albert_lm.demo import MORE_PROBES, PROBES, unigram_baseline
 from albert_lm.training.glue import GLUE5
 
 
@@ -32,10 +32,10 @@ def held_out(model_dir: Path, data: Path) -> dict[str, float]:
     return {k.removeprefix("eval_"): v for k, v in scores.items()}
 
 
-def probes(model_dir: Path) -> list[dict]:
+def probes(model_dir: Path, which: list[tuple[str, tuple[str, ...]]] = PROBES) -> list[dict]:
     fill = transformers.pipeline("fill-mask", model=str(model_dir), top_k=5, device="cpu")
     rows = []
-    for sentence, expected in PROBES:
+    for sentence, expected in which:
         top5 = [r["token_str"].strip() for r in fill(sentence.replace("[MASK]", fill.tokenizer.mask_token))]
         rows.append({"sentence": sentence, "top5": top5, "hit": any(t in expected for t in top5)})
     return rows
@@ -67,9 +67,10 @@ def markdown(report: dict) -> str:
             for a in arms
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines.append("| probe hits (of 5) | " + " | ".join(
-        str(sum(p["hit"] for p in report["arms"][a]["probes"])) if report["arms"][a].get("probes") else "-"
-        for a in arms) + " |")  # fmt: skip
+    for key, label in (("probes", "probe hits (of 5)"), ("more_probes", "more probe hits (of 20)")):
+        lines.append(f"| {label} | " + " | ".join(
+            str(sum(p["hit"] for p in report["arms"][a][key])) if report["arms"][a].get(key) else "-"
+            for a in arms) + " |")  # fmt: skip
     for task, (name, metric) in GLUE5.items():
         cells = []
         for a in arms:
@@ -123,7 +124,8 @@ def main() -> None:
     for name, folder in arms:
         arm: dict = {"folder": str(folder), "glue": glue(folder)}
         if name != "random init":
-            arm.update(held_out=held_out(folder, a.data), probes=probes(folder), curve=curve(folder))
+            arm.update(held_out=held_out(folder, a.data), probes=probes(folder),
+                       more_probes=probes(folder, MORE_PROBES), curve=curve(folder))  # fmt: skip
         report["arms"][name] = arm
         print(name, json.dumps({k: v for k, v in arm.items() if k in ("held_out",)}), flush=True)
     (a.output / "quality.json").write_text(json.dumps(report, indent=1))
