@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 from pathlib import Path
@@ -79,3 +80,58 @@ def test_glue_refuses_bad_settings_before_running(tiny_model, albert_data, tmp_p
     )
     assert "no CoLA/dev.tsv under --data" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live descendants of a process (Linux /proc), zombies left out."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for children in Path(f"/proc/{p}/task").glob("*/children"):
+            for c in map(int, children.read_text().split()):
+                if c not in found and _alive(c):
+                    found.add(c)
+                    todo.append(c)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
+def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_data, tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds=4, learning_rates="1e-3",
+                  epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
+    script = "import json, sys; from albert_lm.training.glue import GlueConfig, run_glue; "
+    script += "run_glue(GlueConfig(**json.loads(sys.argv[1])))"
+    fields = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
+    suite = subprocess.Popen([sys.executable, "-c", script, json.dumps(fields)], stderr=subprocess.DEVNULL)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers := _descendants(suite.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(workers) >= 2, "the suite never started its worker processes"
+        time.sleep(3)  # the workers are fine-tuning now
+        suite.send_signal(signal.SIGTERM)
+        assert suite.wait(timeout=60) != 0
+        deadline = time.monotonic() + 30
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not [w for w in workers if _alive(w)], "fine-tuning workers outlived the killed suite"
+    finally:  # never leave processes behind, whatever failed
+        for w in workers | (_descendants(suite.pid) if suite.poll() is None else set()):
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+        suite.kill()

@@ -15,11 +15,12 @@ holds every run's score and the table's numbers.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import multiprocessing
 import os
+import signal
 import statistics
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -156,15 +157,44 @@ def _execute(cfg: GlueConfig, todo: list[tuple[str, float, int]]) -> None:
     if not todo:
         return
     # spawn: a fresh interpreter per worker, never a fork of a process that may hold torch's threads.
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(_workers(cfg), context, initializer=_one_thread) as pool:
-        futures = {pool.submit(_run, finetune_config(cfg, *job)): job for job in todo}
-        for n, done in enumerate(concurrent.futures.as_completed(futures), start=1):
-            task, rate, seed = futures[done]
-            record = done.result()  # a failed run fails the suite, with its own error
-            score = record.get(GLUE5[task][1])
+    # multiprocessing's Pool, not concurrent.futures: only it can stop its workers (terminate), so a
+    # suite that is killed or fails takes its running fine-tunings with it instead of leaving them
+    # running on every core; finished runs are on disk and are skipped when the suite is started again.
+    pool = multiprocessing.get_context("spawn").Pool(
+        _workers(cfg), initializer=_one_thread, maxtasksperchild=1
+    )
+    previous = _stop_on_sigterm()
+    try:
+        jobs = [(job, finetune_config(cfg, *job)) for job in todo]
+        for n, ((task, rate, seed), record) in enumerate(pool.imap_unordered(_run_job, jobs), start=1):
+            score = record.get(GLUE5[task][1])  # a failed run fails the suite, with its own error
             logger.info("glue %d/%d: %s lr %g seed %d -> %s %.4f", n, len(todo), task, rate, seed,
                         GLUE5[task][1], score)  # fmt: skip
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_job(item: tuple[tuple[str, float, int], FinetuneConfig]) -> tuple[tuple[str, float, int], dict]:
+    job, cfg = item
+    return job, _run(cfg)
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM raises KeyboardInterrupt in the suite's process (as Ctrl-C does), so its workers are
+    stopped too; returns the handler it replaced (None off the main thread, where none can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def majority_score(task: str, data: Path, cap: int | None = None) -> float:
