@@ -125,11 +125,13 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _run(cfg: FinetuneConfig) -> dict[str, Any]:
+def _run(item: tuple[tuple[str, float, int], FinetuneConfig]) -> tuple[tuple[str, float, int], dict]:
+    """One (task, rate, seed) run in a worker: the job beside its eval record."""
     from albert_lm.training.finetune import finetune
 
+    job, cfg = item
     logging.getLogger("albert_lm").setLevel(logging.ERROR)  # the suite logs; runs stay quiet (errors raise)
-    return finetune(cfg)
+    return job, finetune(cfg)
 
 
 def run_glue(cfg: GlueConfig) -> dict[str, Any]:
@@ -160,14 +162,13 @@ def _execute(cfg: GlueConfig, todo: list[tuple[str, float, int]]) -> None:
     # multiprocessing's Pool, not concurrent.futures: only it can stop its workers (terminate), so a
     # suite that is killed or fails takes its running fine-tunings with it instead of leaving them
     # running on every core; finished runs are on disk and are skipped when the suite is started again.
-    pool = multiprocessing.get_context("spawn").Pool(
-        _workers(cfg), initializer=_one_thread, maxtasksperchild=1
-    )
+    pool = multiprocessing.get_context("spawn").Pool(_workers(cfg), initializer=_one_thread)
     previous = _stop_on_sigterm()
     try:
         jobs = [(job, finetune_config(cfg, *job)) for job in todo]
-        for n, ((task, rate, seed), record) in enumerate(pool.imap_unordered(_run_job, jobs), start=1):
-            score = record.get(GLUE5[task][1])  # a failed run fails the suite, with its own error
+        # A failed run fails the suite here, with its own error (the iterator re-raises it).
+        for n, ((task, rate, seed), record) in enumerate(pool.imap_unordered(_run, jobs), start=1):
+            score = record.get(GLUE5[task][1])
             logger.info("glue %d/%d: %s lr %g seed %d -> %s %.4f", n, len(todo), task, rate, seed,
                         GLUE5[task][1], score)  # fmt: skip
         pool.close()
@@ -178,11 +179,6 @@ def _execute(cfg: GlueConfig, todo: list[tuple[str, float, int]]) -> None:
         pool.join()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-
-
-def _run_job(item: tuple[tuple[str, float, int], FinetuneConfig]) -> tuple[tuple[str, float, int], dict]:
-    job, cfg = item
-    return job, _run(cfg)
 
 
 def _stop_on_sigterm() -> Any:
