@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,18 +111,12 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
 def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_data, tmp_path):
-    import json
-    import signal
-    import subprocess
-    import sys
-    import time
-
     cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds=4, learning_rates="1e-3",
                   epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
     script = "import json, sys; from albert_lm.training.glue import GlueConfig, run_glue; "
     script += "run_glue(GlueConfig(**json.loads(sys.argv[1])))"
-    fields = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
-    suite = subprocess.Popen([sys.executable, "-c", script, json.dumps(fields)], stderr=subprocess.DEVNULL)
+    fields = json.dumps(dataclasses.asdict(cfg))
+    suite = subprocess.Popen([sys.executable, "-c", script, fields], stderr=subprocess.DEVNULL)
     workers: set[int] = set()
     try:
         deadline = time.monotonic() + 120

@@ -125,7 +125,9 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _run(item: tuple[tuple[str, float, int], FinetuneConfig]) -> tuple[tuple[str, float, int], dict]:
+def _run(
+    item: tuple[tuple[str, float, int], FinetuneConfig],
+) -> tuple[tuple[str, float, int], dict[str, Any]]:
     """One (task, rate, seed) run in a worker: the job beside its eval record."""
     from albert_lm.training.finetune import finetune
 
