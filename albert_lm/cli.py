@@ -405,6 +405,15 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run ours and transformers in this one process instead of a worker process each",
     )
+    p.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="cpu (default): the suite above; cuda: pretraining step and inference in bf16 against transformers "
+        "on this GPU, with MFU and peak memory (--only, --precision and --same-process do not apply)",
+    )  # fmt: skip
+    p.add_argument(
+        "--compile", choices=("both", "no", "yes"), default="both",
+        help="--device cuda: rows without torch.compile, with it, or both (default)",
+    )  # fmt: skip
     p.add_argument("--json", help="also write the results to this JSON file")
 
 
@@ -425,6 +434,17 @@ def _run_bench(args: argparse.Namespace) -> int:
 
     data = args.data or os.environ.get("ALBERT_DATA")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    if args.device == "cuda":
+        from albert_lm.bench.cuda import format_cuda_table, run_cuda_suite
+
+        modes = {"both": (False, True), "no": (False,), "yes": (True,)}[args.compile]
+
+        def save(r: dict) -> None:
+            if args.json:
+                write_json(Path(args.json), r, indent=1)
+
+        print(format_cuda_table(run_cuda_suite(args.preset, args.repeats, modes, log=log, on_row=save)))
+        return 0
     result = run_suite(
         args.preset,
         Path(data) if data else None,

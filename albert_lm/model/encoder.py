@@ -18,6 +18,7 @@ to 256 tokens).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import Any, TypeVar
@@ -131,7 +132,13 @@ class AlbertAttention(nn.Module):
         dropout = self.attention_dropout if self.training else 0.0
         eager = s <= 256 or not torch.is_grad_enabled()  # see _attention_bf16_cpu
         bf16_cpu = q.dtype == torch.bfloat16 and q.device.type == "cpu"
-        if BF16_EAGER_ATTENTION and bf16_cpu and eager and native_bf16():
+        if (
+            BF16_EAGER_ATTENTION
+            and bf16_cpu
+            and eager
+            and not torch.compiler.is_compiling()
+            and native_bf16()
+        ):
             y = _attention_bf16_cpu(q, k, v, mask, dropout)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
@@ -208,7 +215,10 @@ class AlbertEncoder(nn.Module):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
         x = self.embedding_projection(x)  # (B, S, E) -> (B, S, H)
         states = [x] if output_hidden_states else None
-        with reuse_casts(self.uses_per_weight):  # shared weights cast (and packed) once, not per layer
+        # On CPU, shared weights are cast (and packed) once, not per layer; elsewhere, and in a graph being
+        # captured (torch.compile), the products are plain F.linear and there is nothing to reuse.
+        cpu_kernels = x.device.type == "cpu" and not torch.compiler.is_compiling()
+        with reuse_casts(self.uses_per_weight) if cpu_kernels else contextlib.nullcontext():
             for a, f in self.schedule:
                 if self.gradient_checkpointing and self.training:
                     x = checkpoint(self._layer, x, mask, a, f, use_reentrant=False)

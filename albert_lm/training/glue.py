@@ -72,9 +72,11 @@ class GlueConfig:
     max_eval_examples: int | None = None
     """use only the first N dev examples of each task (quick runs; the table is then not GLUE's)"""
     workers: int = 0
-    """runs at a time, each a process with one thread (0: one per CPU core)"""
+    """runs at a time, each a process with one thread (0: one per CPU core; on a GPU, 4 sharing it)"""
     precision: Literal["fp32", "bf16"] = "fp32"
     """fp32 or bf16 (autocast); fp32 by default, so scores do not depend on the CPU"""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """where the runs train: auto is the GPU when torch sees one, else the CPU"""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -112,7 +114,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
     return FinetuneConfig(
         task=task, model=cfg.model, data=str(Path(cfg.data) / GLUE5[task][0]),
         output=str(run_folder(cfg, task, rate, seed)), learning_rate=rate, seed=seed, epochs=cfg.epochs,
-        batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, device="cpu",
+        batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, device=glue_device(cfg),
         max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples,
         precision=cfg.precision, log_every=10**9,
         overwrite=True,  # only unfinished runs are run: what an interrupted one left is glue's own, redone
@@ -153,8 +155,24 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     return result
 
 
+def glue_device(cfg: GlueConfig) -> str:
+    """cpu or cuda: `device` with auto resolved (a GPU when torch sees one)."""
+    if cfg.device != "auto":
+        return cfg.device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# Runs sharing one GPU by default: each is a process with its own CUDA context (~0.5 GB), and a small
+# model's fine-tuning leaves the GPU mostly idle between its kernels, so a few at once fill it.
+GPU_WORKERS = 4
+
+
 def _workers(cfg: GlueConfig) -> int:
-    return cfg.workers or os.cpu_count() or 1
+    if cfg.workers:
+        return cfg.workers
+    return GPU_WORKERS if glue_device(cfg) == "cuda" else os.cpu_count() or 1
 
 
 def _execute(cfg: GlueConfig, todo: list[tuple[str, float, int]]) -> None:

@@ -85,6 +85,10 @@ class Lamb(torch.optim.Optimizer):
                 loss = closure()
         for group in self.param_groups:
             b1, b2 = group["betas"]
+            params = [p for p in group["params"] if p.grad is not None]
+            if _foreach_ready(params, group):
+                self._step_foreach(group, params)
+                continue
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -118,6 +122,57 @@ class Lamb(torch.optim.Optimizer):
                     state["trust_ratio"] = ratio.detach()
                 p.copy_((w - group["lr"] * ratio * update).to(p.dtype))
         return loss
+
+    def _step_foreach(self, group: dict, params: list[torch.Tensor]) -> None:
+        """The same update for a whole group in a few multi-tensor kernels (`torch._foreach_*`): on a GPU
+        the per-tensor loop launches ~12 small kernels per tensor, which for a 100-tensor model costs more
+        than the arithmetic. Elementwise it is the loop's arithmetic; only the norms' summation order may
+        differ. Used on CUDA (`_foreach_ready`); the CPU keeps the loop."""
+        b1, b2 = group["betas"]
+        states = [self.state[p] for p in params]
+        for p, state in zip(params, states, strict=True):
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32)
+                state["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
+                state["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
+        grads = [p.grad for p in params if p.grad is not None]  # all of them: the caller's selection
+        ms = [s["exp_avg"] for s in states]
+        vs = [s["exp_avg_sq"] for s in states]
+        torch._foreach_add_([s["step"] for s in states], 1)
+        torch._foreach_mul_(ms, b1)
+        torch._foreach_add_(ms, grads, alpha=1.0 - b1)
+        torch._foreach_mul_(vs, b2)
+        torch._foreach_addcmul_(vs, grads, grads, value=1.0 - b2)
+        denominators = torch._foreach_sqrt(vs)
+        torch._foreach_add_(denominators, group["eps"])
+        updates = torch._foreach_div(ms, denominators)  # m / (sqrt(v) + eps)
+        if group["weight_decay"] != 0:
+            torch._foreach_add_(updates, params, alpha=group["weight_decay"])
+        if group["trust_ratio"]:
+            w_norm = torch.stack(torch._foreach_norm(params))
+            u_norm = torch.stack(torch._foreach_norm(updates))
+            ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+            for state, r in zip(states, ratio.unbind(), strict=True):
+                state["trust_ratio"] = r
+            torch._foreach_mul_(updates, list(ratio.unbind()))
+        torch._foreach_add_(params, updates, alpha=-group["lr"])
+
+
+def _foreach_ready(params: list[torch.Tensor], group: dict) -> bool:
+    """Whether `Lamb._step_foreach` may take this group: fp32 CUDA tensors with dense fp32 gradients, no
+    bias correction (its step counts are per tensor)."""
+    return (
+        bool(params)
+        and not group["bias_correction"]
+        and all(
+            p.is_cuda
+            and p.dtype == torch.float32
+            and p.grad is not None
+            and p.grad.dtype == torch.float32
+            and not p.grad.is_sparse
+            for p in params
+        )
+    )
 
 
 class AdamW(Lamb):
@@ -183,6 +238,11 @@ def clip_by_global_norm(params: Iterable[torch.Tensor], max_norm: float = 1.0) -
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.zeros(())
+    if all(g.is_cuda and g.dtype == torch.float32 for g in grads):  # two multi-tensor kernels, not 2N
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        scale = max_norm / torch.clamp(total, min=max_norm)
+        torch._foreach_mul_(grads, scale)
+        return total
     norms = torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
     total = torch.linalg.vector_norm(norms)
     scale = max_norm / torch.clamp(total, min=max_norm)
