@@ -11,6 +11,7 @@
 #   glue         `albert glue` on the pretrained model ($GLUE_RATES, $GLUE_SEEDS seeds, <= $GLUE_MAX_TRAIN
 #                training examples per task), and the untrained arm's runs still missing
 #   pack         logs, metrics and scores in $OUT/results.tar.gz, the model in bf16 in parts of 15 MB
+# The bench writes $OUT/bench.json row by row, and $OUT/log.txt grows step by step: both survive a kill.
 # Runs stay in $RUNS, so a second call on the same machine does what the first left (glue continues).
 # Rehearsal on a CPU: DEVICE=cpu BUDGET=30s GLUE_MAX_TRAIN=64 GLUE_MAX_EVAL=64 bash benchmarks/gpu_check.sh
 set -uo pipefail
@@ -32,6 +33,7 @@ LIMIT_BENCH=${LIMIT_BENCH:-120}
 LIMIT_PRETRAIN_EXTRA=${LIMIT_PRETRAIN_EXTRA:-60}  # start-up, final evaluation and save, past the budget
 LIMIT_GLUE=${LIMIT_GLUE:-150}
 LIMIT_GLUE_BESIDE=${LIMIT_GLUE_BESIDE:-90}        # the untrained arm beside the tests
+DEADLINE=${DEADLINE:-}                 # seconds: no step runs past it (a lease's command limit, less margin)
 PY=${PY:-python3}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 ALBERT=("$PY" -m albert_lm.cli)
@@ -41,10 +43,18 @@ LOG=$OUT/log.txt
 
 seconds() { "$PY" -c "from albert_lm.settings import parse_duration as p; print(int(p('$1')))"; }
 
-# run NAME LIMIT CMD...: CMD with its output in $RUNS/NAME.log, time-boxed; its tail in $OUT/log.txt.
+# run NAME LIMIT CMD...: CMD with its output in $RUNS/NAME.log, time-boxed (and ended 10 s before
+# $DEADLINE, seconds from the script's start, when set); its tail in $OUT/log.txt.
 run() {
     local name=$1 limit=$2 t0=$SECONDS rc
     shift 2
+    if [[ -n $DEADLINE ]] && ((limit > DEADLINE - SECONDS - 10)); then
+        limit=$((DEADLINE - SECONDS - 10))
+        if ((limit < 5)); then
+            echo "=== $name: skipped, no time left before the deadline" | tee -a "$LOG"
+            return 124
+        fi
+    fi
     echo "=== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
     timeout --kill-after=10 "$limit" "$@" > "$RUNS/$name.log" 2>&1
     rc=$?
@@ -93,10 +103,10 @@ step_tests() {
 step_bench() {
     wait_random
     if [[ $DEVICE == cuda ]]; then
-        run bench "$LIMIT_BENCH" "${ALBERT[@]}" bench --device cuda --repeats 20 --json "$RUNS/bench.json"
+        run bench "$LIMIT_BENCH" "${ALBERT[@]}" bench --device cuda --repeats 20 --json "$OUT/bench.json"
     else  # the same suite on the CPU, tiny and short: a rehearsal of the code path, not a measurement
         run bench "$LIMIT_BENCH" "$PY" -c "from albert_lm.bench.cuda import run_cuda_suite as r, format_cuda_table as f
-import json; res = r('albert-tiny', 3, (False,), ((4, 64),), device='cpu'); json.dump(res, open('$RUNS/bench.json', 'w'))
+import json; res = r('albert-tiny', 3, (False,), ((4, 64),), device='cpu'); json.dump(res, open('$OUT/bench.json', 'w'))
 print(f(res))"
     fi
 }
