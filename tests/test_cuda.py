@@ -122,7 +122,7 @@ def test_cuda_bf16_forward_backward_tracks_fp32():
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = objective(data)[0]
         loss.backward()
-        losses[precision] = float(loss)
+        losses[precision] = float(loss.detach())
         grads[precision] = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
     assert torch.isfinite(grads["bf16"]).all()
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)
