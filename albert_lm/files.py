@@ -23,6 +23,9 @@ __all__ = [
     "InputError",
     "atomic_folder",
     "atomic_write",
+    "check_output_apart",
+    "folder_lock",
+    "is_special_file",
     "fsync_dir",
     "iter_jsonl",
     "read_json_object",
@@ -36,6 +39,89 @@ class InputError(ValueError):
     def __init__(self, path: str | os.PathLike, message: str, line: int | None = None) -> None:
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
+        self._parts = (path, message, line)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Raised in a worker process, it must be rebuilt in the parent: pickling would otherwise call
+        # the constructor with the formatted message alone, fail there, and lose the error.
+        return (type(self), self._parts)
+
+
+# --------------------------------------------------------------------------- where a command writes
+def _resolved(path: str | os.PathLike) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def check_output_apart(
+    output: str | os.PathLike, inputs: dict[str, str | os.PathLike | None], output_option: str = "--output"
+) -> None:
+    """Refuse an output that is one of the command's inputs, lies inside an input folder, or holds an
+    input: writing there, or `--overwrite` clearing it, would change or delete what the user gave.
+    `inputs` maps each input's option ("--data", "--model", ...) to its path (None: not given).
+    Call it before anything is written or removed."""
+    out = _resolved(output)
+    for option, value in inputs.items():
+        if value is None or str(value) in ("", "-"):
+            continue
+        given = _resolved(value)
+        if out == given:
+            raise ValueError(
+                f"{output_option} {output} is the {option} {value}: choose another {output_option}"
+            )
+        if given in out.parents:
+            raise ValueError(
+                f"{output_option} {output} lies inside the {option} folder {value}: writing there would change "
+                f"it; choose an {output_option} outside it"
+            )
+        if out in given.parents:
+            raise ValueError(
+                f"{output_option} {output} holds the {option} {value}: writing or overwriting there would change "
+                f"or delete it; choose another {output_option}"
+            )
+
+
+def is_special_file(path: str | os.PathLike) -> bool:
+    """Whether `path` exists and is neither a regular file nor a folder (a device, a pipe, a socket):
+    such a target is written into as it is, never replaced by a rename."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    import stat
+
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike, option: str = "--output") -> Iterator[Path]:
+    """Hold `folder` (made if missing) for this process while it writes there: a second albert command
+    on the same folder is refused at once instead of mixing its files with this one's.
+
+    An advisory lock (flock) on the folder itself: no file is left behind, and the system drops the
+    lock when the process ends, so a crashed or killed run never leaves the folder locked. Where flock
+    does not exist (Windows) or the file system has none, nothing is locked.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield folder
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileExistsError(
+                f"{option} {folder}: another albert command is writing there now; wait for it to end, or "
+                f"choose another {option}"
+            ) from None
+        except OSError:  # a file system without locks: go on unlocked
+            pass
+        yield folder
+    finally:
+        os.close(fd)  # releases the lock
 
 
 # --------------------------------------------------------------------------- writing
@@ -43,9 +129,17 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
     """Write `data` to a temporary file beside `path`, then rename it over `path`.
 
     Readers see the old file or the new one, never half of one; a failed write leaves no temporary
-    behind. `durable` also fsyncs the file and its folder (for what a resume depends on).
+    behind. `durable` also fsyncs the file and its folder (for what a resume depends on). A `path` that
+    is a device, a pipe or a socket (/dev/stdout, /dev/full, a FIFO) is written into directly: renaming
+    over it would replace the device with a regular file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder; expected a file name to write")
+    if is_special_file(path):  # stdout, a device, a pipe: write into it, never rename over it
+        with open(path, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

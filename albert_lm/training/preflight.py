@@ -1,7 +1,7 @@
 """Checks a pretraining run makes before it spends time: everything it was given must fit together.
 
 - the output folder: another run there is refused (the ways forward named), unless `--resume` or
-  `--overwrite`; an output that is, or holds, one of the run's inputs is refused always;
+  `--overwrite`; an output that is, holds, or lies inside one of the run's inputs is refused always;
 - a resumed run keeps its settings: a change that would make `pretrain_config.json` differ from what ran
   is refused (where it writes, how often it logs, saves and evaluates, and where it runs may change);
 - the tokenizer: the data's vocabulary must be the one the model's embeddings were trained with (the
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from albert_lm.files import describe_folder, read_json_object
+from albert_lm.files import check_output_apart, describe_folder, read_json_object
 from albert_lm.model.config import AlbertConfig
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training.pretrain_config import PretrainConfig
@@ -35,19 +35,18 @@ RESUME_MAY_CHANGE = frozenset({
 RUN_FILES = ("pretrain_config.json", "model.safetensors", "metrics.jsonl")
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path.resolve() == folder.resolve() or folder.resolve() in path.resolve().parents
-
-
 def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
-    """Refuse an output folder that holds another run (unless resuming or overwriting) or an input."""
+    """Refuse an output folder that holds another run (unless resuming or overwriting), or that is, holds
+    or lies inside one of the run's inputs."""
     out = Path(cfg.output)
-    generated = out / "data"  # `pretrain --text` makes its examples there (pretrain_setup.data_from_text)
-    for option, value in (("--data", cfg.data), ("--init-from", cfg.init_from)):
-        if value and _inside(Path(value), out) and Path(value).resolve() != generated.resolve():
-            raise ValueError(
-                f"--output {out} is, or holds, the {option} folder {value}; choose another --output"
-            )
+    inputs = {"--data": cfg.data, "--init-from": cfg.init_from, "--model-config": cfg.model_config,
+              "--eval-text": cfg.eval_text}  # fmt: skip
+    # `pretrain --text` makes its examples in OUTPUT/data (pretrain_setup.data_from_text; it has already
+    # done any --overwrite): the run's files go beside them. Under --overwrite they would be deleted.
+    generated = out / "data"
+    if cfg.data and Path(cfg.data).resolve() == generated.resolve() and not cfg.overwrite:
+        inputs.pop("--data")
+    check_output_apart(out, inputs)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     if cfg.resume and cfg.overwrite:

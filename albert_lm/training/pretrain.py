@@ -210,9 +210,28 @@ def should_save(step: int, cfg: PretrainConfig, stopping: bool) -> bool:
     return stopping or step == cfg.max_steps or bool(cfg.save_every and step % cfg.save_every == 0)
 
 
+class NothingToLearnError(ValueError):
+    """The steps since the last record had no masked token to predict: the run would train on nothing."""
+
+
+def check_learning(run: Run, sums: torch.Tensor) -> None:
+    """Stop a run whose steps mask no token (damaged data, or masking settings that select nothing):
+    its MLM loss would read 0.0 at every step and it would end as if it had trained."""
+    if float(sums[STATS.index("mlm_count")]) > 0:
+        return
+    raise NothingToLearnError(
+        f"step {run.step}: no token was masked in the steps since the last record, so the masked LM learns "
+        f"nothing; the data in {run.cfg.data} is damaged or its masking selects no word (check "
+        "--masked-lm-prob and --max-predictions-per-seq, or make the data again with `albert data create`)"
+    )
+
+
 def log_train(run: Run, last: StepStats) -> dict[str, float]:
-    """The train record since the last one (all ranks' sums), written by rank 0; the sums start again."""
-    m = summarize(all_reduce(run.acc, run.d), run.objective.sentence_weight)
+    """The train record since the last one (all ranks' sums), written by rank 0; the sums start again.
+    A record with no masked token stops the run (`check_learning`)."""
+    sums = all_reduce(run.acc, run.d)
+    check_learning(run, sums)
+    m = summarize(sums, run.objective.sentence_weight)
     m.update(lr=last.lr, grad_norm=float(last.grad_norm), epoch=run.epoch)
     m["tok_per_s"] = m.pop("tokens") / max(run.compute_s, 1e-9)
     if run.metrics is not None:
@@ -312,6 +331,7 @@ def teardown(run: Run, clean: bool = False) -> None:
         run.metrics.close()
         if run.cfg.plot and (run.out / METRICS_FILE).stat().st_size > 0:
             plot_metrics(run.out)
+    run.lock.close()
 
 
 # --------------------------------------------------------------------------- the loop
@@ -343,6 +363,8 @@ def pretrain(
         while run.step < cfg.max_steps and not done:
             last = take_step(run)
             check_finite(run, last)
+            if run.step == 1:  # the first step already tells whether there is anything to learn
+                check_learning(run, all_reduce(last.stats.clone(), d))
             if on_step is not None:
                 on_step(run.step)
             stopping = stop_requested(stop, d, run.device)

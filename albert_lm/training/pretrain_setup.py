@@ -11,6 +11,7 @@ before the model is built; a resumed run then restores each rank's generators fr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -27,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_eval_dataset
-from albert_lm.files import clear_folder, describe_folder
+from albert_lm.files import clear_folder, describe_folder, folder_lock
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
@@ -77,6 +78,7 @@ class Run:
     dropout_off: bool = False
     elapsed_s: float = 0.0  # training time so far, all sessions of the run (what --time-budget counts)
     batches: Iterator[dict[str, torch.Tensor]] | None = None  # the loader's iterator over this epoch
+    lock: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # rank 0's hold on `out`
 
 
 def _resolve_device(cfg: PretrainConfig) -> torch.device:
@@ -347,6 +349,20 @@ def setup(
     _check_inputs(cfg, latest, train_dataset, eval_dataset, tokenizer, d)
     if cfg.overwrite:
         latest = None  # what the folder holds is removed next
+    lock = contextlib.ExitStack()
+    if d.main:  # one run at a time writes a folder: a second is refused before it clears or writes anything
+        lock.enter_context(folder_lock(cfg.output))
+    try:
+        return _setup_locked(cfg, device, d, train_dataset, eval_dataset, tokenizer, latest, lock)
+    except BaseException:
+        lock.close()
+        raise
+
+
+def _setup_locked(
+    cfg: PretrainConfig, device: torch.device, d: DistInfo, train_dataset: Any, eval_dataset: Any,
+    tokenizer: Any, latest: Path | None, lock: contextlib.ExitStack,
+) -> Run:  # fmt: skip
     out = _prepare_output(cfg, d, latest)
     _seed_everything(cfg.seed)
     sentence_objective = getattr(train_dataset, "objective", "sop")
@@ -357,6 +373,7 @@ def setup(
     run = Run(
         cfg, d, device, out, model, objective, _wrap(objective, device, d), optimizer, scheduler,
         sampler, loader, tokenizer, acc=torch.zeros(len(STATS), dtype=torch.float64, device=device),
+        lock=lock,
     )  # fmt: skip
     if latest is not None:
         _restore(run, latest)
