@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ def _resolved(path: str | os.PathLike) -> Path:
 
 
 def check_output_apart(
-    output: str | os.PathLike, inputs: dict[str, str | os.PathLike | None], output_option: str = "--output"
+    output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None], output_option: str = "--output"
 ) -> None:
     """Refuse an output that is one of the command's inputs, lies inside an input folder, or holds an
     input: writing there, or `--overwrite` clearing it, would change or delete what the user gave.

@@ -125,9 +125,15 @@ def plan_blocks(
 ) -> list[Block]:
     """Cut every file into blocks of about `block_bytes`, each cut placed just after a blank line."""
     blocks: list[Block] = []
+    seen: dict[Path, str] = {}
     for p in paths:
         path = Path(p)
         size = check_input_file(path)
+        if path.resolve() in seen:
+            # its documents would be read twice, and could land in both splits (held-out text trained on)
+            also = "" if seen[path.resolve()] == str(p) else f" (also as {seen[path.resolve()]})"
+            raise InputError(path, f"given twice as --input{also}; give each file once")
+        seen[path.resolve()] = str(p)
         start, end = gutenberg_body(path) if strip_gutenberg else (0, size)
         with open(path, "rb") as f:
             pos = start
@@ -168,7 +174,9 @@ def read_block_text(
     nul = data.find(b"\0")
     if nul >= 0:
         raise InputError(
-            block.path, f"binary data (NUL byte at offset {block.start + nul}); expected UTF-8 text"
+            block.path,
+            f"binary data (NUL byte at offset {block.start + nul}, line {_line_of(block, data, nul)}); "
+            "expected UTF-8 text",
         )
     if len(data) > max_line_bytes:
         pos = 0
@@ -176,8 +184,9 @@ def read_block_text(
             if len(raw) > max_line_bytes:
                 raise InputError(
                     block.path,
-                    f"line at byte offset {block.start + pos} is {len(raw)} bytes, over "
-                    f"--max-line-bytes {max_line_bytes}; expected text lines (a binary or one-line file?)",
+                    f"line at byte offset {block.start + pos} is {len(raw)} bytes (line "
+                    f"{_line_of(block, data, pos)}), over --max-line-bytes {max_line_bytes}; expected text "
+                    "lines (a binary or one-line file?)",
                 )
             pos += len(raw) + 1
     try:
@@ -186,8 +195,8 @@ def read_block_text(
         if not skip_invalid_utf8:
             raise InputError(
                 block.path,
-                f"invalid UTF-8 at byte offset {block.start + e.start} ({e.reason}); "
-                "expected UTF-8 text (or pass --skip-invalid-utf8 to skip such lines)",
+                f"invalid UTF-8 at byte offset {block.start + e.start}, line {_line_of(block, data, e.start)} "
+                f"({e.reason}); expected UTF-8 text (or pass --skip-invalid-utf8 to skip such lines)",
             ) from None
         good = []
         for raw in data.split(b"\n"):
@@ -201,6 +210,21 @@ def read_block_text(
         text = "\n".join(good)
     stats.lines += text.count("\n") + (not text.endswith("\n"))
     return text
+
+
+def _line_of(block: Block, data: bytes, pos: int) -> int:
+    """The 1-based line number of byte `pos` of a block's `data` in its file (for an error only: the
+    file is read again up to the block)."""
+    before = 0
+    with open(block.path, "rb") as f:
+        left = block.start
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            before += chunk.count(b"\n")
+            left -= len(chunk)
+    return before + data.count(b"\n", 0, pos) + 1
 
 
 def iter_block_lines(

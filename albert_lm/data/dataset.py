@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -51,7 +50,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from albert_lm.data.examples import DataConfig
 from albert_lm.data.masking import IGNORE_INDEX, mask_sequence
-from albert_lm.files import InputError, file_sha256
+from albert_lm.files import InputError, file_sha256, read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ class PretrainingDataset(Dataset):
                 f"{self.path}: no manifest.json; not a finished `albert data create` output (an interrupted "
                 "run leaves none: rerun the command to finish it)"
             )
-        self.manifest = json.loads(manifest_file.read_text())
+        self.manifest = read_json_object(manifest_file, "manifest")
         if split not in self.manifest["splits"]:
             raise ValueError(f"split {split!r}: expected one of {sorted(self.manifest['splits'])}")
         self.split = split
@@ -89,7 +88,7 @@ class PretrainingDataset(Dataset):
         self.vocab_size: int = self.manifest["tokenizer"]["vocab_size"]
         self.tokenizer_path = self.path / self.manifest["tokenizer"]["file"]
         self.epoch = epoch
-        self.word_start = np.load(self.path / "word_start.npy")
+        self.word_start = _load_array(self.path / "word_start.npy")
         self._shard_dirs = [self.path / s["dir"] for s in self.manifest["splits"][split]["shards"]]
         counts = [s["examples"] for s in self.manifest["splits"][split]["shards"]]
         self._cum = [0, *np.cumsum(counts, dtype=np.int64).tolist()]  # ints even for a split with no shards
@@ -125,6 +124,18 @@ class PretrainingDataset(Dataset):
                 f"{self.tokenizer_path}: not the tokenizer this data was made with (its sha256 differs from "
                 f"{self.path / 'manifest.json'}); the token ids belong to that one: restore it or recreate the data"
             )
+        files = self.manifest.get("files")
+        if files is None:  # made before the manifest listed these files: check what they must hold
+            self._verify_unlisted()
+        for name, sha in (files or {}).items():
+            file = self.path / name
+            if not file.is_file():
+                raise FileNotFoundError(f"{file}: missing (listed in {self.path / 'manifest.json'})")
+            if file_sha256(file) != sha:
+                raise ValueError(
+                    f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); "
+                    "recreate the data with `albert data create`"
+                )
         for folder, checksums in zip(self._shard_dirs, self._checksums, strict=True):
             for name, sha in checksums.items():
                 file = folder / name
@@ -135,6 +146,27 @@ class PretrainingDataset(Dataset):
                         f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); "
                         "recreate the data with `albert data create`"
                     )
+
+    def _verify_unlisted(self) -> None:
+        """Data of an older version, whose manifest has no "files": word_start.npy must be the table of
+        its tokenizer, and tokenizer_config.json must keep the manifest's lower-casing."""
+        from albert_lm.data.masking import word_start_table
+        from albert_lm.data.tokenizer import AlbertTokenizer
+
+        tok = AlbertTokenizer.from_pretrained(self.path)
+        pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+        file = self.path / "word_start.npy"
+        if not np.array_equal(self.word_start, word_start_table(pieces)):
+            raise ValueError(
+                f"{file}: damaged or changed (not the word starts of {self.tokenizer_path}); recreate the "
+                "data with `albert data create`"
+            )
+        lower = self.manifest["tokenizer"].get("do_lower_case")
+        if lower is not None and tok.do_lower_case != lower:
+            raise ValueError(
+                f"{self.path / 'tokenizer_config.json'}: do_lower_case {tok.do_lower_case}, but the data was "
+                f"made with {lower} ({self.path / 'manifest.json'}); restore it or recreate the data"
+            )
 
     def __len__(self) -> int:
         return self._cum[-1]
@@ -197,6 +229,18 @@ class PretrainingDataset(Dataset):
             "labels": torch.from_numpy(labels),
             "sentence_order_label": torch.tensor(int(s["labels"][local]), dtype=torch.long),
         }
+
+
+def _load_array(file: Path) -> np.ndarray:
+    """A .npy file of a data folder; a missing or unreadable one is an error naming it."""
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: missing; recreate the data with `albert data create`")
+    try:
+        return np.load(file)
+    except (ValueError, OSError, EOFError) as e:
+        raise InputError(
+            file, f"not a readable .npy array (damaged?): {e}; recreate the data with `albert data create`"
+        ) from None
 
 
 def epoch_permutation(n: int, seed: int, epoch: int) -> torch.Tensor:

@@ -101,10 +101,15 @@ class DataConfig:
         for name in ("short_seq_prob", "masked_lm_prob", "eval_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} {getattr(self, name)}: expected a probability in [0, 1)")
-        if self.max_predictions_per_seq < 1 or self.max_ngram < 1:
-            raise ValueError("max_predictions_per_seq and max_ngram must be >= 1")
+        for name in ("max_predictions_per_seq", "max_ngram"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} {getattr(self, name)}: expected >= 1")
+        if self.seed < 0:  # numpy's seeds are non-negative
+            raise ValueError(f"seed {self.seed}: expected >= 0")
         if self.block_bytes < 1024 or self.shard_bytes < self.block_bytes:
             raise ValueError("block_bytes must be >= 1024 and shard_bytes >= block_bytes")
+        if self.max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes {self.max_line_bytes}: expected at least 1")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

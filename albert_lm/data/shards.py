@@ -2,7 +2,7 @@
 
 Layout of an output folder (read by `albert_lm.data.dataset.PretrainingDataset`):
 
-    manifest.json            config (DataConfig), tokenizer, counts, per-shard checksums; written last
+    manifest.json            config (DataConfig), tokenizer, counts, the sha256 of every file below; written last
     spiece.model             the tokenizer the ids belong to (and tokenizer_config.json)
     word_start.npy           (V,) bool: which pieces start a word (for dynamic whole-word masking)
     train/00000/ ...         one folder per shard, renamed into place only when complete:
@@ -32,12 +32,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import multiprocessing as mp
 import os
+import pickle
+import queue
 import shutil
+import signal
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -59,8 +65,11 @@ from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import (
     InputError,
     atomic_folder,
+    atomic_write,
+    check_output_apart,
     describe_folder,
     file_sha256,
+    folder_lock,
     read_json_object,
     write_json,
 )
@@ -72,6 +81,10 @@ MANIFEST = "manifest.json"
 PLAN = ".albert-data-plan.json"
 SPLITS = ("train", "eval")
 _SPLIT_SEED = {"train": 0, "eval": 1}
+WORD_START = "word_start.npy"
+# Files of the folder a pretraining run reads besides the shards: their sha256 is in the manifest's
+# "files" (the tokenizer's also under "tokenizer"), checked by `PretrainingDataset.verify`.
+CHECKSUMMED = ("spiece.model", "tokenizer_config.json", WORD_START)
 
 
 # ----------------------------------------------------------------------------------------- planning
@@ -119,11 +132,33 @@ def plan_id(plan: dict[str, list[list[Block]]], cfg: DataConfig, tokenizer_sha: 
 _worker_state: dict[str, Any] = {}
 
 
-def _init_worker(tokenizer_dir: str, queue: Any) -> None:
+def _load_state(tokenizer_dir: str, progress: Any) -> None:
     _worker_state["tok"] = AlbertTokenizer.from_pretrained(tokenizer_dir)
-    _worker_state["queue"] = queue
+    _worker_state["queue"] = progress
     tok = _worker_state["tok"]
     _worker_state["word_start"] = word_start_table([tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
+
+
+def _init_worker(tokenizer_dir: str, progress: Any) -> None:
+    """A worker process: Ctrl-C is the parent's to handle (it stops the workers), and SIGTERM ends the
+    worker quietly (a forked worker would otherwise run the command's handler and print a traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    progress.cancel_join_thread()  # a worker never waits at exit to flush progress counts
+    _load_state(tokenizer_dir, progress)
+
+
+def _build_shard_in_worker(task: dict[str, Any]) -> dict[str, Any]:
+    """`build_shard` in a worker; an error that could not travel to the parent (it fails to pickle or
+    to unpickle) goes as a ChildProcessError with its type and message instead."""
+    try:
+        return build_shard(task)
+    except Exception as e:
+        try:
+            pickle.loads(pickle.dumps(e))
+        except Exception:
+            raise ChildProcessError(f"{type(e).__name__}: {e}") from None
+        raise
 
 
 def _report(nbytes: int) -> None:
@@ -235,10 +270,14 @@ def _write_shard(final: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any
 
 
 # ----------------------------------------------------------------------------------------- the command
+# What a run writes in its output folder (besides the shards in the split folders).
+_OWN_FILES = (MANIFEST, PLAN, *CHECKSUMMED)
+
+
 def _check_output(out: Path, pid: str) -> None:
     """The output folder is new, empty, or a run of the same plan (resume); anything else is an error."""
     if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"{out}: exists and is not a folder")
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     if not out.exists() or not any(out.iterdir()):
         return
     for marker in (MANIFEST, PLAN):
@@ -260,6 +299,33 @@ def _check_output(out: Path, pid: str) -> None:
     )
 
 
+def _holds_nothing_finished(out: Path) -> bool:
+    """Whether `out` holds only what a run writes, and no finished shard with examples: nothing of value,
+    which a failed run removes, so that the rerun with corrected settings is not refused."""
+    if (out / MANIFEST).exists() or any(p.name not in (*_OWN_FILES, *SPLITS) for p in out.iterdir()):
+        return False
+    for split in SPLITS:
+        for shard in (out / split).iterdir() if (out / split).is_dir() else []:
+            if ".tmp-" in shard.name:
+                continue
+            try:
+                examples = read_json_object(shard / "meta.json")["stats"]["examples"]
+            except (OSError, ValueError, KeyError, TypeError):
+                return False  # not ours, or not readable: keep it
+            if examples:
+                return False
+    return True
+
+
+def _clear_unfinished(out: Path) -> None:
+    """Remove what an unfinished run wrote in `out` (see `_holds_nothing_finished`)."""
+    logger.debug("%s: removing what this failed run wrote (no finished shard with examples)", out)
+    for split in SPLITS:
+        shutil.rmtree(out / split, ignore_errors=True)
+    for name in _OWN_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
 def create_pretraining_data(
     inputs: list[str],
     tokenizer: str | os.PathLike,
@@ -268,15 +334,49 @@ def create_pretraining_data(
     num_workers: int | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Turn `inputs` into sharded examples under `output`; returns the manifest (with a 'summary')."""
+    """Turn `inputs` into sharded examples under `output`; returns the manifest (with a 'summary').
+
+    Everything is checked before anything is written (settings, the tokenizer, every input, an output
+    apart from them all, and free or resumable); the writing holds `folder_lock(output)`, so a second
+    run on the same folder is refused instead of mixing its files with this one's."""
     t0 = time.perf_counter()
     cfg.validate()
     out = Path(output)
     tok = AlbertTokenizer.from_pretrained(tokenizer)
+    for path in inputs:
+        check_output_apart(out, {"--input": path, "--tokenizer": tok.model_file})
     plan = plan_shards([str(p) for p in inputs], cfg)
     pid = plan_id(plan, cfg, file_sha256(tok.model_file))
     _check_output(out, pid)
-    out.mkdir(parents=True, exist_ok=True)
+    created = not out.exists()
+    try:
+        with folder_lock(out):
+            _check_output(out, pid)  # again, now that no other run can write there
+            try:
+                return _create(out, tok, plan, pid, cfg, inputs, num_workers, progress, t0)
+            except BaseException:  # bad input found while reading, no examples, Ctrl-C, ...
+                if _holds_nothing_finished(out):
+                    _clear_unfinished(out)
+                raise
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # made by this run and left empty
+        raise
+
+
+def _create(
+    out: Path,
+    tok: AlbertTokenizer,
+    plan: dict[str, list[list[Block]]],
+    pid: str,
+    cfg: DataConfig,
+    inputs: list[str],
+    num_workers: int | None,
+    progress: bool,
+    t0: float,
+) -> dict[str, Any]:
+    """The writing part of `create_pretraining_data`, in the locked and checked output folder."""
     if (out / MANIFEST).is_file():
         logger.info("%s: already complete (plan %s); nothing to do", out, pid)
         return read_json_object(out / MANIFEST, "manifest")
@@ -285,7 +385,10 @@ def create_pretraining_data(
         for stale in (out / split).glob("*.tmp-*") if (out / split).is_dir() else []:
             shutil.rmtree(stale)  # left by a killed run
     tok.save_pretrained(out)
-    np.save(out / "word_start.npy", word_start_table([tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]))
+    word_start = word_start_table([tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
+    buffer = io.BytesIO()
+    np.save(buffer, word_start)
+    atomic_write(out / WORD_START, buffer.getvalue())
 
     tasks: list[dict[str, Any]] = []
     for split in SPLITS:
@@ -315,28 +418,76 @@ def create_pretraining_data(
 
 def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, progress: bool) -> list[dict]:
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="albert data create", disable=not progress)
-    metas: list[dict] = []
-    if workers == 1:
-        _init_worker(tok_dir, None)
+    try:
+        if workers > 1:
+            return _run_pool(tasks, tok_dir, workers, bar)
+        _load_state(tok_dir, None)
+        metas = []
         for t in tasks:
             metas.append(build_shard(t))
             bar.update(sum(b[2] - b[1] for b in t["blocks"]))
-        bar.close()
         return metas
+    finally:
+        bar.close()
+
+
+def _run_pool(tasks: list[dict], tok_dir: str, workers: int, bar: tqdm) -> list[dict]:
+    """The tasks on `workers` processes. The first failure ends the run at once, whatever it is: a
+    worker's error (bad input: its own message), an error that could not be sent back, or a worker
+    killed (by a signal, or for memory: BrokenProcessPool); the other workers are stopped, and the
+    shards finished so far are kept for a rerun."""
     # fork keeps start-up cheap (no re-import of torch); spawn where fork does not exist
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    queue = ctx.Queue()
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(tok_dir, queue)) as pool:
-        results = pool.imap_unordered(build_shard, tasks, chunksize=1)
-        while len(metas) < len(tasks):
-            while not queue.empty():
-                bar.update(queue.get())
-            with contextlib.suppress(mp.TimeoutError):
-                metas.append(results.next(timeout=0.2))  # re-raises a worker's error (bad input) at once
-        while not queue.empty():
-            bar.update(queue.get())
-    bar.close()
+    counts = ctx.Queue()
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(tok_dir, counts))
+    metas: list[dict] = []
+    try:
+        pending: set[Future] = {pool.submit(_build_shard_in_worker, t) for t in tasks}
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            _drain(counts, bar)
+            metas.extend(_shard_result(f) for f in done)
+        _drain(counts, bar)
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
     return metas
+
+
+def _drain(counts: Any, bar: tqdm) -> None:
+    while True:
+        try:
+            bar.update(counts.get_nowait())
+        except queue.Empty:
+            return
+
+
+def _shard_result(future: Future) -> dict:
+    """A finished shard's meta, or the worker's failure as an error the command reports in one line."""
+    try:
+        return future.result()
+    except (ValueError, OSError):  # bad input (InputError names the file and line), a full disk, ...
+        raise
+    except BrokenProcessPool as e:
+        raise ChildProcessError(
+            "a `data create` worker process ended without a result (killed by a signal, or out of memory?); "
+            "the finished shards are kept: rerun the same command to go on (fewer --workers use less memory)"
+        ) from e
+    except Exception as e:  # a bug: its type and message here; the worker's traceback with -v
+        logger.debug("worker traceback: %s", getattr(e.__cause__, "tb", ""))
+        raise ChildProcessError(f"a `data create` worker failed: {type(e).__name__}: {e}") from e
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the workers now (SIGTERM; they take its default action) and drop the queued tasks."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        p.join(timeout=5)
 
 
 def _manifest(
@@ -389,6 +540,7 @@ def _manifest(
             "source": str(tok.model_file),
         },
         "inputs": [str(p) for p in inputs],
+        "files": {name: file_sha256(out / name) for name in CHECKSUMMED},
         "splits": splits,
         "summary": summary,
     }

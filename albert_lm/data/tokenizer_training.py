@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -22,7 +23,7 @@ from albert_lm.data.tokenizer import (
     AlbertTokenizer,
     preprocess_text,
 )
-from albert_lm.files import atomic_write, describe_folder
+from albert_lm.files import atomic_write, check_output_apart, describe_folder, folder_lock
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,60 @@ def train_tokenizer(
     SentencePiece's sentence limit are split at sentence ends (then at spaces), never dropped.
     `overwrite`: replace a tokenizer already in `output_dir` (refused otherwise).
     """
+    from albert_lm.data.corpus import check_input_file
+
+    _check_settings(vocab_size, max_line_bytes)
+    out = Path(output_dir)
     for path in inputs:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"--input {path}: no such file")
-    out = _output_folder(Path(output_dir), overwrite)
+        check_input_file(Path(path))  # a missing, empty, binary or special file (a folder, a FIFO)
+        # --overwrite must never delete or replace an input: refused before anything is written
+        check_output_apart(out, {"--input": path})
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    created = not out.exists()
+    try:
+        with folder_lock(out):  # a second run on the same --output is refused at once
+            return _train(inputs, _output_folder(out, overwrite), vocab_size, do_lower_case, strip_gutenberg,
+                          character_coverage, input_sentence_size, seed, num_threads, skip_invalid_utf8,
+                          max_line_bytes)  # fmt: skip
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # made by this run and still empty: leave nothing behind
+        raise
+
+
+MIN_VOCAB_SIZE = 5 + len(USER_DEFINED_SYMBOLS) + 1  # the special pieces, the user-defined ones, one more
+
+
+def _check_settings(vocab_size: Any, max_line_bytes: Any) -> None:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(
+            f"vocab_size {vocab_size!r}: expected a whole number of at least {MIN_VOCAB_SIZE} (ALBERT's "
+            f"{5 + len(USER_DEFINED_SYMBOLS)} special pieces and the text's characters)"
+        )
+    if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes {max_line_bytes!r}: expected a whole number of at least 1")
+
+
+_SPM_TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
+_SPM_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
+
+
+def _train(
+    inputs: Sequence[str | os.PathLike],
+    out: Path,
+    vocab_size: int,
+    do_lower_case: bool,
+    strip_gutenberg: bool,
+    character_coverage: float,
+    input_sentence_size: int,
+    seed: int,
+    num_threads: int | None,
+    skip_invalid_utf8: bool,
+    max_line_bytes: int,
+) -> AlbertTokenizer:
+    """The training and the writing of `train_tokenizer`, in its locked and checked output folder."""
     sentences = _Sentences(inputs, do_lower_case, strip_gutenberg, skip_invalid_utf8, max_line_bytes)
     settings = albert_trainer_settings(vocab_size, character_coverage, input_sentence_size, num_threads)
     spm.set_random_generator_seed(seed)
@@ -62,9 +113,22 @@ def train_tokenizer(
     try:
         spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, **settings)
     except RuntimeError as e:
+        if sentences.error is not None:  # the reader's own error (bad input, Ctrl-C), not SentencePiece's
+            raise sentences.error from None
         if sentences.lines == 0:
             raise ValueError(f"no text lines in {', '.join(str(p) for p in inputs)}") from None
+        if m := _SPM_TOO_HIGH.search(str(e)):
+            raise ValueError(
+                f"--vocab-size {m[1]}: more pieces than this text gives; at most {m[2]} here (or give more text)"
+            ) from None
+        if m := _SPM_TOO_LOW.search(str(e)):
+            raise ValueError(
+                f"--vocab-size {m[1]}: fewer pieces than this text's characters and ALBERT's special pieces "
+                f"need; at least {m[2]} here"
+            ) from None
         raise ValueError(f"SentencePiece training failed: {e}") from None
+    if sentences.error is not None:
+        raise sentences.error
     atomic_write(out / MODEL_FILE, model.getvalue())
     tok = AlbertTokenizer(out / MODEL_FILE, do_lower_case=do_lower_case)
     tok.save_pretrained(out)
@@ -177,8 +241,16 @@ class _Sentences:
         self.skip_invalid_utf8, self.max_line_bytes = skip_invalid_utf8, max_line_bytes
         self.lines = 0
         self.split = 0  # lines over the limit, split
+        self.error: BaseException | None = None  # what stopped the reading (SentencePiece hides it)
 
     def __iter__(self) -> Iterator[str]:
+        try:
+            yield from self._lines()
+        except BaseException as e:
+            self.error = e
+            raise
+
+    def _lines(self) -> Iterator[str]:
         from albert_lm.data.corpus import iter_text_lines
 
         for path in self.inputs:
