@@ -37,7 +37,14 @@ import torch
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import PredictConfig
-from albert_lm.files import InputError, atomic_write, csv_rows, jsonl_rows, read_json_object
+from albert_lm.files import (
+    InputError,
+    atomic_write,
+    check_output_apart,
+    csv_rows,
+    jsonl_rows,
+    read_json_object,
+)
 from albert_lm.model.config import AlbertConfig
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.glue import GlueExample, GlueTask
@@ -45,7 +52,14 @@ from albert_lm.tasks.race import LETTERS, RaceExample
 from albert_lm.tasks.squad import SquadExample, SquadTask
 from albert_lm.tasks.squad_decoding import decode
 from albert_lm.tasks.text_classification import TextExample, TokenExample
-from albert_lm.training.evaluation import load_for_task, pick_device, resolved_precision, run_model
+from albert_lm.training.evaluation import (
+    check_head_fits,
+    check_tokenizer_fits,
+    load_for_task,
+    pick_device,
+    resolved_precision,
+    run_model,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -149,9 +163,16 @@ def model_task(model_dir: Path) -> tuple[Task, dict[str, Any]]:
     options = {k: v for k, v in saved.items() if k not in ("task", "labels")}
     task = get_task(name, **options)
     if task.head in ("sequence_classification", "token_classification") and not isinstance(task, GlueTask):
-        id2label = config.id2label or {}
+        # transformers writes no id2label for its default labels: LABEL_0 ... LABEL_{num_labels - 1}
+        id2label = config.id2label or {i: f"LABEL_{i}" for i in range(config.num_labels)}
         names = saved.get("labels") or [id2label[i] for i in sorted(id2label)]
         task.labels = tuple(str(n) for n in names)
+        if task.head == "sequence_classification" and not saved.get("labels"):
+            # As transformers reads a classifier's config: problem_type, else one output is a regression.
+            kind = config.problem_type or ("regression" if config.num_labels == 1 else None)
+            if kind == "regression":
+                task.labels = ()
+            task.problem_type = kind or task.problem_type
     return task, saved
 
 
@@ -249,6 +270,14 @@ def _records(task: Task, saved: dict[str, Any], examples, features, outputs, lin
         return records
     if not task.labels:  # regression (STS-B)
         return [{"line": line, "score": float(x[0])} for x, line in zip(logits, lines, strict=True)]
+    if task.problem_type == "multi_label_classification":  # each label on its own: sigmoid, >= 0.5 given
+        records = []
+        for x, line in zip(logits, lines, strict=True):
+            p = 1.0 / (1.0 + np.exp(-x))
+            probs = {str(name): round(float(v), 6) for name, v in zip(task.labels, p, strict=True)}
+            chosen = [str(name) for name, v in zip(task.labels, p, strict=True) if v >= 0.5]
+            records.append({"line": line, "labels": chosen, "probabilities": probs})
+        return records
     records = []
     for x, line in zip(logits, lines, strict=True):
         p = _softmax(x)
@@ -262,6 +291,14 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     model_dir = Path(cfg.model)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
+    if cfg.output != "-":
+        # Checked before anything is read: writing the output must never replace the input or the model.
+        check_output_apart(cfg.output, {"--model": model_dir, "--input": cfg.input})
+        if Path(cfg.output).is_dir():
+            raise IsADirectoryError(f"--output {cfg.output}: is a folder; expected a file name to write")
+    device = pick_device(cfg.device)
+    if cfg.int8 and device.type != "cpu":
+        raise ValueError("predict: --int8 runs on the CPU; add --device cpu")
     task, saved = model_task(model_dir)
     results = model_dir / "eval_results.json"
     if saved.get("null_score_diff_threshold") is None and results.is_file():  # SQuAD 2.0: chosen on dev
@@ -273,15 +310,15 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     config = AlbertConfig.from_pretrained(model_dir)
     max_len = min(cfg.max_seq_length or saved.get("max_seq_length") or 512, config.max_position_embeddings)
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
-    device = pick_device(cfg.device)
+    check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
+    model: torch.nn.Module = load_for_task(task, model_dir, None)  # a folder without its head is refused
+    check_head_fits(task, config, model_dir)
     precision = resolved_precision(cfg.precision, device)
     records: list[dict[str, Any]] = []
     if examples:
         features = task.featurize(examples, tokenizer, max_len)
-        model: torch.nn.Module = load_for_task(task, model_dir, None).to(device)
+        model = model.to(device)
         if cfg.int8:
-            if device.type != "cpu":
-                raise ValueError("predict: --int8 runs on the CPU; add --device cpu")
             model = quantize_int8(model)
         outputs = run_model(
             model, features, cfg.batch_size, tokenizer.pad_token_id, device, precision, "predict"
@@ -292,7 +329,12 @@ def predict(cfg: PredictConfig) -> PredictSummary:
         sys.stdout.write(body)
         sys.stdout.flush()
     else:
-        atomic_write(cfg.output, body)
+        try:
+            atomic_write(cfg.output, body)
+        except OSError as e:  # a full disk or device, a closed pipe: the message names the output
+            if e.filename or e.errno is None:
+                raise
+            raise OSError(e.errno, f"--output: writing failed: {e.strerror}", cfg.output) from e
     return PredictSummary(len(rows), len(records), skipped, task.name, task.head)
 
 

@@ -203,7 +203,17 @@ def save_model(model: torch.nn.Module, path: str | os.PathLike, layout: str = "a
     return file
 
 
-def load_model(cls: type, path: str | os.PathLike, config: AlbertConfig | None = None, **overrides: Any):
+def load_model(
+    cls: type,
+    path: str | os.PathLike,
+    config: AlbertConfig | None = None,
+    *,
+    require_head: bool = False,
+    **overrides: Any,
+):
+    """`cls` with the weights of the folder at `path`. Heads the checkpoint lacks are initialised fresh
+    with a warning, unless `require_head` (a model to evaluate or predict with, not to train): then a
+    checkpoint without trained weights of `cls`'s head is refused, naming the folder."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(
@@ -242,6 +252,14 @@ def load_model(cls: type, path: str | os.PathLike, config: AlbertConfig | None =
         lines += [f"  unexpected: {n}" for n in unexpected_body]
         lines += [f"  wrong shape: {w}" for w in wrong]
         raise ValueError("\n".join(lines))
+    if missing and require_head:
+        heads = sorted({n.rsplit(".", 1)[0] for n in missing})
+        arch = (config.extra.get("architectures") or ["no architectures"])[0]
+        raise ValueError(
+            f"{folder}: no trained {cls.__name__} head in {file.name} (missing {', '.join(heads)}; its "
+            f"config.json says {arch}): a pretraining checkpoint, or a model of another head; fine-tune it "
+            "for this task first (albert finetune) and give the fine-tuned folder (OUTPUT/best)"
+        )
     if missing:
         heads = sorted({n.rsplit(".", 1)[0] for n in missing})
         logger.warning(

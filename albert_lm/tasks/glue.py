@@ -76,8 +76,12 @@ def read_glue_tsv(path: Path, spec: GlueSpec, require_label: bool = True) -> lis
     """Rows of one GLUE TSV file. Tabs only, no quoting (MRPC sentences begin with a bare `"`)."""
     if not path.is_file():
         raise FileNotFoundError(f"no GLUE file at {path}")
-    with path.open(encoding="utf-8-sig", newline="") as f:  # -sig: MRPC's files start with a BOM
-        lines = [line.rstrip("\r\n") for line in f]
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")  # -sig: MRPC's files start with a BOM
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 (byte {e.start})", line=raw[: e.start].count(b"\n") + 1) from e
+    lines = [line.rstrip("\r\n") for line in text.splitlines()]
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:

@@ -40,9 +40,12 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if suffix not in (".csv", ".tsv", ".jsonl", ".json"):
         raise InputError(path, "expected a .csv, .tsv or .jsonl file")
     any_row = False
-    for n, row in _csv_rows(path, suffix) if suffix in (".csv", ".tsv") else iter_jsonl(path):
-        any_row = True
-        yield n, row
+    try:
+        for n, row in _csv_rows(path, suffix) if suffix in (".csv", ".tsv") else iter_jsonl(path):
+            any_row = True
+            yield n, row
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 (byte {e.start} of a read block)") from e
     if not any_row:
         raise InputError(path, "empty file")
 

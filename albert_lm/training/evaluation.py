@@ -6,6 +6,7 @@ outputs back in example order, the task's metrics and prediction files. The fine
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,9 +47,65 @@ HEAD_CLASSES = {
 
 # --------------------------------------------------------------------------- running the model
 def pick_device(name: str) -> torch.device:
+    """`auto` -> cuda when torch sees a GPU, else cpu; a named device is checked to exist here, so a
+    machine without it is one clear error instead of a traceback at the first tensor moved."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise ValueError(f"--device {name!r}: not a device name (auto, cpu, cuda, cuda:1, ...)") from e
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"--device {name}: torch sees no CUDA GPU on this machine; use --device cpu (or auto)"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s) (cuda:0 to "
+                f"cuda:{torch.cuda.device_count() - 1})"
+            )
+    elif device.type != "cpu":
+        raise ValueError(f"--device {name}: expected auto, cpu or cuda[:N]")
+    return device
+
+
+def check_tokenizer_fits(
+    tokenizer: AlbertTokenizer, model_dir: str | Path, config: AlbertConfig, recorded: str | None = None
+) -> None:
+    """Refuse a tokenizer that does not belong to the model: one whose vocabulary size is not the
+    number of rows of the model's embedding (ids past the table crash; a smaller vocabulary means
+    other pieces behind the same ids), or, where the model folder records the fingerprint of the
+    tokenizer it was fine-tuned with (`recorded`), another vocabulary of the same size."""
+    where = tokenizer.model_file
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(
+            f"{where}: {tokenizer.vocab_size} pieces, but the model in {model_dir} has {config.vocab_size} "
+            "embedding rows: this tokenizer is not the model's; use the spiece.model it was trained with"
+        )
+    if recorded and recorded != tokenizer.fingerprint:
+        raise ValueError(
+            f"{where}: vocabulary fingerprint {tokenizer.fingerprint}, but {model_dir} was fine-tuned with "
+            f"the tokenizer of fingerprint {recorded} (finetune_config.json): this spiece.model was replaced; "
+            "put back the one the model was trained with"
+        )
+
+
+def model_fingerprint(model_dir: str | Path) -> str:
+    """A content hash of a model folder: config.json and every weights file (shards included)."""
+    from albert_lm.files import file_sha256
+    from albert_lm.model.weights import find_weights
+
+    folder = Path(model_dir)
+    weights = find_weights(folder)
+    files = [folder / "config.json", weights]
+    if weights.name.endswith(".index.json"):
+        shards = read_json_object(weights, "weights index").get("weight_map", {})
+        files += [folder / name for name in sorted(set(shards.values()))]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}\0{file_sha256(f)}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def resolved_precision(precision: str, device: torch.device) -> Precision:
@@ -168,6 +225,11 @@ def eval_sets_of(
 
 
 def load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None) -> AlbertPreTrainedModel:
+    """The task's head class on `model_dir`: with `cfg` (fine-tuning) a fresh head sized for the task;
+    without it (evaluate, predict) the folder must hold trained weights of that head, or a random head
+    would be scored or used as if it were the model."""
+    from albert_lm.model.hf_interop import load_model
+
     cls = HEAD_CLASSES[task.head]
     overrides: dict[str, Any] = {}
     if cfg is not None:  # a fresh head on a pretrained encoder
@@ -184,10 +246,15 @@ def load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None)
                 overrides["id2label"] = dict(enumerate(task.labels))
             if task.problem_type:
                 overrides["problem_type"] = task.problem_type
-    return cls.from_pretrained(model_dir, **overrides)
+    model = load_model(cls, model_dir, require_head=cfg is None, **overrides)
+    assert isinstance(model, AlbertPreTrainedModel)
+    return model
 
 
 # --------------------------------------------------------------------------- evaluation of a saved model
+EVAL_FILES = ("eval_results.json", "predictions")
+
+
 def evaluate_model(
     task_name: str,
     model_dir: str | Path,
@@ -197,9 +264,22 @@ def evaluate_model(
     max_seq_length: int | None = None,
     device: str = "auto",
     precision: str = "auto",
+    overwrite: bool = False,
 ) -> dict[str, float]:
-    """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`."""
+    """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`
+    (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`)."""
     model_dir, data = Path(model_dir), Path(data)
+    for option, value in (("--batch-size", batch_size), ("--max-seq-length", max_seq_length)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} {value}: expected at least 1")
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(
+            f"--model {model_dir}: no config.json there (expected a fine-tuned model folder)"
+        )
+    if not data.exists():
+        raise FileNotFoundError(f"--data {data}: no such file or folder")
+    if output:
+        _check_eval_output(Path(output), model_dir, data, overwrite)
     saved_file = model_dir / "finetune_config.json"
     saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
     if saved.get("task") not in (None, task_name):
@@ -207,31 +287,66 @@ def evaluate_model(
     known = {f.name for f in dataclasses.fields(FinetuneConfig)}
     settings = {k: v for k, v in saved.items() if k in known}
     settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or ""))
+    settings.update(device=device, overwrite=False)
     cfg = FinetuneConfig(**settings)
-    cfg.max_seq_length = max_seq_length or cfg.max_seq_length
-    cfg.eval_batch_size = batch_size or cfg.eval_batch_size
+    if max_seq_length is not None:
+        cfg.max_seq_length = max_seq_length
+    if batch_size is not None:
+        cfg.eval_batch_size = batch_size
     cfg = cfg.resolved()
-    max_seq_length = min(
-        required(cfg.max_seq_length, "max_seq_length"),
-        AlbertConfig.from_pretrained(model_dir).max_position_embeddings,
-    )
+    model_config = AlbertConfig.from_pretrained(model_dir)
+    max_seq_length = min(required(cfg.max_seq_length, "max_seq_length"), model_config.max_position_embeddings)
     cfg.max_seq_length = max_seq_length
     task = build_task(cfg)
-    if task.head in ("sequence_classification", "token_classification") and not task.labels:
-        id2label = AlbertConfig.from_pretrained(model_dir).id2label or {}
-        task.labels = tuple(id2label[i] for i in sorted(id2label))
+    if task.name in ("classification", "token-classification") and not task.labels:  # GLUE's are fixed
+        id2label = model_config.id2label or {i: f"LABEL_{i}" for i in range(model_config.num_labels)}
+        task.labels = tuple(saved.get("labels") or (id2label[i] for i in sorted(id2label)))
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    check_tokenizer_fits(tokenizer, model_dir, model_config, saved.get("tokenizer_fingerprint"))
+    dev = pick_device(device)
+    model = load_for_task(task, model_dir, None)  # refuses a folder without a trained head, before reading
+    check_head_fits(task, model.config, model_dir)
     sets = eval_sets_of(task, data, tokenizer, max_seq_length, None, test=False)
     if not sets:
         raise FileNotFoundError(f"no dev file for {task_name} under {data}")
-    dev = pick_device(device)
     precision = resolved_precision(precision, dev)
-    model = load_for_task(task, model_dir, None).to(dev)
+    model = model.to(dev)
     batch_size = required(cfg.eval_batch_size, "eval_batch_size")
     results, preds = evaluate_sets(task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision)
     if output:
+        from albert_lm.files import folder_lock
+
         out = Path(output)
-        for s in sets:
-            task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
-        write_json(out / "eval_results.json", results)
+        with folder_lock(out):
+            for s in sets:
+                task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
+            write_json(out / "eval_results.json", results)
     return results
+
+
+def _check_eval_output(out: Path, model_dir: Path, data: Path, overwrite: bool) -> None:
+    """`evaluate --output`: apart from the model and the data, a folder, and holding no earlier results
+    unless `overwrite` (which replaces those files only, never anything else there)."""
+    from albert_lm.files import check_output_apart
+
+    check_output_apart(out, {"--model": model_dir, "--data": data})
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    there = [name for name in EVAL_FILES if (out / name).exists()]
+    if there and not overwrite:
+        raise FileExistsError(
+            f"--output {out} already holds {' and '.join(there)} (another evaluation or a fine-tuning run): "
+            "pass --overwrite to replace them, or choose another --output"
+        )
+
+
+def check_head_fits(task: Task, config: AlbertConfig, model_dir: Path) -> None:
+    """The model's classifier has one output per label of the task (or one for a regression)."""
+    if task.head not in ("sequence_classification", "token_classification"):
+        return
+    if task.num_labels != config.num_labels:
+        labels = ", ".join(task.labels) or "a regression score"
+        raise ValueError(
+            f"--model {model_dir}: its classifier has {config.num_labels} outputs, the task {task.name} "
+            f"{len(task.labels) or 1} ({labels}): the model was not fine-tuned on this task"
+        )

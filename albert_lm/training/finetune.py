@@ -35,7 +35,14 @@ import torch
 from tqdm import tqdm
 
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
-from albert_lm.files import atomic_folder, clear_folder, describe_folder, write_json
+from albert_lm.files import (
+    atomic_folder,
+    check_output_apart,
+    describe_folder,
+    folder_lock,
+    read_json_object,
+    write_json,
+)
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.tasks import Task
@@ -45,6 +52,7 @@ from albert_lm.training.evaluation import (
     EvalSet,
     autocast_for,
     build_task,
+    check_tokenizer_fits,
     eval_sets_of,
     evaluate_sets,
     load_for_task,
@@ -67,16 +75,30 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     if not data.exists():
         raise FileNotFoundError(f"--data {data}: no such file or folder")
     _check_folders(cfg)
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
     task = build_task(cfg)
     tokenizer = _tokenizer(cfg)
     device = _fit_to_model_and_device(cfg)
     # Everything is read and checked before the first file is written.
     train_features, eval_sets = _read_inputs(cfg, task, data, tokenizer)
-    if cfg.overwrite and out.is_dir():
-        logger.info("--overwrite: removing %s from %s", describe_folder(out), out)
-        clear_folder(out)
+    # Held until the run ends: a second command writing this folder is refused instead of mixing files.
+    with folder_lock(out):
+        _check_folders(cfg)  # again, under the lock: another run may have finished there meanwhile
+        if cfg.overwrite:
+            _remove_run(out)
+        return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets)
+
+
+def _finetune(
+    cfg: FinetuneConfig,
+    task: Task,
+    tokenizer: AlbertTokenizer,
+    device: torch.device,
+    out: Path,
+    train_features: list[Feature],
+    eval_sets: list[EvalSet],
+) -> dict[str, Any]:
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
     run = _Run(cfg, task, tokenizer, device, out, eval_sets)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
     model = load_for_task(task, cfg.model, cfg).to(device)
@@ -98,15 +120,29 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
 RUN_FILES = ("eval_results.json", "metrics.jsonl", "best", "predictions")
 
 
+def _remove_run(out: Path) -> None:
+    """--overwrite: remove the files of the run `out` holds (and what an interrupted one left under
+    temporary names); anything else the user keeps there stays."""
+    import shutil
+
+    names = set(RUN_FILES) | {f".{n}.{end}" for n in RUN_FILES for end in ("tmp", "old")}
+    gone = sorted(p for p in out.iterdir() if p.name in names)
+    if gone:
+        logger.info("--overwrite: removing %s from %s", ", ".join(p.name for p in gone), out)
+    for p in gone:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
 def _check_folders(cfg: FinetuneConfig) -> None:
     """The model is a model folder; the output is not an input and holds no other run (unless
     --overwrite)."""
     model, out = Path(cfg.model), Path(cfg.output)
     if not (model / "config.json").is_file():
         raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
-    for option, value in (("--model", model), ("--data", Path(cfg.data))):
-        if out.resolve() == value.resolve() or out.resolve() in value.resolve().parents:
-            raise ValueError(f"--output {out} is, or holds, the {option} {value}; choose another --output")
+    check_output_apart(out, {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     if out.is_dir() and not cfg.overwrite and any((out / name).exists() for name in RUN_FILES):
@@ -128,12 +164,16 @@ def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
                 f"{theirs.vocab_size} pieces) and this is another vocabulary ({tokenizer.vocab_size} pieces); "
                 "the model's embeddings belong to its own: drop --tokenizer"
             )
-    vocab = AlbertConfig.from_pretrained(cfg.model).vocab_size
-    if tokenizer.vocab_size > vocab:
+    config = AlbertConfig.from_pretrained(cfg.model)
+    if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(
             f"--tokenizer {cfg.tokenizer or cfg.model}: {tokenizer.vocab_size} pieces, but the model's embedding "
-            f"has {vocab} rows; use the model's own tokenizer"
+            f"has {config.vocab_size} rows: not the vocabulary the model was trained with; use its own tokenizer"
         )
+    saved = Path(cfg.model) / "finetune_config.json"  # a fine-tuned model, fine-tuned again
+    if saved.is_file():
+        recorded = read_json_object(saved, "fine-tuning settings").get("tokenizer_fingerprint")
+        check_tokenizer_fits(tokenizer, cfg.model, config, recorded)
     return tokenizer
 
 
@@ -321,6 +361,7 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> No
         run.tokenizer.save_pretrained(tmp)
         settings = dataclasses.asdict(run.cfg)
         settings["labels"] = list(run.task.labels)
+        settings["tokenizer_fingerprint"] = run.tokenizer.fingerprint  # predict and evaluate check it
         write_json(tmp / "finetune_config.json", settings)
         write_json(tmp / "eval_results.json", best.record)
     for s in run.dev_sets:

@@ -66,7 +66,8 @@ class FinetuneConfig:
     tokenizer: str | None = None
     """spiece.model (or its folder) when --model has none"""
     overwrite: bool = False
-    """replace the run the output folder holds (refused otherwise)"""
+    """replace the run the output folder holds (its eval_results.json, metrics.jsonl, best/, predictions/;
+    other files there stay); refused otherwise"""
     max_steps: int | None = None
     """optimizer steps (default: the task's)"""
     epochs: float | None = None
@@ -139,9 +140,13 @@ class FinetuneConfig:
                           "log_every", "eval_every", "max_train_examples", "max_eval_examples", "doc_stride",
                           "max_query_length", "n_best", "max_answer_length", "max_qa_length"),
             positive=("epochs", "learning_rate", "max_grad_norm"),
-            non_negative=("warmup_steps", "weight_decay"),
+            non_negative=("warmup_steps", "weight_decay", "seed"),
             fraction=("dropout", "classifier_dropout"),
         )  # fmt: skip
+        if self.max_seq_length is not None and self.max_seq_length < 8:
+            raise ValueError(
+                f"max_seq_length {self.max_seq_length}: expected at least 8 ([CLS], [SEP] and some text)"
+            )
 
     def resolved(self) -> FinetuneConfig:
         """A copy with the task's defaults filled in (steps and warmup are resolved in `finetune`)."""

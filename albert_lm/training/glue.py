@@ -8,9 +8,12 @@ the only labelled evaluation set GLUE publishes; papers choose on it and report 
 that rate's mean +- standard deviation over seeds. GLUE-5 is the mean of CoLA MCC, SST-2 accuracy, MRPC
 accuracy, STS-B Pearson and RTE accuracy, x100, beside the same average of majority-class guesses.
 
-Each run writes OUTPUT/TASK/lr-RATE/seed-SEED/ (the `finetune` output); a run whose eval_results.json
-exists is not run again, so an interrupted suite continues where it stopped. OUTPUT/glue_results.json
-holds every run's score and the table's numbers.
+Each run writes OUTPUT/TASK/lr-RATE/seed-SEED/ (the `finetune` output) and, once finished, glue_run.json:
+what its score depends on (a content hash of the model's config and weights, the tokenizer's fingerprint,
+the hashes of the task's train and dev files, and every setting of the run). A finished run whose record
+matches is not run again, so an interrupted suite continues where it stopped; one made from another model,
+other data or other settings is refused, naming what differs, and redone with `overwrite`.
+OUTPUT/glue_results.json holds every run's score and the table's numbers.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from albert_lm.files import read_json_object, write_json
+from albert_lm.files import check_output_apart, file_sha256, folder_lock, read_json_object, write_json
 from albert_lm.settings import check_fields, check_ranges
 from albert_lm.tasks import get_task
 from albert_lm.training.finetune_config import FinetuneConfig
@@ -77,6 +80,9 @@ class GlueConfig:
     """fp32 or bf16 (autocast); fp32 by default, so scores do not depend on the CPU"""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """where the runs train: auto is the GPU when torch sees one, else the CPU"""
+    overwrite: bool = False
+    """redo finished runs made from another model, other data or other settings (refused otherwise);
+    runs that match are still reused"""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -128,39 +134,128 @@ def _one_thread() -> None:
 
 
 def _run(
-    item: tuple[tuple[str, float, int], FinetuneConfig],
+    item: tuple[tuple[str, float, int], FinetuneConfig, dict[str, Any]],
 ) -> tuple[tuple[str, float, int], dict[str, Any]]:
-    """One (task, rate, seed) run in a worker: the job beside its eval record."""
+    """One (task, rate, seed) run in a worker: the job beside its eval record. The run's glue_run.json is
+    written once it has finished, so only finished runs are ever reused."""
     from albert_lm.training.finetune import finetune
 
-    job, cfg = item
+    job, cfg, record = item
     logging.getLogger("albert_lm").setLevel(logging.ERROR)  # the suite logs; runs stay quiet (errors raise)
-    return job, finetune(cfg)
+    result = finetune(cfg)
+    write_json(Path(cfg.output) / RUN_RECORD, record)
+    return job, result
 
 
 def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     """Every (task, rate, seed) run not done yet, then the table's numbers (also in glue_results.json)."""
     tasks, rates = cfg.task_list(), cfg.rates()
+    model, data, out = Path(cfg.model), Path(cfg.data), Path(cfg.output)
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
     for task in tasks:
-        if not (Path(cfg.data) / GLUE5[task][0] / "dev.tsv").is_file():
-            raise FileNotFoundError(f"no {GLUE5[task][0]}/dev.tsv under --data {cfg.data}")
+        for split in ("dev", "train"):
+            if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
+                raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}")
+    check_output_apart(out, {"--model": model, "--data": data})
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    glue_device(cfg)  # --device cuda on a machine without one: refused before any run starts
     jobs = [(t, r, s) for t in tasks for r in rates for s in range(1, cfg.seeds + 1)]
-    todo = [j for j in jobs if not (run_folder(cfg, *j) / "eval_results.json").is_file()]
-    logger.info(
-        "glue: %d runs (%d done before), %d at a time", len(jobs), len(jobs) - len(todo), _workers(cfg)
-    )
-    _execute(cfg, todo)
-    result = summarize(cfg, jobs)
-    write_json(Path(cfg.output) / RESULTS_FILE, result)
+    base = _inputs_fingerprint(cfg, tasks)
+    records = {j: run_record(cfg, base, *j) for j in jobs}
+    with folder_lock(out):  # one suite per output folder at a time
+        todo = [j for j in jobs if not _finished(cfg, j, records[j])]
+        logger.info(
+            "glue: %d runs (%d done before), %d at a time", len(jobs), len(jobs) - len(todo), _workers(cfg)
+        )
+        _execute(cfg, todo, records)
+        result = summarize(cfg, jobs)
+        write_json(out / RESULTS_FILE, result)
     return result
+
+
+RUN_RECORD = "glue_run.json"
+
+
+def _inputs_fingerprint(cfg: GlueConfig, tasks: list[str]) -> dict[str, Any]:
+    """What every run depends on beside its settings: the model's content, its tokenizer's vocabulary and
+    each task's train and dev files."""
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.training.evaluation import model_fingerprint
+
+    data = Path(cfg.data)
+    return {
+        "model": model_fingerprint(cfg.model),
+        "tokenizer": AlbertTokenizer.from_pretrained(cfg.model).fingerprint,
+        "data": {
+            t: {s: file_sha256(data / GLUE5[t][0] / f"{s}.tsv")[:16] for s in ("train", "dev")} for t in tasks
+        },
+    }
+
+
+# Settings of a run that do not change its score: where it writes and how much it logs.
+# (The device neither: a run resumed on a GPU reuses the CPU's runs; the scores differ in rounding only.)
+_NOT_RECORDED = ("model", "data", "output", "overwrite", "log_every", "tokenizer", "device")
+
+
+def run_record(cfg: GlueConfig, base: dict[str, Any], task: str, rate: float, seed: int) -> dict[str, Any]:
+    """The record a finished run keeps in glue_run.json: its inputs' hashes and its settings."""
+    settings = asdict(finetune_config(cfg, task, rate, seed))
+    for name in _NOT_RECORDED:
+        settings.pop(name)
+    return {
+        "model": base["model"], "tokenizer": base["tokenizer"], "data": base["data"][task],
+        "settings": settings,
+    }  # fmt: skip
+
+
+def _finished(cfg: GlueConfig, job: tuple[str, float, int], record: dict[str, Any]) -> bool:
+    """Whether the run is done and may be reused: its eval_results.json and a record that matches. A
+    finished run with another record is refused (naming what differs), or redone with `overwrite`."""
+    folder = run_folder(cfg, *job)
+    if not (folder / "eval_results.json").is_file():
+        return False
+    if not (folder / RUN_RECORD).is_file():
+        differs = [f"no {RUN_RECORD} (made by an older albert, or stopped before its record was written)"]
+    else:
+        try:
+            kept = read_json_object(folder / RUN_RECORD, "glue run record")
+        except ValueError:
+            kept = {}
+        differs = _differences(kept, record)
+    if not differs:
+        return True
+    if cfg.overwrite:
+        logger.info("glue: redoing %s: %s", folder, "; ".join(differs))
+        return False
+    raise ValueError(
+        f"--output {cfg.output}: the finished run {folder} was not made from this model, data and settings "
+        f"({'; '.join(differs)}): pass --overwrite to redo such runs, or choose another --output"
+    )
+
+
+def _differences(kept: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    what = {"model": "the model's config or weights", "tokenizer": "the tokenizer's vocabulary"}
+    out = [f"{what[k]} changed" for k in what if kept.get(k) != now[k]]
+    out += [f"its {s}.tsv changed" for s in now["data"] if (kept.get("data") or {}).get(s) != now["data"][s]]
+    before = kept.get("settings") or {}
+    out += [
+        f"{name} was {before.get(name)!r}, now {value!r}"
+        for name, value in now["settings"].items()
+        if before.get(name) != value
+    ]
+    return out
 
 
 def glue_device(cfg: GlueConfig) -> str:
     """cpu or cuda: `device` with auto resolved (a GPU when torch sees one)."""
-    if cfg.device != "auto":
-        return cfg.device
     import torch
 
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: torch sees no CUDA GPU on this machine; use --device cpu (or auto)")
+    if cfg.device != "auto":
+        return cfg.device
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -175,7 +270,9 @@ def _workers(cfg: GlueConfig) -> int:
     return GPU_WORKERS if glue_device(cfg) == "cuda" else os.cpu_count() or 1
 
 
-def _execute(cfg: GlueConfig, todo: list[tuple[str, float, int]]) -> None:
+def _execute(
+    cfg: GlueConfig, todo: list[tuple[str, float, int]], records: dict[tuple[str, float, int], dict[str, Any]]
+) -> None:
     if not todo:
         return
     # spawn: a fresh interpreter per worker, never a fork of a process that may hold torch's threads.
@@ -185,7 +282,7 @@ def _execute(cfg: GlueConfig, todo: list[tuple[str, float, int]]) -> None:
     pool = multiprocessing.get_context("spawn").Pool(_workers(cfg), initializer=_one_thread)
     previous = _stop_on_sigterm()
     try:
-        jobs = [(job, finetune_config(cfg, *job)) for job in todo]
+        jobs = [(job, finetune_config(cfg, *job), records[job]) for job in todo]
         # A failed run fails the suite here, with its own error (the iterator re-raises it).
         for n, ((task, rate, seed), record) in enumerate(pool.imap_unordered(_run, jobs), start=1):
             score = record.get(GLUE5[task][1])
