@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import inspect
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from albert_lm.deploy import commands as deploy_commands
 from albert_lm.paper import commands as paper_commands
@@ -95,7 +99,8 @@ def _run_params(args: argparse.Namespace) -> int:
     x cross-layer sharing, paper Tables 3 and 4), counted on the meta device."""
     from albert_lm.model.params import format_parameter_tables
 
-    print(format_parameter_tables(args.preset))
+    presets = list(dict.fromkeys(args.preset)) if args.preset else None  # each once, in the order given
+    print(format_parameter_tables(presets))
     return 0
 
 
@@ -168,9 +173,17 @@ def _evaluate_options(p: argparse.ArgumentParser) -> None:
         help="SQuAD 2.0: predict no answer above this (default 1.0)",
     )
     p.add_argument("--model", help="fine-tuned model folder (config.json, model.safetensors, spiece.model)")
-    p.add_argument("--output", help="with --model: also write eval_results.json and predictions here")
+    p.add_argument(
+        "--output", help="with --model: also write eval_results.json and predictions/ into this folder (apart "
+        "from the model and the data)",
+    )  # fmt: skip
+    p.add_argument(
+        "--overwrite", action="store_true", help="with --output: replace the eval_results.json and predictions/ "
+        "already there (nothing else in the folder is touched)",
+    )  # fmt: skip
     p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
     p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
+    p.add_argument("--device", default="auto", help="with --model: auto (default), cpu, cuda, cuda:1, ...")
     _add_precision(p, (), "auto", " (with --model)")
 
 
@@ -183,6 +196,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     task's dev set. Either way the metrics are printed as one JSON object on the last line."""
     import json
 
+    if args.predictions and args.model:
+        raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model), not both")
+    if args.output and not args.model:
+        raise ValueError("--output goes with --model (the scores of --predictions are printed only)")
     if args.predictions:
         if args.task not in ("squad1", "squad2"):
             raise ValueError(f"--predictions scores SQuAD files only; got --task {args.task}")
@@ -201,7 +218,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             args.output,
             batch_size=args.batch_size,
             max_seq_length=args.max_seq_length,
+            device=args.device,
             precision=args.precision,
+            overwrite=args.overwrite,
         )
     else:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")
@@ -244,10 +263,11 @@ def _run_tokenizer_train(args: argparse.Namespace) -> int:
     """train spiece.model from text files"""
     from albert_lm.data.tokenizer_training import train_tokenizer
 
+    section = _tokenizer_recipe(args)
     tok = train_tokenizer(
         args.input,
         args.output,
-        vocab_size=args.vocab_size or _recipe_section(args, "tokenizer").get("vocab_size", 30000),
+        vocab_size=args.vocab_size if args.vocab_size is not None else section.get("vocab_size", 30000),
         do_lower_case=not args.cased,
         strip_gutenberg=args.strip_gutenberg,
         seed=args.seed,
@@ -257,6 +277,33 @@ def _run_tokenizer_train(args: argparse.Namespace) -> int:
     )
     print(f"wrote {tok.model_file} ({tok.vocab_size} pieces)")
     return 0
+
+
+def _tokenizer_recipe(args: argparse.Namespace) -> dict:
+    """The recipe's "tokenizer" section, checked: known keys only, vocab_size a whole number."""
+    from albert_lm.data.tokenizer_training import MIN_VOCAB_SIZE
+    from albert_lm.files import InputError
+
+    section = _recipe_section(args, "tokenizer")
+    unknown = sorted(set(section) - {"vocab_size"})
+    if unknown:
+        raise InputError(
+            _recipe_file(args), f'"tokenizer": unknown key(s) {", ".join(unknown)}; expected vocab_size'
+        )
+    size = section.get("vocab_size", MIN_VOCAB_SIZE)
+    if isinstance(size, bool) or not isinstance(size, int) or size < MIN_VOCAB_SIZE:
+        raise InputError(
+            _recipe_file(args),
+            f'"tokenizer" "vocab_size": expected a whole number of at least {MIN_VOCAB_SIZE}, got {size!r}',
+        )
+    return section
+
+
+def _recipe_file(args: argparse.Namespace) -> str:
+    """The file of --recipe (a shipped recipe's name or a JSON file), for messages."""
+    from albert_lm.settings import RECIPE_DIR
+
+    return args.recipe if args.recipe.endswith(".json") else str(RECIPE_DIR / f"{args.recipe}.json")
 
 
 # --------------------------------------------------------------------------- albert pretrain
@@ -300,6 +347,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     if "model_overrides" in given:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, _recipe_section(args, "pretrain"), **given)
+    cfg = _shape_from_init(cfg, args, given)
     if args.text:
         from albert_lm.training.pretrain_setup import data_from_text
 
@@ -316,6 +364,29 @@ def _run_pretrain(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 128 + int(result.signum or 15)
     return 0
+
+
+def _shape_from_init(cfg: Any, args: argparse.Namespace, given: dict) -> Any:
+    """`--init-from MODEL` with no shape asked for (no --preset or --model-config on the command line, in
+    the --config file or in the recipe) takes MODEL's shape, as a user means: building the default preset
+    instead would load none of MODEL's tensors. --model-override still changes it on request."""
+    import dataclasses
+
+    from albert_lm.files import read_json_object
+
+    if not cfg.init_from or cfg.resume:
+        return cfg
+    sources = [given, _recipe_section(args, "pretrain")]
+    if args.config:
+        sources.append(read_json_object(args.config, "pretraining settings"))
+    if any(key in source for source in sources for key in ("preset", "model_config")):
+        return cfg
+    config = Path(cfg.init_from) / "config.json"
+    if not config.is_file():
+        raise FileNotFoundError(
+            f"--init-from {cfg.init_from}: no config.json there (expected a model folder)"
+        )
+    return dataclasses.replace(cfg, model_config=str(config))
 
 
 # --------------------------------------------------------------------------- albert data create
@@ -343,15 +414,19 @@ def _run_data_create(args: argparse.Namespace) -> int:
 
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.shards import create_pretraining_data, format_summary
+    from albert_lm.files import check_output_apart
 
     values = {**_recipe_section(args, "data"), **option_values(args, DataConfig)}
     unknown = sorted(set(values) - {f.name for f in dataclasses.fields(DataConfig)})
     if unknown:
-        raise ValueError(f"recipe: unknown data field(s) {', '.join(unknown)}")
+        raise ValueError(f"recipe {_recipe_file(args)}: unknown data field(s) {', '.join(unknown)}")
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers {args.workers}: expected at least 1")
-    if not args.shard_mb > 0:
-        raise ValueError(f"--shard-mb {args.shard_mb}: expected a positive number")
+    if not 1024 <= args.shard_mb * (1 << 20) < float(1 << 62):  # also refuses nan and inf
+        raise ValueError(f"--shard-mb {args.shard_mb}: expected a number of MB from 0.001 (1 KiB) up")
+    # The output must not be, hold or lie inside the tokenizer as given (a folder); the library checks
+    # the inputs and the tokenizer's model file.
+    check_output_apart(args.output, {"--tokenizer": args.tokenizer})
     shard_bytes = int(args.shard_mb * (1 << 20))
     cfg = DataConfig(**values, shard_bytes=shard_bytes)
     # A recipe may set the block size (small corpora want small blocks); a block never exceeds a shard.
@@ -398,7 +473,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", choices=parts, default=parts)
     p.add_argument(
         "--precision", choices=("auto", "fp32", "bf16", "all"), default="auto",
-        help="rows to run: auto (default) is fp32, plus bf16 where this CPU computes it natively; all = both",
+        help="rows to run: auto (default) is fp32, plus bf16 where this CPU measures it fast; all = both",
     )  # fmt: skip
     p.add_argument(
         "--same-process",
@@ -429,11 +504,32 @@ def _run_bench(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from albert_lm.bench.runner import format_table, run_suite
-    from albert_lm.files import write_json
+    from albert_lm.bench.runner import BenchWorkerError, check_settings
+    from albert_lm.files import check_output_apart
 
     data = args.data or os.environ.get("ALBERT_DATA")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    check_settings(args.repeats, tuple(args.only), args.precision, Path(data) if data else None)
+    if args.json:  # checked now, not after the minutes the bench takes
+        check_output_apart(args.json, {"--data": data}, output_option="--json")
+        if Path(args.json).is_dir():
+            raise IsADirectoryError(f"--json {args.json}: is a folder; give a file name")
+    try:
+        return _bench(args, data, log)
+    except BenchWorkerError as e:  # the worker's whole output is logged with -v; here its last line
+        raise ValueError(str(e)) from None
+    except OSError as e:  # a full disk, a device: say which file (the table is printed above)
+        if e.filename is None and args.json:
+            raise OSError(e.errno, f"--json {args.json}: {e.strerror or e}") from None
+        raise
+
+
+def _bench(args: argparse.Namespace, data: str | None, log: Callable[[str], None]) -> int:
+    from pathlib import Path
+
+    from albert_lm.bench.runner import format_table, run_suite
+    from albert_lm.files import write_json
+
     if args.device == "cuda":
         from albert_lm.bench.cuda import format_cuda_table, run_cuda_suite
 
@@ -502,15 +598,47 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         tune_cpu_allocator()  # fewer page faults per step; process-wide, so the command decides
     name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
+    previous = _interruptible()
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError) as e:
         # Bad input: one clear line, non-zero exit, no traceback.
         print(f"albert {name}: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # the machine refused (a read-only folder, a full disk): the same, one line
+        where = f": {e.filename}" if e.filename else ""
+        print(f"albert {name}: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
+    except _Terminated:
+        print(f"\nalbert {name}: stopped by SIGTERM", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:  # Ctrl-C outside a loop that handles it: one line, the shell's code
         print(f"\nalbert {name}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM outside a loop that handles it (`pretrain` saves first): unwinds like Ctrl-C, so worker
+    pools and temporary files are cleaned up, and ends the command with the shell's code 143."""
+
+
+def _interruptible() -> dict[int, Any]:
+    """SIGINT and SIGTERM stop the command with a message, also where the shell started it with SIGINT
+    ignored (`albert finetune ... &` in a script). Returns the handlers replaced (none off the main
+    thread, where none can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise _Terminated(f"signal {signum}")
+
+    return {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, terminate),
+    }
 
 
 if __name__ == "__main__":

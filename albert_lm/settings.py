@@ -226,18 +226,24 @@ def option_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in "90s", "45m", "1.5h", "1h30m" or a plain number of seconds; a ValueError otherwise."""
-    value = text.strip().lower()
+    """Seconds in "90s", "45m", "1.5h" or "1h30m"; a ValueError otherwise.
+
+    A bare number ("10") is refused: read as seconds it would end a run meant to last 10 minutes or 10
+    hours almost at once, so the unit must be written."""
+    value = str(text).strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", value):
-        seconds = float(value)
-    else:
-        parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", value)
-        if not value or parts is None:
-            raise ValueError(f"time budget {text!r}: expected e.g. 90s, 45m, 1.5h or 1h30m")
-        h, m, sec = (float(x) if x else 0.0 for x in parts.groups())
-        seconds = 3600 * h + 60 * m + sec
-    if seconds <= 0:
+        raise ValueError(
+            f"time budget {text!r}: give a unit, e.g. {value}s, {value}m or {value}h (a bare number is ambiguous)"
+        )
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", value)
+    if not value or parts is None:
+        raise ValueError(f"time budget {text!r}: expected e.g. 90s, 45m, 1.5h or 1h30m")
+    h, m, sec = (float(x) if x else 0.0 for x in parts.groups())
+    seconds = 3600 * h + 60 * m + sec
+    if not seconds > 0:
         raise ValueError(f"time budget {text!r}: expected a positive duration")
+    if not math.isfinite(seconds):
+        raise ValueError(f"time budget {text!r}: expected a finite duration")
     return seconds
 
 

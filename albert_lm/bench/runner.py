@@ -29,6 +29,7 @@ limit for the dtype. Ablations switch one of our choices off at a time, in this 
 from __future__ import annotations
 
 import contextlib
+import logging
 import platform
 import resource
 import subprocess
@@ -56,8 +57,14 @@ from albert_lm.kernels import autotune, precision
 from albert_lm.kernels.hardware import cpu_info, tune_cpu_allocator
 from albert_lm.model.config import AlbertConfig
 
+logger = logging.getLogger(__name__)
+
 
 # --------------------------------------------------------------------------- one side per process
+class BenchWorkerError(RuntimeError):
+    """A worker process failed: the message names the worker and ends with its last error line."""
+
+
 class _Worker:
     """One side of a comparison in its own process (`python -m albert_lm.bench.runner worker ...`).
 
@@ -75,7 +82,11 @@ class _Worker:
             [sys.executable, "-m", "albert_lm.bench.runner", "worker", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
         )  # fmt: skip
-        self._call("ready")
+        try:
+            self._call("ready")
+        except BaseException:
+            self.kill()
+            raise
 
     def _call(self, *command: str) -> str:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -89,8 +100,15 @@ class _Worker:
             pass
         self._proc.wait()
         self._log.seek(0)
-        tail = self._log.read()[-2000:]
-        raise RuntimeError(f"bench worker {self._args} failed on {command[0]!r}:\n{tail}")
+        tail = self._log.read()[-4000:]
+        if tail.strip():  # the worker's own output, traceback included: with `albert -v bench`
+            logger.debug("bench worker %s output:\n%s", self._args[:5], tail.rstrip())
+        last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "no output")
+        kind, batch, seq, side, precision_ = self._args[:5]
+        raise BenchWorkerError(
+            f"bench worker ({side}, {kind} {batch} x {seq}, {precision_}) failed on {command[0]!r} "
+            f"(exit {self._proc.returncode}): {last}"
+        )
 
     def run(self) -> float:
         return float(self._call("run"))
@@ -108,7 +126,8 @@ class _Worker:
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
 
 
 class _InProcess:
@@ -257,12 +276,36 @@ PARTS = ("gemm", "inference", "int8", "onnx", "pretraining", "sst2", "ablations"
 PRECISIONS = ("auto", "fp32", "bf16", "all")
 
 
-def precisions(choice: str) -> tuple[str, ...]:
-    """The precisions to bench: `auto` is fp32, plus bf16 where this CPU computes it natively."""
+def bf16_fast(facts: dict[str, Any]) -> bool:
+    """Whether bf16 is fast here, by the measured rates (bf16 at >= 1.2x the fp32 GFLOP/s), whichever
+    path reached them: oneDNN's bf16 primitive may not run where F.linear's bf16 still does."""
+    s = facts.get("gemm_bf16_vs_fp32") or {}
+    measured = bool(s) and s.get("bf16_gflops", 0) >= 1.2 * s.get("fp32_gflops", float("inf"))
+    return bool(facts.get("native_bf16")) or measured
+
+
+def bf16_line(facts: dict[str, Any]) -> str:
+    """The bf16 verdict in words, following the measured rates printed beside it."""
+    s = facts.get("gemm_bf16_vs_fp32") or {}
+    rates = f"bf16 {s.get('bf16_gflops', 0):.0f} against fp32 {s.get('fp32_gflops', 0):.0f} GFLOP/s"
+    if not bf16_fast(facts):
+        return f"bf16 not faster than fp32 here ({rates})"
+    if facts.get("native_bf16"):
+        return f"bf16 fast here ({rates})"
+    return (f"bf16 fast here by measurement ({rates}), though oneDNN's bf16 primitive does not run: "
+            "albert's --precision auto stays on fp32")  # fmt: skip
+
+
+def precisions(choice: str, facts: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """The precisions to bench: `auto` is fp32, plus bf16 where this CPU computes it fast (measured)."""
     if choice == "all":
         return ("fp32", "bf16")
     if choice == "auto":
-        return ("fp32", "bf16") if precision.native_bf16() else ("fp32",)
+        if facts is None:
+            facts = {"native_bf16": precision.native_bf16(), "gemm_bf16_vs_fp32": precision.bf16_speed()}
+        return ("fp32", "bf16") if bf16_fast(facts) else ("fp32",)
+    if choice not in PRECISIONS:
+        raise ValueError(f"precision {choice!r}: expected one of {', '.join(PRECISIONS)}")
     return (choice,)
 
 
@@ -276,6 +319,7 @@ def run_suite(
     precision: str = "auto",
 ) -> dict[str, Any]:
     """The parts of the bench named in `only` (see PARTS), for `format_table` and `--json`."""
+    check_settings(repeats, only, precision, data)
     try:
         import transformers
     except ImportError as e:
@@ -297,14 +341,11 @@ def run_suite(
         log("GEMM limits ...")
         g = gemm_limits(config)
         result["gemm"], limits = g, g["limits"]
-    chosen = precisions(precision)
+    chosen = precisions(precision, result["facts"])
     result["precisions"] = list(chosen)
     if "bf16" not in chosen:
-        s = result["facts"]["gemm_bf16_vs_fp32"]
-        log(
-            f"bf16 rows skipped: no native bf16 on this CPU (bf16 {s['bf16_gflops']:.0f} against fp32 "
-            f"{s['fp32_gflops']:.0f} GFLOP/s); --precision bf16 or all runs them"
-        )
+        why = bf16_line(result["facts"]) if precision == "auto" else f"--precision {precision}"
+        log(f"bf16 rows skipped: {why}; --precision bf16 or all runs them")
     sst2_ok = data is not None and (data / "glue" / "SST-2" / "dev.tsv").is_file()
     if "sst2" in only and not sst2_ok:
         log(f"SST-2 skipped: no glue/SST-2/dev.tsv under {data} (set --data or ALBERT_DATA)")
@@ -324,6 +365,21 @@ def run_suite(
         result["ablations"] = _ablations(config, chosen, repeats, data, sst2_ok, log, limits)
     result["kernels"] = kernels_chosen()
     return result
+
+
+def check_settings(
+    repeats: int, only: tuple[str, ...] = PARTS, precision: str = "auto", data: Path | None = None
+) -> None:
+    """Refuse settings that would fail late or mean something else (0 repeats: no timing at all)."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"--repeats {repeats}: expected a whole number >= 1")
+    unknown = [p for p in only if p not in PARTS]
+    if unknown or not only:
+        raise ValueError(f"--only {' '.join(only)}: expected some of {', '.join(PARTS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"--precision {precision}: expected one of {', '.join(PRECISIONS)}")
+    if data is not None and not Path(data).is_dir():
+        raise FileNotFoundError(f"--data {data}: no such folder (the shared data folder, for SST-2 and ONNX)")
 
 
 def _onnx_ready(data: Path | None) -> bool:
@@ -385,10 +441,8 @@ def format_table(result: dict[str, Any]) -> str:
     out = [f"albert-lm bench: {result['preset']}; {result['machine']}"]
     facts = result.get("facts")
     if facts:
-        s = facts["gemm_bf16_vs_fp32"]
         out.append(
-            f"ISA {facts['isa']}; bf16 {'native' if facts['native_bf16'] else 'not native'} "
-            f"(bf16 {s['bf16_gflops']:.0f} against fp32 {s['fp32_gflops']:.0f} GFLOP/s); "
+            f"ISA {facts['isa']}; {bf16_line(facts)}; "
             f"kernels {'chosen by timing' if facts['autotune'] else 'fixed (ALBERT_LM_AUTOTUNE=0)'}"
         )
     if result.get("kernels"):

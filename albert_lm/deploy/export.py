@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.predict import model_task
-from albert_lm.files import atomic_folder, describe_folder
+from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
 from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
@@ -115,10 +116,25 @@ def export_onnx(
     overwrite: bool = False,
 ) -> ExportResult:
     """Export, check in ONNX Runtime, then write the folder (see the module docstring)."""
+    _check_numbers(opset, tolerance)
     ort = _needs("onnxruntime")
     _needs("onnxscript")
     model_dir, out = Path(model_dir), Path(output)
     _check_folders(model_dir, out, overwrite)
+    made = not out.exists()
+    try:
+        with folder_lock(out):  # a second export to the same folder is refused, not mixed with this one
+            _check_folders(model_dir, out, overwrite)  # again, now that no other export can change it
+            return _export_locked(ort, model_dir, out, opset, int8, tolerance)
+    except BaseException:
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # made only to hold the lock: a failed export leaves nothing behind
+        raise
+
+
+def _export_locked(
+    ort: Any, model_dir: Path, out: Path, opset: int, int8: bool, tolerance: float
+) -> ExportResult:
     AlbertTokenizer.from_pretrained(model_dir)  # the tokenizer is part of the export: it must load
     model, names, choices = _model(model_dir)
     config = AlbertConfig.from_pretrained(model_dir)
@@ -129,8 +145,14 @@ def export_onnx(
         references = [[t.numpy() for t in graph(*(x[k] for k in INPUTS))] for x in samples]
     with atomic_folder(out) as tmp:
         _capture(graph, config, choices, tmp / "model.onnx", opset)
+        written = _written_opset(tmp / "model.onnx")
+        if written != opset:  # the exporter falls back to its own opset when it cannot convert
+            raise ExportCheckError(
+                f"--opset {opset}: torch {torch.__version__}'s exporter cannot write this opset (it wrote opset "
+                f"{written}): choose --opset {written} or another it can write; not exported"
+            )
         diff, _ = _compare(ort, tmp / "model.onnx", samples, references)
-        if diff > tolerance:
+        if not diff <= tolerance:  # NaN outputs fail too
             raise ExportCheckError(
                 f"ONNX Runtime's outputs differ from PyTorch's by {diff:.2e} (> {tolerance:g}): not exported"
             )
@@ -147,11 +169,41 @@ def export_onnx(
     return ExportResult(out, names, diff, cosine)
 
 
+def _check_numbers(opset: int, tolerance: float) -> None:
+    """Refuse settings that would silently mean something else: a NaN tolerance passes every check."""
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"--tolerance {tolerance}: expected a finite number >= 0 (e.g. 1e-4)")
+    try:
+        import onnx.defs
+
+        newest = int(onnx.defs.onnx_opset_version())
+    except ImportError:
+        newest = None
+    if opset < 7 or (newest is not None and opset > newest):
+        known = f"7 to {newest}" if newest is not None else "7 or later"
+        raise ValueError(f"--opset {opset}: expected an ONNX opset from {known} (default 18)")
+
+
+def _written_opset(path: Path) -> int | None:
+    """The default-domain opset the ONNX file declares."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
 def _check_folders(model_dir: Path, out: Path, overwrite: bool) -> None:
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"no model at {model_dir} (--model: no such folder)")
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"no model at {model_dir} (no config.json)")
     if out.resolve() == model_dir.resolve():
         raise ValueError(f"--output {out} is the model folder: export into another folder")
+    check_output_apart(out, {"--model": model_dir})
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(
+            f"--output {out}: exists and is not a folder; give a folder for the exported files"
+        )
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(
             f"{out} is not empty ({describe_folder(out)}); choose another folder or --overwrite"
@@ -193,7 +245,7 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
         quantize_dynamic(optimized, folder / "model.int8.onnx", weight_type=QuantType.QInt8, per_channel=True)
     optimized.unlink()
     _, cosine = _compare(ort, folder / "model.int8.onnx", samples, references)
-    if cosine < INT8_FAIL:
+    if not cosine >= INT8_FAIL:  # NaN outputs fail too
         raise ExportCheckError(
             f"the int8 graph's outputs are at cosine {cosine:.4f} to fp32 (< {INT8_FAIL}): not exported"
         )

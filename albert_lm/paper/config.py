@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,21 @@ class ReproduceConfig:
     """held-out batches to score (default: the recipe's eval_batches)"""
     device: str = "auto"
     """auto, cpu or cuda"""
+    redo: bool = False
+    """train again the cells finished earlier with other data, tokenizer, model or settings than this run's
+    (default: refuse, naming what differs)"""
 
     def __post_init__(self) -> None:
         if self.claim not in CLAIMS:
             raise ValueError(f"claim {self.claim!r}: expected one of {', '.join(CLAIMS)}")
-        if self.minutes <= 0:
+        if not (isinstance(self.minutes, int | float) and math.isfinite(self.minutes) and self.minutes > 0):
             raise ValueError(f"minutes: expected a positive number, got {self.minutes}")
+        if self.minutes * 60 * min(c.budget for c in CLAIMS[self.claim].cells) < 1:
+            raise ValueError(f"minutes: {self.minutes} gives a cell less than a second of training")
+        for name in ("max_steps", "eval_batches"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name}: expected a whole number >= 1, got {value}")
         if "sentence" in CLAIMS[self.claim].measures and not self.nsp_data:
             raise ValueError(
                 "the sentence claim scores every model on held-out NSP pairs too: give --nsp-data DIR "
@@ -69,6 +79,8 @@ class ReproduceConfig:
                 raise ValueError(
                     f"seeds: expected whole numbers separated by commas, got {self.seeds!r}"
                 ) from None
+            if seed < 0:
+                raise ValueError(f"seeds: expected whole numbers >= 0, got {seed}")
             if seed not in seeds:
                 seeds.append(seed)
         return seeds

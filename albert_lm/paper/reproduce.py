@@ -14,6 +14,8 @@ direction says in how many seeds it held. Results: OUTPUT/CLAIM/results.json, ta
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -22,7 +24,14 @@ from typing import Any
 import torch
 
 from albert_lm.data.dataset import PretrainingDataset
-from albert_lm.files import atomic_write, iter_jsonl, write_json
+from albert_lm.files import (
+    atomic_write,
+    check_output_apart,
+    folder_lock,
+    iter_jsonl,
+    read_json_object,
+    write_json,
+)
 from albert_lm.model.weights import find_weights
 from albert_lm.paper import measures
 from albert_lm.paper.claims import CLAIMS, Cell, Claim
@@ -55,7 +64,7 @@ def cell_config(
     values: dict[str, Any] = {
         **base, **cell.pretrain, "data": cfg.nsp_data if cell.data == "nsp" else cfg.data,
         "output": str(folder), "model_overrides": model, "seed": seed, "device": cfg.device,
-        "time_budget": f"{cfg.minutes * cell.budget * 60:.0f}s", "eval_every": 0, "tensorboard": False,
+        "time_budget": _seconds(cfg.minutes * cell.budget * 60), "eval_every": 0, "tensorboard": False,
         "plot": False, "save_every": base.get("save_every", 2000), "keep_last": 1,
     }  # fmt: skip
     # Steps, not time, with --max-steps: the schedule runs over them (a share of the time: of them).
@@ -78,13 +87,91 @@ def cell_config(
     return PretrainConfig(**values)
 
 
+def _seconds(seconds: float) -> str:
+    """A time budget in seconds as `parse_duration` reads it ("600s", "0.75s")."""
+    return f"{seconds:.0f}s" if seconds >= 10 else f"{seconds:.3f}s"
+
+
+# Settings of a cell's run that do not change what it learns (where it writes, how often it saves...),
+# left out of its fingerprint; the data is in it by content (tokenizer fingerprint, manifest), not path.
+_NOT_FINGERPRINTED = frozenset({
+    "data", "output", "resume", "overwrite", "save_every", "keep_last", "eval_every", "eval_batches",
+    "eval_text", "log_every", "device", "tensorboard", "plot", "dist_timeout_s", "init_from", "model_overrides",
+})  # fmt: skip
+
+
+@functools.cache
+def data_fingerprint(folder: str) -> dict[str, str]:
+    """What a cell's examples are: their tokenizer's fingerprint and a hash of the manifest's contents
+    (the settings, the shards' checksums and the tokenizer file's; not where the data lies)."""
+    from albert_lm.data.tokenizer import AlbertTokenizer
+
+    path = Path(folder)
+    manifest = read_json_object(path / "manifest.json", "data manifest")
+    try:
+        tokenizer = AlbertTokenizer.from_pretrained(path / manifest["tokenizer"]["file"]).fingerprint
+        content = {k: manifest[k] for k in ("config", "splits", "objective", "max_seq_length")}
+        content["tokenizer_sha256"] = manifest["tokenizer"].get("sha256")
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{path / 'manifest.json'}: not a manifest of `albert data create` ({e})") from None
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    return {"tokenizer": tokenizer, "data": digest}
+
+
+def cell_fingerprint(pcfg: PretrainConfig) -> dict[str, Any]:
+    """What decides what a cell's model learnt: its data (by content), model changes and settings."""
+    settings = {k: v for k, v in pcfg.to_dict().items() if k not in _NOT_FINGERPRINTED}
+    found = {**data_fingerprint(str(pcfg.data)), "model": pcfg.model_overrides, "settings": settings}
+    return dict(json.loads(json.dumps(found, sort_keys=True, default=str)))  # as cell.json reads back
+
+
+def fingerprint_differences(recorded: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
+    """What differs between a finished cell's fingerprint and this run's, in words (empty: the same)."""
+    if not recorded:
+        return ["it was recorded without a fingerprint (an earlier albert-lm), so its data cannot be checked"]
+    out = []
+    for key, what in (("tokenizer", "the data's tokenizer"), ("data", "the data")):
+        if recorded.get(key) != wanted[key]:
+            out.append(f"{what} ({key} fingerprint {recorded.get(key)} there, {wanted[key]} now)")
+    for group in ("model", "settings"):
+        there, now = recorded.get(group) or {}, wanted[group]
+        for k in sorted(set(there) | set(now)):
+            if there.get(k) != now.get(k):
+                out.append(f"{group} {k} ({json.dumps(there.get(k))} there, {json.dumps(now.get(k))} now)")
+    return out
+
+
+def check_reuse(
+    cfg: ReproduceConfig, cell: Cell, seed: int, finished: dict[str, Any], wanted: dict[str, Any]
+) -> bool:
+    """Whether a finished cell was trained as this run would train it; False under `redo` when it was not
+    (train it again); a ValueError naming what differs otherwise."""
+    differs = fingerprint_differences(finished.get("fingerprint"), wanted)
+    if not differs:
+        return True
+    if cfg.redo and cell.name in cfg.selected_cells():
+        logger.warning("%s (seed %d): trained earlier with %s; --redo: training it again", cell.name, seed,
+                       "; ".join(differs))  # fmt: skip
+        return False
+    folder = cell_folder(cfg, cell.name, seed)
+    how = "--redo to train it again" if cell.name in cfg.selected_cells() else f"--redo --cells {cell.name}"
+    raise ValueError(
+        f"cell {cell.name} (seed {seed}) in {folder} was trained differently from this run: "
+        f"{'; '.join(differs)}. Its figures would not be comparable: choose another --output, or pass {how}"
+    )
+
+
 def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]], seed: int) -> dict[str, Any]:
     """Pretrain one cell at one seed (or find it finished); its steps, seconds and settings."""
     pcfg = cell_config(cfg, cell, done, seed)
     folder = Path(pcfg.output)
+    wanted = cell_fingerprint(pcfg)
     if (finished := finished_cell(folder)) is not None:
-        logger.info("%s (seed %d): finished earlier, kept", cell.name, seed)
-        return {**finished, "seed": seed}
+        if check_reuse(cfg, cell, seed, finished, wanted):
+            logger.info("%s (seed %d): finished earlier, kept", cell.name, seed)
+            return {**finished, "seed": seed}
+        (folder / "cell.json").unlink()  # not finished any more, whatever happens next
+        pcfg = dataclasses.replace(pcfg, resume=False, overwrite=True)
     logger.info(
         "%s (seed %d): pretraining (%s)", cell.name, seed, pcfg.time_budget or f"{pcfg.max_steps} steps"
     )
@@ -95,7 +182,8 @@ def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]], 
         )
     info = {"cell": cell.name, "seed": seed, "steps": result.step, "seconds": _train_seconds(folder),
             "model": pcfg.model_overrides, "settings": dict(cell.pretrain),
-            "data": cell.data, "init_from": cell.init_from, "dropout_off_step": pcfg.dropout_off_step}  # fmt: skip
+            "data": cell.data, "init_from": cell.init_from, "dropout_off_step": pcfg.dropout_off_step,
+            "fingerprint": wanted}  # fmt: skip
     write_json(folder / "cell.json", info)
     return info
 
@@ -109,7 +197,7 @@ def finished_cell(folder: Path) -> dict[str, Any] | None:
         find_weights(folder)
     except FileNotFoundError:
         return None
-    return dict(json.loads(record.read_text()))
+    return read_json_object(record, "cell record")
 
 
 def _train_seconds(folder: Path) -> float | None:
@@ -187,10 +275,29 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     process, and the measures wait until all are (returns {"waiting_for": [names]} until then)."""
     claim = CLAIMS[cfg.claim]
     out = Path(cfg.output) / cfg.claim
+    if Path(cfg.output).exists() and not Path(cfg.output).is_dir():
+        raise NotADirectoryError(f"--output {cfg.output}: exists and is not a folder")
+    recipe_file = cfg.recipe if cfg.recipe.endswith(".json") else None
+    check_output_apart(out, {"--data": cfg.data, "--nsp-data": cfg.nsp_data, "--recipe": recipe_file})
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {cfg.output}: {out} exists and is not a folder")
+    if cfg.cells:  # one process's share: the others write beside it; each cell's run locks its own folder
+        return _reproduce(cfg, claim, out)
+    with folder_lock(out):  # the whole claim: a second run of it into the same folder is refused at once
+        return _reproduce(cfg, claim, out)
+
+
+def _reproduce(cfg: ReproduceConfig, claim: Claim, out: Path) -> dict[str, Any]:
     selected = set(cfg.selected_cells())
     seeds = cfg.seed_list()
     runs: dict[int, dict[str, dict[str, Any]]] = {}
     waiting: list[str] = []
+    for seed in seeds:  # cells another process finished: checked before this one trains anything
+        for cell in claim.cells:
+            folder = cell_folder(cfg, cell.name, seed)
+            if cell.name not in selected and (finished := finished_cell(folder)) is not None:
+                done = {cell.steps_of: finished} if cell.steps_of else {}
+                check_reuse(cfg, cell, seed, finished, cell_fingerprint(cell_config(cfg, cell, done, seed)))
     for seed in seeds:
         cells: dict[str, dict[str, Any]] = {}
         for cell in claim.cells:
@@ -199,6 +306,10 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
                     raise ValueError(f"cell {cell.name} takes the steps of {cell.steps_of}, not finished yet")
                 cells[cell.name] = run_cell(cfg, cell, cells, seed)
             elif (finished := finished_cell(cell_folder(cfg, cell.name, seed))) is not None:
+                # trained by another process: as this run would have trained it? (equal-steps cells: as
+                # many steps as they took, the named cell's)
+                done = {**cells, **({cell.steps_of: finished} if cell.steps_of else {})}
+                check_reuse(cfg, cell, seed, finished, cell_fingerprint(cell_config(cfg, cell, done, seed)))
                 cells[cell.name] = {**finished, "seed": seed}
             else:
                 waiting.append(cell.name if len(seeds) == 1 else f"{cell.name} (seed {seed})")

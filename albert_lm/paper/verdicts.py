@@ -112,11 +112,46 @@ RULES: dict[str, Callable[[Cells], list[str]]] = {
 }  # fmt: skip
 
 
+# Fewer steps than this per cell and the differences between cells are noise: every model is still on
+# the unigram plateau, which the base recipe leaves after ~1200 steps (docs/pretraining_plateau.md).
+MIN_STEPS = 300
+
+
+def _undecided(line: str, why: str) -> str:
+    """A verdict line that must not read as a result: the direction measured, and why it tells nothing."""
+    ok = line.startswith("reproduced")
+    text = line.split(": ", 1)[1]
+    way = "points the paper's way" if ok else "points against the paper"
+    return f"too short to tell ({why}): measured, {way}: {text}"
+
+
+def _learnt(line: str) -> bool:
+    """Whether a verdict line is about what the cells learnt (noise in a short run), not about their
+    parameter counts (exact at any length)."""
+    if not line.startswith(("reproduced", "NOT reproduced")):
+        return False
+    return "parameters" not in line.split(": ", 1)[1].split("(")[0]
+
+
 def verdicts(claim: str, cells: Cells, per_seed: list[Cells] | None = None) -> list[str]:
     """One line per direction, on `cells`; with `per_seed` (the cells of each seed alone), each line ends
-    with in how many seeds the direction held."""
+    with in how many seeds the direction held, and a direction the means show but some seeds do not is
+    called within the seed-to-seed noise. A run whose cells trained fewer than MIN_STEPS steps gets no
+    "reproduced" at all: its lines say it was too short to tell."""
     lines = RULES[claim](cells)
-    if not per_seed:
-        return lines
-    held = [[line.startswith("reproduced") for line in RULES[claim](seed)] for seed in per_seed]
-    return [f"{line} [in {sum(h[i] for h in held)} of {len(held)} seeds]" for i, line in enumerate(lines)]
+    if per_seed:
+        held = [[line.startswith("reproduced") for line in RULES[claim](seed)] for seed in per_seed]
+        counted = []
+        for i, line in enumerate(lines):
+            k, n = sum(h[i] for h in held), len(held)
+            if 0 < k < n and line.startswith("reproduced"):  # the mean's way, but not every seed's
+                text = line.split(": ", 1)[1]
+                line = f"within the seed-to-seed noise (held in {k} of {n} seeds, not all): {text}"
+            counted.append(f"{line} [in {k} of {n} seeds]")
+        lines = counted
+    steps = [int(c["steps"]) for c in cells.values() if isinstance(c.get("steps"), int | float)]
+    if steps and min(steps) < MIN_STEPS:
+        why = (f"{min(steps)} steps in the shortest cell, under {MIN_STEPS}: at this length the differences "
+               "between cells are noise; train longer (--minutes or --max-steps)")  # fmt: skip
+        lines = [_undecided(line, why) if _learnt(line) else line for line in lines]
+    return lines

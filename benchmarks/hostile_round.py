@@ -1,0 +1,476 @@
+"""A hostile user's round over every `albert` command, counted (docs/errors.md, "The hostile round").
+
+Each case runs `python -m albert_lm.cli ...` in a process of its own against a small world of real
+inputs (two tokenizers, their data, a pretrained and a fine-tuned tiny model, task files), with a time
+limit, and is classified by what happened:
+- clean refusal: exit 1, one `error:` line naming what the case says it must name, no traceback;
+- handled: a valid case that exits 0 (or a case where refusing and succeeding are both right);
+- weak message: refused, but the line misses what it must name (the option, file or value);
+- wrong result exit 0: a case that must be refused exits 0;
+- traceback; hang (over the time limit); user files changed: any file of the world (every input of
+  every case) differs afterwards, by sha256.
+
+    python benchmarks/hostile_round.py --work /tmp/hostile [--only CLASS] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ALBERT_DATA", ROOT.parent / "shared" / "data"))
+TINY = ["hidden_size=32", "embedding_size=16", "num_attention_heads=2", "intermediate_size=64",
+        "num_hidden_layers=2", "max_position_embeddings=64"]  # fmt: skip
+OVER = [x for kv in TINY for x in ("--model-override", kv)]
+
+
+@dataclass
+class Case:
+    klass: str  # the class of mistake (docs/errors.md)
+    argv: list[str]
+    expect: str  # "refuse" | "ok" | "either"
+    mention: list[str] = field(default_factory=list)  # what the error line must name
+    outcome: str = ""
+    seconds: float = 0.0
+    detail: str = ""
+
+
+def albert(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    return subprocess.run(
+        [sys.executable, "-m", "albert_lm.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def must(argv: list[str]) -> None:
+    p = albert(argv)
+    if p.returncode != 0:
+        raise SystemExit(f"building the world failed: albert {' '.join(argv)}\n{p.stderr[-3000:]}")
+
+
+# --------------------------------------------------------------------------- the world
+def corpus(path: Path, seed: int) -> Path:
+    import random
+
+    rng = random.Random(seed)
+    syll = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    words = ["".join(rng.choice(syll) for _ in range(rng.randint(1, 3))) for _ in range(300)]
+    docs = ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(4, 15))) + "." for _ in range(8))
+            for _ in range(150)]  # fmt: skip
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+def build_world(w: Path) -> dict[str, Path]:
+    """The inputs every case reads (built once; a finished world is reused)."""
+    p = {name: w / name for name in ("a.txt", "b.txt", "tok_a", "tok_b", "data_a", "data_b", "run", "task",
+                                     "ft", "glue", "rows.jsonl", "bad.txt", "empty.txt", "binary.bin")}  # fmt: skip
+    if (w / "READY").is_file():
+        return p
+    shutil.rmtree(w, ignore_errors=True)
+    w.mkdir(parents=True)
+    corpus(p["a.txt"], 0)
+    corpus(p["b.txt"], 1)
+    for x in "ab":
+        must(["tokenizer", "train", "--input", str(p[f"{x}.txt"]), "--vocab-size", "120", "--output",
+              str(p[f"tok_{x}"])])  # fmt: skip
+        must(["data", "create", "--input", str(p[f"{x}.txt"]), "--tokenizer", str(p[f"tok_{x}"]), "--output",
+              str(p[f"data_{x}"]), "--max-seq-length", "48", "--eval-fraction", "0.2", "--workers", "1",
+              "--no-progress"])  # fmt: skip
+    must(["pretrain", "--data", str(p["data_a"]), "--output", str(p["run"]), "--preset", "albert-tiny", *OVER,
+          "--batch-size", "4", "--max-steps", "2", "--save-every", "1", "--no-tensorboard", "--no-plot"])  # fmt: skip
+    p["task"].mkdir()
+    for split, n in (("train", 40), ("dev", 20)):
+        rows = [
+            json.dumps({"text": f"word{i % 7} river", "label": "yes" if i % 2 else "no"}) for i in range(n)
+        ]
+        (p["task"] / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    must(["finetune", "--task", "classification", "--model", str(p["run"]), "--data", str(p["task"]),
+          "--output", str(p["ft"]), "--max-steps", "2", "--batch-size", "8"])  # fmt: skip
+    for task in ("CoLA", "SST-2", "MRPC", "STS-B", "RTE"):
+        src, dst = SHARED / "glue" / task, p["glue"] / task
+        dst.mkdir(parents=True)
+        for split in ("train", "dev"):
+            lines = (src / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:41]
+            (dst / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    p["rows.jsonl"].write_text("".join(json.dumps({"text": f"word{i} river"}) + "\n" for i in range(5)))
+    p["bad.txt"].write_bytes(
+        p["a.txt"].read_bytes()[:5000] + b"\n\xff\xfe broken \xc3\x28 line\n" + b"more text.\n"
+    )
+    p["empty.txt"].write_text("")
+    p["binary.bin"].write_bytes(bytes(range(256)) * 40)
+    (w / "READY").write_text("")
+    return p
+
+
+def world_hash(w: Path) -> dict[str, str]:
+    out = {}
+    for f in sorted(w.rglob("*")):
+        if f.is_file():
+            out[str(f.relative_to(w))] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+# --------------------------------------------------------------------------- the cases
+def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one list, read top to bottom)
+    n = iter(range(10**6))
+
+    def out(name: str = "out") -> str:
+        return str(scratch / f"{next(n):04d}-{name}")
+
+    def pre(data: Path, o: str, *more: str) -> list[str]:
+        return ["pretrain", "--data", str(data), "--output", o, "--preset", "albert-tiny", *OVER, "--batch-size",
+                "4", "--max-steps", "1", "--no-tensorboard", "--no-plot", *more]  # fmt: skip
+
+    def ft(o: str, *more: str, model: Path = p["run"], data: Path = p["task"]) -> list[str]:
+        return ["finetune", "--task", "classification", "--model", str(model), "--data", str(data),
+                "--output", o, "--max-steps", "1", "--batch-size", "8", *more]  # fmt: skip
+
+    def tok(o: str, *more: str, inp: Path = p["a.txt"]) -> list[str]:
+        return ["tokenizer", "train", "--input", str(inp), "--vocab-size", "120", "--output", o, *more]
+
+    def dc(o: str, *more: str, inp: tuple[Path, ...] = (p["a.txt"],), tk: Path = p["tok_a"]) -> list[str]:
+        return ["data", "create", "--input", *map(str, inp), "--tokenizer", str(tk), "--output", o,
+                "--max-seq-length", "48", "--no-progress", *more]  # fmt: skip
+
+    best = p["ft"] / "best"  # the fine-tuned model (its run folder is p["ft"])
+
+    def ev(o: str, *more: str, model: Path = best) -> list[str]:
+        return ["evaluate", "--task", "classification", "--model", str(model), "--data", str(p["task"]),
+                "--output", o, *more]  # fmt: skip
+
+    def pr(o: str, *more: str, inp: Path = p["rows.jsonl"], model: Path = best) -> list[str]:
+        return ["predict", "--model", str(model), "--input", str(inp), "--output", o, *more]
+
+    def gl(o: str, *more: str, model: Path = p["run"]) -> list[str]:
+        return ["glue", "--model", str(model), "--data", str(p["glue"]), "--output", o, "--tasks", "rte",
+                "--seeds", "1", "--learning-rates", "1e-4", "--epochs", "1", "--workers", "1", *more]  # fmt: skip
+
+    def ex(o: str, *more: str, model: Path = best) -> list[str]:
+        return ["export", "--model", str(model), "--output", o, *more]
+
+    def rp(o: str, *more: str) -> list[str]:
+        return ["reproduce", "sharing", "--data", str(p["data_a"]), "--output", o, "--max-steps", "1",
+                "--seeds", "1", *more]  # fmt: skip
+
+    cs: list[Case] = []
+
+    def add(klass: str, argv: list[str], expect: str = "refuse", *mention: str) -> None:
+        cs.append(Case(klass, argv, expect, list(mention)))
+
+    # 1. outputs that are, hold or lie inside an input (with and without --overwrite)
+    for extra in ((), ("--overwrite",)):
+        add("1 output vs input", pre(p["data_a"], str(p["data_a"] / "train"), *extra), "refuse", "--data")
+        add("1 output vs input", pre(p["data_a"], str(p["data_a"]), *extra), "refuse", "--data")
+        add("1 output vs input", pre(p["data_a"], str(p["run"] / "x"), "--init-from", str(p["run"]), *extra),
+            "refuse", "--init-from")  # fmt: skip
+        add("1 output vs input", ft(str(p["run"]), *extra), "refuse", "--model")
+        add("1 output vs input", ft(str(p["task"]), *extra), "refuse", "--data")
+        add("1 output vs input", ft(str(p["ft"] / "best" / "x"), *extra, model=p["ft"] / "best"), "refuse",
+            "--model")  # fmt: skip
+        add(
+            "1 output vs input", tok(str(p["tok_a"] / "x"), *extra, inp=p["tok_a"] / "spiece.model"), "refuse"
+        )
+        add("1 output vs input", ev(str(p["ft"]), *extra), "refuse", str(p["ft"]))
+        add("1 output vs input", ev(str(p["task"]), *extra), "refuse")
+        add("1 output vs input", gl(str(p["run"]), *extra), "refuse", "--model")
+        add("1 output vs input", gl(str(p["glue"]), *extra), "refuse", "--data")
+        add("1 output vs input", ex(str(best), *extra), "refuse", "--model")
+        add("1 output vs input", ex(str(best / "onnx"), *extra), "refuse", "--model")
+        add("1 output vs input", rp(str(p["data_a"]), *extra), "refuse", "--data")
+    add("1 output vs input", pr(str(p["rows.jsonl"])), "refuse", "--input")
+    add("1 output vs input", pr(str(best / "config.json")), "refuse", "--model")
+    add("1 output vs input", dc(str(p["data_a"])), "refuse")
+    add("1 output vs input", dc(str(p["tok_a"])), "refuse", "--tokenizer")
+    add("1 output vs input", dc(str(p["tok_a"] / "data")), "refuse", "--tokenizer")
+    add("1 output vs input", tok(str(p["a.txt"])), "refuse")
+    add("1 output vs input", ["bench", "--only", "gemm", "--json", str(p["a.txt"])], "refuse")
+
+    # 2. special files as outputs
+    for target, expect in (("/dev/full", "refuse"), ("/dev/null", "either")):
+        add("2 special outputs", pr(target), expect)
+    add("2 special outputs", pr("/dev/stdout"), "ok")
+    add("2 special outputs", pr("/sys/albert-hostile.jsonl"), "refuse", "/sys")
+    add("2 special outputs", ft("/dev/null"), "refuse")
+    add("2 special outputs", ex("/dev/null"), "refuse")
+    add("2 special outputs", tok("/dev/null"), "refuse")
+    add("2 special outputs", dc("/dev/null"), "refuse")
+    add("2 special outputs", pre(p["data_a"], "/dev/null"), "refuse")
+
+    # 3. damaged data files: every file a run reads is checked
+    for rel in ("word_start.npy", "train/00000/tokens.npy", "train/00000/offsets.npy", "train/00000/labels.npy",
+                "train/00000/a_lens.npy", "spiece.model", "manifest.json"):  # fmt: skip
+        add("3 damaged files", ["@damage", rel, *pre(Path("@copy"), out())], "refuse", rel.split("/")[-1])
+
+    # 4. two writers (a held lock on the output)
+    for argv in (pre(p["data_a"], "@locked"), ft("@locked"), tok("@locked"), dc("@locked"), gl("@locked"),
+                 ex("@locked"), rp("@locked"), ev("@locked")):  # fmt: skip
+        add("4 two writers", argv, "refuse", "another albert command")
+
+    # 5-6. reused work and tokenizers that do not match
+    add("6 tokenizer vs model", pre(p["data_b"], out(), "--init-from", str(p["run"])), "refuse", "tokenizer")
+    add("6 tokenizer vs model", ft(out(), "--tokenizer", str(p["tok_b"])), "refuse", "tokenizer")
+    add("6 tokenizer vs model", ["@swap-spiece", *pr(out())], "refuse", "tokenizer")
+    add("5 reused work", ["@glue-twice", *gl("@same")], "refuse", "seq")
+
+    # 7. models that are not what they seem
+    add("7 models", ev(out(), model=p["run"]), "refuse", str(p["run"]))
+    add("7 models", pr(out(), model=p["run"]), "refuse", str(p["run"]))
+    add("7 models", ft(out(), model=p["task"]), "refuse", str(p["task"]))
+    add("7 models", ex(out(), model=p["task"]), "refuse", str(p["task"]))
+    add("7 models", ["@no-weights", *ft(out(), model=Path("@copy-run"))], "refuse", "model.safetensors")
+    add("7 models", ["@truncate-weights", *ft(out(), model=Path("@copy-run"))], "refuse", "model.safetensors")
+    add("7 models", pre(p["data_a"], out(), "--init-from", str(p["task"])), "refuse", "--init-from")
+
+    # 8. values that silently mean something else (and plain bad values), option by option
+    bad_ints = ("0", "-1", "2.5", "abc", "", "1e400")
+    bad_floats = ("nan", "inf", "-1", "abc", "")
+    int_opts = {
+        "pretrain": (lambda *m: pre(p["data_a"], out(), *m), ("--batch-size", "--max-steps", "--log-every",
+                     "--gradient-accumulation-steps", "--keep-last")),
+        "finetune": (lambda *m: ft(out(), *m), ("--max-steps", "--batch-size", "--max-seq-length",
+                     "--gradient-accumulation", "--eval-batch-size")),
+        "evaluate": (lambda *m: ev(out(), *m), ("--batch-size", "--max-seq-length")),
+        "predict": (lambda *m: pr(out(), *m), ("--batch-size", "--max-seq-length")),
+        "glue": (lambda *m: gl(out(), *m), ("--seeds", "--batch-size", "--max-seq-length")),
+        "data create": (lambda *m: dc(out(), *m), ("--max-seq-length", "--max-ngram", "--dupe-factor",
+                        "--max-predictions-per-seq")),
+        "tokenizer train": (lambda *m: tok(out(), *m), ("--vocab-size", "--max-line-bytes")),
+        "reproduce": (lambda *m: rp(out(), *m), ("--max-steps", "--eval-batches")),
+        "export": (lambda *m: ex(out(), *m), ("--opset",)),
+    }  # fmt: skip
+    for command, (make, options) in int_opts.items():
+        for option in options:
+            for value in bad_ints:
+                add(f"8 values ({command})", make(option, value), "refuse", option.lstrip("-").split("-")[0])
+    float_opts = {
+        "pretrain": (lambda *m: pre(p["data_a"], out(), *m), ("--learning-rate", "--weight-decay",
+                     "--masked-lm-prob")),
+        "finetune": (lambda *m: ft(out(), *m), ("--learning-rate", "--epochs", "--dropout")),
+        "glue": (lambda *m: gl(out(), *m), ("--epochs",)),
+        "export": (lambda *m: ex(out(), *m), ("--tolerance",)),
+        "data create": (lambda *m: dc(out(), *m), ("--masked-lm-prob", "--short-seq-prob", "--eval-fraction")),
+        "reproduce": (lambda *m: rp(out(), *m), ("--minutes",)),
+    }  # fmt: skip
+    for command, (make, options) in float_opts.items():
+        for option in options:
+            for value in bad_floats:
+                add(f"8 values ({command})", make(option, value), "refuse", option.lstrip("-").split("-")[0])
+    add("8 values (pretrain)", pre(p["data_a"], out(), "--time-budget", "10"), "refuse", "time")
+    add("8 values (pretrain)", pre(p["data_a"], out(), "--time-budget", "0s"), "refuse", "time")
+    add("8 values (glue)", gl(out(), "--learning-rates", "1e-4,abc"), "refuse", "learning")
+    add("8 values (glue)", gl(out(), "--tasks", "mnli"), "refuse", "tasks")
+    add("8 values (reproduce)", rp(out(), "--seeds", "1,x"), "refuse", "seeds")
+    add("8 values (recipe)", ["@recipe", '{"tokenizer": {"vocab_size": "big"}}', *tok(out(), "--recipe", "@file")],
+        "refuse", "vocab_size")  # fmt: skip
+    add("8 values (recipe)", ["@recipe", '{"tokenizer": {"vocab_sise": 100}}', *tok(out(), "--recipe", "@file")],
+        "refuse", "vocab_sise")  # fmt: skip
+
+    # 9. environments
+    for argv in (pre(p["data_a"], "/sys/albert-hostile"), ft("/sys/albert-hostile"), tok("/sys/albert-hostile"),
+                 dc("/sys/albert-hostile"), ex("/sys/albert-hostile"), gl("/sys/albert-hostile"),
+                 ev("/sys/albert-hostile"), rp("/sys/albert-hostile")):  # fmt: skip
+        add("9 environment", argv, "refuse", "/sys/albert-hostile")
+    if not _has_cuda():
+        for argv in (ft(out(), "--device", "cuda"), pr(out(), "--device", "cuda"), ev(out(), "--device", "cuda"),
+                     pre(p["data_a"], out(), "--device", "cuda"), gl(out(), "--device", "cuda")):  # fmt: skip
+            add("9 environment", argv, "refuse", "cuda")
+
+    # 10. errors inside workers
+    add("10 worker errors", dc(out(), "--workers", "2", inp=(p["a.txt"], p["bad.txt"], p["b.txt"])), "refuse",
+        "bad.txt")  # fmt: skip
+    add("10 worker errors", tok(out(), inp=p["bad.txt"]), "refuse", "bad.txt")
+    add("10 worker errors", ["@broken-glue", *gl(out(), "--workers", "2")], "refuse", "train.tsv")
+
+    # other inputs: missing, empty, binary, wrong kinds of path
+    for path in (p["empty.txt"], p["binary.bin"], Path("/nonexistent/x.txt"), p["tok_a"], Path("/dev/null")):
+        add("other inputs", tok(out(), inp=path), "refuse", str(path))
+        add("other inputs", dc(out(), inp=(path,)), "refuse", str(path))
+        add("other inputs", pr(out(), inp=path), "refuse", str(path))
+    for path in (Path("/nonexistent"), p["a.txt"], p["empty.txt"], p["tok_a"]):
+        add("other inputs", pre(path, out()), "refuse", str(path))
+        add("other inputs", ft(out(), model=path), "refuse", str(path))
+        add("other inputs", ft(out(), data=path), "refuse", str(path))
+        add("other inputs", ex(out(), model=path), "refuse", str(path))
+        add("other inputs", gl(out(), model=path), "refuse", str(path))
+    # valid runs, so a fix that refuses everything does not count as clean
+    add("valid", ["params", "--preset", "albert-tiny"], "ok")
+    add("valid", tok(out()), "ok")
+    add("valid", dc(out(), "--workers", "1"), "ok")
+    add("valid", pre(p["data_a"], out()), "ok")
+    add("valid", ft(out()), "ok")
+    add("valid", ev(out()), "ok")
+    add("valid", pr(out()), "ok")
+    return cs
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+# --------------------------------------------------------------------------- running one case
+def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> tuple[list[str], object]:
+    """Replace the case's @-markers with real paths (copies, locks, swapped files); returns the argv
+    and something to keep alive while it runs (a lock holder)."""
+    argv, hold = list(case.argv), None
+    here = scratch / f"case-{i:04d}"
+    here.mkdir(parents=True, exist_ok=True)
+    if argv[0] == "@damage":
+        rel, argv = argv[1], argv[2:]
+        copy = here / "data"
+        shutil.copytree(p["data_a"], copy)
+        target = copy / rel
+        target.write_bytes(b"\0" * max(1, target.stat().st_size))
+        argv = [str(copy) if a == "@copy" else a for a in argv]
+    if argv[0] in ("@no-weights", "@truncate-weights"):
+        kind, argv = argv[0], argv[1:]
+        copy = here / "model"
+        shutil.copytree(p["run"], copy, ignore=shutil.ignore_patterns("checkpoint-*"))
+        weights = copy / "model.safetensors"
+        if kind == "@no-weights":
+            weights.unlink()
+        else:
+            weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+        argv = [str(copy) if a == "@copy-run" else a for a in argv]
+    if argv[0] == "@swap-spiece":
+        argv = argv[1:]
+        copy = here / "model"
+        shutil.copytree(p["ft"] / "best", copy)
+        shutil.copy(p["tok_b"] / "spiece.model", copy / "spiece.model")
+        argv = [str(copy) if a == str(p["ft"] / "best") else a for a in argv]
+    if argv[0] == "@broken-glue":
+        argv = argv[1:]
+        copy = here / "glue"
+        shutil.copytree(p["glue"], copy)
+        (copy / "RTE" / "train.tsv").write_text("index\tsentence1\nnot\tenough\tcolumns\there\n")
+        argv = [str(copy) if a == str(p["glue"]) else a for a in argv]
+    if argv[0] == "@recipe":
+        text, argv = argv[1], argv[2:]
+        (here / "recipe.json").write_text(text)
+        argv = [str(here / "recipe.json") if a == "@file" else a for a in argv]
+    if argv[0] == "@glue-twice":
+        argv = argv[1:]
+        folder = str(here / "glue")
+        argv = [folder if a == "@same" else a for a in argv]
+        first = albert(argv)
+        if first.returncode != 0:
+            return ["@setup-failed", first.stderr[-500:]], None
+        argv = [*argv, "--max-seq-length", "32"]
+    if "@locked" in argv:
+        folder = here / "locked"
+        argv = [str(folder) if a == "@locked" else a for a in argv]
+        hold = subprocess.Popen(
+            [sys.executable, "-c", f"import time\nfrom albert_lm.files import folder_lock\nwith folder_lock({str(folder)!r}):\n"
+             "    print('held', flush=True); time.sleep(3600)"],
+            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )  # fmt: skip
+        assert hold.stdout is not None and hold.stdout.readline().strip() == "held"
+    return argv, hold
+
+
+def classify(case: Case, p: dict[str, Path], scratch: Path, w: Path, i: int, limit: float) -> Case:
+    before = world_hash(w)
+    argv, hold = prepare(case, p, scratch, i)
+    t0 = time.perf_counter()
+    try:
+        if argv[0] == "@setup-failed":
+            case.outcome, case.detail = "setup failed", argv[1]
+            return case
+        try:
+            r = albert(argv, timeout=limit)
+        except subprocess.TimeoutExpired:
+            case.outcome = "hang"
+            return case
+    finally:
+        if hold is not None:
+            hold.kill()  # type: ignore[attr-defined]
+        case.seconds = round(time.perf_counter() - t0, 1)
+    err = r.stderr
+    lines = [ln for ln in err.splitlines() if "error:" in ln]
+    tail = err.strip().splitlines()
+    case.detail = (lines[0] if lines else tail[-1] if tail else "")[:300]
+    changed = [k for k, v in world_hash(w).items() if before.get(k) != v] + [
+        k for k in before if not (w / k).exists()
+    ]
+    if changed:
+        case.outcome, case.detail = "user files changed", ", ".join(changed[:5])
+    elif "Traceback" in err:
+        case.outcome = "traceback"
+        case.detail = err.strip().splitlines()[-1][:300]
+    elif r.returncode == 0:
+        case.outcome = "wrong result exit 0" if case.expect == "refuse" else "handled"
+    elif case.expect == "ok":
+        case.outcome = "refused a valid case"
+    elif len(lines) >= 1 and all(m in lines[0] for m in case.mention):
+        case.outcome = "clean refusal" if case.expect == "refuse" else "handled"
+    else:
+        case.outcome = "weak message"
+    return case
+
+
+OUTCOMES = ("clean refusal", "handled", "weak message", "wrong result exit 0", "refused a valid case", "traceback",
+            "hang", "user files changed", "setup failed")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--work", default="/tmp/albert-hostile", help="folder for the world and the scratch outputs"
+    )
+    ap.add_argument("--only", help="run only the classes whose name starts with this")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--limit", type=float, default=120.0, help="seconds before a case counts as a hang")
+    ap.add_argument("--json", help="write every case and its outcome here")
+    a = ap.parse_args()
+    work = Path(a.work)
+    w = work / "world"
+    p = build_world(w)
+    scratch = work / "scratch"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    todo = [c for c in cases(p, scratch) if not a.only or c.klass.startswith(a.only)]
+    print(f"{len(todo)} cases", file=sys.stderr)
+    # Cases that lock or copy work in their own scratch folders; the world is only read (and hashed).
+    with ThreadPoolExecutor(a.workers) as pool:
+        done = list(pool.map(lambda ic: classify(ic[1], p, scratch, w, ic[0], a.limit), enumerate(todo)))
+    table: dict[str, dict[str, int]] = {}
+    for c in done:
+        table.setdefault(c.klass, dict.fromkeys(OUTCOMES, 0))[c.outcome] += 1
+    total = dict.fromkeys(OUTCOMES, 0)
+    for row in table.values():
+        for k, v in row.items():
+            total[k] += v
+    shown = [o for o in OUTCOMES if total[o]]
+    print("| class | cases | " + " | ".join(shown) + " |")
+    print("|---|---|" + "---|" * len(shown))
+    for klass, row in sorted(table.items(), key=lambda kv: (len(kv[0].split()[0]), kv[0])):
+        print(f"| {klass} | {sum(row.values())} | " + " | ".join(str(row[o]) for o in shown) + " |")
+    print(f"| all | {len(done)} | " + " | ".join(str(total[o]) for o in shown) + " |")
+    for c in done:
+        if c.outcome not in ("clean refusal", "handled"):
+            print(f"- {c.outcome}: {c.klass}: albert {' '.join(c.argv)[:250]} -> {c.detail}")
+    if a.json:
+        Path(a.json).write_text(json.dumps([asdict(c) for c in done], indent=1))
+
+
+if __name__ == "__main__":
+    main()
