@@ -189,16 +189,17 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
         add("1 output vs input", ev(str(p["task"]), *extra), "refuse")
         add("1 output vs input", gl(str(p["run"]), *extra), "refuse", "--model")
         add("1 output vs input", gl(str(p["glue"]), *extra), "refuse", "--data")
-        add("1 output vs input", ex(str(best), *extra), "refuse", "--model")
-        add("1 output vs input", ex(str(best / "onnx"), *extra), "refuse", "--model")
-        add("1 output vs input", rp(str(p["data_a"]), *extra), "refuse", "--data")
+        add("1 output vs input", ex(str(best), *extra), "refuse", "model")
+        add("1 output vs input", ex(str(best / "onnx"), *extra), "refuse", "model")
+        add("1 output vs input", rp(str(p["data_a"]), *(("--redo",) if extra else ())), "refuse", "--data")
     add("1 output vs input", pr(str(p["rows.jsonl"])), "refuse", "--input")
     add("1 output vs input", pr(str(best / "config.json")), "refuse", "--model")
     add("1 output vs input", dc(str(p["data_a"])), "refuse")
     add("1 output vs input", dc(str(p["tok_a"])), "refuse", "--tokenizer")
     add("1 output vs input", dc(str(p["tok_a"] / "data")), "refuse", "--tokenizer")
     add("1 output vs input", tok(str(p["a.txt"])), "refuse")
-    add("1 output vs input", ["bench", "--only", "gemm", "--json", str(p["a.txt"])], "refuse")
+    add("1 output vs input", ["bench", "--only", "gemm", "--data", str(p["a.txt"].parent), "--json", str(p["a.txt"])],
+        "refuse", "--data")  # fmt: skip
 
     # 2. special files as outputs
     for target, expect in (("/dev/full", "refuse"), ("/dev/null", "either")):
@@ -241,7 +242,7 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     bad_floats = ("nan", "inf", "-1", "abc", "")
     int_opts = {
         "pretrain": (lambda *m: pre(p["data_a"], out(), *m), ("--batch-size", "--max-steps", "--log-every",
-                     "--gradient-accumulation-steps", "--keep-last")),
+                     "--gradient-accumulation-steps", "--eval-batches")),
         "finetune": (lambda *m: ft(out(), *m), ("--max-steps", "--batch-size", "--max-seq-length",
                      "--gradient-accumulation", "--eval-batch-size")),
         "evaluate": (lambda *m: ev(out(), *m), ("--batch-size", "--max-seq-length")),
@@ -300,7 +301,8 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     for path in (p["empty.txt"], p["binary.bin"], Path("/nonexistent/x.txt"), p["tok_a"], Path("/dev/null")):
         add("other inputs", tok(out(), inp=path), "refuse", str(path))
         add("other inputs", dc(out(), inp=(path,)), "refuse", str(path))
-        add("other inputs", pr(out(), inp=path), "refuse", str(path))
+        # an empty input predicts nothing and says so ("0 of 0 rows"): refusing is right too
+        add("other inputs", pr(out(), inp=path), "either" if path == p["empty.txt"] else "refuse", str(path))
     for path in (Path("/nonexistent"), p["a.txt"], p["empty.txt"], p["tok_a"]):
         add("other inputs", pre(path, out()), "refuse", str(path))
         add("other inputs", ft(out(), model=path), "refuse", str(path))
@@ -436,7 +438,10 @@ def main() -> None:
     ap.add_argument(
         "--work", default="/tmp/albert-hostile", help="folder for the world and the scratch outputs"
     )
-    ap.add_argument("--only", help="run only the classes whose name starts with this")
+    ap.add_argument(
+        "--only", help="run only the classes whose names start with one of these (comma-separated)"
+    )
+    ap.add_argument("--merge", help="a --json file of an earlier round: its cases outside --only are kept")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--limit", type=float, default=120.0, help="seconds before a case counts as a hang")
     ap.add_argument("--json", help="write every case and its outcome here")
@@ -447,11 +452,17 @@ def main() -> None:
     scratch = work / "scratch"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    todo = [c for c in cases(p, scratch) if not a.only or c.klass.startswith(a.only)]
+    prefixes = tuple(a.only.split(",")) if a.only else ("",)
+    todo = [c for c in cases(p, scratch) if c.klass.startswith(prefixes)]
     print(f"{len(todo)} cases", file=sys.stderr)
     # Cases that lock or copy work in their own scratch folders; the world is only read (and hashed).
     with ThreadPoolExecutor(a.workers) as pool:
         done = list(pool.map(lambda ic: classify(ic[1], p, scratch, w, ic[0], a.limit), enumerate(todo)))
+    if a.merge:
+        kept = [
+            Case(**c) for c in json.loads(Path(a.merge).read_text()) if not c["klass"].startswith(prefixes)
+        ]
+        done = kept + done
     table: dict[str, dict[str, int]] = {}
     for c in done:
         table.setdefault(c.klass, dict.fromkeys(OUTCOMES, 0))[c.outcome] += 1

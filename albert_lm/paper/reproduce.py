@@ -281,10 +281,21 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     check_output_apart(out, {"--data": cfg.data, "--nsp-data": cfg.nsp_data, "--recipe": recipe_file})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {cfg.output}: {out} exists and is not a folder")
+    _check_held_out(cfg)
     if cfg.cells:  # one process's share: the others write beside it; each cell's run locks its own folder
         return _reproduce(cfg, claim, out)
     with folder_lock(out):  # the whole claim: a second run of it into the same folder is refused at once
         return _reproduce(cfg, claim, out)
+
+
+def _check_held_out(cfg: ReproduceConfig) -> None:
+    """Every cell is scored on the data's held-out split: an empty one is refused before any training."""
+    for option, folder in (("--data", cfg.data), ("--nsp-data", cfg.nsp_data)):
+        if folder and len(PretrainingDataset(folder, "eval")) == 0:
+            raise ValueError(
+                f"{option} {folder}: its held-out split is empty (too little text for its --eval-fraction), and "
+                "every cell is scored on it: make the data again with more text or a larger --eval-fraction"
+            )
 
 
 def _reproduce(cfg: ReproduceConfig, claim: Claim, out: Path) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class PretrainConfig:
     save_every: int = 5000
     """checkpoint every N steps"""
     keep_last: int = 5
-    """checkpoints kept"""
+    """the newest checkpoints kept (0: every one)"""
     eval_every: int = 0
     """evaluate on the held-out split every N steps (0: at the end only)"""
     eval_batches: int = 100

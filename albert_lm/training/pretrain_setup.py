@@ -201,6 +201,11 @@ def _check_inputs(
     else:
         preflight.check_model_fits(build_model_config(cfg, vocab), "the model", None, seq)
         if cfg.init_from:
+            if not (Path(cfg.init_from) / "config.json").is_file():
+                raise FileNotFoundError(
+                    f"--init-from {cfg.init_from}: no config.json there (expected a model folder: a pretraining "
+                    "run's output or one of its checkpoint-N folders)"
+                )
             preflight.check_tokenizer(tokenizer, Path(cfg.init_from), "--init-from")
             source = AlbertConfig.from_pretrained(cfg.init_from)
             if vocab is not None and source.vocab_size != vocab:
