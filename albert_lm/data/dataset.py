@@ -127,25 +127,20 @@ class PretrainingDataset(Dataset):
         files = self.manifest.get("files")
         if files is None:  # made before the manifest listed these files: check what they must hold
             self._verify_unlisted()
-        for name, sha in (files or {}).items():
-            file = self.path / name
-            if not file.is_file():
-                raise FileNotFoundError(f"{file}: missing (listed in {self.path / 'manifest.json'})")
-            if file_sha256(file) != sha:
-                raise ValueError(
-                    f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); "
-                    "recreate the data with `albert data create`"
-                )
-        for folder, checksums in zip(self._shard_dirs, self._checksums, strict=True):
+        listed = [(self.path, files or {}), *zip(self._shard_dirs, self._checksums, strict=True)]
+        for folder, checksums in listed:
             for name, sha in checksums.items():
-                file = folder / name
-                if not file.is_file():
-                    raise FileNotFoundError(f"{file}: missing (listed in {self.path / 'manifest.json'})")
-                if file_sha256(file) != sha:
-                    raise ValueError(
-                        f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); "
-                        "recreate the data with `albert data create`"
-                    )
+                self._check_file(folder / name, sha)
+
+    def _check_file(self, file: Path, sha: str) -> None:
+        """`file` exists and has the sha256 the manifest lists for it."""
+        if not file.is_file():
+            raise FileNotFoundError(f"{file}: missing (listed in {self.path / 'manifest.json'})")
+        if file_sha256(file) != sha:
+            raise ValueError(
+                f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); "
+                "recreate the data with `albert data create`"
+            )
 
     def _verify_unlisted(self) -> None:
         """Data of an older version, whose manifest has no "files": word_start.npy must be the table of
