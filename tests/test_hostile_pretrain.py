@@ -158,3 +158,15 @@ def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  #
         _, err = p.communicate(timeout=60)
         assert p.returncode == code, err[-2000:]
         assert words in err and "Traceback" not in err
+    # SentencePiece trains in C++ for minutes: the command still stops at once (it trains in a thread).
+    p = subprocess.Popen(
+        [sys.executable, "-m", "albert_lm.cli", "tokenizer", "train", "--input", str(big), "--vocab-size", "500",
+         "--output", str(tmp_path / "tok")],
+        stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    time.sleep(8)
+    assert p.poll() is None, "finished before the signal: make the input larger"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err, err[-2000:]
+    assert not (tmp_path / "tok" / "spiece.model").exists()

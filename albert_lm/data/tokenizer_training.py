@@ -10,7 +10,8 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,26 @@ _SPM_TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it 
 _SPM_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
+def _in_thread(work: Callable[[], object]) -> None:
+    """Run `work` in a thread while this one waits: SentencePiece trains in C++ with the GIL released, so
+    the main thread stays free to take Ctrl-C and SIGTERM (Python runs signal handlers only there, and not
+    while it is inside a C++ call that can run for minutes). Its exception is raised here."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as e:  # handed to the caller
+            failure.append(e)
+
+    worker = threading.Thread(target=run, name="sentencepiece", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.2)
+    if failure:
+        raise failure[0]
+
+
 def _train(
     inputs: Sequence[str | os.PathLike],
     out: Path,
@@ -111,7 +132,8 @@ def _train(
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, **settings)
+        _in_thread(lambda: spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model,
+                                                          **settings))  # fmt: skip
     except RuntimeError as e:
         if sentences.error is not None:  # the reader's own error (bad input, Ctrl-C), not SentencePiece's
             raise sentences.error from None
