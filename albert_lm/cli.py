@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from albert_lm.bench import commands as bench_commands
+from albert_lm.data import commands as data_commands
 from albert_lm.deploy import commands as deploy_commands
 from albert_lm.paper import commands as paper_commands
-from albert_lm.settings import add_options, option_values, recipe, recipe_names
+from albert_lm.settings import add_options, add_recipe_option, option_values, recipe_section
 
 Options = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -73,17 +75,6 @@ def command(words: str, options: Options) -> Callable[[Run], Run]:
         return run
 
     return register
-
-
-def _add_recipe(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--recipe", metavar="NAME", help="take this stage's settings from a recipe (albert_lm/recipes/NAME.json, "
-        "or a JSON file); options given here win. Shipped: " + ", ".join(recipe_names()),
-    )  # fmt: skip
-
-
-def _recipe_section(args: argparse.Namespace, section: str) -> dict:
-    return recipe(args.recipe)[section] if args.recipe else {}
 
 
 # --------------------------------------------------------------------------- albert params
@@ -228,82 +219,13 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- albert predict, albert export
+# --------------------------------------------------------------------------- the stages' own commands
 command("predict", deploy_commands.predict_options)(deploy_commands.run_predict)
 command("export", deploy_commands.export_options)(deploy_commands.run_export)
 command("reproduce", paper_commands.reproduce_options)(paper_commands.run_reproduce)
-
-
-# --------------------------------------------------------------------------- albert tokenizer train
-def _tokenizer_train_options(t: argparse.ArgumentParser) -> None:
-    t.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
-    t.add_argument("--output", required=True, help="new or empty folder for spiece.model")
-    t.add_argument("--vocab-size", type=int, help="pieces in the model (default: the recipe's, else 30000)")
-    _add_recipe(t)
-    t.add_argument("--cased", action="store_true", help="keep upper case (default: lower-case the text)")
-    t.add_argument(
-        "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
-    )
-    t.add_argument("--seed", type=int, default=12345, help="SentencePiece sampling seed (default 12345)")
-    t.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --output")
-    t.add_argument(
-        "--skip-invalid-utf8", action="store_true", help="skip lines that are not UTF-8 instead of failing"
-    )
-    t.add_argument(
-        "--max-line-bytes",
-        type=int,
-        default=1 << 20,
-        metavar="N",
-        help="longest accepted input line (default 1 MiB)",
-    )
-
-
-@command("tokenizer train", _tokenizer_train_options)
-def _run_tokenizer_train(args: argparse.Namespace) -> int:
-    """train spiece.model from text files"""
-    from albert_lm.data.tokenizer_training import train_tokenizer
-
-    section = _tokenizer_recipe(args)
-    tok = train_tokenizer(
-        args.input,
-        args.output,
-        vocab_size=args.vocab_size if args.vocab_size is not None else section.get("vocab_size", 30000),
-        do_lower_case=not args.cased,
-        strip_gutenberg=args.strip_gutenberg,
-        seed=args.seed,
-        overwrite=args.overwrite,
-        skip_invalid_utf8=args.skip_invalid_utf8,
-        max_line_bytes=args.max_line_bytes,
-    )
-    print(f"wrote {tok.model_file} ({tok.vocab_size} pieces)")
-    return 0
-
-
-def _tokenizer_recipe(args: argparse.Namespace) -> dict:
-    """The recipe's "tokenizer" section, checked: known keys only, vocab_size a whole number."""
-    from albert_lm.data.tokenizer_training import MIN_VOCAB_SIZE
-    from albert_lm.files import InputError
-
-    section = _recipe_section(args, "tokenizer")
-    unknown = sorted(set(section) - {"vocab_size"})
-    if unknown:
-        raise InputError(
-            _recipe_file(args), f'"tokenizer": unknown key(s) {", ".join(unknown)}; expected vocab_size'
-        )
-    size = section.get("vocab_size", MIN_VOCAB_SIZE)
-    if isinstance(size, bool) or not isinstance(size, int) or size < MIN_VOCAB_SIZE:
-        raise InputError(
-            _recipe_file(args),
-            f'"tokenizer" "vocab_size": expected a whole number of at least {MIN_VOCAB_SIZE}, got {size!r}',
-        )
-    return section
-
-
-def _recipe_file(args: argparse.Namespace) -> str:
-    """The file of --recipe (a shipped recipe's name or a JSON file), for messages."""
-    from albert_lm.settings import RECIPE_DIR
-
-    return args.recipe if args.recipe.endswith(".json") else str(RECIPE_DIR / f"{args.recipe}.json")
+command("tokenizer train", data_commands.tokenizer_train_options)(data_commands.run_tokenizer_train)
+command("data create", data_commands.data_create_options)(data_commands.run_data_create)
+command("bench", bench_commands.bench_options)(bench_commands.run_bench)
 
 
 # --------------------------------------------------------------------------- albert pretrain
@@ -311,7 +233,7 @@ def _pretrain_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.training.pretrain_config import PretrainConfig
 
     p.add_argument("--config", default=None, metavar="FILE", help="JSON file of pretraining settings")
-    _add_recipe(p)
+    add_recipe_option(p)
     # Options not typed keep the config file's value (or the default): suppress=True.
     add_options(
         p, PretrainConfig, skip=("model_overrides",), suppress=True,
@@ -346,12 +268,12 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     given = option_values(args, PretrainConfig)
     if "model_overrides" in given:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
-    cfg = PretrainConfig.load(args.config, _recipe_section(args, "pretrain"), **given)
+    cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
     cfg = _shape_from_init(cfg, args, given)
     if args.text:
         from albert_lm.training.pretrain_setup import data_from_text
 
-        cfg = data_from_text(cfg, args.text, _recipe_section(args, "data"))
+        cfg = data_from_text(cfg, args.text, recipe_section(args, "data"))
     if cfg.data is None:
         raise ValueError(
             "no data: pass --data DIR (a folder made by `albert data create`), --text FILE with --init-from "
@@ -376,7 +298,7 @@ def _shape_from_init(cfg: Any, args: argparse.Namespace, given: dict) -> Any:
 
     if not cfg.init_from or cfg.resume:
         return cfg
-    sources = [given, _recipe_section(args, "pretrain")]
+    sources = [given, recipe_section(args, "pretrain")]
     if args.config:
         sources.append(read_json_object(args.config, "pretraining settings"))
     if any(key in source for source in sources for key in ("preset", "model_config")):
@@ -387,55 +309,6 @@ def _shape_from_init(cfg: Any, args: argparse.Namespace, given: dict) -> Any:
             f"--init-from {cfg.init_from}: no config.json there (expected a model folder)"
         )
     return dataclasses.replace(cfg, model_config=str(config))
-
-
-# --------------------------------------------------------------------------- albert data create
-def _data_create_options(d: argparse.ArgumentParser) -> None:
-    d.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
-    d.add_argument("--tokenizer", required=True, help="spiece.model file or a folder holding one")
-    d.add_argument("--output", required=True, help="new or empty folder (or an unfinished run to resume)")
-    from albert_lm.data.examples import MASKINGS, OBJECTIVES, DataConfig
-
-    _add_recipe(d)
-    add_options(
-        d, DataConfig, skip=("block_bytes", "shard_bytes"), suppress=True,
-        choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": ("lines", "paragraphs")},
-        flags={"input_format": "--format"},
-    )  # fmt: skip
-    d.add_argument("--shard-mb", type=float, default=4.0, help="input MB per shard (default 4)")
-    d.add_argument("--workers", type=int, default=None, help="processes (default: CPU count)")
-    d.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-@command("data create", _data_create_options)
-def _run_data_create(args: argparse.Namespace) -> int:
-    """create sharded pretraining examples"""
-    import dataclasses
-
-    from albert_lm.data.examples import DataConfig
-    from albert_lm.data.shards import create_pretraining_data, format_summary
-    from albert_lm.files import check_output_apart
-
-    values = {**_recipe_section(args, "data"), **option_values(args, DataConfig)}
-    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(DataConfig)})
-    if unknown:
-        raise ValueError(f"recipe {_recipe_file(args)}: unknown data field(s) {', '.join(unknown)}")
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers {args.workers}: expected at least 1")
-    if not 1024 <= args.shard_mb * (1 << 20) < float(1 << 62):  # also refuses nan and inf
-        raise ValueError(f"--shard-mb {args.shard_mb}: expected a number of MB from 0.001 (1 KiB) up")
-    # The output must not be, hold or lie inside the tokenizer as given (a folder); the library checks
-    # the inputs and the tokenizer's model file.
-    check_output_apart(args.output, {"--tokenizer": args.tokenizer})
-    shard_bytes = int(args.shard_mb * (1 << 20))
-    cfg = DataConfig(**values, shard_bytes=shard_bytes)
-    # A recipe may set the block size (small corpora want small blocks); a block never exceeds a shard.
-    cfg = dataclasses.replace(cfg, block_bytes=min(cfg.block_bytes, shard_bytes))
-    manifest = create_pretraining_data(
-        args.input, args.tokenizer, args.output, cfg, num_workers=args.workers, progress=not args.no_progress
-    )
-    print(format_summary(manifest))
-    return 0
 
 
 # --------------------------------------------------------------------------- albert demo
@@ -453,106 +326,6 @@ def _run_demo(args: argparse.Namespace) -> int:
     from albert_lm.demo import run_demo
 
     run_demo(args.output, max_steps=args.max_steps)
-    return 0
-
-
-# --------------------------------------------------------------------------- albert bench
-def _bench_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="albert-base", help="model size (default albert-base)")
-    p.add_argument("--data", help="the shared data folder, for SST-2 (default: $ALBERT_DATA)")
-    p.add_argument("--repeats", type=int, default=10, help="timed repeats per inference row")
-    parts = (
-        "gemm",
-        "inference",
-        "int8",
-        "onnx",
-        "pretraining",
-        "sst2",
-        "ablations",
-    )  # = bench.PARTS (not imported: --help stays fast)
-    p.add_argument("--only", nargs="+", choices=parts, default=parts)
-    p.add_argument(
-        "--precision", choices=("auto", "fp32", "bf16", "all"), default="auto",
-        help="rows to run: auto (default) is fp32, plus bf16 where this CPU measures it fast; all = both",
-    )  # fmt: skip
-    p.add_argument(
-        "--same-process",
-        action="store_true",
-        help="run ours and transformers in this one process instead of a worker process each",
-    )
-    p.add_argument(
-        "--device", choices=("cpu", "cuda"), default="cpu",
-        help="cpu (default): the suite above; cuda: pretraining step and inference in bf16 against transformers "
-        "on this GPU, with MFU and peak memory (--only, --precision and --same-process do not apply)",
-    )  # fmt: skip
-    p.add_argument(
-        "--compile", choices=("both", "no", "yes"), default="both",
-        help="--device cuda: rows without torch.compile, with it, or both (default)",
-    )  # fmt: skip
-    p.add_argument("--json", help="also write the results to this JSON file")
-
-
-@command("bench", _bench_options)
-def _run_bench(args: argparse.Namespace) -> int:
-    """time albert-lm against transformers on this machine and print the table
-
-    Speed of albert-lm against transformers with the same weights, timings interleaved: this machine's
-    matrix-multiply limits, inference (1x128, 8x128, 4x512), a pretraining step (8x128), both in fp32
-    and bf16, SST-2 dev end to end, peak memory, and the gain of each of our speed choices. Each library
-    runs in its own worker process, the two alternated repeat by repeat. Needs transformers (pip install
-    transformers). About 17 minutes for albert-base on 2 cores."""
-    import os
-    from pathlib import Path
-
-    from albert_lm.bench.runner import BenchWorkerError, check_settings
-    from albert_lm.files import check_output_apart
-
-    data = args.data or os.environ.get("ALBERT_DATA")
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    check_settings(args.repeats, tuple(args.only), args.precision, Path(data) if data else None)
-    if args.json:  # checked now, not after the minutes the bench takes
-        check_output_apart(args.json, {"--data": data}, output_option="--json")
-        if Path(args.json).is_dir():
-            raise IsADirectoryError(f"--json {args.json}: is a folder; give a file name")
-    try:
-        return _bench(args, data, log)
-    except BenchWorkerError as e:  # the worker's whole output is logged with -v; here its last line
-        raise ValueError(str(e)) from None
-    except OSError as e:  # a full disk, a device: say which file (the table is printed above)
-        if e.filename is None and args.json:
-            raise OSError(e.errno, f"--json {args.json}: {e.strerror or e}") from None
-        raise
-
-
-def _bench(args: argparse.Namespace, data: str | None, log: Callable[[str], None]) -> int:
-    from pathlib import Path
-
-    from albert_lm.bench.runner import format_table, run_suite
-    from albert_lm.files import write_json
-
-    if args.device == "cuda":
-        from albert_lm.bench.cuda import format_cuda_table, run_cuda_suite
-
-        modes = {"both": (False, True), "no": (False,), "yes": (True,)}[args.compile]
-
-        def save(r: dict) -> None:
-            if args.json:
-                write_json(Path(args.json), r, indent=1)
-
-        print(format_cuda_table(run_cuda_suite(args.preset, args.repeats, modes, log=log, on_row=save)))
-        return 0
-    result = run_suite(
-        args.preset,
-        Path(data) if data else None,
-        args.repeats,
-        tuple(args.only),
-        log,
-        isolate=not args.same_process,
-        precision=args.precision,
-    )
-    print(format_table(result))
-    if args.json:
-        write_json(Path(args.json), result, indent=1)
     return 0
 
 

@@ -275,3 +275,21 @@ def recipe(name: str) -> dict[str, Any]:
         if not isinstance(values.setdefault(section, {}), dict):
             raise InputError(path, f"section {section!r} must be a JSON object")
     return values
+
+
+def add_recipe_option(p: argparse.ArgumentParser) -> None:
+    """`--recipe NAME`: a command takes its stage's settings from a recipe."""
+    p.add_argument(
+        "--recipe", metavar="NAME", help="take this stage's settings from a recipe (albert_lm/recipes/NAME.json, "
+        "or a JSON file); options given here win. Shipped: " + ", ".join(recipe_names()),
+    )  # fmt: skip
+
+
+def recipe_section(args: argparse.Namespace, section: str) -> dict:
+    """The `section` of `--recipe` ({} without one)."""
+    return recipe(args.recipe)[section] if args.recipe else {}
+
+
+def recipe_file(name: str) -> str:
+    """The file of a recipe (a shipped recipe's name or a JSON file), for messages."""
+    return name if name.endswith(".json") else str(RECIPE_DIR / f"{name}.json")

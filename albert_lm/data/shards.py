@@ -35,15 +35,9 @@ import hashlib
 import io
 import json
 import logging
-import multiprocessing as mp
 import os
-import pickle
-import queue
 import shutil
-import signal
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -62,6 +56,7 @@ from albert_lm.data.examples import (
 )
 from albert_lm.data.masking import word_start_table
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.data.workers import run_pool
 from albert_lm.files import (
     InputError,
     atomic_folder,
@@ -139,26 +134,9 @@ def _load_state(tokenizer_dir: str, progress: Any) -> None:
     _worker_state["word_start"] = word_start_table([tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
 
 
-def _init_worker(tokenizer_dir: str, progress: Any) -> None:
-    """A worker process: Ctrl-C is the parent's to handle (it stops the workers), and SIGTERM ends the
-    worker quietly (a forked worker would otherwise run the command's handler and print a traceback)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    progress.cancel_join_thread()  # a worker never waits at exit to flush progress counts
-    _load_state(tokenizer_dir, progress)
-
-
-def _build_shard_in_worker(task: dict[str, Any]) -> dict[str, Any]:
-    """`build_shard` in a worker; an error that could not travel to the parent (it fails to pickle or
-    to unpickle) goes as a ChildProcessError with its type and message instead."""
-    try:
-        return build_shard(task)
-    except Exception as e:
-        try:
-            pickle.loads(pickle.dumps(e))
-        except Exception:
-            raise ChildProcessError(f"{type(e).__name__}: {e}") from None
-        raise
+def _build_shard_task(task: dict[str, Any]) -> dict[str, Any]:
+    """`build_shard`, looked up when a worker runs a task (what travels to it is this name)."""
+    return build_shard(task)
 
 
 def _report(nbytes: int) -> None:
@@ -420,7 +398,7 @@ def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, 
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="albert data create", disable=not progress)
     try:
         if workers > 1:
-            return _run_pool(tasks, tok_dir, workers, bar)
+            return run_pool(_build_shard_task, tasks, workers, _load_state, (tok_dir,), bar, "data create")
         _load_state(tok_dir, None)
         metas = []
         for t in tasks:
@@ -429,65 +407,6 @@ def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, 
         return metas
     finally:
         bar.close()
-
-
-def _run_pool(tasks: list[dict], tok_dir: str, workers: int, bar: tqdm) -> list[dict]:
-    """The tasks on `workers` processes. The first failure ends the run at once, whatever it is: a
-    worker's error (bad input: its own message), an error that could not be sent back, or a worker
-    killed (by a signal, or for memory: BrokenProcessPool); the other workers are stopped, and the
-    shards finished so far are kept for a rerun."""
-    # fork keeps start-up cheap (no re-import of torch); spawn where fork does not exist
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    counts = ctx.Queue()
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(tok_dir, counts))
-    metas: list[dict] = []
-    try:
-        pending: set[Future] = {pool.submit(_build_shard_in_worker, t) for t in tasks}
-        while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            _drain(counts, bar)
-            metas.extend(_shard_result(f) for f in done)
-        _drain(counts, bar)
-    except BaseException:
-        _stop_workers(pool)
-        raise
-    pool.shutdown(wait=True)
-    return metas
-
-
-def _drain(counts: Any, bar: tqdm) -> None:
-    while True:
-        try:
-            bar.update(counts.get_nowait())
-        except queue.Empty:
-            return
-
-
-def _shard_result(future: Future) -> dict:
-    """A finished shard's meta, or the worker's failure as an error the command reports in one line."""
-    try:
-        return future.result()
-    except (ValueError, OSError):  # bad input (InputError names the file and line), a full disk, ...
-        raise
-    except BrokenProcessPool as e:
-        raise ChildProcessError(
-            "a `data create` worker process ended without a result (killed by a signal, or out of memory?); "
-            "the finished shards are kept: rerun the same command to go on (fewer --workers use less memory)"
-        ) from e
-    except Exception as e:  # a bug: its type and message here; the worker's traceback with -v
-        logger.debug("worker traceback: %s", getattr(e.__cause__, "tb", ""))
-        raise ChildProcessError(f"a `data create` worker failed: {type(e).__name__}: {e}") from e
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End the workers now (SIGTERM; they take its default action) and drop the queued tasks."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    for p in processes:
-        if p.is_alive():
-            p.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in processes:
-        p.join(timeout=5)
 
 
 def _manifest(

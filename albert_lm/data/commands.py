@@ -1,0 +1,120 @@
+"""`albert tokenizer train` and `albert data create`: the data stage's commands (registered by
+`albert_lm.cli`). Like every command, each imports its module only when it runs: building the parser
+stays free of torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from albert_lm.settings import add_options, add_recipe_option, option_values, recipe_file, recipe_section
+
+
+def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
+    t.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    t.add_argument("--output", required=True, help="new or empty folder for spiece.model")
+    t.add_argument("--vocab-size", type=int, help="pieces in the model (default: the recipe's, else 30000)")
+    add_recipe_option(t)
+    t.add_argument("--cased", action="store_true", help="keep upper case (default: lower-case the text)")
+    t.add_argument(
+        "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
+    )
+    t.add_argument("--seed", type=int, default=12345, help="SentencePiece sampling seed (default 12345)")
+    t.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --output")
+    t.add_argument(
+        "--skip-invalid-utf8", action="store_true", help="skip lines that are not UTF-8 instead of failing"
+    )
+    t.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="longest accepted input line (default 1 MiB)",
+    )
+
+
+def run_tokenizer_train(args: argparse.Namespace) -> int:
+    """train spiece.model from text files"""
+    from albert_lm.data.tokenizer_training import train_tokenizer
+
+    section = _tokenizer_recipe(args)
+    tok = train_tokenizer(
+        args.input,
+        args.output,
+        vocab_size=args.vocab_size if args.vocab_size is not None else section.get("vocab_size", 30000),
+        do_lower_case=not args.cased,
+        strip_gutenberg=args.strip_gutenberg,
+        seed=args.seed,
+        overwrite=args.overwrite,
+        skip_invalid_utf8=args.skip_invalid_utf8,
+        max_line_bytes=args.max_line_bytes,
+    )
+    print(f"wrote {tok.model_file} ({tok.vocab_size} pieces)")
+    return 0
+
+
+def _tokenizer_recipe(args: argparse.Namespace) -> dict:
+    """The recipe's "tokenizer" section, checked: known keys only, vocab_size a whole number."""
+    from albert_lm.data.tokenizer_training import MIN_VOCAB_SIZE
+    from albert_lm.files import InputError
+
+    section = recipe_section(args, "tokenizer")
+    unknown = sorted(set(section) - {"vocab_size"})
+    if unknown:
+        raise InputError(
+            recipe_file(args.recipe), f'"tokenizer": unknown key(s) {", ".join(unknown)}; expected vocab_size'
+        )
+    size = section.get("vocab_size", MIN_VOCAB_SIZE)
+    if isinstance(size, bool) or not isinstance(size, int) or size < MIN_VOCAB_SIZE:
+        raise InputError(
+            recipe_file(args.recipe),
+            f'"tokenizer" "vocab_size": expected a whole number of at least {MIN_VOCAB_SIZE}, got {size!r}',
+        )
+    return section
+
+
+def data_create_options(d: argparse.ArgumentParser) -> None:
+    d.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    d.add_argument("--tokenizer", required=True, help="spiece.model file or a folder holding one")
+    d.add_argument("--output", required=True, help="new or empty folder (or an unfinished run to resume)")
+    from albert_lm.data.examples import MASKINGS, OBJECTIVES, DataConfig
+
+    add_recipe_option(d)
+    add_options(
+        d, DataConfig, skip=("block_bytes", "shard_bytes"), suppress=True,
+        choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": ("lines", "paragraphs")},
+        flags={"input_format": "--format"},
+    )  # fmt: skip
+    d.add_argument("--shard-mb", type=float, default=4.0, help="input MB per shard (default 4)")
+    d.add_argument("--workers", type=int, default=None, help="processes (default: CPU count)")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run_data_create(args: argparse.Namespace) -> int:
+    """create sharded pretraining examples"""
+    import dataclasses
+
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.data.shards import create_pretraining_data, format_summary
+    from albert_lm.files import check_output_apart
+
+    values = {**recipe_section(args, "data"), **option_values(args, DataConfig)}
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(DataConfig)})
+    if unknown:
+        raise ValueError(f"recipe {recipe_file(args.recipe)}: unknown data field(s) {', '.join(unknown)}")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers {args.workers}: expected at least 1")
+    if not 1024 <= args.shard_mb * (1 << 20) < float(1 << 62):  # also refuses nan and inf
+        raise ValueError(f"--shard-mb {args.shard_mb}: expected a number of MB from 0.001 (1 KiB) up")
+    # The output must not be, hold or lie inside the tokenizer as given (a folder); the library checks
+    # the inputs and the tokenizer's model file.
+    check_output_apart(args.output, {"--tokenizer": args.tokenizer})
+    shard_bytes = int(args.shard_mb * (1 << 20))
+    cfg = DataConfig(**values, shard_bytes=shard_bytes)
+    # A recipe may set the block size (small corpora want small blocks); a block never exceeds a shard.
+    cfg = dataclasses.replace(cfg, block_bytes=min(cfg.block_bytes, shard_bytes))
+    manifest = create_pretraining_data(
+        args.input, args.tokenizer, args.output, cfg, num_workers=args.workers, progress=not args.no_progress
+    )
+    print(format_summary(manifest))
+    return 0
