@@ -258,34 +258,32 @@ def run_cuda_suite(
         "rows": [],
     }
     for compiled in compile_modes:
-        warmup = 5 if compiled else 3
-        for batch, seq in compiled_shapes if compiled else shapes:
-            label = f"pretraining step {batch} x {seq}"
-            log(f"{label}{' compiled' if compiled else ''} ...")
-            steps, losses = pretraining_steps(config, batch, seq, compiled, dev)
-            check = f"initial loss {losses['ours']:.4f} / {losses['theirs']:.4f}"
-            flops = 3 * encoder_flops(config, batch, seq)
-            result["rows"].append(
-                row(label, compiled, steps, batch * seq, flops, peak, repeats, warmup, check, dev)
-            )
-            del steps
-            _free(dev)
-            if on_row is not None:
-                on_row(result)
-        for batch, seq in compiled_shapes if compiled else shapes:
-            label = f"inference {batch} x {seq}"
-            log(f"{label}{' compiled' if compiled else ''} ...")
-            calls, diff = inference_calls(config, batch, seq, compiled, dev)
-            flops = encoder_flops(config, batch, seq)
-            result["rows"].append(
-                row(label, compiled, calls, batch * seq, flops, peak, repeats, warmup,
-                    f"fp32 max |diff| {diff:.1e}", dev)
-            )  # fmt: skip
-            del calls
-            _free(dev)
-            if on_row is not None:
-                on_row(result)
+        for kind in ("pretraining step", "inference"):
+            for batch, seq in compiled_shapes if compiled else shapes:
+                log(f"{kind} {batch} x {seq}{' compiled' if compiled else ''} ...")
+                result["rows"].append(_row(config, kind, batch, seq, compiled, dev, peak, repeats))
+                _free(dev)
+                if on_row is not None:
+                    on_row(result)
     return result
+
+
+def _row(
+    config: AlbertConfig, kind: str, batch: int, seq: int, compiled: bool, device: torch.device,
+    peak: float | None, repeats: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One row: a pretraining step (3x the forward's FLOPs) or an inference forward, both sides."""
+    if kind == "inference":
+        steps, diff = inference_calls(config, batch, seq, compiled, device)
+        flops, check = encoder_flops(config, batch, seq), f"fp32 max |diff| {diff:.1e}"
+    else:
+        steps, losses = pretraining_steps(config, batch, seq, compiled, device)
+        flops = 3 * encoder_flops(config, batch, seq)
+        check = f"initial loss {losses['ours']:.4f} / {losses['theirs']:.4f}"
+    warmup = 5 if compiled else 3  # a compiled row's first calls compile
+    return row(
+        f"{kind} {batch} x {seq}", compiled, steps, batch * seq, flops, peak, repeats, warmup, check, device
+    )
 
 
 def _free(device: torch.device) -> None:

@@ -236,6 +236,20 @@ def load_model(
     model = cls(config)
     expected = {n: t for n, t in _full_state(model).items() if n != _TIED}
 
+    _check_fit(cls, config, folder, file, state, expected, require_head)
+    with torch.no_grad():  # state_dict tensors share storage with the parameters
+        for name, tensor in expected.items():
+            if name in state:
+                tensor.copy_(state[name])
+    return model
+
+
+def _check_fit(
+    cls: type, config: AlbertConfig, folder: Path, file: Path, state: dict[str, torch.Tensor],
+    expected: dict[str, torch.Tensor], require_head: bool,
+) -> None:  # fmt: skip
+    """The checkpoint's tensors fit `cls`'s body exactly (else an error listing every misfit); a head it
+    lacks is refused under `require_head`, else initialised fresh with a warning."""
     missing = [n for n in expected if n not in state]
     unexpected = [n for n in state if n not in expected]
     wrong = [
@@ -269,9 +283,3 @@ def load_model(
         )
     if unexpected:
         logger.info("%s: ignored checkpoint tensors of other heads: %s", cls.__name__, ", ".join(unexpected))
-
-    with torch.no_grad():  # state_dict tensors share storage with the parameters
-        for name, tensor in expected.items():
-            if name in state:
-                tensor.copy_(state[name])
-    return model

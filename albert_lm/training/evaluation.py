@@ -280,20 +280,7 @@ def evaluate_model(
         raise FileNotFoundError(f"--data {data}: no such file or folder")
     if output:
         _check_eval_output(Path(output), model_dir, data, overwrite)
-    saved_file = model_dir / "finetune_config.json"
-    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
-    if saved.get("task") not in (None, task_name):
-        logger.warning("%s was fine-tuned on %s, evaluated on %s", model_dir, saved["task"], task_name)
-    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
-    settings = {k: v for k, v in saved.items() if k in known}
-    settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or ""))
-    settings.update(device=device, overwrite=False)
-    cfg = FinetuneConfig(**settings)
-    if max_seq_length is not None:
-        cfg.max_seq_length = max_seq_length
-    if batch_size is not None:
-        cfg.eval_batch_size = batch_size
-    cfg = cfg.resolved()
+    saved, cfg = _eval_config(task_name, model_dir, data, output, batch_size, max_seq_length, device)
     model_config = AlbertConfig.from_pretrained(model_dir)
     max_seq_length = min(required(cfg.max_seq_length, "max_seq_length"), model_config.max_position_embeddings)
     cfg.max_seq_length = max_seq_length
@@ -322,6 +309,28 @@ def evaluate_model(
                 task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
             write_json(out / "eval_results.json", results)
     return results
+
+
+def _eval_config(
+    task_name: str, model_dir: Path, data: Path, output: str | Path | None, batch_size: int | None,
+    max_seq_length: int | None, device: str,
+) -> tuple[dict[str, Any], FinetuneConfig]:  # fmt: skip
+    """(the model's saved fine-tuning settings, the settings to evaluate with): the saved ones, with this
+    task, folders, device and the sizes given here."""
+    saved_file = model_dir / "finetune_config.json"
+    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
+    if saved.get("task") not in (None, task_name):
+        logger.warning("%s was fine-tuned on %s, evaluated on %s", model_dir, saved["task"], task_name)
+    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    settings = {k: v for k, v in saved.items() if k in known}
+    settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or ""))
+    settings.update(device=device, overwrite=False)
+    cfg = FinetuneConfig(**settings)
+    if max_seq_length is not None:
+        cfg.max_seq_length = max_seq_length
+    if batch_size is not None:
+        cfg.eval_batch_size = batch_size
+    return saved, cfg.resolved()
 
 
 def _check_eval_output(out: Path, model_dir: Path, data: Path, overwrite: bool) -> None:

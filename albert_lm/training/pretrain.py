@@ -177,6 +177,14 @@ def check_finite(run: Run, last: StepStats) -> None:
     )
 
 
+def check_step(run: Run, last: StepStats) -> None:
+    """After each step: a finite loss (`check_finite`); after the first, something to learn (the first
+    step already tells, `check_learning`)."""
+    check_finite(run, last)
+    if run.step == 1:
+        check_learning(run, all_reduce(last.stats.clone(), run.d))
+
+
 def budget_spent(run: Run, budget_s: float | None) -> bool:
     """With a time budget: agree on the time spent (the slowest rank's), set the schedule's progress from
     it, and say whether the budget is gone. Without one: False."""
@@ -362,9 +370,7 @@ def pretrain(
         done = budget_spent(run, budget_s)  # a resumed run may have spent it already
         while run.step < cfg.max_steps and not done:
             last = take_step(run)
-            check_finite(run, last)
-            if run.step == 1:  # the first step already tells whether there is anything to learn
-                check_learning(run, all_reduce(last.stats.clone(), d))
+            check_step(run, last)
             if on_step is not None:
                 on_step(run.step)
             stopping = stop_requested(stop, d, run.device)
