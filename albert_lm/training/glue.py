@@ -249,14 +249,10 @@ def _differences(kept: dict[str, Any], now: dict[str, Any]) -> list[str]:
 
 
 def glue_device(cfg: GlueConfig) -> str:
-    """cpu or cuda: `device` with auto resolved (a GPU when torch sees one)."""
-    import torch
+    """cpu or cuda: `device` with auto resolved (a GPU when torch sees one), checked to exist here."""
+    from albert_lm.training.evaluation import pick_device
 
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: torch sees no CUDA GPU on this machine; use --device cpu (or auto)")
-    if cfg.device != "auto":
-        return cfg.device
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return pick_device(cfg.device).type
 
 
 # Runs sharing one GPU by default: each is a process with its own CUDA context (~0.5 GB), and a small
