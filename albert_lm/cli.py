@@ -22,6 +22,7 @@ from typing import Any
 from albert_lm.bench import commands as bench_commands
 from albert_lm.data import commands as data_commands
 from albert_lm.deploy import commands as deploy_commands
+from albert_lm.model import commands as model_commands
 from albert_lm.paper import commands as paper_commands
 from albert_lm.settings import add_options, add_recipe_option, option_values, recipe_section
 
@@ -75,6 +76,10 @@ def command(words: str, options: Options) -> Callable[[Run], Run]:
         return run
 
     return register
+
+
+# --------------------------------------------------------------------------- albert convert (model stage)
+command("convert", model_commands.convert_options)(model_commands.run_convert)
 
 
 # --------------------------------------------------------------------------- albert params

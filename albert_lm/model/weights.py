@@ -9,16 +9,22 @@ whose unpickling would run code fails here instead of running. Every failure nam
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import secrets
+import struct
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import torch
+import numpy as np
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
 from albert_lm.files import file_mode
+
+if TYPE_CHECKING:
+    import torch
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -35,6 +41,8 @@ def find_weights(folder: Path) -> Path:
 
 
 def _read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file  # torch loads only where tensors are made (convert needs none)
+
     try:
         return load_file(str(file), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
@@ -42,6 +50,8 @@ def _read_safetensors(file: Path) -> dict[str, torch.Tensor]:
 
 
 def _read_bin(file: Path) -> dict[str, torch.Tensor]:
+    import torch
+
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
@@ -81,12 +91,66 @@ def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str
     `save_file` writes straight from the tensors to a path; so the temporary name is made here, in
     atomic_write's pattern.
     """
+    from safetensors.torch import save_file
+
     file.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
     tmp = file.with_name(f".{file.name}.{secrets.token_hex(4)}.tmp")
     try:
         save_file(tensors, tmp, metadata={"format": "pt", **(metadata or {})})
         os.chmod(tmp, file_mode())  # safetensors creates it private (0600); give it what open() would
+        os.replace(tmp, file)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_rows(f: Any, array: np.ndarray, chunk_bytes: int = 1 << 24) -> None:
+    """`array`'s bytes in row-major order, a few MiB at a time: a transposed view is written without a
+    contiguous copy of the whole tensor."""
+    if array.ndim < 2 or array.flags.c_contiguous:
+        f.write(np.ascontiguousarray(array).data.cast("B"))
+        return
+    rows = max(1, chunk_bytes // (array[0].nbytes or 1))
+    for start in range(0, array.shape[0], rows):
+        f.write(np.ascontiguousarray(array[start : start + rows]).data.cast("B"))
+
+
+def stream_safetensors(
+    file: Path,
+    shapes: dict[str, tuple[int, ...]],
+    arrays: Iterator[np.ndarray],
+    metadata: dict[str, str] | None = None,
+) -> None:
+    """Write float32 tensors into a safetensors file one at a time, as `arrays` yields them (in the order
+    of `shapes`), so a model larger than memory converts.
+
+    Written by hand because the safetensors library saves only from a complete dict of tensors; the
+    format is its documented one (an 8-byte little-endian header length, a JSON header of names, dtypes,
+    shapes and byte ranges padded to 8 bytes, then the bytes). Atomic like `write_weights`.
+    """
+    header: dict[str, Any] = {"__metadata__": {"format": "pt", **(metadata or {})}}
+    offset = 0
+    for name, shape in shapes.items():
+        size = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_name(f".{file.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw)
+            for name, shape in shapes.items():
+                array = next(arrays)  # the previous tensor is released by now: one in memory at a time
+                if array.shape != tuple(shape) or array.dtype != np.float32:
+                    raise ValueError(
+                        f"{name}: got {array.dtype} {array.shape}, expected float32 {tuple(shape)}"
+                    )
+                _write_rows(f, array)
+                del array
+        os.chmod(tmp, file_mode())
         os.replace(tmp, file)
     except BaseException:
         tmp.unlink(missing_ok=True)

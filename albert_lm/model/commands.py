@@ -1,0 +1,45 @@
+"""`albert convert`: the model stage's command (registered by `albert_lm.cli`).
+
+Like every command, it imports its module only when it runs: building the parser stays free of torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def convert_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from-tf", required=True, metavar="SRC",
+        help="google-research's release: the .tar.gz as downloaded, its extracted folder, a checkpoint "
+        "prefix (.../model.ckpt-best) or a TF-Hub module folder",
+    )  # fmt: skip
+    p.add_argument(
+        "--output", required=True, metavar="DIR", help="new or empty folder for the converted model"
+    )
+    p.add_argument(
+        "--config", metavar="FILE", help="albert_config.json, when SRC has none beside the checkpoint"
+    )
+    p.add_argument(
+        "--tokenizer", metavar="FILE", help="the SentencePiece model (30k-clean.model), when SRC has none"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace what the output folder holds")
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """convert a released google-research ALBERT (TF1 checkpoint or TF-Hub module) to PyTorch, no TensorFlow
+
+    Reads the released v1/v2 checkpoints (albert_base_v2.tar.gz and the others, or their TF-Hub modules)
+    with albert-lm's own reader of TensorFlow's checkpoint format, every tensor's checksum verified, and
+    writes a transformers-layout folder (config.json, model.safetensors with the MLM and SOP heads where
+    the checkpoint has them, spiece.model, tokenizer_config.json) that every albert command takes as
+    --model and transformers loads. Optimizer slots are skipped. See docs/released.md."""
+    from albert_lm.model.convert_tf import convert_tf
+
+    r = convert_tf(
+        args.from_tf, args.output, config=args.config, tokenizer=args.tokenizer, overwrite=args.overwrite
+    )
+    skipped = f"; {len(r.skipped)} optimizer slots skipped" if r.skipped else ""
+    print(f"{r.folder}: {r.architecture}, {r.parameters:,} parameters in {r.tensors} tensors "
+          f"from the {r.kind}{skipped}")  # fmt: skip
+    return 0

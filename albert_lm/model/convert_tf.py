@@ -1,0 +1,393 @@
+"""`albert convert --from-tf`: google-research's released ALBERT checkpoints into transformers' layout.
+
+The source is any of what google-research ships or a user has after unpacking it:
+- the tarball as downloaded (`albert_base_v2.tar.gz`: `model.ckpt-best.*`, `albert_config.json`,
+  `30k-clean.model`), or its extracted folder;
+- a checkpoint prefix (`.../model.ckpt-best`, the config and the SentencePiece model beside it);
+- a TF-Hub module folder (`variables/variables.*` with names under `module/`, the config and the
+  SentencePiece model in `assets/`).
+
+The model computes what google-research's modeling.py computes; every field of `albert_config.json`
+maps to one of ours (`_google_config`), and the fields that describe something albert-lm does not
+implement are refused by name rather than converted wrongly. Variable names follow modeling.py
+(`bert/encoder/transformer/group_G/inner_group_J/...`) and run_pretraining.py (`cls/predictions/...`,
+`cls/seq_relationship/...`); TF stores dense kernels as (in, out), PyTorch as (out, in). Optimizer slots
+(`/adam_m`, `/adam_v`) and `global_step` are skipped; any other tensor is an error naming it.
+
+Tensors stream one at a time from the checkpoint into model.safetensors (written by `weights.
+stream_safetensors`): converting albert-xxlarge (235M parameters) holds one tensor in memory at a
+time, not the model. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock, read_json_object
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.tf_bundle import CheckpointError, TensorBundle
+from albert_lm.model.weights import SAFETENSORS, stream_safetensors
+
+logger = logging.getLogger(__name__)
+
+CONFIG_NAME = "albert_config.json"
+TOKENIZER_NAMES = ("30k-clean.model", "spiece.model")
+# albert_config.json fields that map one to one (google-research's defaults where the file omits one).
+_SAME_FIELDS = {
+    "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12, "num_hidden_groups": 1,
+    "num_attention_heads": 64, "intermediate_size": 16384, "inner_group_num": 1,
+    "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 512,
+    "type_vocab_size": 2, "initializer_range": 0.02,
+}  # fmt: skip
+# Fields of google-research's experiments that albert-lm does not implement: converted only at the
+# value that switches them off.
+_OFF_FIELDS: dict[str, Any] = {
+    "down_scale_factor": 1,
+    "net_structure_type": 0,
+    "gap_size": 0,
+    "num_memory_blocks": 0,
+    "layers_to_keep": [],
+}
+# modeling.py's gelu is the tanh approximation: transformers' (and our) "gelu_new".
+_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}
+_SLOT = re.compile(r"(^|/)(global_step|beta1_power|beta2_power)$|/(adam_m|adam_v|Adam|Adam_1|Momentum)$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the pieces of one released model are."""
+
+    kind: str  # "tarball", "folder", "prefix" or "tf-hub module"
+    prefix: Path
+    config: Path
+    tokenizer: Path
+
+
+@dataclass
+class ConvertResult:
+    folder: Path
+    kind: str
+    architecture: str
+    parameters: int
+    tensors: int
+    skipped: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- the config
+def _google_config(file: Path) -> AlbertConfig:
+    """google-research's albert_config.json as our AlbertConfig; a field we would convert wrongly is
+    refused, naming it."""
+    d = read_json_object(file, CONFIG_NAME)
+    if not isinstance(d.get("vocab_size"), int):
+        raise CheckpointError(file, "no integer vocab_size (is this google-research's albert_config.json?)")
+    unknown = sorted(set(d) - set(_SAME_FIELDS) - set(_OFF_FIELDS) - {"vocab_size", "hidden_act"})
+    if unknown:
+        raise CheckpointError(file, f"unknown field(s) {', '.join(unknown)}: not part of google-research's "
+                              "AlbertConfig, so their meaning is unknown; remove them if they are notes")  # fmt: skip
+    for name, off in _OFF_FIELDS.items():
+        if name in d and d[name] != off:
+            raise CheckpointError(file, f"{name} = {d[name]!r}: albert-lm implements only {name} = {off!r} "
+                                  "(google-research's default); this model cannot be converted faithfully")  # fmt: skip
+    act = d.get("hidden_act", "gelu")
+    if act not in _ACTIVATIONS:
+        raise CheckpointError(file, f"hidden_act {act!r}: albert-lm implements {', '.join(_ACTIVATIONS)} of "
+                              "google-research's activations")  # fmt: skip
+    values = {k: d.get(k, default) for k, default in _SAME_FIELDS.items()}
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise CheckpointError(file, f"{k} must be a number, got {v!r}")
+    try:
+        return AlbertConfig(vocab_size=d["vocab_size"], hidden_act=_ACTIVATIONS[act], layer_norm_eps=1e-12,
+                            **values)  # fmt: skip
+    except ValueError as e:
+        raise CheckpointError(file, str(e)) from e
+
+
+# --------------------------------------------------------------------------- names
+def _tensor_map(config: AlbertConfig) -> dict[str, tuple[str, bool, tuple[int, ...]]]:
+    """google-research's name -> (transformers' name, transpose?, TF shape) for `config`."""
+    v, e, h, i = config.vocab_size, config.embedding_size, config.hidden_size, config.intermediate_size
+    m: dict[str, tuple[str, bool, tuple[int, ...]]] = {
+        "bert/embeddings/word_embeddings": ("albert.embeddings.word_embeddings.weight", False, (v, e)),
+        "bert/embeddings/token_type_embeddings": (
+            "albert.embeddings.token_type_embeddings.weight",
+            False,
+            (config.type_vocab_size, e),
+        ),  # fmt: skip
+        "bert/embeddings/position_embeddings": (
+            "albert.embeddings.position_embeddings.weight",
+            False,
+            (config.max_position_embeddings, e),
+        ),  # fmt: skip
+        "bert/embeddings/LayerNorm/gamma": ("albert.embeddings.LayerNorm.weight", False, (e,)),
+        "bert/embeddings/LayerNorm/beta": ("albert.embeddings.LayerNorm.bias", False, (e,)),
+        "bert/pooler/dense/kernel": ("albert.pooler.weight", True, (h, h)),
+        "bert/pooler/dense/bias": ("albert.pooler.bias", False, (h,)),
+        "cls/predictions/transform/dense/kernel": ("predictions.dense.weight", True, (h, e)),
+        "cls/predictions/transform/dense/bias": ("predictions.dense.bias", False, (e,)),
+        "cls/predictions/transform/LayerNorm/gamma": ("predictions.LayerNorm.weight", False, (e,)),
+        "cls/predictions/transform/LayerNorm/beta": ("predictions.LayerNorm.bias", False, (e,)),
+        "cls/predictions/output_bias": ("predictions.bias", False, (v,)),
+        "cls/seq_relationship/output_weights": ("sop_classifier.classifier.weight", False, (2, h)),
+        "cls/seq_relationship/output_bias": ("sop_classifier.classifier.bias", False, (2,)),
+    }
+    if e != h:  # modeling.py projects E -> H only when they differ
+        m["bert/encoder/embedding_hidden_mapping_in/kernel"] = (
+            "albert.encoder.embedding_hidden_mapping_in.weight", True, (e, h))  # fmt: skip
+        m["bert/encoder/embedding_hidden_mapping_in/bias"] = (
+            "albert.encoder.embedding_hidden_mapping_in.bias", False, (h,))  # fmt: skip
+    block = {  # inside inner_group_J: TF suffix -> (transformers suffix, transpose, shape)
+        "attention_1/self/query/kernel": ("attention.query.weight", True, (h, h)),
+        "attention_1/self/query/bias": ("attention.query.bias", False, (h,)),
+        "attention_1/self/key/kernel": ("attention.key.weight", True, (h, h)),
+        "attention_1/self/key/bias": ("attention.key.bias", False, (h,)),
+        "attention_1/self/value/kernel": ("attention.value.weight", True, (h, h)),
+        "attention_1/self/value/bias": ("attention.value.bias", False, (h,)),
+        "attention_1/output/dense/kernel": ("attention.dense.weight", True, (h, h)),
+        "attention_1/output/dense/bias": ("attention.dense.bias", False, (h,)),
+        "LayerNorm/gamma": ("attention.LayerNorm.weight", False, (h,)),
+        "LayerNorm/beta": ("attention.LayerNorm.bias", False, (h,)),
+        "ffn_1/intermediate/dense/kernel": ("ffn.weight", True, (h, i)),
+        "ffn_1/intermediate/dense/bias": ("ffn.bias", False, (i,)),
+        "ffn_1/intermediate/output/dense/kernel": ("ffn_output.weight", True, (i, h)),
+        "ffn_1/intermediate/output/dense/bias": ("ffn_output.bias", False, (h,)),
+        "LayerNorm_1/gamma": ("full_layer_layer_norm.weight", False, (h,)),
+        "LayerNorm_1/beta": ("full_layer_layer_norm.bias", False, (h,)),
+    }
+    for g in range(config.num_hidden_groups):
+        for j in range(config.inner_group_num):
+            tf_at = f"bert/encoder/transformer/group_{g}/inner_group_{j}/"
+            hf_at = f"albert.encoder.albert_layer_groups.{g}.albert_layers.{j}."
+            for suffix, (name, transpose, shape) in block.items():
+                m[tf_at + suffix] = (hf_at + name, transpose, shape)
+    return m
+
+
+_HEADS = {"albert.pooler.": "pooler", "predictions.": "MLM head", "sop_classifier.": "SOP head"}
+_PROJECTION = "albert.encoder.embedding_hidden_mapping_in."
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One tensor of the converted model: where it comes from and how it is turned."""
+
+    source: str  # the checkpoint's name; "" for the identity projection made here
+    transpose: bool
+    shape: tuple[int, ...]  # transformers' shape
+
+
+def _plan(bundle: TensorBundle, config: AlbertConfig) -> tuple[dict[str, Planned], list[str], str]:
+    """The converted model's tensors {transformers name: Planned}; the checkpoint names skipped
+    (optimizer slots, counters); and the architecture the heads present make."""
+    expected = _tensor_map(config)
+    names = list(bundle.entries)
+    scope = "module/" if names and all(n.startswith("module/") or _SLOT.search(n) for n in names) else ""
+    found: dict[str, str] = {}
+    skipped: list[str] = []
+    unknown: list[str] = []
+    for name in names:
+        bare = name.removeprefix(scope)
+        if bare in expected:
+            found[bare] = name
+        elif _SLOT.search(bare):
+            skipped.append(name)
+        else:
+            unknown.append(name)
+    if unknown:
+        raise CheckpointError(bundle.index, "tensors that are neither ALBERT weights for this "
+                              f"{CONFIG_NAME} nor optimizer slots: {', '.join(unknown[:10])}"
+                              + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""))  # fmt: skip
+    missing = [n for n in expected if n not in found and not expected[n][0].startswith(tuple(_HEADS))]
+    if missing:
+        raise CheckpointError(bundle.index, f"the encoder is incomplete for this {CONFIG_NAME} "
+                              f"(num_hidden_groups={config.num_hidden_groups}, inner_group_num="
+                              f"{config.inner_group_num}); missing: {', '.join(missing[:10])}")  # fmt: skip
+    plan: dict[str, Planned] = {}
+    for bare, name in found.items():
+        hf, transpose, shape = expected[bare]
+        if bundle.entries[name].shape != shape:
+            raise CheckpointError(bundle.index, f"tensor {name!r} has shape {bundle.entries[name].shape}, "
+                                  f"expected {shape} from {CONFIG_NAME}")  # fmt: skip
+        plan[hf] = Planned(name, transpose, shape[::-1] if transpose else shape)
+    if config.embedding_size == config.hidden_size:
+        # modeling.py has no E -> H projection when E == H; transformers always has one: the identity.
+        h = config.hidden_size
+        plan[_PROJECTION + "weight"] = Planned("", False, (h, h))
+        plan[_PROJECTION + "bias"] = Planned("", False, (h,))
+    return plan, skipped, _architecture(bundle, expected, plan)
+
+
+def _architecture(bundle: TensorBundle, expected: dict[str, tuple[str, bool, tuple[int, ...]]],
+                  plan: dict[str, Planned]) -> str:  # fmt: skip
+    has = {
+        head: all(hf in plan for hf, _, _ in expected.values() if hf.startswith(p))
+        for p, head in _HEADS.items()
+    }
+    partial = [h for p, h in _HEADS.items() if not has[h] and any(n.startswith(p) for n in plan)]
+    if partial:
+        raise CheckpointError(
+            bundle.index, f"incomplete {', '.join(partial)}: some of its tensors are missing"
+        )
+    if has["MLM head"] and has["SOP head"]:
+        return "AlbertForPreTraining"
+    return "AlbertForMaskedLM" if has["MLM head"] else "AlbertModel"
+
+
+def _tensors(bundle: TensorBundle, plan: dict[str, Planned]) -> Iterator[np.ndarray]:
+    """Each planned tensor in turn, in transformers' orientation and float32, one in memory at a time."""
+    for name, p in plan.items():
+        if not p.source:
+            yield (
+                np.eye(p.shape[0], dtype=np.float32)
+                if name.endswith("weight")
+                else np.zeros(p.shape, np.float32)
+            )
+            continue
+        array = bundle.read(p.source)
+        yield (array.T if p.transpose else array).astype(np.float32, copy=False)  # a view: written row by row
+        del array
+
+
+# --------------------------------------------------------------------------- the source
+def _beside(folder: Path) -> list[Path]:
+    """Where the config and the SentencePiece model may lie for a checkpoint in `folder`."""
+    places = [folder, folder / "assets", folder.parent, folder.parent / "assets"]
+    return [p for p in dict.fromkeys(places) if p.is_dir()]
+
+
+def _find_prefix(folder: Path) -> Path:
+    indexes = sorted(p for depth in ("*", "*/*", "*/*/*") for p in folder.glob(depth + ".index"))
+    if not indexes:
+        raise CheckpointError(folder, f"no TensorFlow checkpoint (*.index) in this folder; it holds "
+                              f"{describe_folder(folder)}")  # fmt: skip
+    prefixes = [p.with_suffix("") for p in indexes]
+    best = [p for p in prefixes if p.name in ("model.ckpt-best", "variables")]
+    if len(prefixes) == 1 or len(best) == 1:
+        return (best or prefixes)[0]
+    raise CheckpointError(folder, "several checkpoints: " + ", ".join(str(p) for p in prefixes)
+                          + "; give the one to convert as --from-tf PREFIX (the path without .index)")  # fmt: skip
+
+
+def _find_one(places: list[Path], names: tuple[str, ...], what: str, option: str) -> Path:
+    for place in places:
+        for name in names:
+            if (place / name).is_file():
+                return place / name
+    looked = ", ".join(str(p) for p in places)
+    hint = (" (google-research's Chinese models ship a WordPiece vocab_chinese.txt, which albert-lm's "
+            "SentencePiece tokenizer does not read)") if option == "--tokenizer" else ""  # fmt: skip
+    raise FileNotFoundError(f"no {what} ({' or '.join(names)}) in {looked}{hint}; give one with {option}")
+
+
+def _extract(tarball: Path, into: Path) -> Path:
+    """The tarball's regular files under `into` (links, devices and paths leaving `into` skipped)."""
+    try:
+        with tarfile.open(tarball, "r:*") as tar:
+            for member in tar:
+                parts = Path(member.name).parts
+                if not member.isfile() or member.name.startswith("/") or ".." in parts:
+                    continue
+                target = into.joinpath(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                assert source is not None  # a regular file
+                with source, open(target, "wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+        raise CheckpointError(tarball, f"not a readable tar archive (truncated or damaged?): {e}") from e
+    return into
+
+
+def locate(source: Path, scratch: Path, config: Path | None, tokenizer: Path | None) -> Source:
+    """The checkpoint prefix, config and tokenizer of `source` (a tarball is unpacked into `scratch`)."""
+    if source.with_name(source.name + ".index").is_file():
+        kind, prefix = "prefix", source
+    elif source.is_file() and tarfile.is_tarfile(source) or source.name.endswith((".tar.gz", ".tgz", ".tar")):
+        if not source.is_file():
+            raise FileNotFoundError(f"{source}: no such file")
+        kind, prefix = "tarball", _find_prefix(_extract(source, scratch))
+    elif source.is_dir():
+        kind, prefix = "folder", _find_prefix(source)
+    else:
+        raise FileNotFoundError(f"{source}: not a tarball, a folder or a checkpoint prefix "
+                                "(PREFIX.index missing)")  # fmt: skip
+    if prefix.name == "variables" and prefix.parent.name == "variables":
+        kind = "tf-hub module" if kind == "folder" else kind
+    places = _beside(prefix.parent)
+    return Source(
+        kind,
+        prefix,
+        config or _find_one(places, (CONFIG_NAME,), "model config", "--config"),
+        tokenizer or _find_one(places, TOKENIZER_NAMES, "SentencePiece model", "--tokenizer"),
+    )
+
+
+# --------------------------------------------------------------------------- the command
+def convert_tf(
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    config: str | os.PathLike | None = None,
+    tokenizer: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> ConvertResult:
+    """Convert a released google-research ALBERT (see the module docstring) into the folder `output`:
+    config.json, model.safetensors, spiece.model, tokenizer_config.json. The folder appears whole or
+    not at all."""
+    src, out = Path(source), Path(output)
+    check_output_apart(out, {"--from-tf": src, "--config": config, "--tokenizer": tokenizer})
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not overwrite)):
+        what = "a file" if not out.is_dir() else f"a folder holding {describe_folder(out)}"
+        raise FileExistsError(f"--output {out} is {what}; choose a new folder, or add --overwrite")
+    made = not out.exists()
+    try:
+        with (
+            folder_lock(out),
+            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.src-") as scratch,
+        ):
+            found = locate(src, Path(scratch), _opt(config), _opt(tokenizer))
+            return _convert(found, out)
+    except BaseException:
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # made only to hold the lock: a failed conversion leaves nothing behind
+        raise
+
+
+def _opt(path: str | os.PathLike | None) -> Path | None:
+    return None if path is None else Path(path)
+
+
+def _convert(found: Source, out: Path) -> ConvertResult:
+    logger.info("converting %s %s (config %s, tokenizer %s)", found.kind, found.prefix, found.config,
+                found.tokenizer)  # fmt: skip
+    model_config = _google_config(found.config)
+    tok = AlbertTokenizer(found.tokenizer, do_lower_case=True, remove_space=True, keep_accents=False)
+    if tok.vocab_size != model_config.vocab_size:
+        raise CheckpointError(found.tokenizer, f"{tok.vocab_size} pieces, but {found.config} says vocab_size "
+                              f"{model_config.vocab_size}: not this model's tokenizer")  # fmt: skip
+    bundle = TensorBundle(found.prefix)
+    plan, skipped, arch = _plan(bundle, model_config)
+    for name in skipped:  # not converted, but a damaged byte there is a damaged download: say so
+        bundle.verify(name)
+    with atomic_folder(out) as tmp:
+        stream_safetensors(tmp / SAFETENSORS, {n: p.shape for n, p in plan.items()}, _tensors(bundle, plan))
+        model_config.extra = {"architectures": [arch]}
+        model_config.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    if skipped:
+        logger.info("skipped %d optimizer slots and counters (%s, ...)", len(skipped), skipped[0])
+    params = sum(int(np.prod(p.shape)) for p in plan.values())
+    return ConvertResult(out, found.kind, arch, params, len(plan), skipped)
