@@ -168,7 +168,10 @@ def _evaluate_options(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="SQuAD 2.0: predict no answer above this (default 1.0)",
     )
-    p.add_argument("--model", help="fine-tuned model folder (config.json, model.safetensors, spiece.model)")
+    p.add_argument(
+        "--model", help="fine-tuned model folder (config.json, model.safetensors, spiece.model), or hub id "
+        "org/name[@rev]",
+    )  # fmt: skip
     p.add_argument(
         "--output", help="with --model: also write eval_results.json and predictions/ into this folder (apart "
         "from the model and the data)",
@@ -242,7 +245,7 @@ def _pretrain_options(p: argparse.ArgumentParser) -> None:
     # Options not typed keep the config file's value (or the default): suppress=True.
     add_options(
         p, PretrainConfig, skip=("model_overrides",), suppress=True,
-        metavars={"model_config": "FILE", "init_from": "DIR", "eval_text": "FILE", "data": "DIR", "time_budget": "TIME"},
+        metavars={"model_config": "FILE", "init_from": "MODEL", "eval_text": "FILE", "data": "DIR", "time_budget": "TIME"},
     )  # fmt: skip
     p.add_argument(
         "--model-override", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",

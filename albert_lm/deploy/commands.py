@@ -37,7 +37,12 @@ def run_predict(args: argparse.Namespace) -> int:
 
 
 def export_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, metavar="DIR", help="model folder (fine-tuned, or pretrained)")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="model folder (fine-tuned, or pretrained), or hub id org/name[@rev]",
+    )
     p.add_argument(
         "--output", required=True, metavar="DIR", help="new or empty folder for the exported model"
     )

@@ -38,6 +38,7 @@ from torch import nn
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.predict import model_task
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
+from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
@@ -119,7 +120,7 @@ def export_onnx(
     _check_numbers(opset, tolerance)
     ort = _needs("onnxruntime")
     _needs("onnxscript")
-    model_dir, out = Path(model_dir), Path(output)
+    model_dir, out = resolve_model(model_dir), Path(output)  # a hub id: its cached snapshot
     _check_folders(model_dir, out, overwrite)
     made = not out.exists()
     try:

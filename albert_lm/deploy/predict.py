@@ -45,6 +45,7 @@ from albert_lm.files import (
     jsonl_rows,
     read_json_object,
 )
+from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.glue import GlueExample, GlueTask
@@ -288,7 +289,7 @@ def _records(task: Task, saved: dict[str, Any], examples, features, outputs, lin
 
 def predict(cfg: PredictConfig) -> PredictSummary:
     """Read, predict, write (see the module's docstring)."""
-    model_dir = Path(cfg.model)
+    model_dir = resolve_model(cfg.model)  # a hub id: its cached snapshot
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
     if cfg.output != "-":

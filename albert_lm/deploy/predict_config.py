@@ -14,7 +14,7 @@ class PredictConfig:
     """Settings of `albert predict`."""
 
     model: str
-    """fine-tuned model folder (e.g. a finetune run's best/)"""
+    """fine-tuned model folder (e.g. a finetune run's best/), or hub id org/name[@rev]"""
     input: str
     """input file (plain lines, .csv, .tsv or .jsonl), or - for stdin"""
     output: str = "-"

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import torch
 
+from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import (
     NATIVE,
@@ -211,14 +212,16 @@ def load_model(
     require_head: bool = False,
     **overrides: Any,
 ):
-    """`cls` with the weights of the folder at `path`. Heads the checkpoint lacks are initialised fresh
+    """`cls` with the weights of the folder at `path` (or of a hub id's snapshot, `albert_lm.hub`). Heads the checkpoint lacks are initialised fresh
     with a warning, unless `require_head` (a model to evaluate or predict with, not to train): then a
     checkpoint without trained weights of `cls`'s head is refused, naming the folder."""
     folder = Path(path)
+    if not folder.is_dir():  # a hub id (commands resolve theirs first; this serves the Python API)
+        folder = resolve_model(path)
     if not folder.is_dir():
         raise FileNotFoundError(
-            f"{folder}: not a folder (expected config.json and model weights). albert-lm never downloads: "
-            "fetch hub checkpoints first, e.g. `hf download albert/albert-base-v2 --local-dir DIR`"
+            f"{folder}: not a folder (expected config.json and model weights) nor a Hugging Face hub id "
+            "org/name[@revision]"
         )
     if config is None:
         config = AlbertConfig.from_pretrained(folder, **overrides)

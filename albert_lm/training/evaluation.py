@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import read_json_object, write_json
+from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import Precision, resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
@@ -268,10 +269,11 @@ def evaluate_model(
 ) -> dict[str, float]:
     """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`
     (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`)."""
-    model_dir, data = Path(model_dir), Path(data)
+    data = Path(data)
     for option, value in (("--batch-size", batch_size), ("--max-seq-length", max_seq_length)):
         if value is not None and value < 1:
             raise ValueError(f"{option} {value}: expected at least 1")
+    model_dir = resolve_model(model_dir)  # a hub id: its cached snapshot
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(
             f"--model {model_dir}: no config.json there (expected a fine-tuned model folder)"

@@ -43,6 +43,7 @@ from albert_lm.files import (
     read_json_object,
     write_json,
 )
+from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.tasks import Task
@@ -74,6 +75,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     data, out = Path(cfg.data), Path(cfg.output)
     if not data.exists():
         raise FileNotFoundError(f"--data {data}: no such file or folder")
+    # A hub id is read from its cached snapshot from here on; finetune_config.json keeps what was typed.
+    given, cfg = cfg.model, dataclasses.replace(cfg, model=str(resolve_model(cfg.model)))
     _check_folders(cfg)
     task = build_task(cfg)
     tokenizer = _tokenizer(cfg)
@@ -85,7 +88,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         _check_folders(cfg)  # again, under the lock: another run may have finished there meanwhile
         if cfg.overwrite:
             _remove_run(out)
-        return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets)
+        return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets, given)
 
 
 def _finetune(
@@ -96,10 +99,11 @@ def _finetune(
     out: Path,
     train_features: list[Feature],
     eval_sets: list[EvalSet],
+    model_given: str,
 ) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    run = _Run(cfg, task, tokenizer, device, out, eval_sets)
+    run = _Run(cfg, task, tokenizer, device, out, eval_sets, model_given)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
     model = load_for_task(task, cfg.model, cfg).to(device)
     trainer = _Trainer.build(run, model, train_features, rng, warmup, total)
@@ -188,6 +192,7 @@ class _Run:
     device: torch.device
     out: Path
     eval_sets: list[EvalSet]
+    model_given: str | None = None  # --model as typed, where it was a hub id (cfg.model: its snapshot)
 
     @property
     def dev_sets(self) -> list[EvalSet]:
@@ -362,6 +367,8 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> No
         settings = dataclasses.asdict(run.cfg)
         settings["labels"] = list(run.task.labels)
         settings["tokenizer_fingerprint"] = run.tokenizer.fingerprint  # predict and evaluate check it
+        if run.model_given not in (None, run.cfg.model):
+            settings["model_given"] = run.model_given  # the hub id; "model" is its snapshot (by commit)
         write_json(tmp / "finetune_config.json", settings)
         write_json(tmp / "eval_results.json", best.record)
     for s in run.dev_sets:

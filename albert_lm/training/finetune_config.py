@@ -58,7 +58,7 @@ class FinetuneConfig:
     task: str
     """the task (GLUE name, squad1, squad2, race, classification, token-classification)"""
     model: str
-    """pretrained model folder (config.json, weights, spiece.model)"""
+    """pretrained model folder (config.json, weights, spiece.model), or hub id org/name[@rev]"""
     data: str
     """the task's folder (train/dev files) or one file"""
     output: str

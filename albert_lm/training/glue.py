@@ -25,11 +25,12 @@ import signal
 import statistics
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.files import check_output_apart, file_sha256, folder_lock, read_json_object, write_json
+from albert_lm.hub import resolve_model
 from albert_lm.settings import check_fields, check_ranges
 from albert_lm.tasks import get_task
 from albert_lm.training.finetune_config import FinetuneConfig
@@ -52,7 +53,7 @@ class GlueConfig:
     """Settings of `albert glue`."""
 
     model: str
-    """model folder to fine-tune (config.json, weights, spiece.model)"""
+    """model folder to fine-tune (config.json, weights, spiece.model), or hub id org/name[@rev]"""
     data: str
     """the GLUE folder (CoLA/, SST-2/, MRPC/, STS-B/, RTE/ with train.tsv and dev.tsv)"""
     output: str
@@ -150,6 +151,7 @@ def _run(
 def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     """Every (task, rate, seed) run not done yet, then the table's numbers (also in glue_results.json)."""
     tasks, rates = cfg.task_list(), cfg.rates()
+    given, cfg = cfg.model, replace(cfg, model=str(resolve_model(cfg.model)))  # a hub id: its snapshot
     model, data, out = Path(cfg.model), Path(cfg.data), Path(cfg.output)
     if not (model / "config.json").is_file():
         raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
@@ -171,6 +173,8 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
         )
         _execute(cfg, todo, records)
         result = summarize(cfg, jobs)
+        if given != cfg.model:
+            result["settings"]["model_given"] = given  # the hub id; "model" is its snapshot (by commit)
         write_json(out / RESULTS_FILE, result)
     return result
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.files import read_json_object
+from albert_lm.hub import resolve_model
 from albert_lm.settings import check_fields, check_ranges, parse_duration
 
 
@@ -32,7 +33,7 @@ class PretrainConfig:
     model_overrides: dict[str, Any] = field(default_factory=dict)
     """AlbertConfig fields to change, e.g. {"num_hidden_layers": 24}"""
     init_from: str | None = None
-    """warm start from a model folder (depth growth)"""
+    """warm start from a model folder, or hub id org/name[@rev] (depth growth)"""
     init_from_group0: bool = False
     """start every hidden group from group 0 (google-research's warm start)"""
     projection_init_std: float | None = None
@@ -160,7 +161,8 @@ class PretrainConfig:
         cls, file: str | os.PathLike | None = None, recipe: dict[str, Any] | None = None, **overrides: Any
     ) -> PretrainConfig:
         """A recipe's "pretrain" section, then a JSON file of PretrainConfig fields (e.g. a run's
-        pretrain_config.json), then `overrides`: each wins over the one before."""
+        pretrain_config.json), then `overrides`: each wins over the one before. A hub id in `init_from`
+        becomes its cached snapshot folder here (fetched if missing), so the run reads a folder."""
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         source: dict[str, str] = {}  # field -> where its value came from, for the error message
@@ -184,7 +186,10 @@ class PretrainConfig:
         values.update(given)
         source.update({k: "--" + k.replace("_", "-") for k in given})
         try:
-            return cls(**values)
+            cfg = cls(**values)
         except ValueError as e:
             name = str(e).removeprefix("PretrainConfig: ").split(":")[0].split(" ")[0]
             raise ValueError(f"{source[name]}: {e}" if name in source else str(e)) from None
+        if cfg.init_from:
+            cfg.init_from = str(resolve_model(cfg.init_from, "--init-from"))
+        return cfg

@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 
 from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_eval_dataset
 from albert_lm.files import clear_folder, describe_folder, folder_lock
+from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
@@ -160,7 +161,9 @@ def data_from_text(
         raise ValueError(
             "give --data (examples made by `albert data create`) or --text (plain text), not both"
         )
-    source = Path(cfg.init_from) if cfg.init_from else Path(cfg.output) if cfg.resume else None
+    source = Path(cfg.output) if cfg.resume else None
+    if cfg.init_from:
+        source = resolve_model(cfg.init_from, "--init-from")  # a hub id: its cached snapshot
     if source is None or not (source / MODEL_FILE).is_file():
         raise ValueError(
             "--text needs the tokenizer of the model it continues: --init-from a model folder holding "
@@ -347,6 +350,8 @@ def setup(
     cfg: PretrainConfig, train_dataset: Any = None, eval_dataset: Any = None, tokenizer: Any = None
 ) -> Run:
     """Everything a run needs before its first step, resumed from the newest checkpoint if there is one."""
+    if cfg.init_from:  # a hub id: its cached snapshot, also in the run's pretrain_config.json
+        cfg = dataclasses.replace(cfg, init_from=str(resolve_model(cfg.init_from, "--init-from")))
     cfg, device, d = _start_process(cfg)
     if train_dataset is None:
         train_dataset, eval_dataset, tokenizer = _load_data(cfg)
