@@ -88,7 +88,7 @@ def test_the_cli_default_is_the_dataclass_default():
     args = build_parser().parse_args(["data", "create", "--input", "x", "--tokenizer", "t", "--output", "o",
                                       "--max-seq-length", "64"])  # fmt: skip
     cfg = DataConfig(**option_values(args, DataConfig))
-    assert (cfg.masked_lm_prob, cfg.max_ngram, cfg.input_format) == (0.15, 3, "lines")
+    assert (cfg.masked_lm_prob, cfg.max_ngram, cfg.input_format) == (0.15, 3, "auto")
     args = build_parser().parse_args(
         ["finetune", "--task", "rte", "--model", "m", "--data", "d", "--output", "o"]
     )

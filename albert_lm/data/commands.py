@@ -77,12 +77,12 @@ def data_create_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
     d.add_argument("--tokenizer", required=True, help="spiece.model file or a folder holding one")
     d.add_argument("--output", required=True, help="new or empty folder (or an unfinished run to resume)")
-    from albert_lm.data.examples import MASKINGS, OBJECTIVES, DataConfig
+    from albert_lm.data.examples import INPUT_FORMATS, MASKINGS, OBJECTIVES, DataConfig
 
     add_recipe_option(d)
     add_options(
         d, DataConfig, skip=("block_bytes", "shard_bytes"), suppress=True,
-        choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": ("lines", "paragraphs")},
+        choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": INPUT_FORMATS},
         flags={"input_format": "--format"},
     )  # fmt: skip
     d.add_argument("--shard-mb", type=float, default=4.0, help="input MB per shard (default 4)")

@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 OBJECTIVES = ("sop", "nsp")
 MASKINGS = ("dynamic", "static")
+INPUT_FORMATS = ("auto", "lines", "paragraphs")  # "auto": `albert_lm.data.corpus.guess_format` per file
 TOKEN_DTYPE = np.dtype(np.uint16)  # vocabularies up to 65536 pieces; larger ones use int32
 
 
@@ -73,12 +74,13 @@ class DataConfig:
     """longest masked n-gram, in words; p(n) proportional to 1/n"""
     seed: int = 12345
     """seed of every random draw"""
-    input_format: str = "lines"
-    """"lines": one sentence per line, blank line between documents; "paragraphs": raw text"""
+    input_format: str = "auto"
+    """"lines": one sentence per line, blank line between documents; "paragraphs": raw text (wrapped
+    prose, or a paragraph per line); "auto": chosen for each file from its first 256 KiB"""
     strip_gutenberg: bool = False
     """keep only the text between Project Gutenberg's START and END markers"""
     eval_fraction: float = 0.01
-    """fraction of input blocks held out for evaluation (at least one block when > 0)"""
+    """share of the input text held out for evaluation, in whole blocks (smaller ones on a small corpus)"""
     block_bytes: int = 1 << 20
     """input is cut into blocks of about this many bytes at blank lines (unit of reading and of the split)"""
     shard_bytes: int = 4 << 20
@@ -94,6 +96,8 @@ class DataConfig:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective {self.objective!r}: expected one of {OBJECTIVES}")
+        if self.input_format not in INPUT_FORMATS:
+            raise ValueError(f"input_format {self.input_format!r}: expected one of {INPUT_FORMATS}")
         if self.masking not in MASKINGS:
             raise ValueError(f"masking {self.masking!r}: expected one of {MASKINGS}")
         if self.dupe_factor < 1:

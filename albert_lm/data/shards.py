@@ -31,9 +31,8 @@ trusts it; rerunning the same command with the same inputs and settings skips th
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
-import json
+import itertools
 import logging
 import os
 import shutil
@@ -45,7 +44,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from albert_lm.data.corpus import Block, ReadStats, iter_documents, plan_blocks
+from albert_lm.data.corpus import Block, ReadStats, iter_documents, warn_gutenberg_markers
 from albert_lm.data.examples import (
     DataConfig,
     Document,
@@ -55,6 +54,7 @@ from albert_lm.data.examples import (
     static_masks,
 )
 from albert_lm.data.masking import word_start_table
+from albert_lm.data.plan import FORMAT_VERSION, SPLITS, Plan, plan_id, plan_shards
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.data.workers import run_pool
 from albert_lm.files import (
@@ -71,56 +71,13 @@ from albert_lm.files import (
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 PLAN = ".albert-data-plan.json"
-SPLITS = ("train", "eval")
 _SPLIT_SEED = {"train": 0, "eval": 1}
 WORD_START = "word_start.npy"
 # Files of the folder a pretraining run reads besides the shards: their sha256 is in the manifest's
 # "files" (the tokenizer's also under "tokenizer"), checked by `PretrainingDataset.verify`.
 CHECKSUMMED = ("spiece.model", "tokenizer_config.json", WORD_START)
-
-
-# ----------------------------------------------------------------------------------------- planning
-def plan_shards(inputs: list[str], cfg: DataConfig) -> dict[str, list[list[Block]]]:
-    """Blocks of the inputs, a seeded choice of held-out blocks, and consecutive blocks grouped into shards."""
-    blocks = plan_blocks(inputs, cfg.block_bytes, cfg.strip_gutenberg)
-    if not blocks:
-        raise ValueError(f"no text in {inputs} (after stripping Gutenberg headers: {cfg.strip_gutenberg})")
-    n_eval = 0
-    if cfg.eval_fraction > 0 and len(blocks) > 1:
-        n_eval = max(1, round(cfg.eval_fraction * len(blocks)))
-    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 99]))
-    eval_ids = set(rng.choice(len(blocks), size=n_eval, replace=False).tolist()) if n_eval else set()
-    plan: dict[str, list[list[Block]]] = {}
-    for split in SPLITS:
-        shards: list[list[Block]] = []
-        size = 0
-        for k, b in enumerate(blocks):
-            if (k in eval_ids) != (split == "eval"):
-                continue
-            if not shards or size + b.nbytes > cfg.shard_bytes:
-                shards.append([])
-                size = 0
-            shards[-1].append(b)
-            size += b.nbytes
-        plan[split] = shards
-    return plan
-
-
-def plan_id(plan: dict[str, list[list[Block]]], cfg: DataConfig, tokenizer_sha: str) -> str:
-    """Hash of everything the output bytes depend on: settings, tokenizer, and each block's file and range."""
-    files = sorted({b.path for shards in plan.values() for s in shards for b in s})
-    stamp = {f: (os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in files}  # an edited input is a new plan
-    desc = {
-        "config": asdict(cfg),
-        "tokenizer": tokenizer_sha,
-        "files": stamp,
-        "plan": {k: [[(b.path, b.start, b.end) for b in s] for s in v] for k, v in plan.items()},
-        "version": FORMAT_VERSION,
-    }
-    return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------------------- one shard
@@ -157,7 +114,7 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
     tok: AlbertTokenizer = _worker_state["tok"]
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, _SPLIT_SEED[task["split"]], task["index"]]))
     dtype = np.dtype(np.uint16) if tok.vocab_size <= 65536 else np.dtype(np.int32)
-    docs, read = _read_documents(task["blocks"], cfg, tok, dtype)
+    docs, read = _read_documents(task["blocks"], task["formats"], cfg, tok, dtype)
     stats = ExampleStats(documents=len(docs), sentences=sum(len(d) for d in docs))
     buf = create_examples(docs, cfg, rng, stats, dtype=dtype)
     del docs
@@ -188,15 +145,20 @@ def _finished_meta(final: Path, pid: str) -> dict[str, Any] | None:
 
 
 def _read_documents(
-    blocks: list[tuple[str, int, int]], cfg: DataConfig, tok: AlbertTokenizer, dtype: np.dtype
+    blocks: list[tuple[str, int, int]],
+    formats: dict[str, str],
+    cfg: DataConfig,
+    tok: AlbertTokenizer,
+    dtype: np.dtype,
 ) -> tuple[list[Document], ReadStats]:
-    """The tokenized, non-empty documents of a shard's blocks (path, start, end), progress reported per block."""
+    """The tokenized, non-empty documents of a shard's blocks (path, start, end), each file read in its
+    format (`formats`), progress reported per block."""
     read = ReadStats()
     docs = []
     for path, start, end in blocks:
         block = Block(path, start, end)
         for sentences in iter_documents(
-            block, cfg.input_format, read, cfg.skip_invalid_utf8, cfg.max_line_bytes
+            block, formats[path], read, cfg.skip_invalid_utf8, cfg.max_line_bytes
         ):
             doc = Document.from_flat(*tok.encode_flat(sentences, dtype))
             if len(doc):
@@ -324,9 +286,12 @@ def create_pretraining_data(
     for path in inputs:
         check_output_apart(out, {"--input": path, "--tokenizer": tok.model_file})
     plan = plan_shards([str(p) for p in inputs], cfg)
+    if not cfg.strip_gutenberg:
+        warn_gutenberg_markers(list(plan.formats))
     pid = plan_id(plan, cfg, file_sha256(tok.model_file))
     _check_output(out, pid)
-    created = not out.exists()
+    # the folders this run makes (the lock makes --output with its missing parents), innermost first
+    created = list(itertools.takewhile(lambda f: not f.exists(), (out, *out.parents)))
     try:
         with folder_lock(out):
             _check_output(out, pid)  # again, now that no other run can write there
@@ -337,16 +302,16 @@ def create_pretraining_data(
                     _clear_unfinished(out)
                 raise
     except BaseException:
-        if created:
+        for folder in created:  # made by this run: removed where left empty
             with contextlib.suppress(OSError):
-                out.rmdir()  # made by this run and left empty
+                folder.rmdir()
         raise
 
 
 def _create(
     out: Path,
     tok: AlbertTokenizer,
-    plan: dict[str, list[list[Block]]],
+    plan: Plan,
     pid: str,
     cfg: DataConfig,
     inputs: list[str],
@@ -370,13 +335,14 @@ def _create(
 
     tasks: list[dict[str, Any]] = []
     for split in SPLITS:
-        for k, blocks in enumerate(plan[split]):
+        for k, blocks in enumerate(plan.shards[split]):
             tasks.append(
                 {
                     "split": split,
                     "index": k,
                     "dir": str(out / split / f"{k:05d}"),
                     "blocks": [(b.path, b.start, b.end) for b in blocks],
+                    "formats": {b.path: plan.formats[b.path] for b in blocks},
                     "config": asdict(cfg),
                     "plan_id": pid,
                 }
@@ -386,7 +352,7 @@ def _create(
     workers = max(1, min(num_workers or os.cpu_count() or 1, len(tasks)))
     metas = _run_tasks(tasks, str(out), workers, total_bytes, progress)
 
-    manifest = _manifest(out, tok, cfg, pid, inputs, metas)
+    manifest = _manifest(out, tok, cfg, pid, inputs, metas, plan)
     write_json(out / MANIFEST, manifest)
     seconds = time.perf_counter() - t0
     manifest["summary"]["seconds"] = round(seconds, 2)
@@ -410,7 +376,7 @@ def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, 
 
 
 def _manifest(
-    out: Path, tok: AlbertTokenizer, cfg: DataConfig, pid: str, inputs: list, metas: list[dict]
+    out: Path, tok: AlbertTokenizer, cfg: DataConfig, pid: str, inputs: list, metas: list[dict], plan: Plan
 ) -> dict:
     splits: dict[str, Any] = {}
     total = ExampleStats()
@@ -422,28 +388,26 @@ def _manifest(
             st.add(ExampleStats(**m["stats"]))
             skipped_invalid += m["read"]["skipped_invalid_utf8"]
         total.add(st)
-        splits[split] = {
-            "examples": st.examples,
-            "shards": [
-                {
-                    "dir": f"{split}/{m['index']:05d}",
-                    "examples": m["stats"]["examples"],
-                    "sha256": m["sha256"],
-                }
-                for m in ms
-            ],
-        }
+        shards = [{"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
+                  for m in ms]  # fmt: skip
+        splits[split] = {"examples": st.examples, "shards": shards}
     if total.examples == 0:
         raise ValueError(
             f"no training examples from {len(inputs)} input file(s): {total.documents} documents with "
             f"{total.sentences} sentences; each example needs a document of at least 2 sentences"
         )
-    summary = asdict(total)
-    summary["label_one_rate"] = round(total.label_ones / total.examples, 4)
-    summary["short_target_rate"] = round(total.short_targets / total.examples, 4)
-    summary["masked_fraction"] = round(total.masked_tokens / max(1, total.tokens), 4)
-    summary["skipped_invalid_utf8_lines"] = skipped_invalid
-    summary["input_bytes"] = sum(m["input_bytes"] for m in metas)
+    summary = {
+        **asdict(total),
+        "label_one_rate": round(total.label_ones / total.examples, 4),
+        "short_target_rate": round(total.short_targets / total.examples, 4),
+        "masked_fraction": round(total.masked_tokens / max(1, total.tokens), 4),
+        "skipped_invalid_utf8_lines": skipped_invalid,
+        "input_bytes": sum(m["input_bytes"] for m in metas),
+        # the held-out share realised, of the text and of the examples, beside the one asked (the
+        # config's eval_fraction): whole blocks of a small corpus cannot always meet it
+        "eval_share": round(plan.eval_share, 4),
+        "eval_example_share": round(splits["eval"]["examples"] / total.examples, 4),
+    }
     return {
         "format_version": FORMAT_VERSION,
         "plan_id": pid,
@@ -459,6 +423,8 @@ def _manifest(
             "source": str(tok.model_file),
         },
         "inputs": [str(p) for p in inputs],
+        "input_formats": plan.formats,
+        "split_block_bytes": plan.split_block_bytes,
         "files": {name: file_sha256(out / name) for name in CHECKSUMMED},
         "splits": splits,
         "summary": summary,
@@ -469,9 +435,12 @@ def format_summary(manifest: dict) -> str:
     s = manifest["summary"]
     what = "swap rate" if manifest["objective"] == "sop" else "random-next rate"
     masked = f"{s['masked_tokens']}" if manifest["masking"] == "static" else "dynamic (drawn when read)"
+    held = (
+        f"; {s['eval_share']:.2%} of the text held out" if "eval_share" in s else ""
+    )  # older manifests lack it
     lines = [
         f"documents {s['documents']}  sentences {s['sentences']}  examples {s['examples']} "
-        f"(train {manifest['splits']['train']['examples']}, eval {manifest['splits']['eval']['examples']})",
+        f"(train {manifest['splits']['train']['examples']}, eval {manifest['splits']['eval']['examples']}{held})",
         f"tokens {s['tokens']}  masked tokens {masked}  {what} {s['label_one_rate']:.4f}  "
         f"short targets {s['short_target_rate']:.4f}  dropped lone sentences {s['dropped_lone_sentences']}",
     ]

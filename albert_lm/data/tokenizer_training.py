@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import os
 import re
@@ -51,9 +52,11 @@ def train_tokenizer(
     `input_sentence_size` lines with a fixed seed, so the same inputs and seed give the same model, byte
     for byte (the model is written from memory: no temporary path is recorded in it). Lines longer than
     SentencePiece's sentence limit are split at sentence ends (then at spaces), never dropped.
-    `overwrite`: replace a tokenizer already in `output_dir` (refused otherwise).
+    `overwrite`: replace a tokenizer already in `output_dir` (refused otherwise). A failure (bad input,
+    a vocabulary too large for the text, Ctrl-C) leaves `output_dir` as it was: not created if it did
+    not exist, the tokenizer it held untouched.
     """
-    from albert_lm.data.corpus import check_input_file
+    from albert_lm.data.corpus import check_input_file, warn_gutenberg_markers
 
     _check_settings(vocab_size, max_line_bytes)
     out = Path(output_dir)
@@ -63,16 +66,19 @@ def train_tokenizer(
         check_output_apart(out, {"--input": path})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
-    created = not out.exists()
+    if not strip_gutenberg:
+        warn_gutenberg_markers(inputs)
+    # the folders this run makes (the lock makes --output with its missing parents), innermost first
+    created = list(itertools.takewhile(lambda f: not f.exists(), (out, *out.parents)))
     try:
         with folder_lock(out):  # a second run on the same --output is refused at once
             return _train(inputs, _output_folder(out, overwrite), vocab_size, do_lower_case, strip_gutenberg,
                           character_coverage, input_sentence_size, seed, num_threads, skip_invalid_utf8,
                           max_line_bytes)  # fmt: skip
     except BaseException:
-        if created:
+        for folder in created:  # empty after a failure: nothing is written there before it succeeds
             with contextlib.suppress(OSError):
-                out.rmdir()  # made by this run and still empty: leave nothing behind
+                folder.rmdir()
         raise
 
 
@@ -89,14 +95,20 @@ def _check_settings(vocab_size: Any, max_line_bytes: Any) -> None:
         raise ValueError(f"max_line_bytes {max_line_bytes!r}: expected a whole number of at least 1")
 
 
+_STOP_WAIT_S = 5.0
 _SPM_TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _SPM_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
-def _in_thread(work: Callable[[], object]) -> None:
+def _in_thread(work: Callable[[], object], halt: Callable[[], bool] | None = None) -> None:
     """Run `work` in a thread while this one waits: SentencePiece trains in C++ with the GIL released, so
     the main thread stays free to take Ctrl-C and SIGTERM (Python runs signal handlers only there, and not
-    while it is inside a C++ call that can run for minutes). Its exception is raised here."""
+    while it is inside a C++ call that can run for minutes). Its exception is raised here.
+
+    When this thread is interrupted, `halt()` asks the worker to stop; where it says the worker will
+    (True), the worker is given a few seconds to end: one still running Python when the interpreter
+    exits (SentencePiece pulling lines from the reader) aborts the process ("terminate called without
+    an active exception") instead of letting it exit 130."""
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -107,8 +119,13 @@ def _in_thread(work: Callable[[], object]) -> None:
 
     worker = threading.Thread(target=run, name="sentencepiece", daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.2)
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except BaseException:
+        if halt is not None and halt():
+            worker.join(_STOP_WAIT_S)
+        raise
     if failure:
         raise failure[0]
 
@@ -133,7 +150,7 @@ def _train(
     model = io.BytesIO()
     try:
         _in_thread(lambda: spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model,
-                                                          **settings))  # fmt: skip
+                                                          **settings), sentences.halt)  # fmt: skip
     except RuntimeError as e:
         if sentences.error is not None:  # the reader's own error (bad input, Ctrl-C), not SentencePiece's
             raise sentences.error from None
@@ -141,7 +158,8 @@ def _train(
             raise ValueError(f"no text lines in {', '.join(str(p) for p in inputs)}") from None
         if m := _SPM_TOO_HIGH.search(str(e)):
             raise ValueError(
-                f"--vocab-size {m[1]}: more pieces than this text gives; at most {m[2]} here (or give more text)"
+                f"--vocab-size {m[1]}: this text supports at most {m[2]} pieces; give a smaller --vocab-size "
+                f"(at most {m[2]}), or more text"
             ) from None
         if m := _SPM_TOO_LOW.search(str(e)):
             raise ValueError(
@@ -151,16 +169,30 @@ def _train(
         raise ValueError(f"SentencePiece training failed: {e}") from None
     if sentences.error is not None:
         raise sentences.error
-    atomic_write(out / MODEL_FILE, model.getvalue())
-    tok = AlbertTokenizer(out / MODEL_FILE, do_lower_case=do_lower_case)
-    tok.save_pretrained(out)
-    vocab = "".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i):g}\n" for i in range(tok.vocab_size))
-    atomic_write(out / "spiece.vocab", vocab)
+    tok = _write(out, model.getvalue(), do_lower_case)
     if sentences.split:
         logger.info("%d lines over %d bytes were split at sentence ends to fit SentencePiece's limit",
                     sentences.split, MAX_SENTENCE_BYTES)  # fmt: skip
     logger.info("trained a %d-piece unigram model on %d lines -> %s", tok.vocab_size, sentences.lines, out)
     return tok
+
+
+def _write(out: Path, model: bytes, do_lower_case: bool) -> AlbertTokenizer:
+    """The tokenizer's files written in `out`. They are made in a `.train-PID` folder there first, then
+    moved in, the model last: a failure while they are made leaves an earlier tokenizer whole."""
+    stage = out / f".train-{os.getpid()}"
+    try:
+        stage.mkdir()
+        atomic_write(stage / MODEL_FILE, model)
+        tok = AlbertTokenizer(stage / MODEL_FILE, do_lower_case=do_lower_case)
+        tok.save_pretrained(stage)
+        vocab = "".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i):g}\n" for i in range(tok.vocab_size))
+        atomic_write(stage / "spiece.vocab", vocab)
+        for name in ("spiece.vocab", CONFIG_FILE, MODEL_FILE):
+            os.replace(stage / name, out / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return AlbertTokenizer(out / MODEL_FILE, do_lower_case=do_lower_case)
 
 
 def albert_trainer_settings(
@@ -190,7 +222,7 @@ TOKENIZER_FILES = (MODEL_FILE, CONFIG_FILE, "spiece.vocab")
 
 def _output_folder(out: Path, overwrite: bool) -> Path:
     """`out`, created; refused if it is a file, holds a tokenizer (unless `overwrite`) or anything else.
-    Leftovers of an interrupted training (`.train-*` folders of older versions) are removed."""
+    Leftovers of a killed training (a `.train-*` folder, see `_write`) are removed."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     if out.is_dir():
@@ -264,6 +296,8 @@ class _Sentences:
         self.lines = 0
         self.split = 0  # lines over the limit, split
         self.error: BaseException | None = None  # what stopped the reading (SentencePiece hides it)
+        self.stop = threading.Event()  # set when the command is interrupted: the reading ends
+        self.finished = False  # the reading has ended (SentencePiece then trains in C++ alone)
 
     def __iter__(self) -> Iterator[str]:
         try:
@@ -271,6 +305,13 @@ class _Sentences:
         except BaseException as e:
             self.error = e
             raise
+        finally:
+            self.finished = True
+
+    def halt(self) -> bool:
+        """Stop the reading at its next line (called from another thread); whether it was still going."""
+        self.stop.set()
+        return not self.finished
 
     def _lines(self) -> Iterator[str]:
         from albert_lm.data.corpus import iter_text_lines
@@ -288,3 +329,5 @@ class _Sentences:
                 for part in parts:
                     self.lines += 1
                     yield part
+                if self.stop.is_set():
+                    raise KeyboardInterrupt
