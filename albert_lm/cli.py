@@ -1,9 +1,9 @@
 """`albert`: the command line. Each subcommand parses its arguments and calls one library function.
 
 Subcommands import their module only when run, so `albert --help` stays fast and a missing optional
-dependency of one command never breaks another. The deploy stage's commands (predict, export) are
-written in `albert_lm.deploy.commands`, the paper stage's (reproduce) in `albert_lm.paper.commands`,
-and registered here.
+dependency of one command never breaks another. Each stage writes its own commands in its
+`commands.py` (data, model, deploy, paper, bench) and they are registered here; the shared options
+(precision, device, seeds, time budget, ...) are defined once in `albert_lm.settings.VOCABULARY`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import logging
+import os
 import signal
 import sys
 import threading
@@ -24,9 +25,25 @@ from albert_lm.data import commands as data_commands
 from albert_lm.deploy import commands as deploy_commands
 from albert_lm.model import commands as model_commands
 from albert_lm.paper import commands as paper_commands
-from albert_lm.settings import add_options, add_recipe_option, option_values, recipe_section
+from albert_lm.settings import (
+    add_config_option,
+    add_options,
+    add_recipe_option,
+    add_word,
+    load_settings,
+    option_values,
+    recipe_section,
+)
+
+FINETUNE_REQUIRED = ("task", "model", "data", "output")
+FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json
+GLUE_REQUIRED = ("model", "data", "output")
 
 Options = Callable[[argparse.ArgumentParser], None]
+# The commands in --help, in the order of the road: text -> tokenizer -> data -> model -> fine-tuned model
+# -> deployed model; then the paper, the bench and the helpers.
+ROAD = ("tokenizer", "data", "pretrain", "convert", "finetune", "glue", "evaluate", "predict", "fill-mask",
+        "embed", "export", "reproduce", "bench", "params", "demo")  # fmt: skip
 Run = Callable[[argparse.Namespace], int]
 
 
@@ -100,20 +117,26 @@ def _run_params(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_precision(p: argparse.ArgumentParser, more: tuple[str, ...], default: str, note: str) -> None:
-    p.add_argument(
-        "--precision", choices=("auto", "fp32", "bf16", *more), default=default,
-        help="auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
-        f"AVX512-BF16 or AMX), else fp32{note}",
-    )  # fmt: skip
-
-
 # --------------------------------------------------------------------------- albert finetune
 def _finetune_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.tasks import TASK_NAMES  # numpy only: --help stays fast
     from albert_lm.training.finetune_config import FinetuneConfig
 
-    add_options(p, FinetuneConfig, required=("task", "model", "data", "output"), choices={"task": TASK_NAMES})
+    add_config_option(p, "fine-tuning")
+    add_options(
+        p, FinetuneConfig, required=FINETUNE_REQUIRED, choices={"task": TASK_NAMES}, suppress=True,
+        groups={
+            "what to fine-tune": ("task", "model", "data", "output", "tokenizer", "overwrite"),
+            "training": ("max_steps", "epochs", "batch_size", "learning_rate", "warmup_steps", "weight_decay",
+                         "max_grad_norm", "gradient_accumulation_steps", "dropout", "classifier_dropout", "seed"),
+            "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
+            "machine": ("precision", "device"),
+            "evaluation and records": ("eval_every", "log_every", "tensorboard", "plot"),
+            "question answering and multiple choice": ("doc_stride", "max_query_length", "n_best",
+                                                       "max_answer_length", "null_score_diff_threshold", "max_qa_length"),
+            "your own data's columns": ("text_column", "text_pair_column", "label_column", "tokens_column", "tags_column"),
+        },
+    )  # fmt: skip
 
 
 @command("finetune", _finetune_options)
@@ -123,12 +146,14 @@ def _run_finetune(args: argparse.Namespace) -> int:
     Fine-tune an ALBERT checkpoint (a transformers-layout folder with spiece.model) on a downstream
     task, evaluating on dev as it goes and keeping the best checkpoint in OUTPUT/best. Unset options
     take google-research's per-task defaults (docs/finetune.md). Writes OUTPUT/eval_results.json,
-    OUTPUT/metrics.jsonl and OUTPUT/predictions/."""
+    OUTPUT/metrics.jsonl, TensorBoard events, training_curves.png and OUTPUT/predictions/; OUTPUT/best has
+    a model card (README.md) with the settings and dev scores."""
     import json
 
     from albert_lm.training.finetune import FinetuneConfig, finetune
 
-    print(json.dumps(finetune(FinetuneConfig(**option_values(args, FinetuneConfig))), sort_keys=True))
+    cfg = load_settings(FinetuneConfig, args, FINETUNE_REQUIRED, ignored=FINETUNE_BOOKKEEPING)
+    print(json.dumps(finetune(cfg), sort_keys=True))
     return 0
 
 
@@ -136,7 +161,10 @@ def _run_finetune(args: argparse.Namespace) -> int:
 def _glue_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.training.glue import GlueConfig
 
-    add_options(p, GlueConfig, required=("model", "data", "output"), metavars={"model": "DIR", "data": "DIR"})
+    add_config_option(p, "glue")
+    add_options(
+        p, GlueConfig, required=GLUE_REQUIRED, metavars={"model": "DIR", "data": "DIR"}, suppress=True
+    )
 
 
 @command("glue", _glue_options)
@@ -150,7 +178,7 @@ def _run_glue(args: argparse.Namespace) -> int:
     not run again. Writes OUTPUT/glue_results.json."""
     from albert_lm.training.glue import GlueConfig, format_table, run_glue
 
-    print(format_table(run_glue(GlueConfig(**option_values(args, GlueConfig)))))
+    print(format_table(run_glue(load_settings(GlueConfig, args, GLUE_REQUIRED))))
     return 0
 
 
@@ -176,14 +204,12 @@ def _evaluate_options(p: argparse.ArgumentParser) -> None:
         "--output", help="with --model: also write eval_results.json and predictions/ into this folder (apart "
         "from the model and the data)",
     )  # fmt: skip
-    p.add_argument(
-        "--overwrite", action="store_true", help="with --output: replace the eval_results.json and predictions/ "
-        "already there (nothing else in the folder is touched)",
-    )  # fmt: skip
+    add_word(p, "overwrite", help="with --output: replace the eval_results.json and predictions/ already there "
+             "(nothing else in the folder is touched)")  # fmt: skip
     p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
     p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
-    p.add_argument("--device", default="auto", help="with --model: auto (default), cpu, cuda, cuda:1, ...")
-    _add_precision(p, (), "auto", " (with --model)")
+    add_word(p, "device")
+    add_word(p, "precision")
 
 
 @command("evaluate", _evaluate_options)
@@ -229,6 +255,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- the stages' own commands
 command("predict", deploy_commands.predict_options)(deploy_commands.run_predict)
+command("fill-mask", deploy_commands.fill_mask_options)(deploy_commands.run_fill_mask)
+command("embed", deploy_commands.embed_options)(deploy_commands.run_embed)
 command("export", deploy_commands.export_options)(deploy_commands.run_export)
 command("reproduce", paper_commands.reproduce_options)(paper_commands.run_reproduce)
 command("tokenizer train", data_commands.tokenizer_train_options)(data_commands.run_tokenizer_train)
@@ -246,6 +274,19 @@ def _pretrain_options(p: argparse.ArgumentParser) -> None:
     add_options(
         p, PretrainConfig, skip=("model_overrides",), suppress=True,
         metavars={"model_config": "FILE", "init_from": "MODEL", "eval_text": "FILE", "data": "DIR", "time_budget": "TIME"},
+        helps={"learning_rate": _learning_rate_help(PretrainConfig)},
+        groups={
+            "data and output": ("data", "output", "resume", "overwrite"),
+            "the model": ("preset", "model_config", "init_from", "init_from_group0", "projection_init_std"),
+            "how long": ("max_steps", "time_budget"),
+            "batch and optimizer": ("batch_size", "gradient_accumulation_steps", "learning_rate", "warmup_steps",
+                                    "poly_power", "optimizer", "weight_decay", "adam_beta1", "adam_beta2",
+                                    "adam_epsilon", "bias_correction", "max_grad_norm"),
+            "objective": ("sop_weight", "masked_lm_prob", "max_predictions_per_seq", "dropout_off_step"),
+            "machine": ("precision", "device", "gradient_checkpointing", "dist_timeout_s", "seed"),
+            "checkpoints, evaluation and records": ("save_every", "keep_last", "eval_every", "eval_batches",
+                                                   "eval_text", "log_every", "tensorboard", "plot"),
+        },
     )  # fmt: skip
     p.add_argument(
         "--model-override", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
@@ -274,6 +315,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from albert_lm.training.pretrain import PretrainConfig, pretrain
 
     given = option_values(args, PretrainConfig)
+    if given.get("resume") and not args.config and given.get("output"):
+        args.config = _run_settings(Path(given["output"]))  # `--output RUN --resume`: the run's own settings
     if "model_overrides" in given:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
@@ -294,6 +337,28 @@ def _run_pretrain(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 128 + int(result.signum or 15)
     return 0
+
+
+def _learning_rate_help(cls: Any) -> str:
+    """The rate's help with the square-root rule's figures computed, never typed by hand."""
+    figures = ", ".join(f"{cls.scaled_learning_rate(b):.2g} at {b}" for b in (64, 256, 512, 1024, 2048))
+    return (
+        "peak learning rate for your global batch B (batch-size x accumulation x processes). The paper's "
+        f"0.00176 is for 4096; scale it by sqrt(B / 4096) (LAMB's square-root rule): {figures} (default 0.00176)"
+    )
+
+
+def _run_settings(run: Path) -> str | None:
+    """The settings file of the run in `run`: its own (a finished run's), else its newest checkpoint's."""
+    if (run / "pretrain_config.json").is_file():
+        return str(run / "pretrain_config.json")
+    steps = [
+        (int(p.name.split("-")[1]), p) for p in run.glob("checkpoint-*") if p.name.split("-")[1].isdigit()
+    ]
+    for _, folder in sorted(steps, reverse=True):
+        if (folder / "pretrain_config.json").is_file():
+            return str(folder / "pretrain_config.json")
+    return None
 
 
 def _shape_from_init(cfg: Any, args: argparse.Namespace, given: dict) -> Any:
@@ -343,10 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="albert",
         description="albert-lm: ALBERT end to end in PyTorch (tokenizer, data, pretraining, fine-tuning).",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"albert-lm {_version()}")
+    _add_loudness(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
-    for c in _COMMANDS:
+    for c in sorted(_COMMANDS, key=lambda c: ROAD.index(c.words[0]) if c.words[0] in ROAD else len(ROAD)):
         where, name = sub, c.words[0]
         if len(c.words) == 2:  # `albert data create`: the group's parser, then the action under it
             if name not in groups:
@@ -356,18 +422,46 @@ def build_parser() -> argparse.ArgumentParser:
             where, name = groups[name], c.words[1]
         p = where.add_parser(name, help=c.help, description=c.description)
         c.options(p)
+        _add_loudness(p, top=False)
         p.set_defaults(func=c.run)
     return parser
 
 
-_TRAINING_COMMANDS = ("pretrain", "finetune", "glue", "evaluate", "predict", "demo", "bench", "reproduce")
+def _add_loudness(p: argparse.ArgumentParser, top: bool) -> None:
+    """-v / -q, before or after the command: under a command they are SUPPRESS-ed when not typed, so
+    they never undo the same option typed before it."""
+    default = False if top else argparse.SUPPRESS
+    p.add_argument("-v", "--verbose", action="store_true", default=default, help="debug logging")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="warnings and errors only, no progress bars",
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("albert-lm")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+_TRAINING_COMMANDS = (
+    "pretrain", "finetune", "glue", "evaluate", "predict", "fill-mask", "embed", "demo", "bench", "reproduce"
+)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet:
+        os.environ["TQDM_DISABLE"] = "1"  # tqdm reads it for every bar (the data and bench commands' too)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )

@@ -34,7 +34,13 @@ from typing import Any
 from albert_lm.files import InputError, read_json_object
 
 __all__ = [
+    "DEVICE_HELP",
+    "PRECISIONS",
     "RECIPE_DIR",
+    "VOCABULARY",
+    "add_config_option",
+    "add_word",
+    "load_settings",
     "add_options",
     "check_fields",
     "check_ranges",
@@ -69,6 +75,9 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 _METAVARS = {int: "N", float: "X"}
+# Shared options whose meaning a command states in its own field docstring (a seed's role, what the
+# time budget bounds); the flag, type and default still come from VOCABULARY.
+_OWN_HELP = ("seed", "seeds", "time_budget", "overwrite", "workers")
 
 
 def _union_args(hint: Any) -> tuple[Any, ...] | None:
@@ -167,6 +176,122 @@ def _option_type(hint: Any) -> tuple[Any, tuple[Any, ...] | None]:
     return hint, None
 
 
+# --------------------------------------------------------------------------- one vocabulary
+# A concept that several commands share has one flag, one type, one set of choices and one default,
+# written here once; `add_options` (dataclass settings) and `add_word` (hand-written options) both take
+# them from here, and tests/test_cli_vocabulary.py fails if a command names one of them another way.
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+Precision = typing.Literal["auto", "fp32", "bf16", "fp16"]  # the type of every settings field "precision"
+
+
+class _BadValue(argparse.ArgumentTypeError, ValueError):
+    """A value refused: argparse prints the message as it is; a settings check reads a ValueError."""
+
+
+def device_name(text: str) -> str:
+    """A --device value: auto, cpu, cuda or cuda:N (an argparse type; a ValueError names what is wrong)."""
+    value = str(text).strip().lower()
+    if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", value):
+        return value
+    raise _BadValue(f"device {text!r}: expected auto, cpu, cuda or cuda:N")
+
+
+def seed_list(text: str | int, option: str = "--seeds") -> list[int]:
+    """The seeds of a --seeds value ("1,2,3", or one number), in order, each once."""
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not re.fullmatch(r"\d+", part):
+            raise ValueError(f"{option} {text!r}: expected comma-separated whole numbers >= 0, e.g. 1,2,3")
+        if int(part) not in seeds:
+            seeds.append(int(part))
+    return seeds
+
+
+DEVICE_HELP = "auto (default: CUDA when there is a GPU, else CPU), cpu, cuda or cuda:N"
+PRECISION_HELP = (
+    "auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
+    "AVX512-BF16 or AMX), else fp32; fp16 on CUDA only"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Word:
+    """One shared option: its flag, argparse type or choices, default, metavar and help; old spellings
+    (`aliases`) are still accepted, hidden from --help, with a warning."""
+
+    flag: str
+    default: Any
+    help: str
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+VOCABULARY: dict[str, Word] = {  # keyed by the settings field (argparse dest) that holds the value
+    "precision": Word("--precision", "auto", PRECISION_HELP, choices=PRECISIONS),
+    "device": Word("--device", "auto", DEVICE_HELP, type=device_name, metavar="DEVICE"),
+    "gradient_accumulation_steps": Word(
+        "--gradient-accumulation-steps",
+        1,
+        "micro-batches per optimizer step (gradients summed; the batch per step is --batch-size x this)",
+        type=int,
+        metavar="N",
+        aliases=("--gradient-accumulation",),
+    ),
+    "seeds": Word("--seeds", None, "comma-separated seeds, each run once, e.g. 1,2,3", metavar="LIST"),
+    "time_budget": Word(
+        "--time-budget", None, "stop after this long, with a unit: 90s, 45m, 1.5h or 1h30m", metavar="TIME"
+    ),
+    "overwrite": Word("--overwrite", False, "replace what the output folder holds"),
+    "seed": Word("--seed", None, "random seed", type=int, metavar="N"),
+    "workers": Word(
+        "--workers", None, "processes working at once (default: one per CPU core)", type=int, metavar="N"
+    ),
+}
+
+
+class _OldSpelling(argparse.Action):
+    """An option's former name: stores the value under the new one and says so once."""
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        import logging
+
+        new = VOCABULARY[self.dest].flag
+        logging.getLogger("albert_lm").warning("%s is now called %s", option, new)
+        setattr(namespace, self.dest, values)
+
+
+def add_word(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, dest: str, *, default: Any = None,
+    help: str | None = None, suppress: bool = False,
+) -> None:  # fmt: skip
+    """The shared option `dest` (a key of VOCABULARY) with its flag, type, choices and default.
+    `default` applies only where VOCABULARY has none (a seed, seeds or a time budget differ by command);
+    `help` replaces the shared text where a command must say more."""
+    word = VOCABULARY[dest]
+    if word.default is not None and default is not None and default != word.default:
+        raise TypeError(f"{word.flag}: the shared default is {word.default!r}, not {default!r}")
+    value = word.default if word.default is not None else default
+    text = help or word.help
+    if value not in (None, False, "") and "(default" not in text:
+        text = f"{text} (default {value})"
+    kw: dict[str, Any] = {"dest": dest, "help": text.replace("%", "%%"),
+                          "default": argparse.SUPPRESS if suppress else value}  # fmt: skip
+    if isinstance(word.default, bool):
+        kw["action"] = "store_true"
+    else:
+        kw.update(type=word.type or str, choices=word.choices, metavar=None if word.choices else word.metavar)
+    parser.add_argument(word.flag, **kw)
+    for alias in word.aliases:
+        extra = {k: v for k, v in kw.items() if k not in ("help", "action")}
+        parser.add_argument(alias, action=_OldSpelling, help=argparse.SUPPRESS,
+                            **{**extra, "default": argparse.SUPPRESS})  # fmt: skip
+
+
 def add_options(
     parser: argparse.ArgumentParser,
     cls: type,
@@ -178,8 +303,12 @@ def add_options(
     choices: Mapping[str, Iterable[str]] | None = None,
     metavars: Mapping[str, str] | None = None,
     flags: Mapping[str, str] | None = None,
+    groups: Mapping[str, Iterable[str]] | None = None,
 ) -> None:
     """One `--field-name` option per field of the dataclass `cls`, in field order.
+
+    `groups` (title -> field names) files options under headed sections of --help, in that order; the
+    fields no group names follow under "other options".
 
     `suppress`: options left out of the command line are absent from the parsed namespace (so a config
     file's values stand), otherwise they take the field's default. `required`: options that must be given.
@@ -191,8 +320,15 @@ def add_options(
     skip, required = set(skip), set(required)
     help_of, metavar_of, flag_of = dict(helps or {}), dict(metavars or {}), dict(flags or {})
     choices_of = dict(choices or {})
+    target = _grouper(parser, groups)
     for f in dataclasses.fields(cls):
         if f.name in skip:
+            continue
+        where = target(f.name)
+        if f.name in VOCABULARY and f.name not in help_of and f.name not in required:
+            default = f.default if f.default is not dataclasses.MISSING else None
+            own = docs.get(f.name) if f.name in _OWN_HELP else None
+            add_word(where, f.name, default=default, suppress=suppress, help=own)
             continue
         kind, options = _option_type(hints[f.name])
         if kind not in (str, int, float, bool):
@@ -210,19 +346,66 @@ def add_options(
             kw["type"] = kind
             kw["choices"] = tuple(choices_of.get(f.name, options or ())) or None
             kw["metavar"] = metavar_of.get(f.name, _METAVARS.get(kind)) if not kw["choices"] else None
-        if f.name in required:
+        if f.name in required and suppress:  # may come from --config FILE: load_settings checks it
+            kw["help"] = f"{kw['help'] or ''} (required)".strip()
+            kw["default"] = argparse.SUPPRESS
+        elif f.name in required:
             kw["required"] = True
         elif suppress:
             kw["default"] = argparse.SUPPRESS
         else:
             kw["default"] = default
-        parser.add_argument(flag_of.get(f.name, "--" + f.name.replace("_", "-")), **kw)
+        where.add_argument(flag_of.get(f.name, "--" + f.name.replace("_", "-")), **kw)
+
+
+def _grouper(
+    parser: argparse.ArgumentParser, groups: Mapping[str, Iterable[str]] | None
+) -> Callable[[str], argparse.ArgumentParser | argparse._ArgumentGroup]:
+    """field name -> the parser or headed group its option goes to."""
+    if not groups:
+        return lambda name: parser
+    made = {title: parser.add_argument_group(title) for title in groups}
+    of = {name: made[title] for title, names in groups.items() for name in names}
+    other = parser.add_argument_group("other options")
+    return lambda name: of.get(name, other)
 
 
 def option_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     """The parsed values that are fields of `cls` (absent ones, under `suppress`, stay absent)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in vars(args).items() if k in names}
+
+
+def add_config_option(p: argparse.ArgumentParser, what: str) -> None:
+    """`--config FILE`: a command's settings from a JSON file of its fields (options typed win)."""
+    p.add_argument(
+        "--config", metavar="FILE", help=f"JSON file of {what} settings (the options' names with _, e.g. a "
+        "run's saved settings file); options given on the command line win",
+    )  # fmt: skip
+
+
+def load_settings(
+    cls: type, args: argparse.Namespace, required: Iterable[str] = (), ignored: Iterable[str] = ()
+) -> Any:
+    """`cls` from `--config FILE` (if given) and the options typed (added with `suppress=True`): a typed
+    option wins over the file. `required` fields must come from one of them; keys in `ignored` are a
+    saved run's bookkeeping, skipped; any other key the file has that `cls` lacks is an error naming it."""
+    values: dict[str, Any] = {}
+    file = getattr(args, "config", None)
+    if file:
+        values = read_json_object(file, "settings")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known - set(ignored))
+        if unknown:
+            raise InputError(
+                file, f"unknown setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}"
+            )
+        values = {k: v for k, v in values.items() if k in known}
+    values.update(option_values(args, cls))
+    missing = ["--" + r.replace("_", "-") for r in required if values.get(r) is None]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}: give it on the command line or in --config FILE")
+    return cls(**values)
 
 
 def parse_duration(text: str) -> float:

@@ -33,7 +33,7 @@ def tiny_model(albert_data, tmp_path_factory, tiny_config) -> Path:
 
 def _config(model: Path, data: Path, out: Path, **kw) -> GlueConfig:
     values = dict(
-        model=str(model), data=str(data / "glue"), output=str(out), tasks="rte,stsb", seeds=2,
+        model=str(model), data=str(data / "glue"), output=str(out), tasks="rte,stsb", seeds="1,2",
         learning_rates="1e-3,3e-3", epochs=1.0, batch_size=8, max_seq_length=64, max_train_examples=16,
         max_eval_examples=24, workers=2,
     )  # fmt: skip
@@ -111,7 +111,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
 def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_data, tmp_path):
-    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds=4, learning_rates="1e-3",
+    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1,2,3,4", learning_rates="1e-3",
                   epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
     script = "import json, sys; from albert_lm.training.glue import GlueConfig, run_glue; "
     script += "run_glue(GlueConfig(**json.loads(sys.argv[1])))"

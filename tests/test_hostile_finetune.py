@@ -278,7 +278,7 @@ def test_zero_or_negative_counts_are_refused(world, capsys):
     refused(capsys, ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--batch-size", "0"],
             "batch_size")  # fmt: skip
     refused(capsys, _finetune(w, w["root"] / "z", "--eval-every", "0"), "eval_every")
-    refused(capsys, _glue(w, w["root"] / "z", "--seeds", "0"), "seeds")
+    refused(capsys, _glue(w, w["root"] / "z", "--seeds", "1,x"), "seeds")
     assert not (w["root"] / "z").exists()
 
 
@@ -291,7 +291,9 @@ def test_a_device_this_machine_lacks_is_a_clean_refusal(world, capsys, tmp_path)
             "no CUDA")  # fmt: skip
     refused(capsys, _evaluate(w, "--device", "cuda"), "no CUDA")
     refused(capsys, _glue(w, tmp_path / "g", "--device", "cuda"), "no CUDA")
-    refused(capsys, _finetune(w, tmp_path / "o", "--device", "tpu"), "--device")
+    with pytest.raises(SystemExit) as bad:  # not a device name at all: argparse's usage error, exit 2
+        main(_finetune(w, tmp_path / "o", "--device", "tpu"))
+    assert bad.value.code == 2 and "expected auto, cpu, cuda or cuda:N" in capsys.readouterr().err
     assert not (tmp_path / "o").exists() and not (tmp_path / "g").exists()
 
 
@@ -311,7 +313,7 @@ def test_an_error_in_a_glue_worker_reaches_the_parent_and_stops_the_workers(worl
     train = glue / "RTE" / "train.tsv"
     lines = train.read_text().splitlines()
     train.write_text("\n".join([lines[0].replace("label", "gold")] + lines[1:]) + "\n")
-    argv = _glue(w, tmp_path / "out", "--seeds", "2")
+    argv = _glue(w, tmp_path / "out", "--seeds", "1,2")
     argv[argv.index("--data") + 1] = str(glue)
     t0 = time.monotonic()
     refused(capsys, argv, str(train), "missing column 'label'")

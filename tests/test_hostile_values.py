@@ -76,10 +76,11 @@ def test_a_time_budget_without_a_unit_is_refused_asking_for_one(two_data, capsys
     [
         (["--max-steps", "0"], "max_steps"),
         (["--max-steps", "-3"], "max_steps"),
-        (["--minutes", "nan"], "minutes"),
-        (["--minutes", "inf"], "minutes"),
-        (["--minutes", "-1"], "minutes"),
-        (["--minutes", "0.001"], "less than a second"),
+        (["--time-budget", "nan"], "time budget"),
+        (["--time-budget", "inf"], "time budget"),
+        (["--time-budget=-1m"], "time budget"),
+        (["--time-budget", "10"], "give a unit"),
+        (["--time-budget", "0.01s"], "less than a second"),
         (["--eval-batches", "0"], "eval_batches"),
         (["--seeds", "1,-2"], "seeds"),
     ],
@@ -138,7 +139,7 @@ def test_reproduce_reuses_a_cell_only_when_its_fingerprint_matches(two_data, cap
     assert set(record["fingerprint"]) == {"tokenizer", "data", "model", "settings"}
     before = folder_hash(cells / "all-shared")
     # another tokenizer's data: the cells trained on A's would be scored on B's ids
-    refused(capsys, _reproduce(two_data["data_b"], out), "cell all-shared", "tokenizer fingerprint", "--redo",
+    refused(capsys, _reproduce(two_data["data_b"], out), "cell all-shared", "tokenizer fingerprint", "--overwrite",
             untouched=(cells, two_data["data_a"], two_data["data_b"]))  # fmt: skip
     refused(capsys, [*_reproduce(two_data["data_a"], out), "--model-override", "hidden_act=relu"],
             "model hidden_act", untouched=(cells,))  # fmt: skip
@@ -148,8 +149,8 @@ def test_reproduce_reuses_a_cell_only_when_its_fingerprint_matches(two_data, cap
     assert main(_reproduce(two_data["data_a"], out)) == 0
     assert folder_hash(cells / "all-shared") == before
     assert json.loads((cells / "all-shared" / "cell.json").read_text()) == record
-    # --redo trains the cells again on B's data, and records B's fingerprint
-    assert main([*_reproduce(two_data["data_b"], out), "--redo"]) == 0
+    # --overwrite trains the cells again on B's data, and records B's fingerprint
+    assert main([*_reproduce(two_data["data_b"], out), "--overwrite"]) == 0
     redone = json.loads((cells / "all-shared" / "cell.json").read_text())["fingerprint"]
     assert redone["tokenizer"] != record["fingerprint"]["tokenizer"]
     result = json.loads((out / "layers" / "results.json").read_text())
@@ -160,7 +161,7 @@ def test_a_cell_finished_by_another_process_is_checked_too(two_data, capsys, tmp
     out = tmp_path / "paper"
     assert main([*_reproduce(two_data["data_a"], out), "--cells", "not-shared"]) == 0
     refused(capsys, [*_reproduce(two_data["data_b"], out), "--cells", "all-shared"], "cell not-shared",
-            "--redo --cells not-shared")  # fmt: skip
+            "--overwrite --cells not-shared")  # fmt: skip
     assert not (out / "layers" / "cells" / "all-shared").exists()  # refused before training its own cell
 
 

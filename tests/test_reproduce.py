@@ -47,7 +47,7 @@ def sop_nsp_data(tiny_corpus_and_tokenizer, tmp_path_factory) -> tuple[Path, Pat
 
 def _run(claim: str, data: tuple[Path, Path], out: Path, *extra: str) -> dict:
     argv = ["reproduce", claim, "--data", str(data[0]), "--nsp-data", str(data[1]), "--output", str(out),
-            "--minutes", "0.2", "--max-steps", "3", "--eval-batches", "2", "--device", "cpu"]  # fmt: skip
+            "--time-budget", "12s", "--max-steps", "3", "--eval-batches", "2", "--device", "cpu"]  # fmt: skip
     for o in SMALL:
         argv += ["--model-override", o]
     assert main([*argv, *extra]) == 0
@@ -160,8 +160,8 @@ def test_bad_input_is_a_clear_error(sop_nsp_data, tmp_path, capsys):
     assert "--nsp-data" in capsys.readouterr().err
     assert main(["reproduce", "sharing", "--data", str(tmp_path / "none"), "--output", str(tmp_path)]) == 1
     assert "not a folder made by `albert data create`" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="minutes"):
-        ReproduceConfig(claim="sharing", data=str(sop), minutes=0)
+    with pytest.raises(ValueError, match="time budget"):
+        ReproduceConfig(claim="sharing", data=str(sop), time_budget="0m")
 
 
 def test_cell_settings_time_or_steps(sop_nsp_data, tmp_path):
@@ -170,7 +170,7 @@ def test_cell_settings_time_or_steps(sop_nsp_data, tmp_path):
 
     sop, _ = sop_nsp_data
     cells = {c.name: c for c in DEPTH.cells}
-    timed = ReproduceConfig(claim="depth", data=str(sop), output=str(tmp_path), minutes=10)
+    timed = ReproduceConfig(claim="depth", data=str(sop), output=str(tmp_path), time_budget="10m")
     half = cell_config(timed, cells["L3-half-time"], {})
     assert half.time_budget == "300s" and half.model_overrides["num_hidden_layers"] == 3
     assert half.model_overrides["sharing"] == "all" and half.seed == 1
@@ -189,12 +189,12 @@ def test_cell_settings_time_or_steps(sop_nsp_data, tmp_path):
         tmp_path / "depth" / "cells-seed-2" / "L3-half-time"
     )  # a seed's cells warm-start from the same seed's
     assert cell_config(seed2, cells["L6"], {}, 3).seed == 3
-    with pytest.raises(ValueError, match="seeds: expected whole numbers"):
+    with pytest.raises(ValueError, match="--seeds .1,two.: expected comma-separated whole numbers"):
         ReproduceConfig(claim="depth", data=str(sop), seeds="1,two")
 
 
 def test_several_seeds_give_each_cell_a_mean_and_a_spread(sop_nsp_data, tmp_path, one_thread):
-    one = _run("layers", sop_nsp_data, tmp_path, "--seed", "1")
+    one = _run("layers", sop_nsp_data, tmp_path, "--seeds", "1")
     kept = tmp_path / "layers" / "cells" / "all-shared" / "model.safetensors"
     stamp = kept.stat().st_mtime_ns
     both = _run("layers", sop_nsp_data, tmp_path, "--seeds", "1,2")

@@ -8,6 +8,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from albert_lm.settings import add_word
+
 
 def bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="albert-base", help="model size (default albert-base)")
@@ -24,18 +26,19 @@ def bench_options(p: argparse.ArgumentParser) -> None:
     )  # = bench.PARTS (not imported: --help stays fast)
     p.add_argument("--only", nargs="+", choices=parts, default=parts)
     p.add_argument(
-        "--precision", choices=("auto", "fp32", "bf16", "all"), default="auto",
-        help="rows to run: auto (default) is fp32, plus bf16 where this CPU measures it fast; all = both",
+        "--precisions", choices=("auto", "fp32", "bf16", "all"), default="auto", dest="precision",
+        help="which precisions to time: auto (default) is fp32, plus bf16 where this CPU measures it fast; "
+        "all = both",
     )  # fmt: skip
     p.add_argument(
         "--same-process",
         action="store_true",
         help="run ours and transformers in this one process instead of a worker process each",
     )
-    p.add_argument(
-        "--device", choices=("cpu", "cuda"), default="cpu",
-        help="cpu (default): the suite above; cuda: pretraining step and inference in bf16 against transformers "
-        "on this GPU, with MFU and peak memory (--only, --precision and --same-process do not apply)",
+    add_word(
+        p, "device", help="cpu: the suite above; cuda: pretraining step and inference in bf16 against "
+        "transformers on this GPU, with MFU and peak memory (--only, --precisions and --same-process do not "
+        "apply); auto (default): cuda when there is a GPU, else cpu",
     )  # fmt: skip
     p.add_argument(
         "--compile", choices=("both", "no", "yes"), default="both",
@@ -81,7 +84,11 @@ def _bench(args: argparse.Namespace, data: str | None, log: Callable[[str], None
     from albert_lm.bench.runner import format_table, run_suite
     from albert_lm.files import write_json
 
-    if args.device == "cuda":
+    if args.device == "auto":
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device.startswith("cuda"):
         from albert_lm.bench.cuda import format_cuda_table, run_cuda_suite
 
         modes = {"both": (False, True), "no": (False,), "yes": (True,)}[args.compile]
@@ -90,7 +97,11 @@ def _bench(args: argparse.Namespace, data: str | None, log: Callable[[str], None
             if args.json:
                 write_json(Path(args.json), r, indent=1)
 
-        print(format_cuda_table(run_cuda_suite(args.preset, args.repeats, modes, log=log, on_row=save)))
+        print(
+            format_cuda_table(
+                run_cuda_suite(args.preset, args.repeats, modes, log=log, on_row=save, device=args.device)
+            )
+        )
         return 0
     result = run_suite(
         args.preset,

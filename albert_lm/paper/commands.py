@@ -15,11 +15,8 @@ def reproduce_options(p: argparse.ArgumentParser) -> None:
     )
     add_options(
         p, ReproduceConfig, skip=("claim", "model_overrides"), required=("data",),
-        metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR", "seeds": "LIST"}, choices={"device": ("auto", "cpu", "cuda")},
+        metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR", "seeds": "LIST"},
     )  # fmt: skip
-    p.add_argument(
-        "--seed", dest="seeds", default=argparse.SUPPRESS, metavar="N", help="--seeds with one seed"
-    )
     p.add_argument(
         "--model-override", action="append", default=[], metavar="KEY=VALUE", dest="model_overrides",
         help="change one model config field in every cell, e.g. hidden_size=256 (repeatable)",

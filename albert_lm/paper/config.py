@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from albert_lm.paper.claims import CLAIMS
+from albert_lm.settings import device_name, parse_duration, seed_list
 
 
 @dataclass
@@ -19,8 +19,9 @@ class ReproduceConfig:
     output: str = "runs/paper"
     """results go to OUTPUT/CLAIM (cells/NAME for each run, cells-seed-S/NAME for a seed S other than 1,
     results.json, table.md, CLAIM.png)"""
-    minutes: float = 10.0
-    """pretraining minutes per cell (cells of the depth claim take a share, or equal steps)"""
+    time_budget: str = "10m"
+    """pretraining time per cell, with a unit (90s, 10m, 1.5h; cells of the depth claim take a share, or
+    equal steps)"""
     nsp_data: str | None = None
     """NSP examples of the same text and tokenizer (`albert data create --objective nsp`): the sentence claim"""
     recipe: str = "cpu-1h"
@@ -29,7 +30,7 @@ class ReproduceConfig:
     """seed of every cell (initialisation, data order, masking); several, comma-separated (e.g. 1,2,3):
     every cell is trained once per seed and the table gives each cell's mean and min-max over them"""
     max_steps: int | None = None
-    """train every cell this many steps instead of --minutes (a cell with a share of the time: that share
+    """train every cell this many steps instead of --time-budget (a cell with a share of the time: that share
     of the steps): equal steps, as the paper compares, and the same result however busy the machine is"""
     model_overrides: dict[str, Any] = field(default_factory=dict)
     """model config changes for every cell, under each cell's own switch"""
@@ -39,18 +40,17 @@ class ReproduceConfig:
     eval_batches: int | None = None
     """held-out batches to score (default: the recipe's eval_batches)"""
     device: str = "auto"
-    """auto, cpu or cuda"""
-    redo: bool = False
+    """auto, cpu, cuda or cuda:N"""
+    overwrite: bool = False
     """train again the cells finished earlier with other data, tokenizer, model or settings than this run's
     (default: refuse, naming what differs)"""
 
     def __post_init__(self) -> None:
         if self.claim not in CLAIMS:
             raise ValueError(f"claim {self.claim!r}: expected one of {', '.join(CLAIMS)}")
-        if not (isinstance(self.minutes, int | float) and math.isfinite(self.minutes) and self.minutes > 0):
-            raise ValueError(f"minutes: expected a positive number, got {self.minutes}")
-        if self.minutes * 60 * min(c.budget for c in CLAIMS[self.claim].cells) < 1:
-            raise ValueError(f"minutes: {self.minutes} gives a cell less than a second of training")
+        device_name(self.device)
+        if self.seconds() * min(c.budget for c in CLAIMS[self.claim].cells) < 1:
+            raise ValueError(f"time budget {self.time_budget}: gives a cell less than a second of training")
         for name in ("max_steps", "eval_batches"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -69,21 +69,13 @@ class ReproduceConfig:
             if folder and not (Path(folder) / "manifest.json").is_file():
                 raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")
 
+    def seconds(self) -> float:
+        """The time budget per cell in seconds."""
+        return parse_duration(self.time_budget)
+
     def seed_list(self) -> list[int]:
-        """The seeds given by `seeds`, in order, each once."""
-        seeds: list[int] = []
-        for part in str(self.seeds).split(","):
-            try:
-                seed = int(part.strip())
-            except ValueError:
-                raise ValueError(
-                    f"seeds: expected whole numbers separated by commas, got {self.seeds!r}"
-                ) from None
-            if seed < 0:
-                raise ValueError(f"seeds: expected whole numbers >= 0, got {seed}")
-            if seed not in seeds:
-                seeds.append(seed)
-        return seeds
+        """The seeds given by `seeds`, in order, each once (whole numbers >= 0)."""
+        return seed_list(self.seeds)
 
     def selected_cells(self) -> list[str]:
         """The names given by `cells` (all the claim's cells when none)."""

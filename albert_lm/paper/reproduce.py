@@ -64,7 +64,7 @@ def cell_config(
     values: dict[str, Any] = {
         **base, **cell.pretrain, "data": cfg.nsp_data if cell.data == "nsp" else cfg.data,
         "output": str(folder), "model_overrides": model, "seed": seed, "device": cfg.device,
-        "time_budget": _seconds(cfg.minutes * cell.budget * 60), "eval_every": 0, "tensorboard": False,
+        "time_budget": _seconds(cfg.seconds() * cell.budget), "eval_every": 0, "tensorboard": False,
         "plot": False, "save_every": base.get("save_every", 2000), "keep_last": 1,
     }  # fmt: skip
     # Steps, not time, with --max-steps: the schedule runs over them (a share of the time: of them).
@@ -144,17 +144,21 @@ def fingerprint_differences(recorded: dict[str, Any] | None, wanted: dict[str, A
 def check_reuse(
     cfg: ReproduceConfig, cell: Cell, seed: int, finished: dict[str, Any], wanted: dict[str, Any]
 ) -> bool:
-    """Whether a finished cell was trained as this run would train it; False under `redo` when it was not
+    """Whether a finished cell was trained as this run would train it; False under `overwrite` when it was not
     (train it again); a ValueError naming what differs otherwise."""
     differs = fingerprint_differences(finished.get("fingerprint"), wanted)
     if not differs:
         return True
-    if cfg.redo and cell.name in cfg.selected_cells():
-        logger.warning("%s (seed %d): trained earlier with %s; --redo: training it again", cell.name, seed,
+    if cfg.overwrite and cell.name in cfg.selected_cells():
+        logger.warning("%s (seed %d): trained earlier with %s; --overwrite: training it again", cell.name, seed,
                        "; ".join(differs))  # fmt: skip
         return False
     folder = cell_folder(cfg, cell.name, seed)
-    how = "--redo to train it again" if cell.name in cfg.selected_cells() else f"--redo --cells {cell.name}"
+    how = (
+        "--overwrite to train it again"
+        if cell.name in cfg.selected_cells()
+        else f"--overwrite --cells {cell.name}"
+    )
     raise ValueError(
         f"cell {cell.name} (seed {seed}) in {folder} was trained differently from this run: "
         f"{'; '.join(differs)}. Its figures would not be comparable: choose another --output, or pass {how}"

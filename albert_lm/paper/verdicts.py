@@ -113,7 +113,7 @@ RULES: dict[str, Callable[[Cells], list[str]]] = {
 
 
 # Fewer steps than this per cell and the differences between cells are noise: every model is still on
-# the unigram plateau, which the base recipe leaves after ~1200 steps (docs/pretraining_plateau.md).
+# the unigram plateau, which the base recipe leaves after ~1200 steps (docs/notes/pretraining_plateau.md).
 MIN_STEPS = 300
 
 
@@ -152,6 +152,6 @@ def verdicts(claim: str, cells: Cells, per_seed: list[Cells] | None = None) -> l
     steps = [int(c["steps"]) for c in cells.values() if isinstance(c.get("steps"), int | float)]
     if steps and min(steps) < MIN_STEPS:
         why = (f"{min(steps)} steps in the shortest cell, under {MIN_STEPS}: at this length the differences "
-               "between cells are noise; train longer (--minutes or --max-steps)")  # fmt: skip
+               "between cells are noise; train longer (--time-budget or --max-steps)")  # fmt: skip
         lines = [_undecided(line, why) if _learnt(line) else line for line in lines]
     return lines

@@ -27,11 +27,11 @@ import threading
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from albert_lm.files import check_output_apart, file_sha256, folder_lock, read_json_object, write_json
 from albert_lm.hub import resolve_model
-from albert_lm.settings import check_fields, check_ranges
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name, seed_list
 from albert_lm.tasks import get_task
 from albert_lm.training.finetune_config import FinetuneConfig
 
@@ -60,8 +60,8 @@ class GlueConfig:
     """output folder: one sub-folder per run, glue_results.json"""
     tasks: str = "cola,sst2,mrpc,stsb,rte"
     """comma-separated tasks"""
-    seeds: int = 3
-    """fine-tuning seeds per task and rate (seeds 1..N)"""
+    seeds: str = "1,2,3"
+    """comma-separated fine-tuning seeds, each run for every task and rate"""
     learning_rates: str = "1e-4,3e-4,1e-3"
     """comma-separated peak rates tried per task (the best mean on dev is kept); small models want
     larger rates than the paper's 1e-5 to 3e-5 for albert-base"""
@@ -75,11 +75,11 @@ class GlueConfig:
     """use only the first N training examples of each task (quick runs)"""
     max_eval_examples: int | None = None
     """use only the first N dev examples of each task (quick runs; the table is then not GLUE's)"""
-    workers: int = 0
-    """runs at a time, each a process with one thread (0: one per CPU core; on a GPU, 4 sharing it)"""
-    precision: Literal["fp32", "bf16"] = "fp32"
-    """fp32 or bf16 (autocast); fp32 by default, so scores do not depend on the CPU"""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    workers: int | None = None
+    """runs at a time, each a process with one thread (default: one per CPU core; on a GPU, 4 sharing it)"""
+    precision: Precision = "auto"
+    """auto, fp32, bf16 (autocast) or fp16 (CUDA); fp32 gives scores that do not depend on the CPU"""
+    device: str = "auto"
     """where the runs train: auto is the GPU when torch sees one, else the CPU"""
     overwrite: bool = False
     """redo finished runs made from another model, other data or other settings (refused otherwise);
@@ -88,11 +88,16 @@ class GlueConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         check_ranges(
-            self, at_least_one=("seeds", "batch_size", "max_seq_length", "max_train_examples", "max_eval_examples"),
-            non_negative=("workers",), positive=("epochs",),
+            self, at_least_one=("batch_size", "max_seq_length", "max_train_examples", "max_eval_examples", "workers"),
+            positive=("epochs",),
         )  # fmt: skip
         self.task_list()
         self.rates()
+        self.seed_list()
+        device_name(self.device)
+
+    def seed_list(self) -> list[int]:
+        return seed_list(self.seeds)
 
     def task_list(self) -> list[str]:
         names = [t.strip() for t in self.tasks.split(",") if t.strip()]
@@ -123,7 +128,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         output=str(run_folder(cfg, task, rate, seed)), learning_rate=rate, seed=seed, epochs=cfg.epochs,
         batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, device=glue_device(cfg),
         max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples,
-        precision=cfg.precision, log_every=10**9,
+        precision=cfg.precision, log_every=10**9, tensorboard=False, plot=False,  # dozens of short runs
         overwrite=True,  # only unfinished runs are run: what an interrupted one left is glue's own, redone
     )  # fmt: skip
 
@@ -163,7 +168,7 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     glue_device(cfg)  # --device cuda on a machine without one: refused before any run starts
-    jobs = [(t, r, s) for t in tasks for r in rates for s in range(1, cfg.seeds + 1)]
+    jobs = [(t, r, s) for t in tasks for r in rates for s in cfg.seed_list()]
     base = _inputs_fingerprint(cfg, tasks)
     records = {j: run_record(cfg, base, *j) for j in jobs}
     with folder_lock(out):  # one suite per output folder at a time
@@ -200,7 +205,17 @@ def _inputs_fingerprint(cfg: GlueConfig, tasks: list[str]) -> dict[str, Any]:
 
 # Settings of a run that do not change its score: where it writes and how much it logs.
 # (The device neither: a run resumed on a GPU reuses the CPU's runs; the scores differ in rounding only.)
-_NOT_RECORDED = ("model", "data", "output", "overwrite", "log_every", "tokenizer", "device")
+_NOT_RECORDED = (
+    "model",
+    "data",
+    "output",
+    "overwrite",
+    "log_every",
+    "tokenizer",
+    "device",
+    "tensorboard",
+    "plot",
+)
 
 
 def run_record(cfg: GlueConfig, base: dict[str, Any], task: str, rate: float, seed: int) -> dict[str, Any]:
@@ -347,7 +362,7 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
 
 
 def format_table(result: dict[str, Any]) -> str:
-    seeds = result["settings"]["seeds"]
+    seeds = len(seed_list(result["settings"]["seeds"]))
     lines = [
         f"{'task':<6} {'metric':<9} {f'dev x100, mean +- std of {seeds} seeds':>32} {'lr':>8} {'majority':>9}"
     ]

@@ -264,6 +264,24 @@ def learning_rate_factor(step: int, warmup_steps: int, total_steps: int, power: 
     return (1.0 - min(step, total_steps) / total_steps) ** power
 
 
+PAPER_WARMUP_FRACTION = 3125 / 125_000  # the paper's warm-up: 3125 of 125,000 steps (2.5%)
+
+
+def fit_warmup(warmup_steps: int, total_steps: int, fraction: float, what: str) -> int:
+    """The warm-up a run of `total_steps` gets: `warmup_steps`, unless that is the whole run or more (the
+    rate would never reach its peak, and the run would train at a sliver of it without a word): then
+    `fraction` of the run, said in a warning."""
+    if total_steps <= 0 or warmup_steps < total_steps:
+        return warmup_steps
+    fitted = max(1, round(total_steps * fraction))
+    logging.getLogger("albert_lm").warning(
+        "%s: warm-up of %d steps is not shorter than the run (%d steps): the learning rate would never reach "
+        "its peak; warming up over %d steps instead (%.1f%% of the run). Set --warmup-steps to choose.",
+        what, warmup_steps, total_steps, fitted, 100 * fraction,
+    )  # fmt: skip
+    return fitted
+
+
 def build_scheduler(
     optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, power: float = 1.0
 ) -> torch.optim.lr_scheduler.LambdaLR:

@@ -29,6 +29,7 @@ RESUME_MAY_CHANGE = frozenset({
     "data", "output", "resume", "overwrite", "save_every", "keep_last", "eval_every", "eval_batches",
     "eval_text", "log_every", "device", "precision", "tensorboard", "plot", "dist_timeout_s",
     "gradient_checkpointing",
+    "max_steps",  # a finished run extended: the schedule becomes the longer run's (pretrain_setup)
 })  # fmt: skip
 
 # Files that mark a folder as a pretraining run's (besides checkpoint-N folders).

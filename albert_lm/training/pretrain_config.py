@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 from albert_lm.files import read_json_object
 from albert_lm.hub import resolve_model
-from albert_lm.settings import check_fields, check_ranges, parse_duration
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
 
 
 @dataclass
@@ -40,7 +41,7 @@ class PretrainConfig:
     """std of the E -> H embedding projection at initialisation (default: the model's initializer_range,
     0.02, as google-research). With E << H the first layer then sees inputs of std ~0.02 * sqrt(E) while
     every later layer sees layer-normed ones; 1/sqrt(E) gives it unit-scale inputs too, which measurably
-    speeds up early learning of small models (docs/pretraining_plateau.md)"""
+    speeds up early learning of small models (docs/notes/pretraining_plateau.md)"""
     max_steps: int = 125_000
     """optimizer steps (with --time-budget: the most it may take)"""
     time_budget: str | None = None
@@ -55,7 +56,7 @@ class PretrainConfig:
     learning_rate: float = 0.00176
     """peak learning rate for your global batch (batch-size x accumulation x processes). The paper's
     0.00176 is for 4096; for a smaller global batch B scale it by sqrt(B / 4096) (LAMB's square-root
-    rule): 2.2e-4 at 64, 6.2e-4 at 512, 1.1e-3 at 1024"""
+    rule; `albert pretrain --help` lists the figures, computed by `scaled_learning_rate`)"""
     warmup_steps: int = 3125
     """linear warmup steps"""
     poly_power: float = 1.0
@@ -82,7 +83,7 @@ class PretrainConfig:
     max_predictions_per_seq: int | None = None
     """most masked tokens per training example with masked_lm_prob (default: the data's cap scaled by
     masked_lm_prob / the data's rate, rounded up)"""
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: Precision = "auto"
     """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
     AMX), else fp32; bf16 = autocast"""
     gradient_checkpointing: bool = False
@@ -107,7 +108,7 @@ class PretrainConfig:
     """continue from the newest checkpoint in the output folder"""
     overwrite: bool = False
     """replace the run the output folder holds (refused otherwise)"""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: str = "auto"
     """auto: CUDA when there is one"""
     tensorboard: bool = True
     """write TensorBoard events"""
@@ -117,7 +118,11 @@ class PretrainConfig:
     """seconds a collective may wait before it fails instead of hanging"""
 
     def __post_init__(self) -> None:
-        check_fields(self)  # types and choices (precision, optimizer, device are Literals)
+        check_fields(self)  # types and choices (precision and optimizer are Literals)
+        device_name(self.device)
+        if self.precision == "fp16":
+            raise ValueError("PretrainConfig: precision fp16 is not offered for pretraining (LAMB runs without "
+                             "loss scaling); use bf16 (auto picks it where it is fast) or fp32")  # fmt: skip
         check_ranges(
             self, "PretrainConfig",
             at_least_one=("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches",
@@ -133,6 +138,12 @@ class PretrainConfig:
                 parse_duration(self.time_budget)
             except ValueError as e:
                 raise ValueError(f"PretrainConfig: time_budget: {e}") from None
+
+    @staticmethod
+    def scaled_learning_rate(global_batch: int) -> float:
+        """The paper's peak rate (0.00176 at batch 4096) scaled to `global_batch` by LAMB's square-root
+        rule (You et al., 2020)."""
+        return 0.00176 * math.sqrt(global_batch / 4096)
 
     @property
     def time_budget_s(self) -> float | None:

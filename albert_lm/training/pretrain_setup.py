@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_eval_dataset
-from albert_lm.files import clear_folder, describe_folder, folder_lock
+from albert_lm.files import clear_folder, describe_folder, folder_lock, read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
@@ -39,7 +39,14 @@ from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
 from albert_lm.training.monitor import MetricsLog
 from albert_lm.training.objective import STATS, PretrainingObjective
-from albert_lm.training.optim import build_optimizer, build_scheduler, build_time_budget_scheduler
+from albert_lm.training.optim import (
+    PAPER_WARMUP_FRACTION,
+    build_optimizer,
+    build_scheduler,
+    build_time_budget_scheduler,
+    fit_warmup,
+    learning_rate_factor,
+)
 from albert_lm.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
@@ -275,7 +282,8 @@ def _build_optimization(
     )  # fmt: skip
     if cfg.time_budget is not None:  # decay over the budget's time, not over max_steps
         return optimizer, build_time_budget_scheduler(optimizer, cfg.warmup_steps, cfg.poly_power)
-    return optimizer, build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.poly_power)
+    warmup = fit_warmup(cfg.warmup_steps, cfg.max_steps, PAPER_WARMUP_FRACTION, "pretrain")
+    return optimizer, build_scheduler(optimizer, warmup, cfg.max_steps, cfg.poly_power)
 
 
 def loader_settings(device: torch.device) -> tuple[int, bool]:
@@ -313,6 +321,7 @@ def _restore(run: Run, latest: Path) -> None:
     run.scheduler.load_state_dict(state["scheduler"])
     run.step, run.epoch, run.offset = state["step"], state["epoch"], state["offset"]
     run.elapsed_s = float(state.get("elapsed_s", 0.0))
+    _say_if_extended(run, latest)
     ranks = state["ranks"]
     if len(ranks) != run.d.world and run.d.main:
         logger.warning(
@@ -323,6 +332,21 @@ def _restore(run: Run, latest: Path) -> None:
     run.acc = mine["acc"].to(run.device)
     if run.d.main:
         logger.info("resumed from %s (step %d)", latest, run.step)
+
+
+def _say_if_extended(run: Run, latest: Path) -> None:
+    """A finished (or running) run given a larger --max-steps goes on under the longer run's schedule."""
+    before = read_json_object(latest / ckpt.CONFIG_FILE, "run configuration").get("max_steps")
+    cfg = run.cfg
+    if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget or not run.d.main:
+        return
+    warmup = fit_warmup(cfg.warmup_steps, cfg.max_steps, PAPER_WARMUP_FRACTION, "pretrain")
+    factor = learning_rate_factor(run.step, warmup, cfg.max_steps, cfg.poly_power)
+    logger.warning(
+        "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's; at step %d "
+        "the rate is %.3g (%.0f%% of the peak)", cfg.max_steps, before, cfg.max_steps, run.step,
+        cfg.learning_rate * factor, 100 * factor,
+    )  # fmt: skip
 
 
 def _log_start(run: Run, train_dataset: Any) -> None:
