@@ -38,6 +38,7 @@ _EXPORTS = {
     "pretrain": "training.pretrain",
     "PredictConfig": "deploy.predict_config",
     "predict": "deploy.predict",
+    "Predictor": "deploy.api",
     "quantize_int8": "deploy.int8",
 }
 
@@ -66,6 +67,7 @@ __all__ = [
     "pretrain",
     "PredictConfig",
     "predict",
+    "Predictor",
     "quantize_int8",
     "__version__",
 ]
@@ -88,6 +90,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from albert_lm.data.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.deploy.api import Predictor
     from albert_lm.deploy.int8 import quantize_int8
     from albert_lm.deploy.predict import predict
     from albert_lm.deploy.predict_config import PredictConfig

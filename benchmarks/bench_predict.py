@@ -26,6 +26,7 @@ import transformers
 
 from albert_lm.deploy.predict import PredictConfig, predict
 from albert_lm.kernels.hardware import cpu_info
+from albert_lm.tasks.glue import GLUE_TASKS, label_names
 
 
 def ours(model: str, source: str, column: str, batch_size: int, out: Path) -> list[str]:
@@ -52,7 +53,9 @@ def main() -> None:
     a = p.parse_args()
     with open(a.input, encoding="utf-8", newline="") as f:
         texts = [row[a.text_column] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
-    labels = json.loads((Path(a.model) / "finetune_config.json").read_text())["labels"]
+    saved = json.loads((Path(a.model) / "finetune_config.json").read_text())
+    # predict writes a GLUE task's conventional label names; the pipeline's ids map onto the same names
+    labels = list(label_names(saved["task"])) if saved["task"] in GLUE_TASKS else saved["labels"]
     times: dict[str, list[float]] = {"albert-lm predict": [], "transformers pipeline, batch 1": [],
                                      f"transformers pipeline, batch {a.batch_size}": []}  # fmt: skip
     answers: dict[str, list[str]] = {}

@@ -21,6 +21,7 @@ from albert_lm.deploy.export import export_onnx
 from albert_lm.deploy.predict import PredictConfig, predict
 from albert_lm.tasks import get_task
 from albert_lm.tasks.batches import collate
+from albert_lm.tasks.glue import label_names
 
 
 def main() -> None:
@@ -46,7 +47,7 @@ def main() -> None:
                                       text_column=spec.text_a, text_pair_column=spec.text_b or "-",
                                       int8=kind == "int8"))  # fmt: skip
                 labels = [json.loads(line)["label"] for line in out.read_text().splitlines()]
-                scores[kind] = task.score(examples, [task.labels.index(x) for x in labels])
+                scores[kind] = task.score(examples, [label_names(name).index(x) for x in labels])
             export_onnx(model, Path(tmp) / "onnx", int8=True)
             session = ort.InferenceSession(
                 str(Path(tmp) / "onnx" / "model.int8.onnx"), providers=["CPUExecutionProvider"]

@@ -1,1 +1,3 @@
-"""The end of the road: running a fine-tuned model on new text (`albert predict`)."""
+"""The end of the road: using a model. `albert predict` (a fine-tuned model on new text), `albert
+fill-mask` and `albert embed` (any ALBERT folder), `albert_lm.Predictor` (the three in memory) and
+`albert export` (an ONNX graph for ONNX Runtime)."""

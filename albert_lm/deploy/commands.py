@@ -1,4 +1,5 @@
-"""`albert predict` and `albert export`: the deploy stage's commands (registered by `albert_lm.cli`).
+"""`albert predict`, `fill-mask`, `embed` and `export`: the deploy stage's commands (registered by
+`albert_lm.cli`).
 
 Like every command, each imports its module only when it runs: building the parser stays free of torch.
 """
@@ -9,28 +10,112 @@ import argparse
 import sys
 
 from albert_lm.deploy.predict_config import PredictConfig
-from albert_lm.settings import add_options, option_values
+from albert_lm.deploy.texts_config import EmbedConfig, FillMaskConfig, TextsConfig
+from albert_lm.settings import VOCABULARY, add_config_option, add_options, field_docs, load_settings
 
 
 def predict_options(p: argparse.ArgumentParser) -> None:
-    add_options(p, PredictConfig, required=("model", "input"), metavars={"model": "DIR", "input": "FILE"})
+    add_config_option(p, "prediction")
+    add_options(
+        p, PredictConfig, required=("model", "input"), suppress=True,
+        metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
+    )  # fmt: skip
 
 
 def run_predict(args: argparse.Namespace) -> int:
     """run a fine-tuned model on new text: one JSON line per input row, in input order
 
-    Classification: label and probabilities (regression: score); token classification: tags per word;
-    question answering: the answer and its character offsets in the context; multiple choice: the
-    answer letter and probabilities. Input: plain lines, CSV/TSV with a header, or JSON Lines; - is
-    stdin / stdout. A bad row stops the run naming its line and column, or with --skip-bad is reported
-    and left out."""
+    Classification: label and probabilities (GLUE models by the labels' names, e.g. negative /
+    positive; regression: score); token classification: tags per word; question answering: the answer
+    and its character offsets in the context; multiple choice: the answer letter and probabilities.
+    Input: plain lines (blank ones skipped), CSV/TSV with a header, or JSON Lines; - is stdin / stdout.
+    --keep-columns copies input columns (an id) into each line. A bad row stops the run naming its line
+    and column, or with --skip-bad is reported and left out."""
     from albert_lm.deploy.predict import predict
 
-    summary = predict(PredictConfig(**option_values(args, PredictConfig)))
+    cfg = load_settings(PredictConfig, args, ("model", "input"))
+    summary = predict(cfg)
     skipped = f", {len(summary.skipped)} bad rows left out" if summary.skipped else ""
-    where = "" if args.output == "-" else f" -> {args.output}"
     print(
-        f"{summary.task}: {summary.predicted} of {summary.rows} rows predicted{skipped}{where}",
+        f"{summary.task}: {summary.predicted} of {summary.rows} rows predicted{skipped}"
+        f"{_blank(summary.blank_lines)}{_where(cfg.output)}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' if n != 1 else ''}"
+
+
+def _blank(count: int) -> str:
+    return f", {_count(count, 'blank line')} skipped" if count else ""
+
+
+def _where(output: str) -> str:
+    return "" if output == "-" else f" -> {output}"
+
+
+def _texts_options(p: argparse.ArgumentParser, cls: type) -> None:
+    # field_docs reads a class's own source: the shared fields' help comes from TextsConfig, except for
+    # the shared vocabulary's words (device, precision), which take theirs from settings.VOCABULARY.
+    shared = {k: v for k, v in field_docs(TextsConfig).items() if k not in VOCABULARY}
+    add_config_option(p, "this command's")
+    add_options(
+        p, cls, skip=("text",), required=("model",), helps=shared, suppress=True,
+        metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
+    )  # fmt: skip
+    p.add_argument(
+        "--text",
+        action="append",
+        metavar="TEXT",
+        default=argparse.SUPPRESS,
+        help=field_docs(TextsConfig)["text"],
+    )
+
+
+def fill_mask_options(p: argparse.ArgumentParser) -> None:
+    _texts_options(p, FillMaskConfig)
+
+
+def run_fill_mask(args: argparse.Namespace) -> int:
+    """the top candidates for each [MASK] of a text, from a model with an MLM head: one JSON line per text
+
+    The model is a pretraining checkpoint (albert pretrain, albert convert) or another folder with a
+    masked-LM head. Texts with one or more [MASK] come from --input (plain lines, CSV/TSV, JSON Lines'
+    text field; - is stdin) or from --text, given once or more. Each line holds, for each [MASK], the
+    --top-k most probable tokens with their probabilities, and the text filled with the first ones."""
+    from albert_lm.deploy.fill_mask import fill_mask
+
+    cfg = load_settings(FillMaskConfig, args, ("model",))
+    summary = fill_mask(cfg)
+    print(
+        f"fill-mask: {_count(summary.masks, 'mask')} in {_count(summary.texts, 'text')} filled"
+        f"{_blank(summary.blank_lines)}"
+        f"{_where(cfg.output)}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def embed_options(p: argparse.ArgumentParser) -> None:
+    _texts_options(p, EmbedConfig)
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    """sentence embeddings from any ALBERT folder: one JSON line per text, or a .npy matrix
+
+    Mean of the last layer over the text's tokens (default), the last layer at [CLS], or the pooler's
+    output; --normalize scales each to unit length. Texts come from --input (plain lines, CSV/TSV, JSON
+    Lines; - is stdin) or --text, run in batches of similar length, and are written in input order:
+    {"line": N, "embedding": [...]} per text, or, with an --output ending in .npy, a float32 matrix."""
+    from albert_lm.deploy.embed import embed
+
+    cfg = load_settings(EmbedConfig, args, ("model",))
+    summary = embed(cfg)
+    print(
+        f"embed: {_count(summary.texts, 'text')}, {summary.dimensions} dimensions{_blank(summary.blank_lines)}"
+        f"{_where(cfg.output)}",
         file=sys.stderr,
     )
     return 0

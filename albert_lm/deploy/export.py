@@ -16,7 +16,34 @@ within `tolerance` of PyTorch's (fp32), and at cosine >= 0.9 for int8 (a warning
 untrained models lose more to int8 than trained ones); otherwise nothing is written and the error says
 by how much. The folder is filled under a temporary name and renamed.
 
+The exporter and ONNX Runtime's tools log each step (about 70 lines for a tiny model, more for a big
+one); they are kept to their errors unless the root logger is at DEBUG (`albert -v export`).
 onnx, onnxscript and onnxruntime are the optional extra `albert-lm[export]`.
+
+Running the ONNX file
+---------------------
+ONNX Runtime and the tokenizer are all it takes (no torch); the folder holds spiece.model and the
+config. A classifier's logits, then its probabilities (the label names are config.json's id2label,
+or, for a GLUE model without them, `albert_lm.tasks.glue.label_names(task)`):
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from albert_lm import AlbertTokenizer
+
+    folder = "runs/sst2-onnx"  # what `albert export --model runs/sst2/best --output runs/sst2-onnx` wrote
+    tokenizer = AlbertTokenizer.from_pretrained(folder)
+    batch = tokenizer(["A gripping, funny film.", "Dull."], padding=True, truncation=True, max_length=128)
+    inputs = {k: np.array(batch[k], dtype=np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    session = ort.InferenceSession(f"{folder}/model.onnx", providers=["CPUExecutionProvider"])
+    (logits,) = session.run(["logits"], inputs)  # (texts, labels)
+    exp = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities = exp / exp.sum(-1, keepdims=True)
+
+transformers' AlbertTokenizer reads the same spiece.model (`transformers.AlbertTokenizer.from_pretrained(
+folder)`, called with `return_tensors="np", return_token_type_ids=True`), but splits some text otherwise
+than the tokenizer the model was trained with (docs/data.md).
+An encoder's export gives `last_hidden_state` (texts, tokens, hidden) instead of `logits`.
 """
 
 from __future__ import annotations
@@ -48,6 +75,9 @@ logger = logging.getLogger(__name__)
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 INT8_FAIL, INT8_WARN = 0.9, 0.99  # cosine of the int8 graph's outputs to fp32: refused below / warned below
+# The libraries whose loggers report every export step at INFO (onnx_ir's passes, onnxscript's rewriter)
+# or warn of what does not concern an ALBERT graph (torch.onnx: "torchvision is not installed").
+NOISY = ("torch.onnx", "torch.export", "torch._export", "onnxscript", "onnx_ir", "onnx", "onnxruntime")
 
 
 class ExportCheckError(ValueError):
@@ -124,7 +154,8 @@ def export_onnx(
     _check_folders(model_dir, out, overwrite)
     made = not out.exists()
     try:
-        with folder_lock(out):  # a second export to the same folder is refused, not mixed with this one
+        # The lock: a second export to the same folder is refused, not mixed with this one.
+        with folder_lock(out), _quiet(*NOISY, root=False):
             _check_folders(model_dir, out, overwrite)  # again, now that no other export can change it
             return _export_locked(ort, model_dir, out, opset, int8, tolerance)
     except BaseException:
@@ -256,10 +287,21 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
     return cosine
 
 
+def _verbose() -> bool:
+    """Whether the user asked for every library's log (`albert -v`: the root logger at DEBUG)."""
+    return logging.getLogger().getEffectiveLevel() <= logging.DEBUG
+
+
 @contextlib.contextmanager
-def _quiet(*loggers: str):
-    """ONNX Runtime's optimizer and quantizer log advice at WARNING on the root logger and their own."""
-    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in ("", *loggers)]
+def _quiet(*loggers: str, root: bool = True):
+    """These loggers (and the root logger, where ONNX Runtime's optimizer and quantizer log their advice
+    at WARNING) at ERROR for the block, unless `_verbose()`: errors still show, and exceptions reach the
+    caller as they are; albert-lm's own loggers keep their level unless `root`."""
+    if _verbose():
+        yield
+        return
+    names = ("", *loggers) if root else loggers
+    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in names]
     for log, _ in saved:
         log.setLevel(logging.ERROR)
     try:
@@ -273,7 +315,10 @@ def _compare(
     ort: Any, path: Path, samples: list[dict[str, torch.Tensor]], references: list[list[np.ndarray]]
 ) -> tuple[float, float]:
     """(largest absolute difference, smallest cosine) of the graph's outputs to PyTorch's, one session."""
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    # ONNX Runtime's own (C++) log: errors only, unless -v (then its default: warnings)
+    options.log_severity_level = 2 if _verbose() else 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     worst_diff, worst_cosine = 0.0, 1.0
     for inputs, wanted in zip(samples, references, strict=True):
         got = session.run(None, {k: v.numpy() for k, v in inputs.items()})

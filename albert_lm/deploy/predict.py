@@ -8,26 +8,27 @@ fine-tuning used), run in batches of similar length, and written back in input o
 number:
 
 - sequence classification: `label` and `probabilities` (label -> probability); regression: `score`;
+  a GLUE model whose config names no labels of its own writes the task's conventional names
+  (SST-2 negative / positive, CoLA unacceptable / acceptable, ...: `tasks.glue.label_names`);
 - token classification: `tokens` (whitespace-split text, or the row's token list) and `tags`;
 - question answering: `answer` with its character offsets `start` / `end` in the context (SQuAD 2.0
   models answer "" with offsets null when no answer beats the null score by the threshold chosen on dev);
 - multiple choice: `answer` (A, B, ...), its `index` and `probabilities` over the options.
 
-Input: plain text (one text per line; sequence and token classification), CSV / TSV with a header, or
-JSON Lines; `-` reads stdin (format from `--format`, lines by default) and `-` as output writes stdout.
-A row without a needed column, or with an empty one, is an error naming the line and the column, or,
-with `skip_bad`, reported on stderr and left out. The output file is written under a temporary name and
-renamed, so a failed run leaves none.
+Input: plain text (one text per line, blank lines skipped and counted; sequence and token
+classification), CSV / TSV with a header, or JSON Lines; `-` reads stdin (format from `--format`,
+lines by default) and `-` as output writes stdout (`deploy.inputs`). A row without a needed column, or
+with an empty one, is an error naming the line and the column, or, with `skip_bad`, reported on stderr
+and left out. `keep_columns` copies input columns into each line. The output file is written under a
+temporary name and renamed, so a failed run leaves none. `TaskModel` and `predict_examples` are the part
+that `albert_lm.Predictor` shares: the model loaded once, rows in, output dicts out.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import logging
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +36,22 @@ import numpy as np
 import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.deploy.inputs import (
+    Fields,
+    check_output,
+    jsonl,
+    parse_columns,
+    read_input,
+    with_kept,
+    write_output,
+)
 from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import PredictConfig
-from albert_lm.files import (
-    InputError,
-    atomic_write,
-    check_output_apart,
-    csv_rows,
-    jsonl_rows,
-    read_json_object,
-)
+from albert_lm.files import InputError, read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.tasks import Task, get_task
-from albert_lm.tasks.glue import GlueExample, GlueTask
+from albert_lm.tasks.glue import GlueExample, GlueTask, label_names
 from albert_lm.tasks.race import LETTERS, RaceExample
 from albert_lm.tasks.squad import SquadExample, SquadTask
 from albert_lm.tasks.squad_decoding import decode
@@ -71,78 +74,36 @@ _ARCHITECTURE_TASKS = {
     "AlbertForQuestionAnswering": "squad1",
     "AlbertForMultipleChoice": "race",
 }
+# The fields predict writes; a kept column of one of these names would replace it.
+OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "answer", "start",
+                 "end", "index")  # fmt: skip
 
 
 @dataclass
 class PredictSummary:
-    rows: int  # rows read
+    rows: int  # rows read (blank lines of plain text aside)
     predicted: int  # rows written
     skipped: list[str]  # messages of the bad rows left out (skip_bad)
     task: str
     head: str
+    blank_lines: int = 0  # plain-text lines left out because they were blank
 
 
-# --------------------------------------------------------------------------- reading rows
-def read_rows(source: str, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) of the input: plain lines become {"text": line}; CSV/TSV rows are keyed by the
-    header; JSON Lines rows are the objects."""
-    name = "<stdin>" if source == "-" else source
-    if fmt == "auto":
-        suffix = Path(source).suffix.lower() if source != "-" else ""
-        fmt = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(suffix, "lines")
-    if source != "-" and not Path(source).is_file():
-        raise FileNotFoundError(f"no input file at {source}")
-    raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(name, f"not UTF-8 (byte {e.start})", line=line) from e
-    if fmt == "lines":
-        for n, line in enumerate(text.splitlines(), start=1):
-            yield n, {"text": line}
-    elif fmt in ("csv", "tsv"):
-        # TSV as GLUE and most tools write it: tabs separate, quotes are text; CSV: RFC 4180 quoting
-        tsv = fmt == "tsv"
-        yield from csv_rows(io.StringIO(text, newline=""), name, "\t" if tsv else ",", quotes=not tsv)
-    else:
-        yield from jsonl_rows(text.splitlines(), name)
+@dataclass(frozen=True)
+class Columns:
+    """Where each field of a task's input is in a row (PredictConfig's *_column options)."""
 
+    text: str = "text"
+    text_pair: str = "text_pair"
+    tokens: str = "tokens"
+    question: str = "question"
+    context: str = "context"
+    options: str = "options"
 
-class _Rows:
-    """Field access that names the input's line and column on a bad value."""
-
-    def __init__(self, cfg: PredictConfig) -> None:
-        self.cfg, self.name = cfg, "<stdin>" if cfg.input == "-" else cfg.input
-
-    def text(self, row: dict[str, Any], column: str, line: int) -> str:
-        value = row.get(column)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise InputError(self.name, f"missing or empty column {column!r}", line=line)
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise InputError(
-                self.name, f"column {column!r}: expected text, got {type(value).__name__}", line=line
-            )
-        return str(value)
-
-    def optional(self, row: dict[str, Any], column: str, line: int) -> str | None:
-        value = row.get(column)
-        return None if value is None or value == "" else self.text(row, column, line)
-
-    def strings(self, row: dict[str, Any], column: str, line: int) -> list[str]:
-        value = row.get(column)
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                raise InputError(self.name, f"column {column!r}: expected a JSON list", line=line) from None
-        if (
-            not isinstance(value, list)
-            or not value
-            or not all(isinstance(v, str) and v.strip() for v in value)
-        ):
-            raise InputError(self.name, f"column {column!r}: expected a non-empty list of texts", line=line)
-        return value
+    @classmethod
+    def of(cls, cfg: PredictConfig) -> Columns:
+        return cls(cfg.text_column, cfg.text_pair_column, cfg.tokens_column, cfg.question_column,
+                   cfg.context_column, cfg.options_column)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the model's task
@@ -177,55 +138,140 @@ def model_task(model_dir: Path) -> tuple[Task, dict[str, Any]]:
     return task, saved
 
 
-def _examples(task: Task, cfg: PredictConfig, rows: list[tuple[int, dict[str, Any]]], fields: _Rows):
-    """The task's example for each row: (examples, their lines, messages of rows left out)."""
-    examples: list[Any] = []
-    lines: list[int] = []
-    skipped: list[str] = []
+def output_labels(task: Task, config: AlbertConfig) -> tuple[str, ...]:
+    """The names written for the label ids: the task's own, except for a GLUE task whose model names
+    none of its own (config.json without id2label, or with the label values "0", "1" or transformers'
+    placeholders LABEL_i): then the conventional names, e.g. SST-2's negative / positive."""
+    if not isinstance(task, GlueTask) or not task.labels:
+        return task.labels
+    id2label = config.id2label or {}
+    given = tuple(id2label[i] for i in sorted(id2label))
+    n = len(task.labels)
+    placeholders = (task.labels, tuple(str(i) for i in range(n)), tuple(f"LABEL_{i}" for i in range(n)))
+    if not given or given in placeholders or len(given) != n:
+        return label_names(task.name)
+    return given  # names the model carries (written at fine-tuning, or by hand)
+
+
+@dataclass
+class TaskModel:
+    """A fine-tuned model loaded for prediction: its task, head, tokenizer and settings."""
+
+    folder: Path
+    task: Task
+    saved: dict[str, Any]  # finetune_config.json (SQuAD 2.0: with the null-score threshold)
+    labels: tuple[str, ...]  # the names written for the label ids
+    model: torch.nn.Module
+    tokenizer: AlbertTokenizer
+    device: torch.device
+    precision: str
+    max_len: int
+    batch_size: int = 32
+
+
+def load_task_model(
+    model: str | Path,
+    device: str = "auto",
+    precision: str = "auto",
+    int8: bool = False,
+    max_seq_length: int | None = None,
+    batch_size: int = 32,
+) -> TaskModel:
+    """A fine-tuned folder or hub id, loaded once for many `predict_examples` calls."""
+    model_dir = _model_dir(model)
+    where = pick_device(device)
+    if int8 and where.type != "cpu":
+        raise ValueError("predict: --int8 runs on the CPU; add --device cpu")
+    task, saved = model_task(model_dir)
+    results = model_dir / "eval_results.json"
+    if saved.get("null_score_diff_threshold") is None and results.is_file():  # SQuAD 2.0: chosen on dev
+        chosen = read_json_object(results, "evaluation results").get("null_score_diff_threshold")
+        saved = {**saved, "null_score_diff_threshold": chosen}
+    config = AlbertConfig.from_pretrained(model_dir)
+    max_len = min(max_seq_length or saved.get("max_seq_length") or 512, config.max_position_embeddings)
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
+    net: torch.nn.Module = load_for_task(task, model_dir, None)  # a folder without its head is refused
+    check_head_fits(task, config, model_dir)
+    net = net.to(where)
+    if int8:
+        net = quantize_int8(net)
+    labels = output_labels(task, config)
+    precise = resolved_precision(precision, where)
+    return TaskModel(model_dir, task, saved, labels, net, tokenizer, where, precise, max_len, batch_size)
+
+
+def _model_dir(model: str | Path) -> Path:
+    # a hub id: its snapshot; a Path to a folder was resolved before (not looked up, nor logged, again)
+    model_dir = model if isinstance(model, Path) and model.is_dir() else resolve_model(model)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
+    return model_dir
+
+
+# --------------------------------------------------------------------------- rows to examples
+def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns: Columns) -> Any:
+    """The task's example of one row."""
+    if task.head == "sequence_classification":
+        text = fields.text(row, columns.text, line)
+        pair = fields.optional(row, columns.text_pair, line)
+        if isinstance(task, GlueTask):
+            return GlueExample(str(line), text, pair, None, line)
+        return TextExample(text, pair, None, line)
+    if task.head == "token_classification":
+        if columns.tokens in row:
+            return TokenExample(fields.strings(row, columns.tokens, line), None, line)
+        return TokenExample(fields.text(row, columns.text, line).split(), None, line)
+    if task.head == "question_answering":
+        question = fields.text(row, columns.question, line)
+        return SquadExample(str(line), question, fields.text(row, columns.context, line), [])
+    options = fields.strings(row, columns.options, line)
+    if len(options) > len(LETTERS):
+        raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
+    question = fields.text(row, columns.question, line)
+    return RaceExample(str(line), fields.text(row, columns.context, line), question, options, None, "")
+
+
+@dataclass
+class _Examples:
+    examples: list[Any] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # messages of rows left out
+
+
+def examples_of(
+    task: Task,
+    rows: Sequence[tuple[int, dict[str, Any]]],
+    fields: Fields,
+    columns: Columns = Columns(),  # noqa: B008 - frozen: one shared default is safe
+    keep: Sequence[str] = (),
+    skip_bad: bool = False,
+) -> _Examples:
+    """The task's example of each row, with its kept columns; a bad row stops here, or is left out and
+    reported under `skip_bad`."""
+    out = _Examples()
     n_options: int | None = None
     for line, row in rows:
         try:
-            if task.head == "sequence_classification":
-                text = fields.text(row, cfg.text_column, line)
-                pair = fields.optional(row, cfg.text_pair_column, line)
-                ex: Any = (
-                    GlueExample(str(line), text, pair, None, line)
-                    if isinstance(task, GlueTask)
-                    else TextExample(text, pair, None, line)
-                )
-            elif task.head == "token_classification":
-                tokens = (
-                    fields.strings(row, cfg.tokens_column, line)
-                    if cfg.tokens_column in row
-                    else fields.text(row, cfg.text_column, line).split()
-                )
-                ex = TokenExample(tokens, None, line)
-            elif task.head == "question_answering":
-                question = fields.text(row, cfg.question_column, line)
-                context = fields.text(row, cfg.context_column, line)
-                ex = SquadExample(str(line), question, context, [])
-            else:
-                options = fields.strings(row, cfg.options_column, line)
-                if n_options is not None and len(options) != n_options:
+            ex = _example(task, row, line, fields, columns)
+            if isinstance(ex, RaceExample):
+                if n_options is not None and len(ex.options) != n_options:
                     raise InputError(
-                        fields.name, f"{len(options)} options; the rows before have {n_options}", line
+                        fields.name, f"{len(ex.options)} options; the rows before have {n_options}", line
                     )
-                if len(options) > len(LETTERS):
-                    raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
-                n_options = len(options)
-                question = fields.text(row, cfg.question_column, line)
-                ex = RaceExample(
-                    str(line), fields.text(row, cfg.context_column, line), question, options, None, ""
-                )
+                n_options = len(ex.options)
+            kept = fields.kept(row, keep, line)
         except InputError as e:
-            if not cfg.skip_bad:
+            if not skip_bad:
                 raise
-            skipped.append(str(e))
+            out.skipped.append(str(e))
             logger.warning("skipped: %s", e)
             continue
-        examples.append(ex)
-        lines.append(line)
-    return examples, lines, skipped
+        out.examples.append(ex)
+        out.lines.append(line)
+        out.kept.append(kept)
+    return out
 
 
 # --------------------------------------------------------------------------- predictions
@@ -234,109 +280,92 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
-def _records(task: Task, saved: dict[str, Any], examples, features, outputs, lines) -> list[dict[str, Any]]:
-    if task.head == "question_answering":
-        assert isinstance(task, SquadTask)
-        preds = decode(examples, features, outputs, task.n_best, task.max_answer_length)
-        threshold = saved.get("null_score_diff_threshold")
-        records = []
-        for ex, line in zip(examples, lines, strict=True):
-            span = preds.spans[ex.qid]
-            if task.version2 and preds.null_diff[ex.qid] > (0.0 if threshold is None else float(threshold)):
-                span = None
-            text = ex.context[span[0] : span[1]] if span else ""
-            start, end = span if span else (None, None)
-            records.append({"line": line, "answer": text, "start": start, "end": end})
-        return records
-    if task.head == "token_classification":
-        tags = task.predict(examples, features, outputs)
+def _span_records(tm: TaskModel, examples, features, outputs, lines) -> list[dict[str, Any]]:
+    task = tm.task
+    assert isinstance(task, SquadTask)
+    preds = decode(examples, features, outputs, task.n_best, task.max_answer_length)
+    threshold = tm.saved.get("null_score_diff_threshold")
+    records = []
+    for ex, line in zip(examples, lines, strict=True):
+        span = preds.spans[ex.qid]
+        if task.version2 and preds.null_diff[ex.qid] > (0.0 if threshold is None else float(threshold)):
+            span = None
+        start, end = span if span else (None, None)
+        records.append(
+            {"line": line, "answer": ex.context[start:end] if span else "", "start": start, "end": end}
+        )
+    return records
+
+
+def _label_record(tm: TaskModel, x: np.ndarray, line: int) -> dict[str, Any]:
+    """One row of a classifier's logits `x` (num_labels,) as its output line."""
+    task, labels = tm.task, tm.labels
+    if task.head == "multiple_choice":
+        p = _softmax(x)
+        i = int(p.argmax())
+        return {
+            "line": line,
+            "answer": LETTERS[i],
+            "index": i,
+            "probabilities": [round(float(v), 6) for v in p],
+        }
+    if not labels:  # regression (STS-B)
+        return {"line": line, "score": float(x[0])}
+    if task.problem_type == "multi_label_classification":  # each label on its own: sigmoid, >= 0.5 given
+        p = 1.0 / (1.0 + np.exp(-x))
+        probs = {str(name): round(float(v), 6) for name, v in zip(labels, p, strict=True)}
+        return {"line": line, "labels": [str(n) for n, v in zip(labels, p, strict=True) if v >= 0.5],
+                "probabilities": probs}  # fmt: skip
+    p = _softmax(x)
+    probs = {str(name): round(float(v), 6) for name, v in zip(labels, p, strict=True)}
+    return {"line": line, "label": str(labels[int(p.argmax())]), "probabilities": probs}
+
+
+def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int]) -> list[dict[str, Any]]:
+    """The output dicts of the examples (one per example, in their order): features by the task's own
+    code, the model on batches of similar length."""
+    if not examples:
+        return []
+    features = tm.task.featurize(examples, tm.tokenizer, tm.max_len)
+    pad = tm.tokenizer.pad_token_id
+    outputs = run_model(tm.model, features, tm.batch_size, pad, tm.device, tm.precision, "predict")
+    if tm.task.head == "question_answering":
+        return _span_records(tm, examples, features, outputs, lines)
+    if tm.task.head == "token_classification":
+        tags = tm.task.predict(examples, features, outputs)
         return [
             {"line": line, "tokens": ex.tokens, "tags": t}
             for ex, t, line in zip(examples, tags, lines, strict=True)
         ]
     logits = [np.asarray(o["logits"], dtype=np.float64) for o in outputs]
-    if task.head == "multiple_choice":
-        records = []
-        for x, line in zip(logits, lines, strict=True):
-            p = _softmax(x)
-            i = int(p.argmax())
-            records.append(
-                {
-                    "line": line,
-                    "answer": LETTERS[i],
-                    "index": i,
-                    "probabilities": [round(float(v), 6) for v in p],
-                }
-            )
-        return records
-    if not task.labels:  # regression (STS-B)
-        return [{"line": line, "score": float(x[0])} for x, line in zip(logits, lines, strict=True)]
-    if task.problem_type == "multi_label_classification":  # each label on its own: sigmoid, >= 0.5 given
-        records = []
-        for x, line in zip(logits, lines, strict=True):
-            p = 1.0 / (1.0 + np.exp(-x))
-            probs = {str(name): round(float(v), 6) for name, v in zip(task.labels, p, strict=True)}
-            chosen = [str(name) for name, v in zip(task.labels, p, strict=True) if v >= 0.5]
-            records.append({"line": line, "labels": chosen, "probabilities": probs})
-        return records
-    records = []
-    for x, line in zip(logits, lines, strict=True):
-        p = _softmax(x)
-        probs = {str(name): round(float(v), 6) for name, v in zip(task.labels, p, strict=True)}
-        records.append({"line": line, "label": str(task.labels[int(p.argmax())]), "probabilities": probs})
-    return records
+    return [_label_record(tm, x, line) for x, line in zip(logits, lines, strict=True)]
 
 
 def predict(cfg: PredictConfig) -> PredictSummary:
     """Read, predict, write (see the module's docstring)."""
-    model_dir = resolve_model(cfg.model)  # a hub id: its cached snapshot
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
-    if cfg.output != "-":
-        # Checked before anything is read: writing the output must never replace the input or the model.
-        check_output_apart(cfg.output, {"--model": model_dir, "--input": cfg.input})
-        if Path(cfg.output).is_dir():
-            raise IsADirectoryError(f"--output {cfg.output}: is a folder; expected a file name to write")
-    device = pick_device(cfg.device)
-    if cfg.int8 and device.type != "cpu":
-        raise ValueError("predict: --int8 runs on the CPU; add --device cpu")
-    task, saved = model_task(model_dir)
-    results = model_dir / "eval_results.json"
-    if saved.get("null_score_diff_threshold") is None and results.is_file():  # SQuAD 2.0: chosen on dev
-        chosen = read_json_object(results, "evaluation results").get("null_score_diff_threshold")
-        saved = {**saved, "null_score_diff_threshold": chosen}
-    fields = _Rows(cfg)
-    rows = list(read_rows(cfg.input, cfg.format))
-    examples, lines, skipped = _examples(task, cfg, rows, fields)
-    config = AlbertConfig.from_pretrained(model_dir)
-    max_len = min(cfg.max_seq_length or saved.get("max_seq_length") or 512, config.max_position_embeddings)
-    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
-    check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
-    model: torch.nn.Module = load_for_task(task, model_dir, None)  # a folder without its head is refused
-    check_head_fits(task, config, model_dir)
-    precision = resolved_precision(cfg.precision, device)
-    records: list[dict[str, Any]] = []
-    if examples:
-        features = task.featurize(examples, tokenizer, max_len)
-        model = model.to(device)
-        if cfg.int8:
-            model = quantize_int8(model)
-        outputs = run_model(
-            model, features, cfg.batch_size, tokenizer.pad_token_id, device, precision, "predict"
-        )
-        records = _records(task, saved, examples, features, outputs, lines)
-    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    if cfg.output == "-":
-        sys.stdout.write(body)
-        sys.stdout.flush()
-    else:
-        try:
-            atomic_write(cfg.output, body)
-        except OSError as e:  # a full disk or device, a closed pipe: the message names the output
-            if e.filename or e.errno is None:
-                raise
-            raise OSError(e.errno, f"--output: writing failed: {e.strerror}", cfg.output) from e
-    return PredictSummary(len(rows), len(records), skipped, task.name, task.head)
+    keep = parse_columns(cfg.keep_columns, OUTPUT_FIELDS)
+    model_dir = _model_dir(cfg.model)
+    check_output(cfg.output, {"--model": model_dir, "--input": cfg.input})
+    found = read_input(cfg.input, cfg.format)
+    tm = load_task_model(model_dir, cfg.device, cfg.precision, cfg.int8, cfg.max_seq_length, cfg.batch_size)
+    got = examples_of(tm.task, found.rows, Fields(found.name), Columns.of(cfg), keep, cfg.skip_bad)
+    records = predict_examples(tm, got.examples, got.lines)
+    write_output(cfg.output, jsonl(with_kept(r, k) for r, k in zip(records, got.kept, strict=True)))
+    return PredictSummary(
+        len(found.rows), len(records), got.skipped, tm.task.name, tm.task.head, found.blank_lines
+    )
 
 
-__all__ = ["PredictConfig", "PredictSummary", "model_task", "predict", "read_rows"]
+__all__ = [
+    "OUTPUT_FIELDS",
+    "Columns",
+    "PredictConfig",
+    "PredictSummary",
+    "TaskModel",
+    "examples_of",
+    "load_task_model",
+    "model_task",
+    "output_labels",
+    "predict",
+    "predict_examples",
+]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from albert_lm.settings import check_fields, check_ranges
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name
 
 
 @dataclass
@@ -37,10 +37,12 @@ class PredictConfig:
     """rows per batch (batches hold rows of similar length)"""
     max_seq_length: int | None = None
     """tokens per feature (default: what the model was fine-tuned with, else 512 capped by its positions)"""
-    precision: Literal["auto", "fp32", "bf16"] = "fp32"
-    """fp32, bf16 (autocast) or auto (bf16 where this machine computes it fast)"""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Precision = "auto"
+    """auto, fp32, bf16 (autocast) or fp16 (CUDA)"""
+    device: str = "auto"
     """where to run"""
+    keep_columns: str | None = None
+    """copy these input columns (comma-separated, e.g. id,source) into each output line, as they are"""
     skip_bad: bool = False
     """report bad rows on stderr and leave them out, instead of stopping at the first"""
     int8: bool = False
@@ -48,6 +50,7 @@ class PredictConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "predict")
+        device_name(self.device)
         check_ranges(self, "predict", at_least_one=("batch_size",))
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"predict: max_seq_length {self.max_seq_length}: expected at least 8")

@@ -57,10 +57,38 @@ GLUE_TASKS: dict[str, GlueSpec] = {
     "rte": GlueSpec("RTE", "sentence1", "sentence2", "label", ("entailment", "not_entailment")),
     "wnli": GlueSpec("WNLI", "sentence1", "sentence2", "label", BINARY),
 }
+# The conventional names of the label values in the GLUE files, by task (the datasets' papers and
+# cards): keyed by the value, not by position, so a model's id i (the index of its value in
+# GlueSpec.labels) always maps to the right name. MNLI, QNLI and RTE's values are names already; STS-B
+# is a regression.
+LABEL_NAMES: dict[str, dict[str, str]] = {
+    "cola": {"0": "unacceptable", "1": "acceptable"},
+    "sst2": {"0": "negative", "1": "positive"},
+    "mrpc": {"0": "not_equivalent", "1": "equivalent"},
+    "qqp": {"0": "not_duplicate", "1": "duplicate"},
+    "wnli": {"0": "not_entailment", "1": "entailment"},
+}
 # CoLA's train and dev files carry no header; these are the download script's columns.
 _COLA_COLUMNS = ("source", "label", "original_label", "sentence")
 _ID_COLUMNS = ("index", "id", "pairID")
 STSB_RANGE = (0.0, 5.0)
+
+
+def label_names(task: str) -> tuple[str, ...]:
+    """A GLUE task's labels by their conventional names, in the order of the model's label ids: sst2 ->
+    ("negative", "positive"), mnli -> ("contradiction", "entailment", "neutral"); () for STS-B."""
+    if task not in GLUE_TASKS:
+        raise ValueError(f"unknown GLUE task {task!r}; choose one of {', '.join(GLUE_TASKS)}")
+    names = LABEL_NAMES.get(task, {})
+    return tuple(names.get(value, value) for value in GLUE_TASKS[task].labels)
+
+
+def glue_id2label(task: str) -> dict[int, str] | None:
+    """config.json's `id2label` for a model fine-tuned on `task`: the conventional names by id; None for
+    a task outside GLUE or a regression (STS-B), whose config keeps what it has."""
+    if task not in GLUE_TASKS:
+        return None
+    return dict(enumerate(label_names(task))) or None
 
 
 @dataclass

@@ -1,0 +1,120 @@
+"""`albert_lm.Predictor`: `predict`, `fill-mask` and `embed` in memory, the model loaded once.
+
+    from albert_lm import Predictor
+
+    clf = Predictor("runs/sst2/best")
+    clf.predict(["A fine film.", "Dull."])       # [{"line": 1, "label": "positive", "probabilities": {...}}, ...]
+    Predictor("runs/base").fill_mask(["She opened the [MASK]."], top_k=5)
+    Predictor("runs/base").embed(["a text", "another"], pooling="mean", normalize=True)   # (2, H) float32
+
+The same code as the commands runs underneath (`deploy.predict.predict_examples`, `deploy.fill_mask.
+MaskFiller`, `deploy.embed.Embedder`), so each method gives what its command writes for the same texts
+in a plain-text file: the same dicts, with `line` the 1-based position in the list. Each head is loaded
+on first use: a fine-tuned classifier predicts and embeds, a pretraining checkpoint fills masks and
+embeds; asking a folder for what it has no head for is the command's error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from albert_lm.deploy.embed import Embedder
+from albert_lm.deploy.fill_mask import MaskFiller
+from albert_lm.deploy.inputs import Fields
+from albert_lm.deploy.loading import model_folder
+from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, predict_examples
+
+PredictInput = str | tuple[str, str] | Mapping[str, Any]
+
+
+class Predictor:
+    """A model folder or hub id in memory, for `predict`, `fill_mask` and `embed` on lists of texts.
+
+    `device` ("auto", "cpu", "cuda", "cuda:1", ...), `precision` ("auto", "fp32", "bf16", "fp16" on CUDA),
+    `max_seq_length` and `batch_size` mean what the commands' options of the same names mean;
+    `int8` (CPU) quantizes the fine-tuned model of `predict` as `albert predict --int8` does.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike,
+        device: str = "auto",
+        precision: str = "auto",
+        *,
+        max_seq_length: int | None = None,
+        batch_size: int = 32,
+        int8: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size {batch_size}: expected at least 1")
+        if max_seq_length is not None and max_seq_length < 8:
+            raise ValueError(f"max_seq_length {max_seq_length}: expected at least 8")
+        self.folder = model_folder(str(model))
+        self.device, self.precision, self.int8 = device, precision, int8
+        self.max_seq_length, self.batch_size = max_seq_length, batch_size
+        self._task: TaskModel | None = None
+        self._filler: MaskFiller | None = None
+        self._embedder: Embedder | None = None
+
+    def __repr__(self) -> str:
+        return f"Predictor({str(self.folder)!r}, device={self.device!r}, precision={self.precision!r})"
+
+    def predict(self, inputs: Sequence[PredictInput]) -> list[dict[str, Any]]:
+        """One dict per input, as `albert predict` writes it: a text, a (text, text_pair) pair (question,
+        context for question answering), or a row dict keyed as predict's input columns (text,
+        text_pair, tokens, question, context, options)."""
+        if self._task is None:
+            self._task = load_task_model(self.folder, self.device, self.precision, self.int8,
+                                         self.max_seq_length, self.batch_size)  # fmt: skip
+        tm = self._task
+        rows = [(n, _row(item, tm.task.head, n)) for n, item in enumerate(_listed(inputs, "inputs"), start=1)]
+        got = examples_of(tm.task, rows, Fields("inputs"))
+        return predict_examples(tm, got.examples, got.lines)
+
+    def fill_mask(self, texts: Sequence[str], top_k: int = 5) -> list[dict[str, Any]]:
+        """One dict per text, as `albert fill-mask` writes it: the top-k candidates of each [MASK]."""
+        if self._filler is None:
+            self._filler = MaskFiller(self.folder, self.device, self.precision, self.max_seq_length,
+                                      self.batch_size)  # fmt: skip
+        return self._filler.fill(_texts(texts), top_k)
+
+    def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = False) -> np.ndarray:
+        """(len(texts), hidden size) float32, row i the embedding of texts[i], as `albert embed` makes it."""
+        if self._embedder is None:
+            self._embedder = Embedder(self.folder, self.device, self.precision, self.max_seq_length,
+                                      self.batch_size)  # fmt: skip
+        return self._embedder.embed(_texts(texts), pooling, normalize)
+
+
+def _listed(items: Any, what: str) -> list[Any]:
+    """A list of `items`; a lone string is refused (it would be read as a list of characters)."""
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        raise TypeError(f"{what}: expected a list, got {type(items).__name__}")
+    return list(items)
+
+
+def _texts(texts: Any) -> list[str]:
+    listed = _listed(texts, "texts")
+    for n, text in enumerate(listed, start=1):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"texts:{n}: expected a non-empty text, got {text!r}")
+    return listed
+
+
+def _row(item: Any, head: str, n: int) -> dict[str, Any]:
+    """A predict input as the row the command would read: a text, a pair, or the row itself."""
+    if isinstance(item, str):
+        return {"text": item}
+    if isinstance(item, tuple | list) and len(item) == 2:
+        first, second = ("question", "context") if head == "question_answering" else ("text", "text_pair")
+        return {first: item[0], second: item[1]}
+    if isinstance(item, Mapping):
+        return dict(item)
+    raise TypeError(f"inputs:{n}: expected a text, a (text, text_pair) pair or a row dict, got {item!r}")
+
+
+__all__ = ["Predictor"]

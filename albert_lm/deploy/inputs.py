@@ -1,0 +1,208 @@
+"""Input rows and output lines of the deploy commands (`predict`, `fill-mask`, `embed`), one way each.
+
+Input: plain text (one text per line; blank lines are skipped and counted, as a file often ends in
+one or separates paragraphs), CSV / TSV with a header, or JSON Lines; `-` reads stdin. A row's fields
+are read through `Fields`, whose errors name the input's line and the column. `--keep-columns` copies
+named input columns into each output line (an id, say), checked against the fields the command writes
+itself. Output: JSON Lines written under a temporary name and renamed (a failed run leaves none), or
+stdout for `-`. Standard library only: the command line reads none of this until a command runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, jsonl_rows
+
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+@dataclass
+class Input:
+    """The rows of one input, each with its line number."""
+
+    name: str  # for messages: the file, or <stdin>
+    rows: list[tuple[int, dict[str, Any]]]
+    blank_lines: int  # plain-text lines left out because they held nothing but whitespace
+
+
+def read_input(source: str, fmt: str) -> Input:
+    """(line number, row) of the input: plain lines become {"text": line} (blank ones are skipped and
+    counted); CSV/TSV rows are keyed by the header; JSON Lines rows are the objects."""
+    name = "<stdin>" if source == "-" else source
+    if fmt == "auto":
+        fmt = FORMATS.get(Path(source).suffix.lower(), "lines") if source != "-" else "lines"
+    if source != "-" and not Path(source).is_file():
+        raise FileNotFoundError(f"no input file at {source}")
+    raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(name, f"not UTF-8 (byte {e.start})", line=line) from e
+    if fmt == "lines":
+        lines = list(enumerate(text.splitlines(), start=1))
+        rows = [(n, {"text": line}) for n, line in lines if line.strip()]
+        return Input(name, rows, len(lines) - len(rows))
+    if fmt in ("csv", "tsv"):
+        # TSV as GLUE and most tools write it: tabs separate, quotes are text; CSV: RFC 4180 quoting
+        tsv = fmt == "tsv"
+        found = csv_rows(io.StringIO(text, newline=""), name, "\t" if tsv else ",", quotes=not tsv)
+        return Input(name, list(found), 0)
+    return Input(name, list(jsonl_rows(text.splitlines(), name)), 0)
+
+
+class Fields:
+    """Field access that names the input's line and column on a bad value."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def text(self, row: dict[str, Any], column: str, line: int) -> str:
+        value = row.get(column)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise InputError(self.name, f"missing or empty column {column!r}", line=line)
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise InputError(
+                self.name, f"column {column!r}: expected text, got {type(value).__name__}", line=line
+            )
+        return str(value)
+
+    def optional(self, row: dict[str, Any], column: str, line: int) -> str | None:
+        value = row.get(column)
+        return None if value is None or value == "" else self.text(row, column, line)
+
+    def strings(self, row: dict[str, Any], column: str, line: int) -> list[str]:
+        value = row.get(column)
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise InputError(self.name, f"column {column!r}: expected a JSON list", line=line) from None
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, str) and v.strip() for v in value)
+        ):
+            raise InputError(self.name, f"column {column!r}: expected a non-empty list of texts", line=line)
+        return value
+
+    def kept(self, row: dict[str, Any], columns: Sequence[str], line: int) -> dict[str, Any]:
+        """The `--keep-columns` values of a row, as they are (a JSON Lines value keeps its type)."""
+        for column in columns:
+            if column not in row:
+                raise InputError(self.name, f"no column {column!r} to keep (--keep-columns)", line=line)
+        return {column: row[column] for column in columns}
+
+
+def parse_columns(value: str | None, written: Iterable[str]) -> list[str]:
+    """The column names of `--keep-columns A,B` (none for None), each once; a name the command writes
+    itself (`written`: "label", "embedding", ...) is refused, as the copy would replace it."""
+    if value is None:
+        return []
+    names = [name.strip() for name in value.split(",")]
+    if not all(names):
+        raise ValueError(
+            f"--keep-columns {value!r}: expected column names separated by commas, e.g. id,source"
+        )
+    clash = sorted(set(names) & set(written))
+    if clash:
+        raise ValueError(
+            f"--keep-columns {value}: the output has field{'s' if len(clash) > 1 else ''} of its own named "
+            f"{', '.join(clash)} (it writes {', '.join(written)}); rename the input column"
+        )
+    return list(dict.fromkeys(names))
+
+
+def with_kept(record: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
+    """The record with the kept columns right after its line number."""
+    if not kept:
+        return record
+    head = {"line": record["line"]} if "line" in record else {}
+    return {**head, **kept, **{k: v for k, v in record.items() if k != "line"}}
+
+
+def check_output(output: str, inputs: dict[str, str | Path | None]) -> None:
+    """Checked before anything is read: writing the output must never replace an input or the model."""
+    if output == "-":
+        return
+    check_output_apart(output, inputs)
+    if Path(output).is_dir():
+        raise IsADirectoryError(f"--output {output}: is a folder; expected a file name to write")
+
+
+def write_output(output: str, body: str | bytes) -> None:
+    """`body` to stdout (`-`) or, atomically, to the file `output`."""
+    if output == "-":
+        if isinstance(body, bytes):
+            sys.stdout.buffer.write(body)
+        else:
+            sys.stdout.write(body)
+        sys.stdout.flush()
+        return
+    try:
+        atomic_write(output, body)
+    except OSError as e:  # a full disk or device, a closed pipe: the message names the output
+        if e.filename or e.errno is None:
+            raise
+        raise OSError(e.errno, f"--output: writing failed: {e.strerror}", output) from e
+
+
+def jsonl(records: Iterable[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+@dataclass
+class Texts:
+    """The texts of `fill-mask` and `embed`, with their line numbers and kept columns."""
+
+    name: str
+    lines: list[int]
+    texts: list[str]
+    kept: list[dict[str, Any]]
+    blank_lines: int
+
+
+def read_texts(
+    source: str | None, given: Sequence[str] | None, fmt: str, column: str, keep: Sequence[str]
+) -> Texts:
+    """The texts of `--input` (one column of its rows) or of `--text` given once or more (numbered 1, 2,
+    ... in messages and as their line)."""
+    if source is not None and given:
+        raise ValueError("give --input FILE or --text TEXT, not both")
+    if source is None and not given:
+        raise ValueError("no texts: give --input FILE (- for stdin) or --text TEXT (once or more)")
+    if given:
+        if keep:
+            raise ValueError("--keep-columns copies columns of an --input file; --text has none")
+        found = Input("--text", [(n, {column: text}) for n, text in enumerate(given, start=1)], 0)
+    else:
+        assert source is not None
+        found = read_input(source, fmt)
+    fields = Fields(found.name)
+    texts = Texts(found.name, [], [], [], found.blank_lines)
+    for line, row in found.rows:
+        texts.lines.append(line)
+        texts.texts.append(fields.text(row, column, line))
+        texts.kept.append(fields.kept(row, keep, line))
+    return texts
+
+
+__all__ = [
+    "Fields",
+    "Input",
+    "Texts",
+    "check_output",
+    "jsonl",
+    "parse_columns",
+    "read_input",
+    "read_texts",
+    "with_kept",
+    "write_output",
+]

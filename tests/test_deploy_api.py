@@ -1,0 +1,276 @@
+"""What `albert predict` and `export` users asked for, `fill-mask`, `embed` and `albert_lm.Predictor`:
+blank lines, GLUE label names, kept columns, a quiet export, every output checked against the model
+run by hand, the API against the commands, and the ONNX Runtime snippet of deploy/export.py as written."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from albert_lm.cli import main
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.files import write_json
+from albert_lm.model.heads import AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
+from albert_lm.tasks.glue import GLUE_TASKS, LABEL_NAMES, glue_id2label, label_names
+
+TEXTS = ["Kala bime to.", "Dunora pesi kalo bu vemi tura mepa lodi.", "Tura.", "Mepa lodi sure kana bo."]
+PAIRS = list(zip(TEXTS[:-1], TEXTS[1:], strict=True))
+
+
+@pytest.fixture
+def saved(tmp_path, tiny_config, tiny_corpus_and_tokenizer):
+    """saved(cls, finetune=None, **config): a random model of that head in a folder with the tokenizer
+    (and a finetune_config.json when `finetune` gives its settings)."""
+    _, tok = tiny_corpus_and_tokenizer
+
+    def make(cls, finetune: dict | None = None, name: str = "model", **changes):
+        torch.manual_seed(0)
+        model = cls(tiny_config(vocab_size=200, **changes)).eval()
+        out = tmp_path / name
+        model.save_pretrained(out)
+        shutil.copy(tok / "spiece.model", out / "spiece.model")
+        if finetune is not None:
+            write_json(out / "finetune_config.json", {"max_seq_length": 64, **finetune})
+        return model, out
+
+    return make
+
+
+def run(command: str, args: list[str], capsys) -> tuple[int, list[dict], str]:
+    code = main([command, *args])
+    captured = capsys.readouterr()
+    return code, [json.loads(x) for x in captured.out.splitlines() if x.strip()], captured.err
+
+
+def sst2(saved, **changes):
+    return saved(AlbertForSequenceClassification, {"task": "sst2", "labels": ["0", "1"]}, num_labels=2,
+                 **changes)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- predict
+def test_blank_lines_are_skipped_and_counted_empty_fields_stay_errors(saved, tmp_path, capsys):
+    _, model = sst2(saved)
+    src = tmp_path / "in.txt"
+    src.write_text(f"{TEXTS[0]}\n\n{TEXTS[1]}\n   \n{TEXTS[2]}\n\n")
+    code, rows, err = run("predict", ["--model", str(model), "--input", str(src)], capsys)
+    assert code == 0 and [r["line"] for r in rows] == [1, 3, 5]
+    assert "3 of 3 rows predicted, 3 blank lines skipped" in err
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text(json.dumps({"text": "Kala."}) + "\n" + json.dumps({"text": " "}) + "\n")
+    code, _, err = run("predict", ["--model", str(model), "--input", str(jsonl)], capsys)
+    assert code == 1 and f"{jsonl}:2: missing or empty column 'text'" in err
+    csv = tmp_path / "in.csv"
+    csv.write_text('text\nKala.\n""\n')
+    code, _, err = run("predict", ["--model", str(model), "--input", str(csv)], capsys)
+    assert code == 1 and "missing or empty column 'text'" in err
+
+
+def test_glue_models_write_label_names(saved, tmp_path, capsys):
+    # index i -> the name of the i-th label value of the GLUE files, for every task that has names
+    assert label_names("sst2") == ("negative", "positive") and label_names("cola") == (
+        "unacceptable",
+        "acceptable",
+    )
+    assert label_names("mnli") == GLUE_TASKS["mnli"].labels == ("contradiction", "entailment", "neutral")
+    assert label_names("wnli") == ("not_entailment", "entailment") and glue_id2label("stsb") is None
+    assert glue_id2label("race") is None and set(LABEL_NAMES) <= set(GLUE_TASKS)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS) + "\n")
+    for id2label in (None, ["0", "1"], ["LABEL_0", "LABEL_1"]):  # what finetune and transformers write
+        changes = {"id2label": dict(enumerate(id2label))} if id2label else {}
+        _, model = sst2(saved, **changes)
+        code, rows, _ = run("predict", ["--model", str(model), "--input", str(src)], capsys)
+        assert code == 0 and {r["label"] for r in rows} <= {"negative", "positive"}
+        assert all(set(r["probabilities"]) == {"negative", "positive"} for r in rows)
+    _, model = sst2(saved, id2label={0: "bad", 1: "good"})  # the model's own names win
+    _, rows, _ = run("predict", ["--model", str(model), "--input", str(src)], capsys)
+    assert set(rows[0]["probabilities"]) == {"bad", "good"}
+
+
+def test_keep_columns_copies_them_and_names_a_missing_one(saved, tmp_path, capsys):
+    _, model = sst2(saved)
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "".join(json.dumps({"id": i, "src": f"s{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS))
+    )
+    code, rows, _ = run(
+        "predict", ["--model", str(model), "--input", str(src), "--keep-columns", "id,src"], capsys
+    )
+    assert code == 0 and [(r["id"], r["src"]) for r in rows] == [(i, f"s{i}") for i in range(4)]
+    assert list(rows[0])[:3] == ["line", "id", "src"]
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("id\ttext\nx1\tKala.\n")
+    code, rows, _ = run(
+        "predict", ["--model", str(model), "--input", str(tsv), "--keep-columns", "id"], capsys
+    )
+    assert code == 0 and rows[0]["id"] == "x1"
+    code, _, err = run(
+        "predict", ["--model", str(model), "--input", str(src), "--keep-columns", "id,nope"], capsys
+    )
+    assert (
+        code == 1 and f"{src}:1: no column 'nope' to keep (--keep-columns)" in err and "Traceback" not in err
+    )
+    code, _, err = run(
+        "predict", ["--model", str(model), "--input", str(src), "--keep-columns", "label"], capsys
+    )
+    assert code == 1 and "field of its own named label" in err
+
+
+# --------------------------------------------------------------------------- fill-mask
+def _mlm_top(model, tok, left: str, right: str, k: int) -> tuple[list[int], list[float]]:
+    a, b = tok.encode(left, add_special_tokens=False), tok.encode(right, add_special_tokens=False)
+    ids = torch.tensor([[tok.cls_token_id, *a, tok.mask_token_id, *b, tok.sep_token_id]])
+    with torch.no_grad():
+        p = torch.softmax(model(input_ids=ids).prediction_logits[0, len(a) + 1], -1)
+    top = p.topk(k)
+    return top.indices.tolist(), top.values.tolist()
+
+
+def test_fill_mask_gives_top_k_per_mask_and_refuses_what_it_cannot_fill(saved, tmp_path, capsys, monkeypatch):
+    model, folder = saved(AlbertForPreTraining, name="pretrained")
+    tok = AlbertTokenizer.from_pretrained(folder)
+    texts = ["Kala [MASK] to.", "[MASK] bime [MASK] pesi.", "Dunora pesi kalo bu vemi [MASK]"]
+    args = ["--model", str(folder), "--top-k", "3", "--batch-size", "2"]
+    code, rows, err = run("fill-mask", [*args, *(x for t in texts for x in ("--text", t))], capsys)
+    assert code == 0 and "4 masks in 3 texts filled" in err
+    assert [r["line"] for r in rows] == [1, 2, 3] and [len(r["masks"]) for r in rows] == [1, 2, 1]
+    for r in rows:
+        for top in r["masks"]:
+            p = [c["probability"] for c in top]
+            assert len(top) == 3 and p == sorted(p, reverse=True) and sum(p) <= 1.0
+    ids, probs = _mlm_top(model, tok, "Kala ", " to.", 3)  # the model by hand, one text at a time
+    assert [c["id"] for c in rows[0]["masks"][0]] == ids
+    assert np.allclose([c["probability"] for c in rows[0]["masks"][0]], probs, atol=1e-5)
+    assert rows[0]["filled"] == f"Kala {rows[0]['masks'][0][0]['token']} to."
+    # stdin, JSON Lines: a text without [MASK] is named by its line
+    monkeypatch.setattr(
+        sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"text": "a [MASK]"}\n{"text": "none"}\n'))
+    )
+    code, _, err = run("fill-mask", ["--model", str(folder), "--input", "-", "--format", "jsonl"], capsys)
+    assert code == 1 and "<stdin>:2: no [MASK] in the text" in err and "Traceback" not in err
+    _, classifier = sst2(saved)
+    code, _, err = run("fill-mask", ["--model", str(classifier), "--text", "a [MASK]"], capsys)
+    assert code == 1 and "no masked-LM head" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- embed
+def _by_hand(model, tok, text: str) -> dict[str, np.ndarray]:
+    ids = torch.tensor([tok.encode(text)])
+    with torch.no_grad():
+        out = model.albert(input_ids=ids)
+    h = out.last_hidden_state[0]
+    return {"mean": h.mean(0).numpy(), "cls": h[0].numpy(), "pooler": out.pooler_output[0].numpy()}
+
+
+def test_embed_pooling_normalize_npy_and_input_order(saved, tmp_path, capsys):
+    model, folder = saved(AlbertForPreTraining, name="pretrained")
+    tok = AlbertTokenizer.from_pretrained(folder)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS) + "\n\n")
+    for pooling in ("mean", "cls", "pooler"):
+        args = ["--model", str(folder), "--input", str(src), "--pooling", pooling, "--batch-size", "3"]
+        code, rows, err = run("embed", args, capsys)
+        assert code == 0 and [r["line"] for r in rows] == [1, 2, 3, 4] and "1 blank line skipped" in err
+        for r, text in zip(rows, TEXTS, strict=True):  # batched by length, written in input order
+            assert np.abs(np.array(r["embedding"]) - _by_hand(model, tok, text)[pooling]).max() < 1e-5
+    out = tmp_path / "e.npy"
+    code, _, _ = run(
+        "embed", ["--model", str(folder), "--input", str(src), "--normalize", "--output", str(out)], capsys
+    )
+    matrix = np.load(out)
+    assert code == 0 and matrix.dtype == np.float32 and matrix.shape == (4, 32)
+    assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-6)
+    _, rows, _ = run("embed", ["--model", str(folder), "--input", str(src), "--normalize"], capsys)
+    assert np.array_equal(np.array([r["embedding"] for r in rows], dtype=np.float32), matrix)  # exact float32
+    # an MLM-only folder has no pooler: mean works, pooler is refused; --keep-columns needs JSON Lines
+    _, mlm = saved(AlbertForMaskedLM, name="mlm")
+    code, rows, _ = run("embed", ["--model", str(mlm), "--text", "Kala."], capsys)
+    assert code == 0 and len(rows[0]["embedding"]) == 32
+    code, _, err = run("embed", ["--model", str(mlm), "--text", "Kala.", "--pooling", "pooler"], capsys)
+    assert code == 1 and "no pooler weights" in err
+    code, _, err = run("embed", ["--model", str(folder), "--input", str(src), "--keep-columns", "text",
+                                 "--output", str(tmp_path / "k.npy")], capsys)  # fmt: skip
+    assert code == 1 and "--keep-columns writes into JSON Lines" in err
+    code, _, err = run("embed", ["--model", str(folder)], capsys)
+    assert code == 1 and "no texts: give --input FILE" in err
+
+
+# --------------------------------------------------------------------------- the Python API
+def test_predictor_gives_what_the_commands_write(saved, tmp_path, capsys):
+    from albert_lm import Predictor
+
+    _, classifier = sst2(saved)
+    _, pretrained = saved(AlbertForPreTraining, name="pretrained")
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS) + "\n")
+    _, cli, _ = run("predict", ["--model", str(classifier), "--input", str(src)], capsys)
+    assert Predictor(classifier, device="cpu").predict(TEXTS) == cli
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"text": a, "text_pair": b}) + "\n" for a, b in PAIRS))
+    _, cli, _ = run("predict", ["--model", str(classifier), "--input", str(pairs)], capsys)
+    assert Predictor(classifier).predict(PAIRS) == cli
+    masked = ["Kala [MASK] to.", "[MASK] bime [MASK]"]
+    _, cli, _ = run(
+        "fill-mask", ["--model", str(pretrained), "--text", masked[0], "--text", masked[1]], capsys
+    )
+    api = Predictor(pretrained)
+    assert api.fill_mask(masked) == cli
+    _, cli, _ = run("embed", ["--model", str(pretrained), "--input", str(src), "--pooling", "cls"], capsys)
+    vectors = api.embed(TEXTS, pooling="cls", normalize=False)
+    assert vectors.shape == (4, 32) and np.array_equal(
+        vectors, np.array([r["embedding"] for r in cli], np.float32)
+    )
+    with pytest.raises(ValueError, match="not a fine-tuned model"):
+        api.predict(TEXTS)
+    with pytest.raises(ValueError, match="texts:2: expected a non-empty text"):
+        api.embed(["a", ""])
+    with pytest.raises(TypeError, match="expected a list"):
+        api.embed("a text")
+
+
+# --------------------------------------------------------------------------- export: quiet, and the snippet
+@pytest.fixture
+def exported(saved, tmp_path):
+    """An SST-2 classifier exported by the command in a process of its own, as a user runs it:
+    (model, export folder, what the command wrote on stdout and stderr)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    model, folder = sst2(saved)
+    out = tmp_path / "sst2-onnx"
+    env = {**os.environ, "PYTHONWARNINGS": "default"}
+    done = subprocess.run([sys.executable, "-m", "albert_lm.cli", "export", "--model", str(folder), "--output",
+                           str(out)], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return model, out, done.stdout + done.stderr
+
+
+def test_export_prints_no_third_party_lines_and_its_onnx_snippet_runs(exported):
+    import albert_lm.deploy.export
+
+    model, folder, printed = exported
+    lines = [x for x in printed.splitlines() if x.strip()]
+    assert lines and all("albert_lm" in x or x.startswith(str(folder)) for x in lines), "\n".join(lines)
+    assert len(lines) <= 4
+    # the module docstring's snippet as written there (its indented block), on this export
+    doc = albert_lm.deploy.export.__doc__ or ""
+    section = doc[doc.index("Running the ONNX file") :]
+    start = section.index("    import numpy as np")
+    block = textwrap.dedent(section[start : section.index("\n\n", section.index("probabilities =", start))])
+    assert 'folder = "runs/sst2-onnx"' in block
+    block = block.replace('folder = "runs/sst2-onnx"', f"folder = {str(folder)!r}")
+    scope: dict = {}
+    exec(compile(block, "export.py docstring", "exec"), scope)
+    batch = scope["batch"]
+    with torch.no_grad():
+        want = model(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
+    assert scope["logits"].shape == (2, 2) and np.abs(scope["logits"] - want).max() < 1e-4
+    assert np.allclose(scope["probabilities"].sum(-1), 1.0)
