@@ -268,7 +268,7 @@ def test_damaged_tarball_and_refused_outputs(release, tmp_path, capsys):
     assert not (release / "out").exists()
     assert _convert(release, tmp_path / "full", "--overwrite") == 0
     assert sorted(p.name for p in (tmp_path / "full").iterdir()) == [
-        "config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]  # fmt: skip
+        "README.md", "config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]  # fmt: skip
 
 
 def test_reader_refuses_what_it_cannot_read(tmp_path):

@@ -37,6 +37,7 @@ import numpy as np
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock, read_json_object
+from albert_lm.model.card import write_model_card
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.tf_bundle import CheckpointError, TensorBundle
 from albert_lm.model.weights import SAFETENSORS, stream_safetensors
@@ -359,7 +360,7 @@ def convert_tf(
             tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.src-") as scratch,
         ):
             found = locate(src, Path(scratch), _opt(config), _opt(tokenizer))
-            return _convert(found, out)
+            return _convert(found, out, src)
     except BaseException:
         if made and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # made only to hold the lock: a failed conversion leaves nothing behind
@@ -370,7 +371,7 @@ def _opt(path: str | os.PathLike | None) -> Path | None:
     return None if path is None else Path(path)
 
 
-def _convert(found: Source, out: Path) -> ConvertResult:
+def _convert(found: Source, out: Path, given: Path) -> ConvertResult:
     logger.info("converting %s %s (config %s, tokenizer %s)", found.kind, found.prefix, found.config,
                 found.tokenizer)  # fmt: skip
     model_config = _google_config(found.config)
@@ -387,7 +388,27 @@ def _convert(found: Source, out: Path) -> ConvertResult:
         model_config.extra = {"architectures": [arch]}
         model_config.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        _write_card(tmp, out, given, found, bundle, model_config)
     if skipped:
         logger.info("skipped %d optimizer slots and counters (%s, ...)", len(skipped), skipped[0])
     params = sum(int(np.prod(p.shape)) for p in plan.values())
     return ConvertResult(out, found.kind, arch, params, len(plan), skipped)
+
+
+def _write_card(
+    tmp: Path, out: Path, given: Path, found: Source, bundle: TensorBundle, config: AlbertConfig
+) -> None:
+    """The converted model's card (albert_lm.model.card), written into the folder before it is swapped in."""
+    counter = next((n for n in bundle.entries if n.rsplit("/", 1)[-1] == "global_step"), None)
+    step = int(bundle.read(counter)) if counter is not None else None
+    made_by = {
+        "command": "albert convert --from-tf",
+        "source": f"{given.name} ({found.kind}), google-research ALBERT's TensorFlow checkpoint layout",
+        "checkpoint": found.prefix.name,
+        "config": found.config.name,
+        "tokenizer": found.tokenizer.name,
+        "pretraining steps": f"{step:,} (the checkpoint's global_step)" if step is not None else None,
+        "conversion": "weights copied as they are (TF kernels transposed), no TensorFlow involved",
+    }
+    write_model_card(tmp, title=f"ALBERT converted from {given.name}", made_by=made_by, config=config,
+                     location=out, replaces=out)  # fmt: skip

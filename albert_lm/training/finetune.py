@@ -15,7 +15,10 @@ What we add around it:
   the task's main metric is kept in OUTPUT/best (written under a temporary name, then renamed), with
   its dev predictions in OUTPUT/predictions (GLUE submission TSVs, SQuAD predictions JSON, ...);
 - OUTPUT/eval_results.json holds the best checkpoint's metrics under their usual names, and
-  OUTPUT/metrics.jsonl one line per evaluation;
+  OUTPUT/metrics.jsonl one line per evaluation; TensorBoard events (OUTPUT/tensorboard: train loss and
+  learning rate at each log line, every dev metric at each evaluation) and OUTPUT/training_curves.png,
+  drawn at each evaluation, as pretraining writes them (`albert_lm.training.monitor`); OUTPUT/best holds
+  a model card, README.md (`albert_lm.training.run_cards`);
 - every input file is read and checked before anything is written, so bad input leaves no output.
 """
 
@@ -48,6 +51,7 @@ from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
+from albert_lm.tasks.glue import glue_id2label
 from albert_lm.tasks.task import Feature
 from albert_lm.training.evaluation import (
     EvalSet,
@@ -63,7 +67,9 @@ from albert_lm.training.evaluation import (
     resolved_precision,
 )
 from albert_lm.training.finetune_config import FinetuneConfig, schedule
+from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, FinetuneLog
 from albert_lm.training.optim import build_optimizer, build_scheduler, clip_by_global_norm
+from albert_lm.training.run_cards import write_finetune_card
 
 logger = logging.getLogger(__name__)
 
@@ -105,12 +111,13 @@ def _finetune(
     rng = np.random.default_rng(cfg.seed)
     run = _Run(cfg, task, tokenizer, device, out, eval_sets, model_given)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
+    run.steps = total
     model = load_for_task(task, cfg.model, cfg).to(device)
     trainer = _Trainer.build(run, model, train_features, rng, warmup, total)
     logger.info(
         "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
         cfg.task, len(train_features), total, warmup, steps_per_epoch, cfg.batch_size,
-        cfg.gradient_accumulation, cfg.learning_rate, device,
+        cfg.gradient_accumulation_steps, cfg.learning_rate, device,
     )  # fmt: skip
     best = _train(run, trainer, total, steps_per_epoch)
     _predict_test_sets(run)
@@ -121,7 +128,7 @@ def _finetune(
     return dict(best.record)
 
 
-RUN_FILES = ("eval_results.json", "metrics.jsonl", "best", "predictions")
+RUN_FILES = ("eval_results.json", METRICS_FILE, "best", "predictions", TENSORBOARD_DIR, CURVES_FILE)
 
 
 def _remove_run(out: Path) -> None:
@@ -193,6 +200,7 @@ class _Run:
     out: Path
     eval_sets: list[EvalSet]
     model_given: str | None = None  # --model as typed, where it was a hub id (cfg.model: its snapshot)
+    steps: int = 0  # the optimizer steps the run takes (its model cards say them)
 
     @property
     def dev_sets(self) -> list[EvalSet]:
@@ -289,12 +297,12 @@ class _Trainer:
         cfg, device = self.run.cfg, self.run.device
         self.model.train()
         loss_sum, seen = 0.0, 0
-        for _ in range(cfg.gradient_accumulation):
+        for _ in range(cfg.gradient_accumulation_steps):
             idx = next(self.batches)
             batch = collate([self.features[i] for i in idx], self.run.tokenizer.pad_token_id)
             inputs = {k: v.to(device) for k, v in batch.items()}
             with autocast_for(device, cfg.precision):
-                loss = self.model(**inputs).loss / cfg.gradient_accumulation
+                loss = self.model(**inputs).loss / cfg.gradient_accumulation_steps
             self.scaler.scale(loss).backward()
             loss_sum += float(loss.detach())
             seen += len(idx)
@@ -310,10 +318,20 @@ class _Trainer:
 
 def _train(run: _Run, trainer: _Trainer, total: int, steps_per_epoch: int) -> _Evaluation:
     """`total` steps, logged every `log_every` and evaluated every `eval_every` steps and at the end;
-    metrics.jsonl gets every evaluation, OUTPUT/best and OUTPUT/predictions the best. Returns the best."""
-    cfg, out = run.cfg, run.out
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.jsonl").write_text("")
+    the run log (`FinetuneLog`) gets every log line and evaluation, OUTPUT/best and OUTPUT/predictions the
+    best. Returns the best."""
+    run.out.mkdir(parents=True, exist_ok=True)
+    log = FinetuneLog(run.out, [run.task.main_metric + s.suffix for s in run.dev_sets], run.cfg.tensorboard,
+                      run.cfg.plot)  # fmt: skip
+    try:
+        return _steps(run, trainer, log, total, steps_per_epoch)
+    finally:
+        log.close()
+
+
+def _steps(run: _Run, trainer: _Trainer, log: FinetuneLog, total: int, steps_per_epoch: int) -> _Evaluation:
+    """The training loop of `_train`."""
+    cfg = run.cfg
     eval_every = cfg.eval_every or steps_per_epoch
     best: _Evaluation | None = None
     running, seen, t0 = 0.0, 0, time.perf_counter()
@@ -328,9 +346,10 @@ def _train(run: _Run, trainer: _Trainer, total: int, steps_per_epoch: int) -> _E
             n = cfg.log_every if step % cfg.log_every == 0 else (step % cfg.log_every)
             rate = seen / (time.perf_counter() - t0)
             logger.info("step %d | loss %.4f | lr %.3g | %.1f ex/s", step, running / n, lr, rate)
+            log.train(step, running / n, lr)
             running, seen, t0 = 0.0, 0, time.perf_counter()
         if step % eval_every == 0 or step == total:
-            evaluation = _evaluate_dev(run, trainer.model, step, round(step / steps_per_epoch, 3))
+            evaluation = _evaluate_dev(run, trainer.model, log, step, round(step / steps_per_epoch, 3))
             if best is None or evaluation.main > best.main:
                 best = evaluation
                 _save_best(run, trainer.model, best)
@@ -340,12 +359,13 @@ def _train(run: _Run, trainer: _Trainer, total: int, steps_per_epoch: int) -> _E
     return best
 
 
-def _evaluate_dev(run: _Run, model: torch.nn.Module, step: int, epoch: float) -> _Evaluation:
-    """Evaluate on the dev sets and append the metrics to metrics.jsonl."""
+def _evaluate_dev(
+    run: _Run, model: torch.nn.Module, log: FinetuneLog, step: int, epoch: float
+) -> _Evaluation:
+    """Evaluate on the dev sets and record the metrics (metrics.jsonl, TensorBoard, the curves)."""
     results, preds = run.evaluate(model, run.dev_sets)
     record = {"step": step, "epoch": epoch, **results}
-    with (run.out / "metrics.jsonl").open("a") as f:
-        f.write(json.dumps(record) + "\n")
+    log.evaluation(record)
     if results:
         logger.info("eval at step %d: %s", step, json.dumps(results, sort_keys=True))
     return _Evaluation(results.get(run.task.main_metric, step), record, preds)
@@ -362,6 +382,8 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> No
     """OUTPUT/best (model, tokenizer, settings, metrics), filled under a temporary name and then swapped
     in, so a crash never leaves half a model; then the dev predictions in OUTPUT/predictions."""
     with atomic_folder(run.out / "best") as tmp:
+        # GLUE's label names (negative/positive, ...) in config.json: predict and transformers' pipeline say them
+        model.config.id2label = glue_id2label(run.task.name) or model.config.id2label
         model.save_pretrained(tmp)
         run.tokenizer.save_pretrained(tmp)
         settings = dataclasses.asdict(run.cfg)
@@ -371,6 +393,8 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> No
             settings["model_given"] = run.model_given  # the hub id; "model" is its snapshot (by commit)
         write_json(tmp / "finetune_config.json", settings)
         write_json(tmp / "eval_results.json", best.record)
+        write_finetune_card(tmp, run.cfg, run.task, best.record, steps=run.steps, location=run.out / "best",
+                            model_given=run.model_given)  # fmt: skip
     for s in run.dev_sets:
         run.task.write_predictions(s.examples, best.predictions[s.split], run.out / "predictions", s.split)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from albert_lm.settings import check_fields, check_ranges
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class FinetuneConfig:
     """decoupled weight decay (not on biases and layer norms)"""
     max_grad_norm: float = 1.0
     """clip the global gradient norm to this"""
-    gradient_accumulation: int = 1
+    gradient_accumulation_steps: int = 1
     """batches per optimizer step"""
     dropout: float | None = None
     """encoder dropout, hidden and attention (default: the task's, 0 or 0.1)"""
@@ -94,7 +94,7 @@ class FinetuneConfig:
     """dropout before the task head"""
     seed: int = 12345
     """seed of initialisation, data order and dropout"""
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: Precision = "auto"
     """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
     AMX), else fp32; fp16 on CUDA only"""
     device: str = "auto"
@@ -103,6 +103,10 @@ class FinetuneConfig:
     """evaluate every N steps (default: once per epoch and at the end)"""
     log_every: int = 50
     """log a line every N steps"""
+    tensorboard: bool = True
+    """write TensorBoard events (train loss and learning rate, every dev metric) under OUTPUT/tensorboard"""
+    plot: bool = True
+    """draw training_curves.png (train loss, the task's dev metric) at each evaluation and at the end"""
     max_train_examples: int | None = None
     """use only the first N training examples (quick runs)"""
     max_eval_examples: int | None = None
@@ -132,11 +136,12 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)  # types and choices (precision is a Literal)
+        device_name(self.device)
         if self.task not in TASK_DEFAULTS:
             raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASK_DEFAULTS)}")
         check_ranges(
             self,
-            at_least_one=("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation",
+            at_least_one=("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation_steps",
                           "log_every", "eval_every", "max_train_examples", "max_eval_examples", "doc_stride",
                           "max_query_length", "n_best", "max_answer_length", "max_qa_length"),
             positive=("epochs", "learning_rate", "max_grad_norm"),
@@ -184,7 +189,7 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
     d = TASK_DEFAULTS[cfg.task]
     if cfg.batch_size is None:
         raise ValueError("schedule() takes a resolved config (FinetuneConfig.resolved())")
-    per_step = cfg.batch_size * cfg.gradient_accumulation
+    per_step = cfg.batch_size * cfg.gradient_accumulation_steps
     steps_per_epoch = max(1, math.ceil(num_train_features / per_step))
     if cfg.max_steps is not None:
         total = cfg.max_steps
@@ -195,7 +200,9 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
     else:
         total = max(1, math.ceil((d.epochs or 1.0) * steps_per_epoch))
     if cfg.warmup_steps is not None:
-        warmup = cfg.warmup_steps
+        from albert_lm.training.optim import fit_warmup  # torch: only when a run is scheduled, not for --help
+
+        warmup = fit_warmup(cfg.warmup_steps, total, _DEFAULT_WARMUP_FRACTION, "finetune")
     elif d.max_steps is not None:
         warmup = round(total * d.warmup_steps / d.max_steps)
     else:

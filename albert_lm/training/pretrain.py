@@ -47,6 +47,7 @@ from tqdm.auto import tqdm
 from albert_lm.data.dataset import evaluation_loader
 from albert_lm.files import write_json
 from albert_lm.training import checkpoint as ckpt
+from albert_lm.training import run_cards
 from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics
 from albert_lm.training.objective import STATS, PretrainingObjective, summarize
@@ -304,7 +305,7 @@ def save(run: Run) -> None:
             "scheduler": run.scheduler.state_dict(), "ranks": ranks, "global_batch": run.sampler.global_batch,
             "elapsed_s": run.elapsed_s,
         }  # fmt: skip
-        extra = run.tokenizer.save_pretrained if run.tokenizer is not None else None
+        extra = run_cards.checkpoint_extras(run)  # the tokenizer and the model card
         path = ckpt.save_checkpoint(
             run.out, run.step, run.model, state, run.cfg.to_dict(), extra, run.cfg.keep_last
         )
@@ -314,12 +315,14 @@ def save(run: Run) -> None:
 
 
 def save_final(run: Run) -> None:
-    """The finished model in the output folder itself: weights, tokenizer, the run's configuration."""
+    """The finished model in the output folder itself: weights, tokenizer, the run's configuration, the
+    model card."""
     if run.d.main:
         run.model.save_pretrained(run.out)
         if run.tokenizer is not None:
             run.tokenizer.save_pretrained(run.out)
         write_json(run.out / ckpt.CONFIG_FILE, run.cfg.to_dict())
+        run_cards.final_cards(run)  # README.md: what the model is, how it was made, its scores
         logger.info("final model in %s", run.out)
 
 
@@ -343,6 +346,33 @@ def teardown(run: Run, clean: bool = False) -> None:
 
 
 # --------------------------------------------------------------------------- the loop
+class PaceHint:
+    """Once, a few steps in, the time the rest of the run will take at this pace: a run that would take
+    hours on a CPU (albert-base's 125,000 steps: weeks) says so and names what to do instead."""
+
+    WARM, MEASURED = 2, 10  # steps skipped (first-step set-up), then steps timed
+
+    def __init__(self, run: Run) -> None:
+        self.start, self.mark = run.step, 0.0
+
+    def after_step(self, run: Run) -> None:
+        if run.step == self.start + self.WARM:
+            self.mark = run.elapsed_s
+        if run.step != self.start + self.WARM + self.MEASURED or not run.d.main or run.cfg.time_budget:
+            return
+        per_step = (run.elapsed_s - self.mark) / self.MEASURED
+        hours = per_step * (run.cfg.max_steps - run.step) / 3600
+        logger.info("%.2f s per step: the %d steps left take about %.1f hours here", per_step,
+                    run.cfg.max_steps - run.step, hours)  # fmt: skip
+        if run.device.type == "cpu" and hours > 2:
+            logger.warning(
+                "at this pace the run takes about %.0f hours on this CPU. A CPU pretrains a small model in a "
+                "set time with a recipe made for it: `albert pretrain --recipe cpu-1h` (or cpu-10min), or bound "
+                "this run with --time-budget 1h; `albert data create --recipe cpu-1h` makes its data",
+                hours,
+            )
+
+
 def pretrain(
     cfg: PretrainConfig,
     *,
@@ -365,7 +395,7 @@ def pretrain(
     # Progress in steps, or with a time budget in seconds of it (the step count is then only a cap).
     bar = tqdm(total=round(budget_s) if budget_s else cfg.max_steps, disable=not d.main, desc="pretrain",
                initial=round(run.elapsed_s) if budget_s else run.step, unit="s" if budget_s else "step")  # fmt: skip
-    clock = time.monotonic()
+    clock, pace = time.monotonic(), PaceHint(run)
     try:
         done = budget_spent(run, budget_s)  # a resumed run may have spent it already
         while run.step < cfg.max_steps and not done:
@@ -377,6 +407,7 @@ def pretrain(
             now = time.monotonic()
             run.elapsed_s, clock = run.elapsed_s + now - clock, now
             done = budget_spent(run, budget_s)  # the last step when the time is gone
+            pace.after_step(run)
             bar.update(min(round(run.elapsed_s), bar.total) - bar.n if budget_s else 1)
             if should_log(run.step, cfg, stopping or done):
                 final = log_train(run, last)

@@ -1,0 +1,136 @@
+"""What pretraining and fine-tuning say on the model cards of the folders they save.
+
+`albert_lm.model.card` writes the card; this module gives it each run's part: how the model was made
+(the command's key settings; every setting is in the pretrain_config.json / finetune_config.json beside
+the card) and its scores (pretraining: the held-out evaluations of that step, where one ran;
+fine-tuning: the dev metrics of eval_results.json).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from albert_lm.model.card import write_model_card
+from albert_lm.training import checkpoint as ckpt
+
+if TYPE_CHECKING:
+    from albert_lm.tasks import Task
+    from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.pretrain_setup import Run
+
+# Names of pretraining's evaluation sets and metrics, as a card says them.
+_EVAL_SETS = {"eval": "held-out", "eval_text": "plain text (--eval-text)"}
+_EVAL_METRICS = {"mlm_acc": "MLM accuracy", "sop_acc": "SOP accuracy", "mlm_loss": "MLM loss"}
+
+
+# --------------------------------------------------------------------------- pretraining
+def checkpoint_extras(run: Run) -> Callable[[Path], None]:
+    """What a checkpoint folder holds besides the model (`save_checkpoint`'s `save_extra`): the
+    tokenizer, if the run has one, and the model card."""
+    final = run.out / f"{ckpt.PREFIX}{run.step}"
+
+    def extras(folder: Path) -> None:
+        if run.tokenizer is not None:
+            run.tokenizer.save_pretrained(folder)
+        write_pretraining_card(run, folder, final, f"ALBERT pretraining checkpoint at step {run.step:,}")
+
+    return extras
+
+
+def final_cards(run: Run) -> None:
+    """The finished model's card in the output folder, and the card of the checkpoint of the same step
+    again: it was saved before the final evaluation, whose scores are known now."""
+    write_pretraining_card(run, run.out, run.out, f"ALBERT pretrained with albert-lm ({run.step:,} steps)")
+    last = run.out / f"{ckpt.PREFIX}{run.step}"
+    if last.is_dir():
+        write_pretraining_card(run, last, last, f"ALBERT pretraining checkpoint at step {run.step:,}")
+
+
+def write_pretraining_card(run: Run, folder: Path, location: Path, title: str) -> Path | None:
+    """The card of a model this run saved at its current step into `folder` (read later at `location`)."""
+    evaluations = run.metrics.evaluations_at(run.step) if run.metrics is not None else {}
+    sentence = run.objective.sentence_objective.upper()
+    scores = {}
+    for split, record in evaluations.items():
+        for key, name in _EVAL_METRICS.items():
+            if key in record:
+                scores[f"{_EVAL_SETS.get(split, split)} {name.replace('SOP', sentence)}"] = record[key]
+    return write_model_card(
+        folder,
+        title=title,
+        made_by=pretraining_settings(run),
+        scores=scores,
+        location=location,
+        replaces=location,
+    )
+
+
+def pretraining_settings(run: Run) -> dict[str, Any]:
+    """The key settings of a pretraining run, as its cards show them."""
+    cfg, step, global_batch = run.cfg, run.step, run.sampler.global_batch
+    dataset = run.loader.dataset
+    seq = getattr(dataset, "max_seq_length", None) or len(dataset[0]["input_ids"])
+    masking = getattr(dataset, "config", None)
+    sentence = run.objective.sentence_objective.upper()
+    changed = ", ".join(f"{k}={v}" for k, v in sorted(cfg.model_overrides.items()))
+    return {
+        "command": "albert pretrain",
+        "model": cfg.model_config or f"preset {cfg.preset}" + (f" with {changed}" if changed else ""),
+        "warm start from": cfg.init_from,
+        "data": cfg.data,
+        "objective": f"masked LM + {sentence} (weight {cfg.sop_weight:g})" if cfg.sop_weight else "masked LM only",
+        "masked tokens": f"{masking.masked_lm_prob:.0%}" if masking is not None else None,
+        "steps": f"{step:,}" + (f" (time budget {cfg.time_budget})" if cfg.time_budget else f" of {cfg.max_steps:,}"),
+        "global batch": f"{global_batch} sequences of up to {seq} tokens",
+        "sequences seen": f"{step * global_batch:,}",
+        "tokens seen": f"up to {step * global_batch * seq:,} (sequences x their length cap)",
+        "optimizer": f"{cfg.optimizer}, peak learning rate {cfg.learning_rate:g}, warmup {cfg.warmup_steps} steps",
+        "precision": cfg.precision,
+        "seed": cfg.seed,
+        "every setting": f"`{ckpt.CONFIG_FILE}` beside this card",
+    }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- fine-tuning
+def write_finetune_card(
+    folder: Path,
+    cfg: FinetuneConfig,
+    task: Task,
+    record: dict[str, Any],
+    *,
+    steps: int,
+    location: Path,
+    model_given: str | None = None,
+) -> Path | None:
+    """The card of a fine-tuned model: `record` is its evaluation (eval_results.json), `steps` the
+    run's; `model_given` the hub id typed as --model, where it was one (cfg.model: its snapshot)."""
+    base = model_given if model_given not in (None, cfg.model) else None
+    made_by = {
+        "command": "albert finetune",
+        "task": cfg.task,
+        "base model": base or cfg.model,
+        "data": cfg.data,
+        "steps": f"{steps:,}; this model is step {record['step']:,} (epoch {record['epoch']:g}), "
+                 f"the best dev {task.main_metric}",
+        "learning rate": f"{cfg.learning_rate:g} (AdamW, linear warmup and decay)",
+        "batch size": cfg.batch_size if cfg.gradient_accumulation_steps == 1
+                      else f"{cfg.batch_size} x {cfg.gradient_accumulation_steps} accumulated",
+        "max sequence length": cfg.max_seq_length,
+        "dropout": cfg.dropout,
+        "precision": cfg.precision,
+        "seed": cfg.seed,
+        "every setting": "`finetune_config.json` beside this card",
+    }  # fmt: skip
+    scores = {f"dev {k}": v for k, v in record.items() if k not in ("step", "epoch")}
+    own_data = f" ({Path(cfg.data).name})" if cfg.task in ("classification", "token-classification") else ""
+    return write_model_card(
+        folder,
+        title=f"ALBERT fine-tuned on {cfg.task}{own_data}",
+        made_by=made_by,
+        scores=scores,
+        location=location,
+        replaces=location,
+        base_model=base.split("@")[0] if base else None,
+    )

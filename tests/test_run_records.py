@@ -1,0 +1,209 @@
+"""What runs leave beside their models: fine-tuning's TensorBoard events and curves (as pretraining's), and a
+model card (README.md) in every model folder albert-lm saves, never over a README.md of the user's."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_pretrain import SyntheticData, tiny_run  # tests/ is on sys.path
+
+from albert_lm.cli import main
+from albert_lm.model.card import CARD_MARK, is_model_card, model_card, write_model_card
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.model.params import count_parameters
+from albert_lm.training.pretrain import pretrain
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tf_checkpoint"
+USERS_README = "# My model\n\nNotes of my own.\n"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) -> Path:
+    """A random tiny ALBERT with the tiny 200-piece tokenizer, as a pretraining run would save it."""
+    folder = tmp_path_factory.mktemp("tiny-model")
+    torch.manual_seed(0)
+    AlbertForPreTraining(tiny_config(vocab_size=200)).save_pretrained(folder)
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", folder / "spiece.model")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sentiment(tmp_path_factory) -> Path:
+    """A two-label classification set in JSON Lines (train and dev)."""
+    data = tmp_path_factory.mktemp("sentiment")
+    rng = np.random.default_rng(0)
+    words = {"pos": ["bala", "kemo", "fira"], "neg": ["dusa", "tovi", "ramu"]}
+    for split, n in (("train", 32), ("dev", 12)):
+        rows = []
+        for _ in range(n):
+            label = str(rng.choice(["pos", "neg"]))
+            rows.append(json.dumps({"text": " ".join(rng.choice(words[label], size=4)), "label": label}))
+        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    return data
+
+
+def _finetune(model: Path, data: Path, out: Path, *extra: str) -> dict:
+    args = ["finetune", "--task", "classification", "--model", str(model), "--data", str(data),
+            "--output", str(out), "--max-steps", "4", "--eval-every", "2", "--log-every", "1",
+            "--batch-size", "8", "--learning-rate", "1e-3", "--precision", "fp32", *extra]  # fmt: skip
+    assert main(args) == 0
+    return json.loads((out / "eval_results.json").read_text())
+
+
+def _front_matter(card: str) -> list[str]:
+    assert card.startswith("---\n"), card[:200]
+    return card.split("---\n")[1].splitlines()
+
+
+def _shown(value: float) -> str:
+    return f"{value:.4g}"
+
+
+# --------------------------------------------------------------------------- fine-tuning
+def test_finetune_writes_tensorboard_events_curves_and_a_model_card(tiny_model, sentiment, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "cls"
+    results = _finetune(tiny_model, sentiment, out)
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    scalars = {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert [s for s, _ in scalars["train/loss"]] == [1, 2, 3, 4] and [s for s, _ in scalars["train/lr"]] == [
+        1,
+        2,
+        3,
+        4,
+    ]
+    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [2, 4]  # metrics.jsonl: still one line per evaluation
+    for name in ("accuracy", "f1_macro"):
+        assert scalars[f"dev/{name}"] == [(e["step"], pytest.approx(e[name])) for e in evals]
+    assert (out / "training_curves.png").read_bytes().startswith(b"\x89PNG")
+
+    card = (out / "best" / "README.md").read_text()
+    front = _front_matter(card)
+    assert {
+        "library_name: transformers",
+        "- albert",
+        "- albert-lm",
+        "pipeline_tag: text-classification",
+    } <= set(front)
+    assert CARD_MARK in card and "license" not in card  # no license is known for a user's model
+    config = AlbertConfig.from_pretrained(out / "best")
+    assert f"{count_parameters(config):,}" in card
+    assert f"| dev accuracy | {_shown(results['accuracy'])} |" in card
+    assert (
+        "| task | classification |" in card
+        and "| seed | 12345 |" in card
+        and "| learning rate | 0.001" in card
+    )
+    assert (
+        f"| base model | {tiny_model} |" in card and str(out / "best") in card
+    )  # the final name, not the temporary
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.AlbertForSequenceClassification.from_pretrained(out / "best")
+    assert theirs.config.id2label == {0: "neg", 1: "pos"}
+
+
+def test_no_tensorboard_and_no_plot_write_neither_and_overwrite_clears_them(tiny_model, sentiment, tmp_path):
+    out = tmp_path / "cls"
+    _finetune(tiny_model, sentiment, out, "--no-tensorboard", "--no-plot")
+    assert not (out / "tensorboard").exists() and not (out / "training_curves.png").exists()
+    assert is_model_card(out / "best" / "README.md")
+    # a run with both, then another over it: one run's events, not two
+    again = tmp_path / "again"
+    _finetune(tiny_model, sentiment, again)
+    _finetune(tiny_model, sentiment, again, "--overwrite", "--max-steps", "2")
+    files = list((again / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(files) == 1
+
+
+# --------------------------------------------------------------------------- pretraining
+def test_pretraining_checkpoints_and_final_model_carry_cards_with_their_scores(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "README.md").write_text(USERS_README)  # the user's notes on the run: kept
+    cfg = tiny_run(out, max_steps=6, save_every=3, eval_every=3, eval_batches=2, keep_last=0, plot=True)
+    pretrain(cfg, train_dataset=SyntheticData(), eval_dataset=SyntheticData(n=16, seed=1))
+    assert (out / "README.md").read_text() == USERS_README
+    assert (out / "training_curves.png").read_bytes().startswith(b"\x89PNG")  # drawn by the shared code
+    evals = {r["step"]: r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+             if r["split"] == "eval"}  # fmt: skip
+    assert sorted(evals) == [3, 6]
+    for step in (3, 6):
+        card = (out / f"checkpoint-{step}" / "README.md").read_text()
+        assert "pipeline_tag: fill-mask" in _front_matter(card) and CARD_MARK in card
+        assert f"| held-out MLM accuracy | {_shown(evals[step]['mlm_acc'])} |" in card
+        assert f"| held-out SOP accuracy | {_shown(evals[step]['sop_acc'])} |" in card
+        assert f"| steps | {step} of 6 |" in card and f"| sequences seen | {step * 4} |" in card
+    config = AlbertConfig.from_pretrained(out / "checkpoint-3")
+    assert f"{count_parameters(config):,}" in card and "| layers | 2 |" in card
+    transformers = pytest.importorskip("transformers")
+    transformers.AlbertForPreTraining.from_pretrained(out / "checkpoint-3")
+    # without a README of the user's, the finished model has its own card
+    fresh = tmp_path / "fresh"
+    pretrain(tiny_run(fresh, max_steps=2, save_every=2), train_dataset=SyntheticData())
+    card = (fresh / "README.md").read_text()
+    assert "# ALBERT pretrained with albert-lm (2 steps)" in card and "None recorded" in card
+    assert f'from_pretrained("{fresh}")' in card
+
+
+# --------------------------------------------------------------------------- conversion
+def test_converted_model_has_a_card_and_a_users_readme_survives_overwrite(
+    tmp_path, tiny_corpus_and_tokenizer
+):
+    release = tmp_path / "albert_tiny"
+    shutil.copytree(FIXTURES / "release", release)
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", release / "30k-clean.model")
+    out = tmp_path / "converted"
+    assert main(["convert", "--from-tf", str(release), "--output", str(out)]) == 0
+    card = (out / "README.md").read_text()
+    assert "pipeline_tag: fill-mask" in _front_matter(card)
+    assert "# ALBERT converted from albert_tiny" in card and "| checkpoint | model.ckpt-best |" in card
+    assert f"{count_parameters(AlbertConfig.from_pretrained(out)):,}" in card
+    assert "2 inner layers per group" in card  # the fixture's 2 groups x 2 inner groups
+    transformers = pytest.importorskip("transformers")
+    transformers.AlbertForPreTraining.from_pretrained(out)
+    # the user's README.md stays when the folder is converted again over it
+    (out / "README.md").write_text(USERS_README)
+    assert main(["convert", "--from-tf", str(release), "--output", str(out), "--overwrite"]) == 0
+    assert (out / "README.md").read_text() == USERS_README and (out / "model.safetensors").is_file()
+
+
+# --------------------------------------------------------------------------- the card itself
+def test_a_card_replaces_only_its_own_kind(tmp_path, tiny_config):
+    folder = tmp_path / "m"
+    AlbertForPreTraining(tiny_config()).save_pretrained(folder)
+    made = {"command": "albert pretrain", "unknown": None}
+    assert write_model_card(folder, title="first", made_by=made) == folder / "README.md"
+    assert "| unknown |" not in (folder / "README.md").read_text()  # None: left out
+    write_model_card(folder, title="second", made_by=made, scores={"acc": 0.5})
+    assert "# second" in (folder / "README.md").read_text()  # its own card: replaced
+    (folder / "README.md").write_text(USERS_README)
+    assert write_model_card(folder, title="third", made_by=made) is None
+    assert (folder / "README.md").read_text() == USERS_README
+    # a new folder swapped in over the user's one carries the user's README.md over
+    new = tmp_path / "new"
+    AlbertForPreTraining(tiny_config()).save_pretrained(new)
+    assert write_model_card(new, title="x", made_by=made, replaces=folder) is None
+    assert (new / "README.md").read_text() == USERS_README
+
+
+def test_card_says_what_the_head_is_and_whether_transformers_reads_it(tiny_config):
+    qa = tiny_config(extra={"architectures": ["AlbertForQuestionAnswering"]})
+    card = model_card("qa", {"task": "squad1"}, {"dev f1": 88.123456}, qa, "runs/squad/best")
+    assert "pipeline_tag: question-answering" in card and "| dev f1 | 88.12 |" in card
+    assert "albert predict --model runs/squad/best" in card
+    native = tiny_config(sharing="attention", extra={"architectures": ["AlbertForPreTraining"]})
+    card = model_card("native", {}, None, native, "m")
+    assert "library_name" not in card and "transformers cannot load it" in card
+    assert re.search(r"\| cross-layer sharing \| attention: attention blocks, one set shared by all", card)
+    mc = tiny_config(extra={"architectures": ["AlbertForMultipleChoice"]})
+    assert "pipeline_tag" not in model_card("race", {}, None, mc, "m")
