@@ -1,4 +1,4 @@
-"""Does the demo learn more from more text at its fixed 2500 steps? (docs/pretraining_plateau.md section 12)
+"""Does the demo learn more from more text at its fixed 2500 steps? (docs/notes/pretraining_plateau.md section 12)
 
 Builds two larger corpora from the shared Gutenberg books (the Project Gutenberg header and footer
 stripped, CRLF -> LF, as the bundled five were made): `small`, the 27 books of MANIFEST.tsv's small tier

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pretrained vs random initialisation on GLUE dev (docs/pretrained_vs_random.md), end to end on CPU:
+# Pretrained vs random initialisation on GLUE dev (docs/notes/pretrained_vs_random.md), end to end on CPU:
 # 1. an 8000-piece tokenizer and SOP/MLM data from the 27 `small`-tier Gutenberg books,
 # 2. albert-tiny (H128 L4 E32, 0.5M parameters) pretrained $PT_STEPS LAMB steps at batch 32,
 # 3. the same architecture saved untrained (torch seed 1) with the same spiece.model,
