@@ -1,0 +1,84 @@
+"""Fine-tuning on rows held in memory: `albert_lm.finetune_rows(model, train, dev, output)`.
+
+The rows go to JSON Lines files in a temporary folder beside `output` and `albert finetune`'s own code
+runs on them, so a model fine-tuned from Python is the same as one fine-tuned from the command line
+(same defaults, checks, best checkpoint, model card). The temporary folder is removed afterwards;
+OUTPUT/best/finetune_config.json records where the rows were, not the rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from albert_lm.training.finetune_config import FinetuneConfig
+
+__all__ = ["finetune_rows"]
+
+Row = Mapping[str, Any] | Sequence[Any]
+_IN_MEMORY_TASKS = ("classification", "token-classification")
+
+
+def _as_dict(row: Row, task: str, n: int) -> dict[str, Any]:
+    """A row as the JSON object the task reads: a mapping as it is; for classification, (text, label)
+    or (text, text_pair, label); for token classification, (tokens, tags)."""
+    if isinstance(row, Mapping):
+        return dict(row)
+    if isinstance(row, str) or not isinstance(row, Sequence):
+        raise TypeError(f"row {n}: expected a dict or a tuple, got {type(row).__name__}")
+    fields = (
+        (("tokens", "tags"),)
+        if task == "token-classification"
+        else (("text", "label"), ("text", "text_pair", "label"))
+    )
+    for names in fields:
+        if len(row) == len(names):
+            return dict(zip(names, row, strict=True))
+    expected = " or ".join("(" + ", ".join(names) + ")" for names in fields)
+    raise ValueError(f"row {n}: {len(row)} values; expected {expected}")
+
+
+def _write(rows: Sequence[Row], task: str, file: Path) -> None:
+    if not rows:
+        raise ValueError(f"no {file.stem} rows: give at least one")
+    with open(file, "w", encoding="utf-8") as f:
+        for n, row in enumerate(rows, start=1):
+            f.write(json.dumps(_as_dict(row, task, n), ensure_ascii=False) + "\n")
+
+
+def finetune_rows(
+    model: str | os.PathLike,
+    train: Sequence[Row],
+    dev: Sequence[Row],
+    output: str | os.PathLike,
+    *,
+    task: str = "classification",
+    **settings: Any,
+) -> dict[str, Any]:
+    """Fine-tune `model` (a folder or hub id) on `train`, keep the best checkpoint on `dev`, in
+    `output` (OUTPUT/best, as `albert finetune` writes it); returns the best dev metrics.
+
+    Rows are dicts with your columns (`{"text": ..., "label": ...}`; name other columns with
+    `text_column=...` etc.) or tuples: (text, label) or (text, text_pair, label) for classification,
+    (tokens, tags) for token classification. `settings` are FinetuneConfig's fields (max_steps,
+    epochs, learning_rate, batch_size, seed, ...).
+
+    >>> finetune_rows("runs/pretrain", [("a fine film", "pos"), ("dull", "neg")] * 50,
+    ...               [("great", "pos"), ("boring", "neg")], "runs/mine", epochs=3)  # doctest: +SKIP
+    """
+    from albert_lm.training.finetune import finetune  # torch: only when a run starts
+
+    if task not in _IN_MEMORY_TASKS:
+        raise ValueError(f"task {task!r}: rows in memory are for {', '.join(_IN_MEMORY_TASKS)}; GLUE, SQuAD and "
+                         "RACE read their own files (albert finetune --data)")  # fmt: skip
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.rows-") as tmp:
+        _write(train, task, Path(tmp) / "train.jsonl")
+        _write(dev, task, Path(tmp) / "dev.jsonl")
+        cfg = FinetuneConfig(task=task, model=str(model), data=tmp, output=str(out), **settings)
+        return finetune(cfg)

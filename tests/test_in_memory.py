@@ -1,0 +1,44 @@
+"""`albert_lm.finetune_rows`: fine-tuning on rows held in memory gives the folder `albert finetune` gives."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+import albert_lm
+from albert_lm.model.heads import AlbertForPreTraining
+
+ROWS = [("kala bime to", "pos"), ("dunora pesi kalo", "neg"), ("tura mepa", "pos"), ("lodi sure kana", "neg")]
+
+
+@pytest.fixture
+def pretrained(tmp_path, tiny_config, tiny_corpus_and_tokenizer):
+    torch.manual_seed(0)
+    out = tmp_path / "pretrained"
+    AlbertForPreTraining(tiny_config(vocab_size=200)).save_pretrained(out)
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", out / "spiece.model")
+    return out
+
+
+def test_rows_in_memory_fine_tune_and_predict(pretrained, tmp_path):
+    metrics = albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", max_steps=4,
+                                      batch_size=8, precision="fp32", device="cpu")  # fmt: skip
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    best = tmp_path / "run" / "best"
+    saved = json.loads((best / "finetune_config.json").read_text())
+    assert saved["task"] == "classification" and sorted(saved["labels"]) == ["neg", "pos"]
+    predicted = albert_lm.Predictor(best, device="cpu").predict([t for t, _ in ROWS])
+    assert [p["label"] in ("neg", "pos") for p in predicted] == [True] * 4
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # the rows' folder is gone
+
+
+def test_rows_in_memory_refusals(pretrained, tmp_path):
+    with pytest.raises(ValueError, match="no train rows"):
+        albert_lm.finetune_rows(pretrained, [], ROWS, tmp_path / "a")
+    with pytest.raises(ValueError, match="row 2: 4 values"):
+        albert_lm.finetune_rows(pretrained, [("a", "b"), ("a", "b", "c", "d")], ROWS, tmp_path / "b")
+    with pytest.raises(ValueError, match="rows in memory are for"):
+        albert_lm.finetune_rows(pretrained, ROWS, ROWS, tmp_path / "c", task="sst2")
