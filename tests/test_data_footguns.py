@@ -63,7 +63,7 @@ def test_auto_reads_wrapped_prose_as_paragraphs_and_a_sentence_per_line_as_lines
         guess_format(per_line).format == "paragraphs"
         and "a paragraph per line" in guess_format(per_line).reason
     )
-    with caplog.at_level(logging.INFO, logger="albert_lm.data.corpus"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.data"):
         formats = input_formats(plan_blocks([wrapped, lines], 1 << 20), "auto")
     assert formats == {str(wrapped): "paragraphs", str(lines): "lines"}
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]

@@ -322,7 +322,7 @@ def test_more_hostile_cases(kit, tmp_path, capsys) -> None:
     train = ["tokenizer", "train", "--vocab-size", "120", "--output", str(tmp_path / "t"), "--input"]
     cases = [
         (_create(kit, tmp_path / "o", kit["c0"], kit["c0"]), "given twice"),
-        (_create(kit, tmp_path / "o", kit["tok"]), "not a regular file"),
+        (_create(kit, tmp_path / "o", kit["tok"]), "spiece.model: binary file"),  # a folder: its files
         (_create(kit, tmp_path / "o", fifo), "not a regular file"),
         (_create(kit, tmp_path / "o", Path("/dev/null")), "not a regular file"),
         (_create(kit, tmp_path / "o", empty), "empty input file"),
@@ -330,7 +330,8 @@ def test_more_hostile_cases(kit, tmp_path, capsys) -> None:
         (_create(kit, afile), "exists and is not a folder"),
         (_create(kit, tmp_path / "o", more=("--max-line-bytes", "0")), "max_line_bytes 0"),
         ([*train, str(fifo)], "not a regular file"),
-        ([*train, str(tmp_path)], "not a regular file"),
+        ([*train, str(tmp_path)], "lies inside the --input folder"),
+        ([*train, str(tmp_path / "fifo*")], "not a regular file"),
         ([*train, str(kit["c0"]), "--vocab-size", "0"], "vocab_size 0"),
         ([*train, str(kit["c0"]), "--vocab-size", "10000000"], "10000000: this text supports at most"),
         ([*train, str(kit["c0"]), "--max-line-bytes", "-1"], "max_line_bytes -1"),

@@ -195,7 +195,11 @@ def test_save_and_load_round_trip(tiny_tok: AlbertTokenizer, tmp_path: Path) -> 
     assert (tmp_path / "saved" / "spiece.model").read_bytes() == tiny_tok.model_file.read_bytes()
     loaded = AlbertTokenizer.from_pretrained(tmp_path / "saved")
     assert loaded.do_lower_case is False
-    assert AlbertTokenizer.from_pretrained(tmp_path / "saved" / "spiece.model").do_lower_case is True
+    # the bare file takes the rule of the tokenizer_config.json beside it; alone, the released models'
+    assert AlbertTokenizer.from_pretrained(tmp_path / "saved" / "spiece.model").do_lower_case is False
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "spiece.model").write_bytes(tiny_tok.model_file.read_bytes())
+    assert AlbertTokenizer.from_pretrained(tmp_path / "alone" / "spiece.model").do_lower_case is True
 
 
 def test_bad_tokenizer_files(tmp_path: Path) -> None:

@@ -9,16 +9,53 @@ import argparse
 
 from albert_lm.settings import add_options, add_recipe_option, option_values, recipe_file, recipe_section
 
+INPUT_HELP = (
+    "text files (plain, or compressed .gz .bz2 .xz .zst), JSON Lines (.jsonl) or Parquet files, folders "
+    "(every file under them) or quoted glob patterns ('corpus/**/*.txt')"
+)
+TOKENIZER_KEYS = (
+    "vocab_size",
+    "language",
+    "cased",
+    "keep_accents",
+    "character_coverage",
+    "input_sentence_size",
+)
+
 
 def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
-    t.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    from albert_lm.data.languages import LANGUAGES
+
+    t.add_argument("--input", nargs="+", required=True, metavar="PATH", help=INPUT_HELP)
     t.add_argument("--output", required=True, help="new or empty folder for spiece.model")
     t.add_argument("--vocab-size", type=int, help="pieces in the model (default: the recipe's, else 30000)")
     add_recipe_option(t)
-    t.add_argument("--cased", action="store_true", help="keep upper case (default: lower-case the text)")
+    t.add_argument(
+        "--language", choices=tuple(LANGUAGES), help="the language's case, accent and character-coverage "
+        "defaults (docs/data.md#languages; default: en, the released ALBERT models' rule)",
+    )  # fmt: skip
+    t.add_argument(
+        "--cased", action=argparse.BooleanOptionalAction, default=None,
+        help="keep upper case (default: lower-case the text, except --language de)",
+    )  # fmt: skip
+    t.add_argument(
+        "--keep-accents", action=argparse.BooleanOptionalAction, default=None,
+        help="keep accents and other combining marks (default: removed for English, kept for any --language "
+        "other than en)",
+    )  # fmt: skip
+    t.add_argument(
+        "--character-coverage", type=float, metavar="X", help="share of the text's characters given pieces "
+        "of their own, the rest <unk> (default: 0.99995 for English, 1.0 for small alphabets, 0.9995 for "
+        "zh and ja)",
+    )  # fmt: skip
+    t.add_argument(
+        "--input-sentence-size", type=int, metavar="N", help="lines SentencePiece trains on, a uniform sample "
+        "of the corpus (default 10000000; memory grows with it, not with the corpus)",
+    )  # fmt: skip
     t.add_argument(
         "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
     )
+    add_text_column(t)
     t.add_argument("--seed", type=int, default=12345, help="SentencePiece sampling seed (default 12345)")
     t.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --output")
     t.add_argument(
@@ -33,6 +70,21 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     )
 
 
+def add_text_column(p: argparse.ArgumentParser, suppress: bool = False) -> None:
+    """`--text-column NAME` as `albert data create` has it (from DataConfig), and its hidden spelling
+    `--text-field`. `suppress`: absent from the namespace unless given (data create's settings)."""
+    from albert_lm.data.examples import DataConfig
+    from albert_lm.settings import field_docs
+
+    default = argparse.SUPPRESS if suppress else "text"
+    if not suppress:
+        p.add_argument(
+            "--text-column", default=default, metavar="NAME",
+            help=f"{field_docs(DataConfig)['text_column']} (default text)",
+        )  # fmt: skip
+    p.add_argument("--text-field", dest="text_column", default=default, help=argparse.SUPPRESS)
+
+
 def run_tokenizer_train(args: argparse.Namespace) -> int:
     """train spiece.model from text files"""
     from albert_lm.data.tokenizer_training import train_tokenizer
@@ -42,39 +94,72 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
         args.input,
         args.output,
         vocab_size=args.vocab_size if args.vocab_size is not None else section.get("vocab_size", 30000),
-        do_lower_case=not args.cased,
         strip_gutenberg=args.strip_gutenberg,
         seed=args.seed,
         overwrite=args.overwrite,
         skip_invalid_utf8=args.skip_invalid_utf8,
         max_line_bytes=args.max_line_bytes,
+        text_column=args.text_column,
+        **tokenizer_rule(args, section),
     )
-    print(f"wrote {tok.model_file} ({tok.vocab_size} pieces)")
+    rule = f"{'cased' if not tok.do_lower_case else 'lower-cased'}, accents {'kept' if tok.keep_accents else 'removed'}"
+    print(f"wrote {tok.model_file} ({tok.vocab_size} pieces; {rule})")
     return 0
 
 
+def tokenizer_rule(args: argparse.Namespace, section: dict) -> dict:
+    """do_lower_case, keep_accents, character_coverage, input_sentence_size and add_dummy_prefix for
+    `train_tokenizer`: an option given wins, then the recipe's key, then the --language (or the
+    recipe's "language") defaults, then English's."""
+    from albert_lm.data.languages import language
+
+    lang = language(args.language or section.get("language") or "en")
+
+    def pick(option: str, key: str, fallback: object) -> object:
+        given = getattr(args, option, None)
+        return given if given is not None else section.get(key, fallback)
+
+    return {
+        "do_lower_case": not pick("cased", "cased", not lang.do_lower_case),
+        "keep_accents": pick("keep_accents", "keep_accents", lang.keep_accents),
+        "character_coverage": pick("character_coverage", "character_coverage", lang.character_coverage),
+        "input_sentence_size": pick("input_sentence_size", "input_sentence_size", 10_000_000),
+        "add_dummy_prefix": lang.add_dummy_prefix,
+    }
+
+
 def _tokenizer_recipe(args: argparse.Namespace) -> dict:
-    """The recipe's "tokenizer" section, checked: known keys only, vocab_size a whole number."""
+    """The recipe's "tokenizer" section, checked: known keys only, each of its type."""
+    from albert_lm.data.languages import LANGUAGES
     from albert_lm.data.tokenizer_training import MIN_VOCAB_SIZE
     from albert_lm.files import InputError
 
     section = recipe_section(args, "tokenizer")
-    unknown = sorted(set(section) - {"vocab_size"})
+    where = recipe_file(args.recipe) if args.recipe else ""
+    unknown = sorted(set(section) - set(TOKENIZER_KEYS))
     if unknown:
         raise InputError(
-            recipe_file(args.recipe), f'"tokenizer": unknown key(s) {", ".join(unknown)}; expected vocab_size'
+            where, f'"tokenizer": unknown key(s) {", ".join(unknown)}; expected {", ".join(TOKENIZER_KEYS)}'
         )
     size = section.get("vocab_size", MIN_VOCAB_SIZE)
     if isinstance(size, bool) or not isinstance(size, int) or size < MIN_VOCAB_SIZE:
         raise InputError(
-            recipe_file(args.recipe),
+            where,
             f'"tokenizer" "vocab_size": expected a whole number of at least {MIN_VOCAB_SIZE}, got {size!r}',
         )
+    if section.get("language", "en") not in LANGUAGES:
+        raise InputError(
+            where,
+            f'"tokenizer" "language": expected one of {", ".join(LANGUAGES)}, got {section["language"]!r}',
+        )
+    for key in ("cased", "keep_accents"):
+        if not isinstance(section.get(key, False), bool):
+            raise InputError(where, f'"tokenizer" "{key}": expected true or false, got {section[key]!r}')
     return section
 
 
 def data_create_options(d: argparse.ArgumentParser) -> None:
-    d.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    d.add_argument("--input", nargs="+", required=True, metavar="PATH", help=INPUT_HELP)
     d.add_argument("--tokenizer", required=True, help="spiece.model file or a folder holding one")
     d.add_argument("--output", required=True, help="new or empty folder (or an unfinished run to resume)")
     from albert_lm.data.examples import INPUT_FORMATS, MASKINGS, OBJECTIVES, DataConfig
@@ -85,6 +170,7 @@ def data_create_options(d: argparse.ArgumentParser) -> None:
         choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": INPUT_FORMATS},
         flags={"input_format": "--format"},
     )  # fmt: skip
+    add_text_column(d, suppress=True)
     d.add_argument("--shard-mb", type=float, default=4.0, help="input MB per shard (default 4)")
     d.add_argument("--workers", type=int, default=None, help="processes (default: CPU count)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")

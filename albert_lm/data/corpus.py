@@ -1,4 +1,5 @@
-"""Reading a pretraining corpus: plain-text files of any number and size, streamed, as documents of sentences.
+"""Reading a pretraining corpus: text files of any number and size (plain or compressed, JSON Lines, Parquet:
+`albert_lm.data.sources`), streamed, as documents of sentences.
 
 Two input formats:
 - "lines": google-research's format for `create_pretraining_data.py`: one sentence per line, a blank line
@@ -11,10 +12,14 @@ Two input formats:
   (pysbd: 0.1 MB/s).
 
 "auto" (the default) picks one of the two for each file from a sample of its first 256 KiB
-(`guess_format`): "paragraphs" for prose wrapped at a fixed width (most lines that run on to the next end
-mid-sentence, nearly all within 80 columns: Project Gutenberg's books) or written a paragraph per line
-(several sentences per line), "lines" otherwise. Read as "lines", wrapped prose would become sentence
-fragments and paragraph-per-line text one overlong "sentence" per paragraph, without a word.
+(`albert_lm.data.layout.guess_format`).
+
+Text written without spaces (Chinese, Japanese, Thai) is read the same way, with two changes
+(`albert_lm.data.unspaced`): a line break between two of its characters is dropped rather than read as
+a space, and the sentence ends Bling Fire misses there (`．`, closing quotes) are fixed.
+
+JSON Lines and Parquet hold records: each record's text (`text_column`) is a document of its own (in
+"lines" format, one or more: its blank lines separate documents too), and blocks are cut between records.
 
 Files are cut into blocks of about `block_bytes` at blank lines, so many processes can read one big file,
 and no reader ever holds more than one block. In "lines" format a document is the text between blank lines
@@ -26,8 +31,9 @@ block, and so the memory of a reader, bounded); in "paragraphs" format a documen
 current `*** START OF ...` and the 1990s `*END*THE SMALL PRINT!` headers); a file without the markers is an
 error, since the option says the files are Gutenberg books.
 
-Bad input fails with the file and byte offset: empty files, binary files (a NUL byte), invalid UTF-8
-(or, with `skip_invalid_utf8`, the line is skipped and counted), lines over `max_line_bytes`.
+Bad input fails with the file and byte offset (in the decompressed text): empty files, binary files (a
+NUL byte), invalid UTF-8 (or, with `skip_invalid_utf8`, the line is skipped and counted), lines over
+`max_line_bytes`, damaged or truncated compressed files, bad records (`albert_lm.data.records`).
 """
 
 from __future__ import annotations
@@ -41,11 +47,20 @@ from pathlib import Path
 
 import blingfire
 
+from albert_lm.data import unspaced
+from albert_lm.data.layout import FORMATS, FormatGuess, guess_format, input_formats
+from albert_lm.data.records import RECORD_LINE_FACTOR, iter_records
+from albert_lm.data.sources import container, is_records, is_streamed, read_range, reading, text_size
 from albert_lm.files import InputError
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("lines", "paragraphs")
+__all__ = [  # guess_format, input_formats and FormatGuess live in layout; importable from here as before
+    "FORMATS", "Block", "FormatGuess", "ReadStats", "check_input_file", "guess_format", "gutenberg_body",
+    "input_formats", "iter_block_lines", "iter_documents", "iter_text_lines", "plan_blocks",
+    "read_block_text", "split_sentences", "warn_gutenberg_markers",
+]  # fmt: skip
+_CHUNK_BYTES = 1 << 20  # what `iter_text_lines` reads at a time
 _HEAD_WINDOW = 1 << 20  # Gutenberg headers (with the old "small print") end well within 1 MiB
 _TAIL_WINDOW = 1 << 20
 _HINT_WINDOW = 64 << 10  # where a book's first START marker line lies (the old small print is ~15 KB)
@@ -85,9 +100,10 @@ class ReadStats:
 
 
 def gutenberg_body(path: Path) -> tuple[int, int]:
-    """Byte range of a Project Gutenberg book's text: after the START marker line, before the END marker."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+    """Byte range of a Project Gutenberg book's text: after the START marker line, before the END marker
+    (offsets in the decompressed text of a compressed book)."""
+    size = text_size(path)
+    with reading(path) as f:
         head = f.read(_HEAD_WINDOW)
         tail_start = max(0, size - _TAIL_WINDOW)
         f.seek(tail_start)
@@ -116,7 +132,9 @@ def warn_gutenberg_markers(paths: Sequence[str | os.PathLike]) -> None:
     not change; the option stays the user's to give."""
     marked = []
     for p in paths:
-        with open(p, "rb") as f:
+        if is_records(p):
+            continue
+        with reading(p) as f:
             if _START_RE.search(f.read(_HINT_WINDOW)):
                 marked.append(str(p))
     if marked:
@@ -129,7 +147,9 @@ def warn_gutenberg_markers(paths: Sequence[str | os.PathLike]) -> None:
 
 
 def check_input_file(path: Path) -> int:
-    """Size of an input file; a clear error for a missing, empty or binary one."""
+    """Size of an input file on disk; a clear error for a missing, empty or binary one, or one whose
+    compressed text is empty, binary or damaged at its start (the rest is checked as it is read)."""
+    path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such input file")
     if not path.is_file():
@@ -137,65 +157,120 @@ def check_input_file(path: Path) -> int:
     size = path.stat().st_size
     if size == 0:
         raise InputError(path, "empty input file (expected UTF-8 text)")
-    with open(path, "rb") as f:
+    if container(path) == "parquet":
+        _check_parquet(path)
+        return size
+    with reading(path) as f:
         probe = f.read(1 << 16)
+    if not probe:
+        raise InputError(path, "no text in it after decompressing (an empty archive)")
     nul = probe.find(b"\0")
     if nul >= 0:
         raise InputError(path, f"binary file (NUL byte at offset {nul}); expected UTF-8 text")
+    if container(path) == "jsonl" and probe.lstrip()[:1] == b"[":
+        raise InputError(
+            path, "a JSON array, not JSON Lines (one JSON object a line); convert it, e.g. jq -c '.[]'"
+        )
     return size
 
 
+def _check_parquet(path: Path) -> None:
+    from albert_lm.data.sources import optional_module
+
+    pq = optional_module(".parquet", path)
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except Exception as e:  # pyarrow's ArrowInvalid and friends
+        raise InputError(path, f"not a readable Parquet file ({type(e).__name__}: {e})") from None
+    if rows == 0:
+        raise InputError(path, "a Parquet file with no rows")
+
+
 def plan_blocks(
-    paths: Sequence[str | os.PathLike], block_bytes: int, strip_gutenberg: bool = False
+    paths: Sequence[str | os.PathLike],
+    block_bytes: int,
+    strip_gutenberg: bool = False,
+    text_column: str = "text",
 ) -> list[Block]:
-    """Cut every file into blocks of about `block_bytes`, each cut placed just after a blank line."""
+    """Cut every file into blocks of about `block_bytes` of its text, each cut placed just after a blank
+    line (in JSON Lines and Parquet, between two records). A compressed file is decompressed once here."""
     blocks: list[Block] = []
     seen: dict[Path, str] = {}
     for p in paths:
         path = Path(p)
-        size = check_input_file(path)
+        check_input_file(path)
         if path.resolve() in seen:
             # its documents would be read twice, and could land in both splits (held-out text trained on)
             also = "" if seen[path.resolve()] == str(p) else f" (also as {seen[path.resolve()]})"
             raise InputError(path, f"given twice as --input{also}; give each file once")
         seen[path.resolve()] = str(p)
-        start, end = gutenberg_body(path) if strip_gutenberg else (0, size)
-        with open(path, "rb") as f:
+        records = is_records(path)
+        if strip_gutenberg and records:
+            raise InputError(
+                path, "--strip-gutenberg keeps the text between a book's markers; this file holds records"
+            )
+        start, end = gutenberg_body(path) if strip_gutenberg else (0, _known_size(path))
+        with reading(path, text_column) as f:
             pos = start
-            while pos < end:
-                cut = _next_blank_line_end(f, pos + block_bytes, end, give_up=2 * block_bytes)
+            while end is None or pos < end:
+                cut = _next_blank_line_end(f, pos + block_bytes, end, 2 * block_bytes, records)
+                if cut <= pos:
+                    break
                 blocks.append(Block(str(path), pos, cut))
                 pos = cut
     return blocks
 
 
-def _next_blank_line_end(f, pos: int, end: int, give_up: int) -> int:
-    """Offset just after the first blank line at or after `pos`; or after the first line end past
-    `pos + give_up` (a document with no blank line for that long is cut there, so a block stays bounded);
-    or `end`. Lines are read in pieces of at most 1 MiB, so a huge line costs no memory here."""
-    if pos >= end:
+def _known_size(path: Path) -> int | None:
+    """The size of a plain file's text; None for text made while it is read (found at its end)."""
+    return None if is_streamed(path) else path.stat().st_size
+
+
+def _next_blank_line_end(f, pos: int, end: int | None, give_up: int, any_line: bool = False) -> int:
+    """Offset just after the first blank line (any line end, with `any_line`) at or after `pos`; or
+    after the first line end past `pos + give_up` (a document with no blank line for that long is cut
+    there, so a block stays bounded); or `end` (None: the end of the text). Lines are read in pieces of
+    at most 1 MiB, so a huge line costs no memory here."""
+    if end is not None and pos >= end:
         return end
     f.seek(pos)
     line_start = False  # `pos` may fall inside a line: finish it first
     while True:
-        if f.tell() >= end:
+        if end is not None and f.tell() >= end:
             return end
         piece = f.readline(1 << 20)
         if not piece:
-            return end
+            return f.tell() if end is None else min(f.tell(), end)
         whole_line = line_start and piece.endswith(b"\n")
         line_start = piece.endswith(b"\n")
-        if (whole_line and not piece.strip()) or (line_start and f.tell() - pos > give_up):
-            return min(f.tell(), end)
+        if (
+            (any_line and line_start)
+            or (whole_line and not piece.strip())
+            or (line_start and f.tell() - pos > give_up)
+        ):
+            return f.tell() if end is None else min(f.tell(), end)
 
 
 def read_block_text(
-    block: Block, stats: ReadStats, skip_invalid_utf8: bool = False, max_line_bytes: int = 1 << 20
+    block: Block,
+    stats: ReadStats,
+    skip_invalid_utf8: bool = False,
+    max_line_bytes: int = 1 << 20,
+    text_column: str = "text",
 ) -> str:
     """The decoded text of a block, read in one call (blocks are small), with every input check."""
-    with open(block.path, "rb") as f:
-        f.seek(block.start)
-        data = f.read(block.nbytes)
+    return _checked_text(block, _read(block, text_column), stats, skip_invalid_utf8, max_line_bytes)
+
+
+def _read(block: Block, text_column: str = "text") -> bytes:
+    return read_range(block.path, block.start, block.nbytes, text_column)
+
+
+def _checked_text(
+    block: Block, data: bytes, stats: ReadStats, skip_invalid_utf8: bool, max_line_bytes: int
+) -> str:
+    """`data`, the bytes of `block`, decoded, after the checks: no NUL, no line over `max_line_bytes`,
+    UTF-8 (or its bad lines skipped and counted, with `skip_invalid_utf8`)."""
     nul = data.find(b"\0")
     if nul >= 0:
         raise InputError(
@@ -237,11 +312,11 @@ def read_block_text(
     return text
 
 
-def _line_of(block: Block, data: bytes, pos: int) -> int:
+def _line_of(block: Block, data: bytes, pos: int, text_column: str = "text") -> int:
     """The 1-based line number of byte `pos` of a block's `data` in its file (for an error only: the
-    file is read again up to the block)."""
+    file's text is read again up to the block)."""
     before = 0
-    with open(block.path, "rb") as f:
+    with reading(block.path, text_column) as f:
         left = block.start
         while left > 0:
             chunk = f.read(min(left, 1 << 20))
@@ -262,17 +337,81 @@ def iter_block_lines(
 
 
 def iter_text_lines(
-    path: Path, strip_gutenberg: bool = False, skip_invalid_utf8: bool = False, max_line_bytes: int = 1 << 20
+    path: Path,
+    strip_gutenberg: bool = False,
+    skip_invalid_utf8: bool = False,
+    max_line_bytes: int = 1 << 20,
+    text_column: str = "text",
 ) -> Iterator[str]:
-    """All lines of one file (its Gutenberg body with `strip_gutenberg`), checked and streamed."""
-    size = check_input_file(path)
-    start, end = gutenberg_body(path) if strip_gutenberg else (0, size)
-    yield from iter_block_lines(Block(str(path), start, end), ReadStats(), skip_invalid_utf8, max_line_bytes)
+    """All lines of one file (its Gutenberg body with `strip_gutenberg`), checked and streamed a MiB at
+    a time. For JSON Lines and Parquet, the lines of each record's text, a blank line after each."""
+    path = Path(path)
+    check_input_file(path)
+    records = is_records(path)
+    if strip_gutenberg and records:
+        raise InputError(
+            path, "--strip-gutenberg keeps the text between a book's markers; this file holds records"
+        )
+    start, end = gutenberg_body(path) if strip_gutenberg else (0, None)
+    stats = ReadStats()
+    ended = True  # whether the text so far ends with a line end (an empty text: one empty line)
+    for block, data in _chunks(path, start, end, max_line_bytes, records, text_column):
+        if records:
+            for text in _block_records(block, data, stats, skip_invalid_utf8, max_line_bytes, text_column):
+                yield from (line.rstrip("\r") for line in text.split("\n"))
+                yield ""
+            continue
+        lines = _checked_text(block, data, stats, skip_invalid_utf8, max_line_bytes).split("\n")
+        ended = lines[-1] == ""
+        if ended:
+            lines.pop()  # the empty piece after a chunk's last line end: yielded once, at the very end
+        yield from (line.rstrip("\r") for line in lines)
+    if ended and not records:
+        yield ""
+
+
+def _chunks(
+    path: Path, start: int, end: int | None, max_line_bytes: int, records: bool, text_column: str
+) -> Iterator[tuple[Block, bytes]]:
+    """Consecutive pieces of about a MiB of `path`'s text [start, end), each made of whole lines (a line
+    too long for `max_line_bytes` ends its piece unfinished: the checks then name it)."""
+    limit = max_line_bytes * (RECORD_LINE_FACTOR if records else 1) + 2
+    with reading(path, text_column) as f:
+        f.seek(start)
+        pos = start
+        while end is None or pos < end:
+            data = f.read(_CHUNK_BYTES if end is None else min(_CHUNK_BYTES, end - pos))
+            if not data:
+                return
+            if not data.endswith(b"\n") and (end is None or pos + len(data) < end):
+                data += f.readline(limit if end is None else min(limit, end - pos - len(data)))
+            yield Block(str(path), pos, pos + len(data)), data
+            pos += len(data)
+
+
+def _block_records(
+    block: Block,
+    data: bytes,
+    stats: ReadStats,
+    skip_invalid_utf8: bool,
+    max_line_bytes: int,
+    text_column: str,
+) -> Iterator[str]:
+    """The record texts of a block of JSON Lines (or Parquet rows), checked; counts into `stats`."""
+    counts: dict[str, int] = {}
+    yield from iter_records(
+        block.path, data, block.start, text_column, lambda pos: _line_of(block, data, pos, text_column),
+        skip_invalid_utf8, max_line_bytes, counts,
+    )  # fmt: skip
+    stats.lines += counts.get("lines", 0)
+    stats.skipped_invalid_utf8 += counts.get("skipped_invalid_utf8", 0)
 
 
 def split_sentences(paragraph: str) -> list[str]:
-    """Sentences of one paragraph (Bling Fire; it puts one sentence per output line)."""
-    return [s.strip() for s in blingfire.text_to_sentences(paragraph).split("\n") if s and not s.isspace()]
+    """Sentences of one paragraph (Bling Fire, which puts one sentence per output line; the sentence
+    ends it misses in text without spaces added, `albert_lm.data.unspaced`)."""
+    segmented = unspaced.split_unspaced(blingfire.text_to_sentences(paragraph))
+    return [s.strip() for s in segmented.split("\n") if s and not s.isspace()]
 
 
 def iter_documents(
@@ -281,10 +420,18 @@ def iter_documents(
     stats: ReadStats,
     skip_invalid_utf8: bool = False,
     max_line_bytes: int = 1 << 20,
+    text_column: str = "text",
 ) -> Iterator[list[str]]:
-    """Documents of a block, each a list of sentences (raw text; normalization is the tokenizer's)."""
+    """Documents of a block, each a list of sentences (raw text; normalization is the tokenizer's).
+    A block of JSON Lines or Parquet rows gives a document per record (`text_column`)."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: expected one of {FORMATS}")
+    if is_records(block.path):
+        data = _read(block, text_column)
+        for text in _block_records(block, data, stats, skip_invalid_utf8, max_line_bytes, text_column):
+            if not text.isspace():
+                yield from _text_documents(text, fmt, stats)
+        return
     if fmt == "lines":
         doc: list[str] = []
         for line in iter_block_lines(block, stats, skip_invalid_utf8, max_line_bytes):
@@ -300,147 +447,29 @@ def iter_documents(
             stats.sentences += len(doc)
             yield doc
         return
-    # paragraphs: the whole block is one document. Blank lines become U+2029 (PARAGRAPH SEPARATOR), where
-    # Bling Fire always ends a sentence, and line breaks inside a paragraph become spaces, so the whole
-    # block is segmented in one call (per-paragraph calls spend most of their time in the ctypes wrapper).
-    text = read_block_text(block, stats, skip_invalid_utf8, max_line_bytes)
-    text = _PARAGRAPH_BREAK.sub("\u2029", text.replace("\r\n", "\n")).replace("\n", " ")
+    yield from _text_documents(read_block_text(block, stats, skip_invalid_utf8, max_line_bytes), fmt, stats)
+
+
+def _text_documents(text: str, fmt: str, stats: ReadStats) -> Iterator[list[str]]:
+    """The documents of a text read whole: in "lines" format its runs of non-blank lines, in
+    "paragraphs" format the whole text, split into sentences."""
+    if fmt == "lines":
+        for part in _PARAGRAPH_BREAK.split(text.replace("\r\n", "\n")):
+            doc = [line.rstrip("\r") for line in part.split("\n") if line.strip()]
+            if doc:
+                stats.documents += 1
+                stats.sentences += len(doc)
+                yield doc
+        return
+    # Blank lines become U+2029 (PARAGRAPH SEPARATOR), where Bling Fire always ends a sentence, and line
+    # breaks inside a paragraph become spaces (none between two characters of a script written without
+    # spaces), so the whole text is segmented in one call (per-paragraph calls spend most of their time
+    # in the ctypes wrapper).
+    text = unspaced.unwrap(_PARAGRAPH_BREAK.sub("\u2029", text.replace("\r\n", "\n"))).replace("\n", " ")
     # Raw segments (a trailing U+2029 or space included): the tokenizer's normalization removes that
     # whitespace anyway, and empty segments give no tokens, so cleaning them here would be wasted work.
-    doc = blingfire.text_to_sentences(text).split("\n")
+    doc = unspaced.split_unspaced(blingfire.text_to_sentences(text)).split("\n")
     if doc:
         stats.documents += 1
         stats.sentences += len(doc)
         yield doc
-
-
-# ----------------------------------------------------------------------------------------- "auto" format
-_SAMPLE_BYTES = 256 << 10  # a few thousand lines: enough to judge, cheap to read for thousands of files
-_QUICK_SAMPLE_BYTES = 64 << 10
-_SEGMENT_SAMPLE_CHARS = 64 << 10  # Bling Fire's part of the sample (about 10 ms)
-_MIN_RUN_ON = 8  # fewer lines that run on to the next: too few to call a file wrapped
-# Thresholds measured on the shared books (docs/data.md): the lines that run on to the next line end
-# mid-sentence in 46-99% of them in the 253 wrapped English books (a play the lowest), 67-98% in the
-# wrapped German, Chinese and Russian ones; in 2-7% when the same books are rewritten a sentence per line.
-WRAPPED_MID_SENTENCE = 0.4
-WRAP_COLUMNS = 80
-WRAPPED_WITHIN_COLUMNS = 0.75  # share of the lines within WRAP_COLUMNS: 0.79-1.0 in the wrapped books
-# Sentences per line (Bling Fire): 1.00-1.02 for a sentence per line, 1.39-9.6 for the French and
-# Russian books that hold a paragraph per line.
-PARAGRAPH_SENTENCES_PER_LINE = 1.3
-# The first 64 KiB (title pages, contents, a preface) decide alone above these: run-on lines end
-# mid-sentence in at least 69% of them in the wrapped books (a play aside), in at most 19% in the books
-# rewritten a sentence per line, of which at most 62% are within 80 columns.
-PLAINLY_MID_SENTENCE, PLAINLY_WITHIN = 0.6, 0.9
-_SENTENCE_ENDS = tuple(".!?…。！？．")
-_CLOSERS = "\"'”’»)]_* \t"  # a sentence may end inside quotes, brackets or markup
-
-
-@dataclass(frozen=True)
-class FormatGuess:
-    """The format a file looks like it is in ("lines" or "paragraphs"), and why, in words."""
-
-    format: str
-    reason: str
-
-
-def guess_format(path: str | os.PathLike, start: int = 0, end: int | None = None) -> FormatGuess:
-    """The format of a file from the first 256 KiB of its bytes [start, end): "paragraphs" for wrapped
-    prose or a paragraph per line, "lines" for a sentence per line (google-research's format). The
-    first 64 KiB decide alone when they are plainly wrapped prose (most books: a quarter of the time)."""
-    quick = _LineStats(_sample(Path(path), start, end, _QUICK_SAMPLE_BYTES))
-    if quick.wrapped(PLAINLY_MID_SENTENCE, PLAINLY_WITHIN):
-        return quick.wrapped_guess()
-    stats = _LineStats(_sample(Path(path), start, end, _SAMPLE_BYTES))
-    if not stats.text_lines:
-        return FormatGuess("lines", "no text in its first lines")
-    if stats.wrapped(WRAPPED_MID_SENTENCE, WRAPPED_WITHIN_COLUMNS):
-        return stats.wrapped_guess()
-    per_line = _sentences_per_line(stats.text_lines)
-    if per_line >= PARAGRAPH_SENTENCES_PER_LINE:
-        return FormatGuess("paragraphs", f"a paragraph per line: {per_line:.1f} sentences per line")
-    return FormatGuess(
-        "lines",
-        f"a sentence per line: {per_line:.2f} sentences per line, {stats.mid:.0%} of the lines that run "
-        "on end mid-sentence",
-    )
-
-
-class _LineStats:
-    """What tells wrapped prose in a sample: how many of the lines that run on to the next (text on both
-    sides) end mid-sentence, and how many lines are within WRAP_COLUMNS."""
-
-    def __init__(self, text: str) -> None:
-        lines = [line.rstrip() for line in text.split("\n")]
-        self.text_lines = [line for line in lines if line]
-        run_on = [a for a, b in zip(lines, lines[1:], strict=False) if a and b]
-        self.run_on = len(run_on)
-        ends = len([a for a in run_on if a.rstrip(_CLOSERS).endswith(_SENTENCE_ENDS)])
-        self.mid = 1 - ends / len(run_on) if run_on else 0.0
-        long = len([line for line in self.text_lines if len(line) > WRAP_COLUMNS])
-        self.within = 1 - long / len(self.text_lines) if self.text_lines else 0.0
-
-    def wrapped(self, least_mid: float, least_within: float) -> bool:
-        return self.run_on >= _MIN_RUN_ON and self.mid >= least_mid and self.within >= least_within
-
-    def wrapped_guess(self) -> FormatGuess:
-        return FormatGuess(
-            "paragraphs",
-            f"wrapped prose: {self.mid:.0%} of the lines that run on to the next end mid-sentence, "
-            f"{self.within:.0%} are within {WRAP_COLUMNS} columns",
-        )
-
-
-def _sample(path: Path, start: int, end: int | None, size: int) -> str:
-    """The whole lines among the first `size` bytes of [start, end), decoded (bad bytes replaced: the
-    reader checks them later, with their offsets)."""
-    stop = start + size if end is None else min(end, start + size)
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read(stop - start)
-    if len(data) == size and b"\n" in data:
-        data = data[: data.rfind(b"\n") + 1]  # the last line may be cut
-    return data.decode("utf-8", errors="replace").replace("\r", "")
-
-
-def _sentences_per_line(text_lines: list[str]) -> float:
-    """Bling Fire's sentences per line over the first 64 KiB of `text_lines`. Joined by U+2029, where
-    Bling Fire always ends a sentence, a line of one sentence counts one."""
-    head, size = [], 0
-    for line in text_lines:
-        head.append(line)
-        size += len(line)
-        if size >= _SEGMENT_SAMPLE_CHARS:
-            break
-    segments = blingfire.text_to_sentences("\u2029".join(head)).split("\n")
-    return len([s for s in segments if s and not s.isspace()]) / len(head)
-
-
-def input_formats(blocks: Sequence[Block], input_format: str) -> dict[str, str]:
-    """The format each input file is read in: `input_format`, or under "auto" each file's guess (logged
-    at INFO, one line a file). Under "lines", files that look like prose get one WARNING."""
-    if input_format not in ("auto", *FORMATS):
-        raise ValueError(f"input_format {input_format!r}: expected auto or one of {FORMATS}")
-    bodies: dict[str, tuple[int, int]] = {}
-    for b in blocks:  # a file's blocks are in order: its body runs from the first's start to the last's end
-        bodies[b.path] = (bodies.get(b.path, (b.start, b.end))[0], b.end)
-    if input_format == "paragraphs":
-        return dict.fromkeys(bodies, "paragraphs")
-    formats, prose = {}, []
-    for path, (start, end) in bodies.items():
-        guess = guess_format(path, start, end)
-        if input_format == "auto":
-            logger.info("%s: --format auto: %s (%s)", path, guess.format, guess.reason)
-            formats[path] = guess.format
-        else:
-            formats[path] = "lines"
-            if guess.format != "lines":
-                prose.append(f"{path} ({guess.reason})")
-    if prose:
-        more = f" and {len(prose) - 3} more" if len(prose) > 3 else ""
-        logger.warning(
-            "--format lines reads every line as a sentence, but %d of %d input files look like prose: "
-            "%s%s; pass --format paragraphs (or auto) for such files",
-            len(prose), len(bodies), "; ".join(prose[:3]), more,
-        )  # fmt: skip
-    return formats

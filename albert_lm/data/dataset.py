@@ -151,17 +151,18 @@ class PretrainingDataset(Dataset):
         tok = AlbertTokenizer.from_pretrained(self.path)
         pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
         file = self.path / "word_start.npy"
-        if not np.array_equal(self.word_start, word_start_table(pieces)):
+        if not any(np.array_equal(self.word_start, word_start_table(pieces, ref)) for ref in (False, True)):
             raise ValueError(
                 f"{file}: damaged or changed (not the word starts of {self.tokenizer_path}); recreate the "
                 "data with `albert data create`"
             )
-        lower = self.manifest["tokenizer"].get("do_lower_case")
-        if lower is not None and tok.do_lower_case != lower:
-            raise ValueError(
-                f"{self.path / 'tokenizer_config.json'}: do_lower_case {tok.do_lower_case}, but the data was "
-                f"made with {lower} ({self.path / 'manifest.json'}); restore it or recreate the data"
-            )
+        for key in ("do_lower_case", "keep_accents", "remove_space"):
+            made = self.manifest["tokenizer"].get(key)
+            if made is not None and getattr(tok, key) != made:
+                raise ValueError(
+                    f"{self.path / 'tokenizer_config.json'}: {key} {getattr(tok, key)}, but the data was "
+                    f"made with {made} ({self.path / 'manifest.json'}); restore it or recreate the data"
+                )
 
     def __len__(self) -> int:
         return self._cum[-1]

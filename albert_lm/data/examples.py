@@ -88,7 +88,9 @@ class DataConfig:
     skip_invalid_utf8: bool = False
     """skip (and count) lines that are not UTF-8 instead of failing"""
     max_line_bytes: int = 1 << 20
-    """longest accepted input line"""
+    """longest accepted input line (a JSON Lines record may be 64 times longer)"""
+    text_column: str = "text"
+    """field of JSON Lines records and column of Parquet files that holds the text"""
 
     def validate(self) -> None:
         check_fields(self, "data settings")
@@ -114,6 +116,8 @@ class DataConfig:
             raise ValueError("block_bytes must be >= 1024 and shard_bytes >= block_bytes")
         if self.max_line_bytes < 1:
             raise ValueError(f"max_line_bytes {self.max_line_bytes}: expected at least 1")
+        if not self.text_column:
+            raise ValueError("text_column: expected the name of a field, got an empty string")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -30,7 +30,14 @@ What we do instead, and why (each a quirk of the reference):
   from the ordinary pieces (ids 5 and up) only;
 - a piece right after [SEP] that continues a word (B truncated at the front) is glued to A's last word:
   [CLS] and [SEP] end words here;
-- a dead loop meant to skip covered pieces, and the permutation option, are left out.
+- a dead loop meant to skip covered pieces, and the permutation option, are left out;
+- a piece with a letter outside a-z starts a word, which in any language but English cuts words apart
+  ("▁sch" "ön" are two words, and every piece of Russian is a word of its own): here a letter (or
+  combining mark) continues a word in any script written with spaces, and starts one in the scripts
+  written without (Chinese, Japanese, Thai: `albert_lm.data.unspaced`), where each SentencePiece piece is
+  a word, so n-grams of 1-3 pieces (of one or more characters each) are masked together. Digits and
+  symbols start words as in the reference. On the released English model's vocabulary (no piece with a
+  letter outside a-z) the table is the reference's, bit for bit.
 
 `mask_sequence` serves both static masking (at data creation) and dynamic masking (in
 `PretrainingDataset.__getitem__`, a new draw for each epoch).
@@ -39,9 +46,12 @@ What we do instead, and why (each a quirk of the reference):
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
+
+from albert_lm.data.unspaced import has_no_space_letter
 
 _PUNCT = set("!\"#$%&'()*+,-./:;?@[\\]^_`{|}~")
 _ENGLISH = set("abcdefghijklmnopqrstuvwxyz")
@@ -51,15 +61,30 @@ IGNORE_INDEX = -100
 
 
 def is_start_piece(piece: str) -> bool:
-    """google-research `_is_start_piece_sp`: does this SentencePiece piece begin a new word?"""
+    """Does this SentencePiece piece begin a new word? google-research `_is_start_piece_sp`, except that
+    letters of scripts written with spaces continue a word (see the module docstring)."""
+    if piece.startswith("\u2581") or piece.startswith("<") or piece in _PUNCT:
+        return True
+    return has_no_space_letter(piece) or not all(_continues_word(c) for c in piece)
+
+
+def is_start_piece_reference(piece: str) -> bool:
+    """google-research `_is_start_piece_sp` as it is: any character outside a-z starts a word."""
     if piece.startswith("\u2581") or piece.startswith("<") or piece in _PUNCT:
         return True
     return not all(c.lower() in _ENGLISH or c in _PUNCT for c in piece)
 
 
-def word_start_table(pieces: Sequence[str]) -> np.ndarray:
-    """(V,) bool: `is_start_piece` of every id, so grouping a sequence into words is one lookup."""
-    return np.array([is_start_piece(p) for p in pieces], dtype=bool)
+@functools.lru_cache(maxsize=4096)
+def _continues_word(c: str) -> bool:
+    return c.lower() in _ENGLISH or c in _PUNCT or unicodedata.category(c)[0] in "LM"
+
+
+def word_start_table(pieces: Sequence[str], reference: bool = False) -> np.ndarray:
+    """(V,) bool: `is_start_piece` of every id (`reference`: google-research's own rule), so grouping a
+    sequence into words is one lookup."""
+    rule = is_start_piece_reference if reference else is_start_piece
+    return np.array([rule(p) for p in pieces], dtype=bool)
 
 
 def ngram_probabilities(max_ngram: int) -> np.ndarray:

@@ -30,6 +30,8 @@ FORMAT_VERSION = 1
 SPLITS = ("train", "eval")
 HELD_OUT_PIECES = 8  # blocks a redrawn split holds out: the share then lands within ~1/8 of the one asked
 MIN_PIECE_BYTES = 1 << 10  # a held-out piece holds at least a few sentences, so it gives examples
+# DataConfig fields added after FORMAT_VERSION 1, with their defaults
+ADDED_FIELDS = {"text_column": "text"}
 FAR = 2.0  # a held-out share more than this factor off the one asked is redrawn, then warned about
 
 
@@ -50,10 +52,12 @@ class Plan:
 def plan_shards(inputs: list[str], cfg: DataConfig) -> Plan:
     """Blocks of the inputs, each file's format, a seeded choice of held-out blocks, and consecutive
     blocks grouped into shards."""
-    blocks = plan_blocks(inputs, cfg.block_bytes, cfg.strip_gutenberg)
+    blocks = plan_blocks(inputs, cfg.block_bytes, cfg.strip_gutenberg, cfg.text_column)
     if not blocks:
-        raise ValueError(f"no text in {inputs} (after stripping Gutenberg headers: {cfg.strip_gutenberg})")
-    formats = input_formats(blocks, cfg.input_format)
+        raise ValueError(
+            f"no text in {_named(inputs)} (after stripping Gutenberg headers: {cfg.strip_gutenberg})"
+        )
+    formats = input_formats(blocks, cfg.input_format, cfg.text_column)
     blocks, eval_ids, unit = _held_out(inputs, blocks, cfg)
     share = _share(blocks, eval_ids)
     if cfg.eval_fraction > 0 and not _near(share, cfg.eval_fraction):
@@ -86,7 +90,7 @@ def _held_out(inputs: list[str], blocks: list[Block], cfg: DataConfig) -> tuple[
     unit = max(MIN_PIECE_BYTES, int(cfg.eval_fraction * total / HELD_OUT_PIECES))
     if unit >= cfg.block_bytes:
         return blocks, eval_ids, cfg.block_bytes
-    fine = plan_blocks(inputs, unit, cfg.strip_gutenberg)
+    fine = plan_blocks(inputs, unit, cfg.strip_gutenberg, cfg.text_column)
     joined, joined_ids = _join(fine, _choose(len(fine), cfg), cfg.block_bytes)
     logger.info(
         "held-out split drawn on %d blocks of ~%d bytes (%d blocks of up to ~%d bytes held out %.2f%%)",
@@ -125,6 +129,10 @@ def _join(blocks: list[Block], eval_ids: set[int], limit: int) -> tuple[list[Blo
     return out, out_eval
 
 
+def _named(inputs: list[str]) -> str:
+    return ", ".join(inputs[:3]) + (f" and {len(inputs) - 3} more files" if len(inputs) > 3 else "")
+
+
 def _share(blocks: list[Block], eval_ids: set[int]) -> float:
     total = sum(b.nbytes for b in blocks)
     return sum(blocks[k].nbytes for k in eval_ids) / total if total else 0.0
@@ -148,8 +156,12 @@ def plan_id(plan: Plan, cfg: DataConfig, tokenizer_sha: str) -> str:
     (and, under --format auto, the format each file was given)."""
     files = sorted({b.path for shards in plan.shards.values() for s in shards for b in s})
     stamp = {f: (os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in files}  # an edited input is a new plan
+    config = asdict(cfg)
+    for name, default in ADDED_FIELDS.items():  # hashed only when set: older outputs still resume
+        if config.get(name) == default:
+            del config[name]
     desc = {
-        "config": asdict(cfg),
+        "config": config,
         "tokenizer": tokenizer_sha,
         "files": stamp,
         "plan": {k: [[(b.path, b.start, b.end) for b in s] for s in v] for k, v in plan.shards.items()},

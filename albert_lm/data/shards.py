@@ -37,6 +37,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,8 @@ from albert_lm.data.examples import (
 )
 from albert_lm.data.masking import word_start_table
 from albert_lm.data.plan import FORMAT_VERSION, SPLITS, Plan, plan_id, plan_shards
-from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.data.sources import close_streams, expand_inputs
+from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
 from albert_lm.data.workers import run_pool
 from albert_lm.files import (
     InputError,
@@ -158,7 +160,7 @@ def _read_documents(
     for path, start, end in blocks:
         block = Block(path, start, end)
         for sentences in iter_documents(
-            block, formats[path], read, cfg.skip_invalid_utf8, cfg.max_line_bytes
+            block, formats[path], read, cfg.skip_invalid_utf8, cfg.max_line_bytes, cfg.text_column
         ):
             doc = Document.from_flat(*tok.encode_flat(sentences, dtype))
             if len(doc):
@@ -267,7 +269,7 @@ def _clear_unfinished(out: Path) -> None:
 
 
 def create_pretraining_data(
-    inputs: list[str],
+    inputs: Sequence[str | os.PathLike],
     tokenizer: str | os.PathLike,
     output: str | os.PathLike,
     cfg: DataConfig,
@@ -276,19 +278,27 @@ def create_pretraining_data(
 ) -> dict[str, Any]:
     """Turn `inputs` into sharded examples under `output`; returns the manifest (with a 'summary').
 
-    Everything is checked before anything is written (settings, the tokenizer, every input, an output
-    apart from them all, and free or resumable); the writing holds `folder_lock(output)`, so a second
-    run on the same folder is refused instead of mixing its files with this one's."""
+    `inputs`: files (plain text, compressed, JSON Lines, Parquet), folders and glob patterns
+    (`albert_lm.data.sources.expand_inputs`). Everything is checked before anything is written (settings,
+    the tokenizer, every input, an output apart from them all, and free or resumable); the writing holds
+    `folder_lock(output)`, so a second run on the same folder is refused instead of mixing its files
+    with this one's."""
     t0 = time.perf_counter()
     cfg.validate()
     out = Path(output)
     tok = AlbertTokenizer.from_pretrained(tokenizer)
-    for path in inputs:
+    for path in inputs:  # as given: a folder of inputs must not hold the output either
         check_output_apart(out, {"--input": path, "--tokenizer": tok.model_file})
-    plan = plan_shards([str(p) for p in inputs], cfg)
-    if not cfg.strip_gutenberg:
-        warn_gutenberg_markers(list(plan.formats))
-    pid = plan_id(plan, cfg, file_sha256(tok.model_file))
+    files = expand_inputs(inputs)
+    for path in files:  # and each file the folders and patterns hold
+        check_output_apart(out, {"--input": path})
+    try:
+        plan = plan_shards(files, cfg)
+        if not cfg.strip_gutenberg:
+            warn_gutenberg_markers(list(plan.formats))
+    finally:
+        close_streams()
+    pid = plan_id(plan, cfg, tokenizer_identity(tok))
     _check_output(out, pid)
     # the folders this run makes (the lock makes --output with its missing parents), innermost first
     created = list(itertools.takewhile(lambda f: not f.exists(), (out, *out.parents)))
@@ -296,7 +306,7 @@ def create_pretraining_data(
         with folder_lock(out):
             _check_output(out, pid)  # again, now that no other run can write there
             try:
-                return _create(out, tok, plan, pid, cfg, inputs, num_workers, progress, t0)
+                return _create(out, tok, plan, pid, cfg, files, num_workers, progress, t0)
             except BaseException:  # bad input found while reading, no examples, Ctrl-C, ...
                 if _holds_nothing_finished(out):
                     _clear_unfinished(out)
@@ -306,6 +316,17 @@ def create_pretraining_data(
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+    finally:
+        close_streams()
+
+
+def tokenizer_identity(tok: AlbertTokenizer) -> str:
+    """What the data's ids depend on in the tokenizer: its model file's sha256, and its normalization
+    rule where it is not the released models' (so that older outputs of that rule still resume)."""
+    sha = file_sha256(tok.model_file)
+    if (tok.do_lower_case, tok.remove_space, tok.keep_accents) == (True, True, False):
+        return sha
+    return sha + "".join(f";{key}={getattr(tok, key)}" for key in RULE_KEYS)
 
 
 def _create(
@@ -419,7 +440,8 @@ def _manifest(
             "file": "spiece.model",
             "sha256": file_sha256(out / "spiece.model"),
             "vocab_size": tok.vocab_size,
-            "do_lower_case": tok.do_lower_case,
+            **{key: getattr(tok, key) for key in RULE_KEYS},
+            "fingerprint": tok.fingerprint,
             "source": str(tok.model_file),
         },
         "inputs": [str(p) for p in inputs],

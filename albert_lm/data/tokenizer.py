@@ -3,8 +3,10 @@
 Reference behaviour (google-research/albert `tokenization.py`, the rule every released ALBERT model was
 trained with, and which transformers 4.x's sentencepiece-based `AlbertTokenizer` reproduces):
 
-1. `preprocess_text`: whitespace runs collapsed to one space and the ends stripped (`" ".join(s.split())`),
-   NFKD normalization with combining marks removed (accents dropped), then lower-casing (on by default).
+1. `preprocess_text` (`albert_lm.data.normalization`): whitespace runs collapsed to one space and the ends
+   stripped (`" ".join(s.split())`), NFKD normalization with combining marks removed (accents dropped),
+   then lower-casing: the released models' rule; `keep_accents` and `do_lower_case=False` (saved in
+   tokenizer_config.json) give other languages theirs (`albert_lm.data.languages`).
 2. SentencePiece `EncodeAsPieces` (the model's own `nmt_nfkc` normalization runs inside).
 3. `encode_pieces`' digit-comma rule: a piece longer than one character that ends with "," after a digit
    (e.g. "▁1,") is re-encoded without the comma and any "▁", the leading "▁" is dropped again when the
@@ -32,7 +34,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -42,46 +43,25 @@ import numpy as np
 import numpy.typing as npt
 import sentencepiece as spm
 
+from albert_lm.data.normalization import (
+    RULE_KEYS,
+    drop_combining,
+    preprocess_text,
+    read_rule,
+    unreachable_pieces,
+)
 from albert_lm.files import atomic_write
+
+__all__ = ["RULE_KEYS", "AlbertTokenizer", "load_sentencepiece", "preprocess_text", "truncate_pair_from_end"]
 
 logger = logging.getLogger(__name__)
 
 SPIECE_UNDERLINE = "\u2581"
 MODEL_FILE = "spiece.model"
 CONFIG_FILE = "tokenizer_config.json"
-_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # The released model's user-defined pieces (google-research README): always whole pieces.
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
-
-
-def _drop_combining(text: str) -> str:
-    """Remove combining characters (`unicodedata.combining(c) != 0`), as the reference's per-character loop.
-
-    Only the distinct non-ASCII characters of the text are looked up (combining marks are never ASCII),
-    then one C-level regex pass deletes them.
-    """
-    marks = [c for c in set("".join(_NON_ASCII.findall(text))) if unicodedata.combining(c)]
-    if not marks:
-        return text
-    return re.sub("[" + "".join(re.escape(c) for c in marks) + "]", "", text)
-
-
-def preprocess_text(
-    text: str, lower: bool = True, remove_space: bool = True, keep_accents: bool = False
-) -> str:
-    """google-research's `preprocess_text`: collapse whitespace, NFKD without combining marks, lower-case.
-
-    Equal, character for character, to the reference's list comprehension over `unicodedata.combining`;
-    ASCII text skips the Unicode steps since NFKD is the identity on it.
-    """
-    if remove_space:
-        text = " ".join(text.split())
-    if not keep_accents and not text.isascii():
-        text = _drop_combining(unicodedata.normalize("NFKD", text))
-    if lower:
-        text = text.lower()
-    return text
 
 
 class AlbertTokenizer:
@@ -115,7 +95,10 @@ class AlbertTokenizer:
     # ------------------------------------------------------------------ loading and saving
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> AlbertTokenizer:
-        """Load a `spiece.model` file, or a folder holding one (and optionally tokenizer_config.json)."""
+        """Load a `spiece.model` file, or a folder holding one, with the normalization rule of the
+        tokenizer_config.json in that folder (beside the file; keyword arguments win). Without one the
+        rule is the released models' (lower-cased, accents removed), and a vocabulary that rule cannot
+        reach (upper-case or accented pieces) is warned about."""
         path = Path(path)
         if path.is_dir():
             model_file = path / MODEL_FILE
@@ -123,17 +106,34 @@ class AlbertTokenizer:
                 raise FileNotFoundError(
                     f"{path}: folder holds no {MODEL_FILE} (expected a SentencePiece model)"
                 )
-            config_file = path / CONFIG_FILE
-            if config_file.is_file():
-                saved = json.loads(config_file.read_text())
-                for key in ("do_lower_case", "remove_space", "keep_accents"):
-                    if key in saved:
-                        kwargs.setdefault(key, bool(saved[key]))
         elif path.is_file():
             model_file = path
         else:
             raise FileNotFoundError(f"{path}: no such tokenizer file or folder")
-        return cls(model_file, **kwargs)
+        config_file = model_file.parent / CONFIG_FILE
+        saved = read_rule(config_file) if config_file.is_file() else {}
+        for key, value in saved.items():
+            kwargs.setdefault(key, value)
+        tok = cls(model_file, **kwargs)
+        if not saved:
+            tok._warn_unreachable()
+        return tok
+
+    def _warn_unreachable(self) -> None:
+        """Warn (once per file) when many pieces hold what this rule removes: a cased or accented
+        vocabulary loaded without the tokenizer_config.json that says so."""
+        if (self.do_lower_case or not self.keep_accents) and str(self.model_file) not in _WARNED:
+            unreachable = unreachable_pieces(self)
+            if len(unreachable) > max(10, self.vocab_size // 100):
+                _WARNED.add(str(self.model_file))
+                logger.warning(
+                    "%s: %d of %d pieces hold upper-case or accented letters (e.g. %s) that this "
+                    "tokenizer's rule (do_lower_case %s, keep_accents %s) never produces, and no %s says "
+                    "otherwise: was it trained with --cased or --keep-accents? Keep the %s written beside "
+                    "the model by `albert tokenizer train`",
+                    self.model_file, len(unreachable), self.vocab_size, " ".join(unreachable[:5]),
+                    self.do_lower_case, self.keep_accents, CONFIG_FILE, CONFIG_FILE,
+                )  # fmt: skip
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> list[Path]:
         """Write spiece.model and tokenizer_config.json into `save_directory` (created if missing)."""
@@ -155,10 +155,13 @@ class AlbertTokenizer:
     # ------------------------------------------------------------------ vocabulary
     @functools.cached_property
     def fingerprint(self) -> str:
-        """The vocabulary's identity: a hash of every piece with its score and type, and of the case
-        rule. Equal for copies and for the same training repeated; differs for any other vocabulary of
+        """The vocabulary's identity: a hash of every piece with its score and type, and of the
+        normalization rule (case, accents, spaces). Equal for copies and for the same training repeated; differs for any other vocabulary of
         the same size. Compared wherever a model meets data or a tokenizer (docs/errors.md)."""
-        h = hashlib.sha256(f"lower={self.do_lower_case};accents={self.keep_accents}".encode())
+        rule = f"lower={self.do_lower_case};accents={self.keep_accents}"
+        if not self.remove_space:  # added later: fingerprints of the usual rule stay as they were
+            rule += ";space=kept"
+        h = hashlib.sha256(rule.encode())
         for i in range(self.vocab_size):
             h.update(
                 f"\n{self.sp.id_to_piece(i)}\t{self.sp.get_score(i)!r}\t{self.sp.is_control(i)}".encode()
@@ -210,7 +213,7 @@ class AlbertTokenizer:
         if big.count("\0") != len(texts) - 1:
             return [self.preprocess(t) for t in texts]
         if not self.keep_accents and not big.isascii():
-            big = _drop_combining(unicodedata.normalize("NFKD", big))
+            big = drop_combining(unicodedata.normalize("NFKD", big))
         if self.do_lower_case:
             big = big.lower()
         return big.split("\0")
@@ -425,6 +428,9 @@ def truncate_pair_from_end(
             f"truncation={strategy!r}: expected True, 'longest_first', 'only_first' or 'only_second'"
         )
     return a, b
+
+
+_WARNED: set[str] = set()
 
 
 def _is_digit_comma(piece: str) -> bool:

@@ -1,5 +1,10 @@
 """Training an ALBERT SentencePiece model: unigram, ALBERT's special pieces at ids 0-4 (`<pad> <unk> [CLS]
-[SEP] [MASK]`), the released model's trainer settings, on text normalized by `preprocess_text`.
+[SEP] [MASK]`), the released model's trainer settings, on text normalized by `preprocess_text` with the
+rule of the language (`albert_lm.data.languages`), saved with the model.
+
+Memory stays bounded however large the corpus: the inputs are streamed line by line into SentencePiece,
+which keeps a uniform sample of `input_sentence_size` lines (reservoir sampling, with
+`shuffle_input_sentence`), so memory grows with the sample, not with the corpus.
 """
 
 from __future__ import annotations
@@ -13,18 +18,23 @@ import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
 
+from albert_lm.data.languages import ENGLISH_COVERAGE
+from albert_lm.data.sources import expand_inputs
 from albert_lm.data.tokenizer import (
     CONFIG_FILE,
     MODEL_FILE,
+    SPIECE_UNDERLINE,
     USER_DEFINED_SYMBOLS,
     AlbertTokenizer,
     preprocess_text,
 )
+from albert_lm.data.unspaced import unwrap_lines
 from albert_lm.files import atomic_write, check_output_apart, describe_folder, folder_lock
 
 logger = logging.getLogger(__name__)
@@ -36,45 +46,55 @@ def train_tokenizer(
     vocab_size: int = 30000,
     do_lower_case: bool = True,
     strip_gutenberg: bool = False,
-    character_coverage: float = 0.99995,
+    character_coverage: float = ENGLISH_COVERAGE,
     input_sentence_size: int = 10_000_000,
     seed: int = 12345,
     num_threads: int | None = None,
     overwrite: bool = False,
     skip_invalid_utf8: bool = False,
     max_line_bytes: int = 1 << 20,
+    keep_accents: bool = False,
+    text_column: str = "text",
+    add_dummy_prefix: bool = True,
 ) -> AlbertTokenizer:
     """Train a unigram SentencePiece model the way the released ALBERT model was trained.
 
-    Each non-empty line of the inputs (after `preprocess_text`) is one training sentence. Trainer settings
-    copy the released model's (`albert_trainer_settings`: pad 0, unk 1, no bos/eos, control pieces [CLS]
-    [SEP] [MASK], the same user-defined pieces and character coverage); SentencePiece samples
-    `input_sentence_size` lines with a fixed seed, so the same inputs and seed give the same model, byte
-    for byte (the model is written from memory: no temporary path is recorded in it). Lines longer than
-    SentencePiece's sentence limit are split at sentence ends (then at spaces), never dropped.
-    `overwrite`: replace a tokenizer already in `output_dir` (refused otherwise). A failure (bad input,
-    a vocabulary too large for the text, Ctrl-C) leaves `output_dir` as it was: not created if it did
-    not exist, the tokenizer it held untouched.
+    `inputs`: files (text, compressed, JSON Lines or Parquet with the text in `text_column`), folders,
+    glob patterns (`albert_lm.data.sources.expand_inputs`). The normalization rule (`do_lower_case`,
+    `keep_accents`: `albert_lm.data.languages` has each language's) is applied here and saved in
+    tokenizer_config.json for every later stage; `add_dummy_prefix=False` is saved in the model itself.
+    Each non-empty line (after `preprocess_text`; lines wrapped inside a word of text without spaces
+    joined first) is one training sentence. Trainer settings copy the released model's
+    (`albert_trainer_settings`); SentencePiece samples `input_sentence_size` lines with a fixed seed, so
+    the same inputs and seed give the same model, byte for byte. Lines longer than SentencePiece's limit
+    are split at sentence ends (then at spaces), never dropped. `overwrite`: replace a tokenizer already
+    in `output_dir`. A failure (bad input, a vocabulary too large for the text, Ctrl-C) leaves
+    `output_dir` as it was: not created if it did not exist, the tokenizer it held untouched.
     """
     from albert_lm.data.corpus import check_input_file, warn_gutenberg_markers
 
-    _check_settings(vocab_size, max_line_bytes)
+    _check_settings(vocab_size, max_line_bytes, character_coverage, input_sentence_size)
     out = Path(output_dir)
+    for given in inputs:  # --overwrite must never delete or replace an input, nor a folder of them
+        check_output_apart(out, {"--input": given})
+    inputs = expand_inputs(inputs)
     for path in inputs:
-        check_input_file(Path(path))  # a missing, empty, binary or special file (a folder, a FIFO)
-        # --overwrite must never delete or replace an input: refused before anything is written
+        check_input_file(Path(path))  # a missing, empty, binary or special file (a FIFO)
         check_output_apart(out, {"--input": path})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     if not strip_gutenberg:
         warn_gutenberg_markers(inputs)
+    rule = Rule(do_lower_case, keep_accents, strip_gutenberg, skip_invalid_utf8, max_line_bytes, text_column)
+    settings = albert_trainer_settings(vocab_size, character_coverage, input_sentence_size, num_threads)
+    if not add_dummy_prefix:  # only then: the English settings stay the released model's, byte for byte
+        # and a space keeps a piece of its own, even where the training text has none (else: <unk>)
+        settings.update(add_dummy_prefix=False, required_chars=SPIECE_UNDERLINE)
     # the folders this run makes (the lock makes --output with its missing parents), innermost first
     created = list(itertools.takewhile(lambda f: not f.exists(), (out, *out.parents)))
     try:
         with folder_lock(out):  # a second run on the same --output is refused at once
-            return _train(inputs, _output_folder(out, overwrite), vocab_size, do_lower_case, strip_gutenberg,
-                          character_coverage, input_sentence_size, seed, num_threads, skip_invalid_utf8,
-                          max_line_bytes)  # fmt: skip
+            return _train(inputs, _output_folder(out, overwrite), rule, settings, seed)
     except BaseException:
         for folder in created:  # empty after a failure: nothing is written there before it succeeds
             with contextlib.suppress(OSError):
@@ -85,7 +105,7 @@ def train_tokenizer(
 MIN_VOCAB_SIZE = 5 + len(USER_DEFINED_SYMBOLS) + 1  # the special pieces, the user-defined ones, one more
 
 
-def _check_settings(vocab_size: Any, max_line_bytes: Any) -> None:
+def _check_settings(vocab_size: Any, max_line_bytes: Any, coverage: Any, sample: Any) -> None:
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(
             f"vocab_size {vocab_size!r}: expected a whole number of at least {MIN_VOCAB_SIZE} (ALBERT's "
@@ -93,6 +113,25 @@ def _check_settings(vocab_size: Any, max_line_bytes: Any) -> None:
         )
     if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
         raise ValueError(f"max_line_bytes {max_line_bytes!r}: expected a whole number of at least 1")
+    if isinstance(coverage, bool) or not isinstance(coverage, int | float) or not 0.98 <= coverage <= 1:
+        raise ValueError(
+            f"character_coverage {coverage!r}: expected a share of the characters from 0.98 to 1 (0.9995 for "
+            "Chinese or Japanese, 1.0 for small alphabets)"
+        )
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
+        raise ValueError(f"input_sentence_size {sample!r}: expected a whole number of lines, at least 1")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How the inputs are read and normalized for training (`train_tokenizer`'s arguments)."""
+
+    do_lower_case: bool
+    keep_accents: bool
+    strip_gutenberg: bool = False
+    skip_invalid_utf8: bool = False
+    max_line_bytes: int = 1 << 20
+    text_column: str = "text"
 
 
 _STOP_WAIT_S = 5.0
@@ -131,21 +170,10 @@ def _in_thread(work: Callable[[], object], halt: Callable[[], bool] | None = Non
 
 
 def _train(
-    inputs: Sequence[str | os.PathLike],
-    out: Path,
-    vocab_size: int,
-    do_lower_case: bool,
-    strip_gutenberg: bool,
-    character_coverage: float,
-    input_sentence_size: int,
-    seed: int,
-    num_threads: int | None,
-    skip_invalid_utf8: bool,
-    max_line_bytes: int,
+    inputs: Sequence[str | os.PathLike], out: Path, rule: Rule, settings: dict[str, Any], seed: int
 ) -> AlbertTokenizer:
     """The training and the writing of `train_tokenizer`, in its locked and checked output folder."""
-    sentences = _Sentences(inputs, do_lower_case, strip_gutenberg, skip_invalid_utf8, max_line_bytes)
-    settings = albert_trainer_settings(vocab_size, character_coverage, input_sentence_size, num_threads)
+    sentences = _Sentences(inputs, rule)
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
@@ -156,35 +184,60 @@ def _train(
             raise sentences.error from None
         if sentences.lines == 0:
             raise ValueError(f"no text lines in {', '.join(str(p) for p in inputs)}") from None
-        if m := _SPM_TOO_HIGH.search(str(e)):
-            raise ValueError(
-                f"--vocab-size {m[1]}: this text supports at most {m[2]} pieces; give a smaller --vocab-size "
-                f"(at most {m[2]}), or more text"
-            ) from None
-        if m := _SPM_TOO_LOW.search(str(e)):
-            raise ValueError(
-                f"--vocab-size {m[1]}: fewer pieces than this text's characters and ALBERT's special pieces "
-                f"need; at least {m[2]} here"
-            ) from None
-        raise ValueError(f"SentencePiece training failed: {e}") from None
+        raise _vocabulary_error(e) from None
     if sentences.error is not None:
         raise sentences.error
-    tok = _write(out, model.getvalue(), do_lower_case)
+    tok = _write(out, model.getvalue(), rule)
     if sentences.split:
         logger.info("%d lines over %d bytes were split at sentence ends to fit SentencePiece's limit",
                     sentences.split, MAX_SENTENCE_BYTES)  # fmt: skip
+    if sentences.lines > settings["input_sentence_size"]:
+        logger.info("SentencePiece trained on a uniform sample of %d of the %d lines (input_sentence_size)",
+                    settings["input_sentence_size"], sentences.lines)  # fmt: skip
+    _warn_small_vocabulary(tok)
     logger.info("trained a %d-piece unigram model on %d lines -> %s", tok.vocab_size, sentences.lines, out)
     return tok
 
 
-def _write(out: Path, model: bytes, do_lower_case: bool) -> AlbertTokenizer:
+def _vocabulary_error(e: RuntimeError) -> ValueError:
+    """SentencePiece's failure in the command's words."""
+    if m := _SPM_TOO_HIGH.search(str(e)):
+        return ValueError(
+            f"--vocab-size {m[1]}: this text supports at most {m[2]} pieces; give a smaller --vocab-size "
+            f"(at most {m[2]}), or more text"
+        )
+    if m := _SPM_TOO_LOW.search(str(e)):
+        return ValueError(
+            f"--vocab-size {m[1]}: fewer pieces than this text's characters and ALBERT's special pieces "
+            f"need; at least {m[2]} here (or a lower --character-coverage)"
+        )
+    return ValueError(f"SentencePiece training failed: {e}")
+
+
+SINGLE_CHARACTER_SHARE = 0.5  # above it a vocabulary is mostly characters: too small for words
+
+
+def _warn_small_vocabulary(tok: AlbertTokenizer) -> None:
+    """Warn when most pieces are single characters (a large character set, Chinese or Japanese, in a
+    small vocabulary): few words or word parts fit, and sequences grow to a piece per character."""
+    single = sum(len(tok.sp.id_to_piece(i).lstrip(SPIECE_UNDERLINE)) <= 1 for i in range(5, tok.vocab_size))
+    if single > SINGLE_CHARACTER_SHARE * tok.vocab_size:
+        logger.warning(
+            "%d of the %d pieces are single characters: the vocabulary has little room for words; for a "
+            "large character set (Chinese, Japanese) give a --vocab-size of a few times the characters "
+            "(e.g. %d)", single, tok.vocab_size, 4 * single,
+        )  # fmt: skip
+
+
+def _write(out: Path, model: bytes, rule: Rule) -> AlbertTokenizer:
     """The tokenizer's files written in `out`. They are made in a `.train-PID` folder there first, then
     moved in, the model last: a failure while they are made leaves an earlier tokenizer whole."""
     stage = out / f".train-{os.getpid()}"
+    norm = {"do_lower_case": rule.do_lower_case, "keep_accents": rule.keep_accents}
     try:
         stage.mkdir()
         atomic_write(stage / MODEL_FILE, model)
-        tok = AlbertTokenizer(stage / MODEL_FILE, do_lower_case=do_lower_case)
+        tok = AlbertTokenizer(stage / MODEL_FILE, **norm)
         tok.save_pretrained(stage)
         vocab = "".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i):g}\n" for i in range(tok.vocab_size))
         atomic_write(stage / "spiece.vocab", vocab)
@@ -192,7 +245,7 @@ def _write(out: Path, model: bytes, do_lower_case: bool) -> AlbertTokenizer:
             os.replace(stage / name, out / name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return AlbertTokenizer(out / MODEL_FILE, do_lower_case=do_lower_case)
+    return AlbertTokenizer(out / MODEL_FILE, **norm)
 
 
 def albert_trainer_settings(
@@ -244,24 +297,27 @@ def _output_folder(out: Path, overwrite: bool) -> Path:
 
 # SentencePiece's sentence limit (its default is 4192 bytes, and longer lines are skipped without a word).
 MAX_SENTENCE_BYTES = 16384
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+_SENTENCE_END = re.compile(r"((?<=[.!?;:])\s+|(?<=[。！？．；])\s*)")
 
 
 def fit_line(text: str, limit: int = MAX_SENTENCE_BYTES) -> list[str]:
-    """`text` as lines of at most `limit` UTF-8 bytes: whole sentences joined while they fit, a sentence
-    still too long cut at spaces, a word too long cut at characters. Nothing is lost but the separators."""
+    """`text` as lines of at most `limit` UTF-8 bytes: whole sentences joined while they fit (with the
+    space between them, or none after a CJK sentence end), a sentence still too long cut at spaces, a
+    word too long cut at characters. Nothing is lost but the separators where a line is cut."""
     if len(text.encode()) <= limit:
         return [text]
     out: list[str] = []
     current = ""
-    units = [u for s in _SENTENCE_END.split(text) for u in _cut(s, limit, " ")]
-    for unit in units:
-        joined = f"{current} {unit}" if current else unit
-        if len(joined.encode()) <= limit:
-            current = joined
-        else:
-            out.append(current)
-            current = unit
+    parts = _SENTENCE_END.split(text)  # sentences, and between them the separators ("" after a CJK end)
+    for k in range(0, len(parts), 2):
+        for n, unit in enumerate(_cut(parts[k], limit, " ")):
+            sep = "" if n == 0 and k and not parts[k - 1] else " "
+            joined = f"{current}{sep}{unit}" if current else unit
+            if len(joined.encode()) <= limit:
+                current = joined
+            else:
+                out.append(current)
+                current = unit
     return [*out, current] if current else out
 
 
@@ -283,16 +339,8 @@ def _cut(text: str, limit: int, sep: str) -> list[str]:
 class _Sentences:
     """The inputs' non-empty lines after `preprocess_text`, counted (`lines`) as they are read."""
 
-    def __init__(
-        self,
-        inputs: Sequence[str | os.PathLike],
-        do_lower_case: bool,
-        strip_gutenberg: bool,
-        skip_invalid_utf8: bool = False,
-        max_line_bytes: int = 1 << 20,
-    ) -> None:
-        self.inputs, self.do_lower_case, self.strip_gutenberg = inputs, do_lower_case, strip_gutenberg
-        self.skip_invalid_utf8, self.max_line_bytes = skip_invalid_utf8, max_line_bytes
+    def __init__(self, inputs: Sequence[str | os.PathLike], rule: Rule) -> None:
+        self.inputs, self.rule = inputs, rule
         self.lines = 0
         self.split = 0  # lines over the limit, split
         self.error: BaseException | None = None  # what stopped the reading (SentencePiece hides it)
@@ -316,12 +364,13 @@ class _Sentences:
     def _lines(self) -> Iterator[str]:
         from albert_lm.data.corpus import iter_text_lines
 
+        r = self.rule
         for path in self.inputs:
             lines = iter_text_lines(
-                Path(path), self.strip_gutenberg, self.skip_invalid_utf8, self.max_line_bytes
+                Path(path), r.strip_gutenberg, r.skip_invalid_utf8, r.max_line_bytes, r.text_column
             )
-            for line in lines:
-                text = preprocess_text(line, lower=self.do_lower_case)
+            for line in unwrap_lines(lines):
+                text = preprocess_text(line, lower=r.do_lower_case, keep_accents=r.keep_accents)
                 if not text:
                     continue
                 parts = fit_line(text)

@@ -1,0 +1,67 @@
+"""Per-language defaults of a tokenizer: the normalization rule (case, accents) and SentencePiece's
+character coverage, chosen by `albert tokenizer train --language CODE`.
+
+The rule is saved with the tokenizer (tokenizer_config.json: `do_lower_case`, `keep_accents`,
+`remove_space`, transformers' AlbertTokenizer's names) and applied wherever the tokenizer is loaded
+(data creation, pretraining, fine-tuning, prediction, export); it is part of the tokenizer's
+fingerprint, so data and a model made with different rules are refused as different vocabularies are.
+
+Why each (docs/data.md, "Languages"):
+- Accents are removed only for English, as google-research's ALBERT did: English loses nothing by it.
+  Everywhere else a decomposable mark is part of a letter: German schön/schon, French où/ou, Russian
+  й (и + breve) and ё, Japanese が (か + dakuten), Thai's vowel and tone marks. So every other language
+  keeps accents.
+- Case: lower-cased like ALBERT's English (smaller vocabulary, proper nouns the only loss), except German,
+  which capitalizes every noun (Essen the meal, essen to eat; Sie the polite you, sie she/they): there the
+  case is grammar, and German models (GBERT, German BERT) are cased.
+- No dummy prefix for the scripts written without spaces (Chinese, Japanese, Thai): SentencePiece marks a
+  word start `▁` before every text it encodes, which there starts no word: each sentence began with a
+  lone `▁` piece (4.5% of the tokens of the Chinese books' pretraining data, masked and predicted like
+  words). Spaces in the text (a Latin word among Chinese) still become `▁`.
+- Character coverage: SentencePiece's recommendations, 0.9995 for the large character sets of Chinese and
+  Japanese (the rarest 0.05% of characters become `<unk>` instead of taking thousands of pieces) and 1.0
+  for small alphabets (every character of the text kept: nothing is lost to `<unk>`); English keeps the
+  released model's 0.99995.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Language:
+    """A tokenizer's language defaults (`train_tokenizer` keyword arguments, via `settings()`)."""
+
+    do_lower_case: bool
+    keep_accents: bool
+    character_coverage: float
+    note: str
+    add_dummy_prefix: bool = True
+
+    def settings(self) -> dict[str, object]:
+        """`train_tokenizer` keyword arguments: do_lower_case, keep_accents, character_coverage,
+        add_dummy_prefix."""
+        return {k: v for k, v in asdict(self).items() if k != "note"}
+
+
+ENGLISH_COVERAGE = 0.99995  # the released ALBERT model's trainer setting
+LANGUAGES: dict[str, Language] = {
+    "en": Language(True, False, ENGLISH_COVERAGE, "lower-cased, accents removed: the released ALBERT models' rule"),
+    "de": Language(False, True, 1.0, "cased (nouns are capitalized), accents kept (ä ö ü ß)"),
+    "fr": Language(True, True, 1.0, "lower-cased, accents kept (é è à ç: où is not ou)"),
+    "ru": Language(True, True, 1.0, "lower-cased, accents kept (й and ё are letters of their own)"),
+    "zh": Language(True, True, 0.9995, "Latin text lower-cased, no accents removed; coverage for a large character set", False),
+    "ja": Language(True, True, 0.9995, "accents kept (dakuten: が is not か); coverage for a large character set", False),
+    "th": Language(True, True, 1.0, "accents kept (Thai vowel and tone marks are combining characters)", False),
+}  # fmt: skip
+
+
+def language(code: str) -> Language:
+    """The defaults of a language code (en, de, fr, ru, zh, ja, th); a clear error for any other."""
+    if code not in LANGUAGES:
+        raise ValueError(
+            f"--language {code!r}: expected one of {', '.join(LANGUAGES)} (for another language, give "
+            "--cased/--no-cased, --keep-accents and --character-coverage yourself; docs/data.md#languages)"
+        )
+    return LANGUAGES[code]

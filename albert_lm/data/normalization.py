@@ -1,0 +1,80 @@
+"""The normalization rule a tokenizer applies before SentencePiece: google-research's `preprocess_text`
+(whitespace collapsed, accents removed by NFKD without combining marks, lower-casing), each step on or off
+as tokenizer_config.json says (`do_lower_case`, `keep_accents`, `remove_space`, transformers'
+AlbertTokenizer's names), and the checks that a vocabulary and a rule belong together.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from albert_lm.data.tokenizer import AlbertTokenizer
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+RULE_KEYS = ("do_lower_case", "remove_space", "keep_accents")
+
+
+def drop_combining(text: str) -> str:
+    """Remove combining characters (`unicodedata.combining(c) != 0`), as the reference's per-character loop.
+
+    Only the distinct non-ASCII characters of the text are looked up (combining marks are never ASCII),
+    then one C-level regex pass deletes them.
+    """
+    marks = [c for c in set("".join(_NON_ASCII.findall(text))) if unicodedata.combining(c)]
+    if not marks:
+        return text
+    return re.sub("[" + "".join(re.escape(c) for c in marks) + "]", "", text)
+
+
+def preprocess_text(
+    text: str, lower: bool = True, remove_space: bool = True, keep_accents: bool = False
+) -> str:
+    """google-research's `preprocess_text`: collapse whitespace, NFKD without combining marks, lower-case.
+
+    Equal, character for character, to the reference's list comprehension over `unicodedata.combining`;
+    ASCII text skips the Unicode steps since NFKD is the identity on it.
+    """
+    if remove_space:
+        text = " ".join(text.split())
+    if not keep_accents and not text.isascii():
+        text = drop_combining(unicodedata.normalize("NFKD", text))
+    if lower:
+        text = text.lower()
+    return text
+
+
+def read_rule(config_file: Path) -> dict[str, bool]:
+    """The normalization rule a tokenizer_config.json records (the keys it has), checked."""
+    try:
+        saved = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{config_file}: not readable JSON ({e})") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{config_file}: expected a JSON object")
+    rule = {}
+    for key in RULE_KEYS:
+        if saved.get(key) is not None:
+            if not isinstance(saved[key], bool):
+                raise ValueError(f"{config_file}: {key} must be true or false, got {saved[key]!r}")
+            rule[key] = saved[key]
+    return rule
+
+
+def unreachable_pieces(tok: AlbertTokenizer) -> list[str]:
+    """Pieces holding a character the tokenizer's rule removes before SentencePiece sees the text: an
+    upper-case letter under lower-casing, a letter with a removable accent under accent removal."""
+    out = []
+    for i in range(5, tok.vocab_size):  # ids 0-4: ALBERT's special pieces
+        piece = tok.sp.id_to_piece(i)
+        if tok.do_lower_case and piece.lower() != piece:
+            out.append(piece)
+        elif not tok.keep_accents and not piece.isascii():
+            decomposed = unicodedata.normalize("NFKD", piece)
+            if drop_combining(decomposed) != decomposed:
+                out.append(piece)
+    return out
