@@ -17,7 +17,6 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from albert_lm.bench import commands as bench_commands
@@ -28,13 +27,10 @@ from albert_lm.paper import commands as paper_commands
 from albert_lm.settings import (
     add_config_option,
     add_options,
-    add_recipe_option,
     add_word,
     load_settings,
-    option_values,
-    recipe_section,
 )
-from albert_lm.training import distill_commands
+from albert_lm.training import distill_commands, pretrain_commands
 
 FINETUNE_REQUIRED = ("task", "model", "data", "output")
 FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json
@@ -275,124 +271,8 @@ command("distill general", distill_commands.general_options)(distill_commands.ru
 command("distill task", distill_commands.task_options)(distill_commands.run_task)
 
 
-# --------------------------------------------------------------------------- albert pretrain
-def _pretrain_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.training.pretrain_config import PretrainConfig
-
-    p.add_argument("--config", default=None, metavar="FILE", help="JSON file of pretraining settings")
-    add_recipe_option(p)
-    # Options not typed keep the config file's value (or the default): suppress=True.
-    add_options(
-        p, PretrainConfig, skip=("model_overrides",), suppress=True,
-        metavars={"model_config": "FILE", "init_from": "MODEL", "eval_text": "FILE", "data": "DIR", "time_budget": "TIME"},
-        helps={"learning_rate": _learning_rate_help(PretrainConfig)},
-        groups={
-            "data and output": ("data", "output", "resume", "overwrite"),
-            "the model": ("preset", "model_config", "init_from", "init_from_group0", "projection_init_std"),
-            "how long": ("max_steps", "time_budget"),
-            "batch and optimizer": ("batch_size", "gradient_accumulation_steps", "learning_rate", "warmup_steps",
-                                    "poly_power", "optimizer", "weight_decay", "adam_beta1", "adam_beta2",
-                                    "adam_epsilon", "bias_correction", "max_grad_norm"),
-            "objective": ("sop_weight", "masked_lm_prob", "max_predictions_per_seq", "dropout_off_step"),
-            "machine": ("precision", "device", "gradient_checkpointing", "dist_timeout_s", "seed"),
-            "checkpoints, evaluation and records": ("save_every", "keep_last", "eval_every", "eval_batches",
-                                                   "eval_text", "log_every", "tensorboard", "plot"),
-        },
-    )  # fmt: skip
-    p.add_argument(
-        "--model-override", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
-        dest="model_overrides", help="change one model config field, e.g. num_hidden_layers=24 (repeatable)",
-    )  # fmt: skip
-    p.add_argument(
-        "--text", nargs="+", metavar="FILE", help="plain-text files instead of --data: with --init-from MODEL, "
-        "continued pretraining on your own text in one command (examples made with the model's tokenizer in "
-        "OUTPUT/data; the recipe's data settings apply)",
-    )  # fmt: skip
-
-
-@command("pretrain", _pretrain_options)
-def _run_pretrain(args: argparse.Namespace) -> int:
-    """pretrain ALBERT (masked LM + SOP, LAMB) on a folder from `albert data create`
-
-    Pretrain ALBERT as the paper did (Section 4.1: MLM + SOP, LAMB, lr 0.00176 at batch 4096, warmup
-    then linear decay). Settings come from --config (a JSON of PretrainConfig fields, e.g. a run's
-    pretrain_config.json), then these options. Writes OUTPUT/checkpoint-STEP/ every --save-every steps
-    (transformers' layout + training state; the last --keep-last kept), the final model in OUTPUT/,
-    OUTPUT/metrics.jsonl, TensorBoard events and training_curves.png. SIGTERM/SIGINT save and exit;
-    --resume continues exactly. Several processes: `torchrun --nproc-per-node N -m albert_lm.cli
-    pretrain ...` (batch size is per process). The bundled demo is `albert demo`."""
-    import json
-
-    from albert_lm.training.pretrain import PretrainConfig, pretrain
-
-    given = option_values(args, PretrainConfig)
-    if given.get("resume") and not args.config and given.get("output"):
-        args.config = _run_settings(Path(given["output"]))  # `--output RUN --resume`: the run's own settings
-    if "model_overrides" in given:
-        given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
-    cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
-    cfg = _shape_from_init(cfg, args, given)
-    if args.text:
-        from albert_lm.training.pretrain_setup import data_from_text
-
-        cfg = data_from_text(cfg, args.text, recipe_section(args, "data"))
-    if cfg.data is None:
-        raise ValueError(
-            "no data: pass --data DIR (a folder made by `albert data create`), --text FILE with --init-from "
-            "MODEL, or a --config FILE that names data; `albert demo` runs the bundled demo"
-        )
-    result = pretrain(cfg)
-    print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
-    if result.interrupted:  # saved, but not finished: scripts must not go on as if it had
-        print(f"albert pretrain: stopped at step {result.step} (checkpoint saved); continue with --resume",
-              file=sys.stderr)  # fmt: skip
-        return 128 + int(result.signum or 15)
-    return 0
-
-
-def _learning_rate_help(cls: Any) -> str:
-    """The rate's help with the square-root rule's figures computed, never typed by hand."""
-    figures = ", ".join(f"{cls.scaled_learning_rate(b):.2g} at {b}" for b in (64, 256, 512, 1024, 2048))
-    return (
-        "peak learning rate for your global batch B (batch-size x accumulation x processes). The paper's "
-        f"0.00176 is for 4096; scale it by sqrt(B / 4096) (LAMB's square-root rule): {figures} (default 0.00176)"
-    )
-
-
-def _run_settings(run: Path) -> str | None:
-    """The settings file of the run in `run`: its own (a finished run's), else its newest checkpoint's."""
-    if (run / "pretrain_config.json").is_file():
-        return str(run / "pretrain_config.json")
-    steps = [
-        (int(p.name.split("-")[1]), p) for p in run.glob("checkpoint-*") if p.name.split("-")[1].isdigit()
-    ]
-    for _, folder in sorted(steps, reverse=True):
-        if (folder / "pretrain_config.json").is_file():
-            return str(folder / "pretrain_config.json")
-    return None
-
-
-def _shape_from_init(cfg: Any, args: argparse.Namespace, given: dict) -> Any:
-    """`--init-from MODEL` with no shape asked for (no --preset or --model-config on the command line, in
-    the --config file or in the recipe) takes MODEL's shape, as a user means: building the default preset
-    instead would load none of MODEL's tensors. --model-override still changes it on request."""
-    import dataclasses
-
-    from albert_lm.files import read_json_object
-
-    if not cfg.init_from or cfg.resume:
-        return cfg
-    sources = [given, recipe_section(args, "pretrain")]
-    if args.config:
-        sources.append(read_json_object(args.config, "pretraining settings"))
-    if any(key in source for source in sources for key in ("preset", "model_config")):
-        return cfg
-    config = Path(cfg.init_from) / "config.json"
-    if not config.is_file():
-        raise FileNotFoundError(
-            f"--init-from {cfg.init_from}: no config.json there (expected a model folder)"
-        )
-    return dataclasses.replace(cfg, model_config=str(config))
+# --------------------------------------------------------------------------- albert pretrain (training stage)
+command("pretrain", pretrain_commands.pretrain_options)(pretrain_commands.run_pretrain)
 
 
 # --------------------------------------------------------------------------- albert demo

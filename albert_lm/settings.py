@@ -346,16 +346,18 @@ def add_options(
             kw["type"] = kind
             kw["choices"] = tuple(choices_of.get(f.name, options or ())) or None
             kw["metavar"] = metavar_of.get(f.name, _METAVARS.get(kind)) if not kw["choices"] else None
-        if f.name in required and suppress:  # may come from --config FILE: load_settings checks it
-            kw["help"] = f"{kw['help'] or ''} (required)".strip()
-            kw["default"] = argparse.SUPPRESS
-        elif f.name in required:
-            kw["required"] = True
-        elif suppress:
-            kw["default"] = argparse.SUPPRESS
-        else:
-            kw["default"] = default
+        kw.update(_presence(kw["help"], default, f.name in required, suppress))
         where.add_argument(flag_of.get(f.name, "--" + f.name.replace("_", "-")), **kw)
+
+
+def _presence(help_: str | None, default: Any, required: bool, suppress: bool) -> dict[str, Any]:
+    """How an option's absence reads: required (under `suppress` it may come from --config FILE, which
+    load_settings checks), absent from the namespace (`suppress`), or the field's default."""
+    if required and suppress:
+        return {"help": f"{help_ or ''} (required)".strip(), "default": argparse.SUPPRESS}
+    if required:
+        return {"required": True}
+    return {"default": argparse.SUPPRESS if suppress else default}
 
 
 def _grouper(

@@ -88,6 +88,7 @@ def write_bundle(prefix: str | Path, tensors: dict[str, np.ndarray], num_shards:
         ]
         for k, name in enumerate(sorted(tensors)):
             array = np.asarray(tensors[name]).copy(order="C")
+            assert array.dtype in _DTYPE, f"{name}: {array.dtype} has no TensorFlow dtype number here"
             data = array.tobytes()
             shard = k % num_shards
             offset = files[shard].tell()
