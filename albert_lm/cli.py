@@ -279,6 +279,16 @@ command("pretrain", pretrain_commands.pretrain_options)(pretrain_commands.run_pr
 def _demo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="runs/demo", help="output folder (default runs/demo)")
     p.add_argument("--max-steps", type=int, default=None, help="training steps (default: the demo's)")
+    from albert_lm.demo_probes import DEMO_LANGUAGES
+
+    p.add_argument(
+        "--language", choices=DEMO_LANGUAGES, default="en", help="the text's language: its tokenizer rule "
+        "(docs/data.md#languages) and fill-mask probes (default en; any other needs --text)",
+    )  # fmt: skip
+    p.add_argument(
+        "--text", nargs="+", metavar="FILE", default=None, help="text to use instead of the bundled English "
+        "books: files, folders or globs (Project Gutenberg headers cut where found)",
+    )  # fmt: skip
 
 
 @command("demo", _demo_options)
@@ -287,9 +297,12 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     The end-to-end demo: trains a SentencePiece model and a 4-layer albert-tiny on a few MB of public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), reports MLM
     accuracy against a unigram guess and SOP accuracy against chance, and fills a mask."""
+    from pathlib import Path
+
     from albert_lm.demo import run_demo
 
-    run_demo(args.output, max_steps=args.max_steps)
+    files = [Path(t) for t in args.text] if args.text else None
+    run_demo(args.output, max_steps=args.max_steps, files=files, language=args.language)
     return 0
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from albert_lm.data.masking import IGNORE_INDEX
+from albert_lm.demo_probes import DEMO_LANGUAGES, LANGUAGE_PROBES, MORE_PROBES, PROBES
 from albert_lm.files import write_json
 
 logger = logging.getLogger(__name__)
@@ -37,40 +38,6 @@ CORPUS_DIR = Path(__file__).resolve().parent / "demo_corpus"
 
 
 RECIPE = "cpu-10min"
-# Five probes fixed before any tuning (issue 12): a sentence with one [MASK] and the words that count as
-# right when one of them is in the model's top 5.
-PROBES: list[tuple[str, tuple[str, ...]]] = [
-    ("He put his hand into his [MASK] and took out a letter.", ("pocket",)),
-    ("She opened the [MASK] and walked into the room.", ("door",)),
-    ("The sun rose in the [MASK] and set in the west.", ("east",)),
-    ("He drank a cup of [MASK] before breakfast.", ("tea", "coffee", "water", "milk")),
-    ("They lived in a small [MASK] near the river.", ("house", "cottage", "village", "town")),
-]
-# Twenty more, a second opinion (written 2026-11-25 before any of that day's demo variants had finished):
-# with five probes one lucky or unlucky answer moves the count by 20 points, and a recipe or corpus chosen
-# on the five could fit them alone. Same rule: an expected word in the top 5.
-MORE_PROBES: list[tuple[str, tuple[str, ...]]] = [
-    ("She wrote a [MASK] to her mother.", ("letter", "note")),
-    ("He sat down at the [MASK] and ate his dinner.", ("table",)),
-    ("She looked out of the [MASK] at the garden.", ("window",)),
-    ("He took off his [MASK] and bowed.", ("hat", "cap")),
-    ("They went to [MASK] on Sunday morning.", ("church",)),
-    ("The ship sailed across the [MASK].", ("sea", "ocean")),
-    ("He climbed up the [MASK] to his room.", ("stairs", "ladder")),
-    ("The birds were singing in the [MASK].", ("trees", "garden", "wood", "woods", "forest")),
-    ("She put the baby to [MASK].", ("bed", "sleep")),
-    ("He rode his [MASK] into the town.", ("horse", "pony", "bicycle")),
-    ("Her eyes filled with [MASK].", ("tears",)),
-    ("He lit his [MASK] and smoked in silence.", ("pipe", "cigar", "cigarette")),
-    ("The old man shook his [MASK] sadly.", ("head", "fist")),
-    ("I have not seen him for many [MASK].", ("years", "days", "months", "weeks")),
-    ("She knocked at the [MASK].", ("door", "gate", "window")),
-    ("The king and the [MASK] sat on their thrones.", ("queen", "prince", "princess")),
-    ("He paid ten [MASK] for the horse.", ("pounds", "dollars", "shillings", "guineas")),
-    ("The dog [MASK] at the stranger.", ("barked", "growled", "snarled")),
-    ("It was a cold [MASK] in December.", ("day", "night", "morning", "evening", "winter")),
-    ("He opened the book and began to [MASK].", ("read", "write")),
-]
 
 
 def demo_recipe(**overrides: Any) -> dict[str, dict[str, Any]]:
@@ -154,21 +121,37 @@ def run_demo(
     output: str | os.PathLike = "runs/demo",
     max_steps: int | None = None,
     files: list[Path] | None = None,
+    language: str = "en",
     **overrides: Any,
 ) -> dict:
     """Tokenizer -> data -> pretraining -> report, in OUTPUT; returns (and writes) the results.
 
-    `files` replaces the bundled books (tests use one); `overrides` change the recipe's settings
-    (`demo_recipe`).
+    `files` replaces the bundled books (needed for any `language` but English: the package ships English
+    books only); they are copied into OUTPUT/text first, Project Gutenberg's header and licence cut where
+    a file has them. `language` picks the tokenizer's rule (`albert_lm.data.languages`), `--format auto`
+    for the text, and the fill-mask probes. `overrides` change the recipe's settings (`demo_recipe`).
     """
+    from albert_lm.data.languages import language as language_defaults
+
+    if language not in DEMO_LANGUAGES:
+        raise ValueError(f"--language {language!r}: the demo has probes for {', '.join(DEMO_LANGUAGES)}")
+    if language != "en" and not files:
+        raise ValueError(
+            f"--language {language}: the package bundles English books only; give --text with text in that "
+            f"language (files, folders or globs; the project's shared data has some under "
+            f"pretrain/multilingual/{language})"
+        )
     if max_steps is not None:
         overrides["max_steps"] = max_steps
+    if files:
+        overrides.setdefault("input_format", "auto")  # the user's text: told apart per file
     r = demo_recipe(**overrides)
+    r["tokenizer"].update(language_defaults(language).settings(), language=language)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    files = files or corpus_files()
+    files = prepare_texts(files, out / "text") if files else corpus_files()
     logger.info(
-        "demo: %d books, %.1f MB, from %s", len(files), sum(f.stat().st_size for f in files) / 1e6, CORPUS_DIR
+        "demo (%s): %d files, %.1f MB", language, len(files), sum(f.stat().st_size for f in files) / 1e6
     )
     times: dict[str, float] = {}
     with _timed(times, "tokenizer_s"):
@@ -177,10 +160,30 @@ def run_demo(
         make_data(files, out / "tokenizer", out / "data", r["data"])
     with _timed(times, "pretrain_s"):
         metrics = pretrain_model(out / "data", out / "model", r["pretrain"])
-    report = build_report(out, r, metrics, times)
+    report = build_report(out, r, metrics, times, language)
     write_json(out / "demo_results.json", report)
     print(format_report(report))
     return report
+
+
+def prepare_texts(files: list[Path], dest: Path) -> list[Path]:
+    """Copies of `files` in `dest` (kept if already there), each cut to the text between Project
+    Gutenberg's START and END markers where it has them (a folder of books mixes both kinds)."""
+    from albert_lm.data.corpus import gutenberg_body, has_gutenberg_start
+    from albert_lm.data.sources import expand_inputs, reading
+    from albert_lm.files import atomic_write
+
+    paths = [Path(f) for f in expand_inputs([str(f) for f in files])]
+    dest.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for i, path in enumerate(paths):
+        copy = dest / f"{i:04d}_{path.name}"
+        if not copy.is_file():
+            start, end = gutenberg_body(path) if has_gutenberg_start(path) else (0, None)
+            with reading(path) as f:
+                atomic_write(copy, f.read()[start:end])
+        copies.append(copy)
+    return copies
 
 
 @contextlib.contextmanager
@@ -196,8 +199,15 @@ def make_tokenizer(files: list[Path], tok_dir: Path, settings: dict[str, Any]) -
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     if not (tok_dir / "spiece.model").is_file():
-        train_tokenizer([str(f) for f in files], tok_dir, vocab_size=settings["vocab_size"],
-                        seed=settings.get("seed", 12345))  # fmt: skip
+        keys = (
+            "vocab_size",
+            "seed",
+            "do_lower_case",
+            "keep_accents",
+            "character_coverage",
+            "add_dummy_prefix",
+        )
+        train_tokenizer([str(f) for f in files], tok_dir, **{k: settings[k] for k in keys if k in settings})
 
 
 def make_data(files: list[Path], tok_dir: Path, data_dir: Path, settings: dict[str, Any]) -> None:
@@ -221,20 +231,34 @@ def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) ->
 
 
 def probe(
-    model_dir: str | os.PathLike, probes: list[tuple[str, tuple[str, ...]]] = PROBES
+    model_dir: str | os.PathLike, probes: list[tuple[str, tuple[str, ...]]] = PROBES, language: str = "en"
 ) -> list[dict[str, Any]]:
-    """Each probe: the model's top 5 and whether an expected word is among them."""
+    """Each probe: the model's top 5 and whether an expected word is among them: a piece that starts a
+    word (SentencePiece's "\u2581") and is the whole word; in a language written without spaces any
+    piece, since there nothing marks a word's start. Both sides lower-cased where the language's
+    tokenizer lower-cases."""
+    from albert_lm.data.languages import language as language_defaults
+
+    lang = language_defaults(language)
+    fold = str.lower if lang.do_lower_case else str
     fill = _FillMask(model_dir)
     results = []
     for sentence, expected in probes:
         top5 = fill(sentence)
-        hit = any(t.removeprefix("\u2581") in expected for t in top5 if t.startswith("\u2581"))
+        words = [
+            t.removeprefix("\u2581") for t in top5 if t.startswith("\u2581") or not lang.add_dummy_prefix
+        ]
+        hit = bool({fold(w) for w in words} & {fold(e) for e in expected})
         results.append({"sentence": sentence, "expected": list(expected), "top5": top5, "hit": hit})
     return results
 
 
 def build_report(
-    out: Path, r: dict[str, dict[str, Any]], m: dict[str, float], times: dict[str, float]
+    out: Path,
+    r: dict[str, dict[str, Any]],
+    m: dict[str, float],
+    times: dict[str, float],
+    language: str = "en",
 ) -> dict[str, Any]:
     """Stage 4: held-out metrics `m` beside the baselines, the probes, settings and timings."""
     from albert_lm.data.dataset import PretrainingDataset
@@ -244,10 +268,12 @@ def build_report(
     )
     seconds = {k: round(v, 1) for k, v in times.items()}
     seconds["total"] = round(sum(times.values()), 1)
-    both = probe(out / "model", PROBES + MORE_PROBES)  # one model load for all 25
-    probes, more = both[: len(PROBES)], both[len(PROBES) :]
+    first, second = (PROBES, MORE_PROBES) if language == "en" else (LANGUAGE_PROBES[language], [])
+    both = probe(out / "model", first + second, language)  # one model load for all
+    probes, more = both[: len(first)], both[len(first) :]
     return {
         "recipe": RECIPE,
+        "language": language,
         "settings": r,
         "eval_mlm_acc": m.get("eval_mlm_acc"),
         "eval_mlm_loss": m.get("eval_mlm_loss"),
@@ -271,13 +297,19 @@ def format_report(r: dict) -> str:
         + (")" if r["settings"]["pretrain"].get("sop_weight", 1.0) else "; the recipe trains no SOP head)"),
         f"  fill-mask (expected word in the top 5 for {r['probe_hits']} of {len(r['probes'])} probes):",
         *(_probe_line(p) for p in r["probes"]),
-        f"  {len(r['more_probes'])} more probes (a second opinion), expected word in the top 5 for "
-        f"{r['more_probe_hits']}" + ("; the hits:" if r["more_probe_hits"] else ""),
-        *(_probe_line(p) for p in r["more_probes"] if p["hit"]),
+        *_more_probe_lines(r["more_probes"]),
         "  time  " + ", ".join(f"{k.removesuffix('_s')} {v:.0f}s" for k, v in r["seconds"].items()),
         "",
     ]
     return "\n".join(lines)
+
+
+def _more_probe_lines(more: list[dict]) -> list[str]:
+    if not more:
+        return []
+    hits = sum(p["hit"] for p in more)
+    head = f"  {len(more)} more probes (a second opinion), expected word in the top 5 for {hits}"
+    return [head + ("; the hits:" if hits else ""), *(_probe_line(p) for p in more if p["hit"])]
 
 
 def _probe_line(p: dict) -> str:

@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 __all__ = [  # guess_format, input_formats and FormatGuess live in layout; importable from here as before
     "FORMATS", "Block", "FormatGuess", "ReadStats", "check_input_file", "guess_format", "gutenberg_body",
     "input_formats", "iter_block_lines", "iter_documents", "iter_text_lines", "plan_blocks",
-    "read_block_text", "split_sentences", "warn_gutenberg_markers",
+    "has_gutenberg_start", "read_block_text", "split_sentences", "warn_gutenberg_markers",
 ]  # fmt: skip
 _CHUNK_BYTES = 1 << 20  # what `iter_text_lines` reads at a time
 _HEAD_WINDOW = 1 << 20  # Gutenberg headers (with the old "small print") end well within 1 MiB
@@ -126,17 +126,17 @@ def gutenberg_body(path: Path) -> tuple[int, int]:
     return start, tail_start + end_match.start()
 
 
+def has_gutenberg_start(path: str | os.PathLike) -> bool:
+    """Whether a text file holds Project Gutenberg's START marker line near its top."""
+    with reading(path) as f:
+        return _START_RE.search(f.read(_HINT_WINDOW)) is not None
+
+
 def warn_gutenberg_markers(paths: Sequence[str | os.PathLike]) -> None:
     """Log one WARNING if some inputs look like Project Gutenberg books (a START marker near the top)
     while --strip-gutenberg is off: their header and licence text would be trained on. The output does
     not change; the option stays the user's to give."""
-    marked = []
-    for p in paths:
-        if is_records(p):
-            continue
-        with reading(p) as f:
-            if _START_RE.search(f.read(_HINT_WINDOW)):
-                marked.append(str(p))
+    marked = [str(p) for p in paths if not is_records(p) and has_gutenberg_start(p)]
     if marked:
         more = f" and {len(marked) - 3} more" if len(marked) > 3 else ""
         logger.warning(

@@ -1,0 +1,115 @@
+"""`albert demo --language CODE --text ...`: the demo's road in another language (its tokenizer rule,
+its text prepared, its own fill-mask probes with a word rule that suits the script), and its refusals."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from albert_lm import demo
+from albert_lm.cli import main
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.demo_probes import DEMO_LANGUAGES, LANGUAGE_PROBES
+
+
+class _Answers:
+    """A stand-in for the demo's fill-mask model: fixed top 5s by sentence."""
+
+    answers: dict[str, list[str]] = {}
+
+    def __init__(self, model_dir):
+        pass
+
+    def __call__(self, sentence, top_k=5):
+        return self.answers[sentence]
+
+
+def test_probes_per_language_count_words_by_the_script(monkeypatch):
+    _Answers.answers = {
+        "x [MASK].": ["\u2581der", "Tür", "\u2581die", ",", "\u2581und"],  # "Tür" inside a word: no
+        "y [MASK].": ["\u2581der", "\u2581Tür", "\u2581die", ",", "\u2581und"],
+        "z [MASK].": ["\u2581the", "\u2581Door", "\u2581a", ",", "\u2581of"],
+        "馬[MASK]。": ["，", "的", "馬", "了", "他"],  # no word-start mark in Chinese: any piece counts
+    }
+    monkeypatch.setattr(demo, "_FillMask", _Answers)
+    german = demo.probe(
+        "unused", [("x [MASK].", ("Tür",)), ("y [MASK].", ("Tür",)), ("y [MASK].", ("tür",))], "de"
+    )
+    assert [p["hit"] for p in german] == [False, True, False]  # German is cased: tür is not Tür
+    assert [p["hit"] for p in demo.probe("unused", [("z [MASK].", ("door",))], "en")] == [True]  # lower-cased
+    assert [p["hit"] for p in demo.probe("unused", [("馬[MASK]。", ("馬",))], "zh")] == [True]
+    assert [p["hit"] for p in demo.probe("unused", [("馬[MASK]。", ("馬",))], "en")] == [False]
+
+
+def test_every_language_has_probes_with_one_mask():
+    assert DEMO_LANGUAGES[0] == "en" and set(DEMO_LANGUAGES[1:]) == {"de", "fr", "ru", "zh"}
+    for code, probes in LANGUAGE_PROBES.items():
+        assert len(probes) == 5, code
+        assert all(s.count("[MASK]") == 1 and words for s, words in probes), code
+
+
+def test_other_languages_need_text(tmp_path, capsys):
+    with pytest.raises(ValueError, match="bundles English books only; give --text"):
+        demo.run_demo(tmp_path / "out", language="de")
+    assert main(["demo", "--language", "ru", "--output", str(tmp_path / "out")]) != 0
+    assert "give --text" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit):  # a language the demo has no probes for: argparse's choices
+        main(["demo", "--language", "xx", "--text", str(tmp_path)])
+
+
+def test_prepare_texts_cuts_gutenberg_headers_where_a_file_has_them(tmp_path):
+    books = tmp_path / "books"
+    books.mkdir()
+    body = "Es war einmal ein König.\n\nDer König hatte drei Töchter.\n"
+    (books / "a.txt").write_text(
+        "The Project Gutenberg eBook\r\n\r\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\r\n"
+        + body + "*** END OF THE PROJECT GUTENBERG EBOOK X ***\r\nlicence text\r\n"
+    )  # fmt: skip
+    (books / "b.txt").write_text(body)
+    copies = demo.prepare_texts([books], tmp_path / "text")
+    assert [c.name for c in copies] == ["0000_a.txt", "0001_b.txt"]
+    assert "licence" not in copies[0].read_text() and "König" in copies[0].read_text()
+    assert copies[1].read_text() == body
+    assert demo.prepare_texts([books], tmp_path / "text") == copies  # kept on a rerun
+
+
+@pytest.fixture
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _german_text(n: int = 1500) -> str:
+    rng = random.Random(0)
+    words = ["Haus", "Tür", "schön", "Mädchen", "Straße", "über", "König", "Größe", "grün", "Brief", "Tisch"]
+    small = ["der", "die", "das", "und", "ist", "war", "nicht", "mit", "auf", "ein"]
+    paragraphs = []
+    for _ in range(n // 5):
+        sents = [" ".join(rng.choice(words + small) for _ in range(rng.randint(5, 12))).capitalize() + "."
+                 for _ in range(5)]  # fmt: skip
+        paragraphs.append(" ".join(sents))
+    return "\n\n".join(paragraphs) + "\n"
+
+
+@pytest.mark.slow
+def test_german_demo_end_to_end_keeps_case_and_accents(tmp_path, one_thread):
+    text = tmp_path / "de.txt"
+    text.write_text(_german_text())
+    report = demo.run_demo(tmp_path / "out", max_steps=3, files=[text], language="de", eval_every=2,
+                           batch_size=4, vocab_size=60)  # fmt: skip
+    assert report["language"] == "de" and len(report["probes"]) == 5 and report["more_probes"] == []
+    assert report["settings"]["data"]["input_format"] == "auto"
+    tok = AlbertTokenizer.from_pretrained(tmp_path / "out" / "tokenizer")
+    assert tok.decode(tok.encode("Die Tür ist schön.", add_special_tokens=False)) == "Die Tür ist schön."
+    saved = json.loads((tmp_path / "out" / "demo_results.json").read_text())
+    assert (
+        saved["settings"]["tokenizer"]["keep_accents"] is True
+        and saved["settings"]["tokenizer"]["language"] == "de"
+    )
+    assert "more probes" not in demo.format_report(report)
