@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -413,6 +414,14 @@ def test_continued_pretraining_on_plain_text_is_one_command(world, capsys, tmp_p
     # the same command again: the run is there (resume or overwrite, as for any run)
     refused(capsys, argv, "holds another run", untouched=(out,))
     assert main([*argv, "--overwrite"]) == 0
+    # a folder (or glob) of text, as `albert data create` takes it
+    folder = tmp_path / "texts"
+    (folder / "sub").mkdir(parents=True)
+    shutil.copy(world["corpus_b"], folder / "sub" / "b.txt")
+    folder_argv = [*argv[:4], str(folder), "--output", str(tmp_path / "tapt2"), *argv[7:]]
+    assert main(folder_argv) == 0
+    made = json.loads((tmp_path / "tapt2" / "data" / "manifest.json").read_text())["summary"]
+    assert made["input_bytes"] == world["corpus_b"].stat().st_size
     # without a model to take the tokenizer from, or with --data as well: refused, nothing written
     refused(
         capsys, ["pretrain", "--text", str(world["corpus_b"]), "--output", str(tmp_path / "x")], "--init-from"

@@ -357,7 +357,12 @@ def test_sigterm_mid_run_then_rerun(kit, tmp_path) -> None:
         *_create(kit, tmp_path / "out", big, more=("--workers", "2")),
     ]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
+    # Stopped once the work is under way (under load, interpreter start and imports alone can take
+    # seconds: a signal then finds no handler yet and the process dies with -15, having written nothing).
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "out").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
     proc.terminate()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode in (0, 143), err  # 0: it was already done

@@ -588,3 +588,15 @@ def test_accents_round_trip_on_every_line_of_the_books(albert_data, tmp_path, la
             checked += 1
             failed += tok.decode(ids) != tok.sp.normalize(tok.preprocess(line)).replace("\u2581", " ").strip()
     assert failed == 0 and checked > {"de": 100_000, "fr": 35_000}[lang]
+
+
+def test_distillation_text_counts_characters_as_words_where_there_are_no_spaces(tmp_path):
+    from albert_lm.data.unspaced import word_count
+    from albert_lm.training.distill_data import read_sentences
+
+    assert word_count("他拿起筆來，寫了一封書。") == 10 and word_count("The cat sat.") == 3
+    assert word_count("a 中文 b") == 4 and word_count("。") == 1
+    text = tmp_path / "zh.txt"
+    text.write_text("他拿起筆來，寫了一封書。我有一句話要對你說。好。\n\n兩人騎著馬出城去了。\n")
+    got = read_sentences([text], "paragraphs", False, 3, 100, progress=False)
+    assert got == ["他拿起筆來，寫了一封書。", "我有一句話要對你說。", "兩人騎著馬出城去了。"]  # 好。 is too short

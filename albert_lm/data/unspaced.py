@@ -91,3 +91,9 @@ def _runs_on(line: str) -> bool:
 def has_no_space_letter(piece: str) -> bool:
     """Whether a SentencePiece piece holds a character of a script written without spaces."""
     return bool(_NO_SPACE_CHAR.search(piece))
+
+
+def word_count(text: str) -> int:
+    """Words in `text`: the runs between spaces, except that each character of a script written without
+    spaces counts as one (a Chinese word is one or two characters: a lower bound on no count at all)."""
+    return sum(max(1, sum(c.isalnum() for c in _NO_SPACE_CHAR.findall(w))) for w in text.split())

@@ -3,7 +3,7 @@ token ids, and batches.
 
 Sentences are read with albert-lm's corpus readers (`albert_lm.data.corpus`: `--format auto` per file,
 `--strip-gutenberg`, the same input checks as `albert data create`), whitespace collapsed, kept from
-`min_words` words, cut at MAX_WORDS words, each distinct sentence once, up to `max_segments`. They depend
+`min_words` words (a character counted as a word in Chinese, Japanese, Thai), cut at MAX_WORDS words, each distinct sentence once, up to `max_segments`. They depend
 on the files and these settings only, not on the student, so every student on the same text shares one
 teacher cache entry. The held-out sentences are chosen by content (the smallest hashes), so the same ones
 are held out whatever the seed or the order of the files.
@@ -31,6 +31,7 @@ from albert_lm.data.corpus import (
 )
 from albert_lm.data.masking import IGNORE_INDEX, mask_sequence, word_start_table
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.data.unspaced import word_count
 from albert_lm.files import InputError
 from albert_lm.tasks.glue import GLUE_TASKS, read_glue_tsv
 
@@ -59,7 +60,7 @@ def read_sentences(
         for doc in iter_documents(block, formats[block.path], stats):
             for raw in doc:
                 words = raw.split()
-                if len(words) < min_words:
+                if len(words) < min_words and word_count(raw) < min_words:  # Chinese: characters
                     continue
                 sentence = " ".join(words[:MAX_WORDS])
                 key = hashlib.blake2b(sentence.encode("utf-8", "surrogatepass"), digest_size=12).digest()

@@ -41,7 +41,7 @@ def pretrain_options(p: argparse.ArgumentParser) -> None:
         dest="model_overrides", help="change one model config field, e.g. num_hidden_layers=24 (repeatable)",
     )  # fmt: skip
     p.add_argument(
-        "--text", nargs="+", metavar="FILE", help="plain-text files instead of --data: with --init-from MODEL, "
+        "--text", nargs="+", metavar="PATH", help="text files, folders or globs instead of --data: with --init-from MODEL, "
         "continued pretraining on your own text in one command (examples made with the model's tokenizer in "
         "OUTPUT/data; the recipe's data settings apply)",
     )  # fmt: skip

@@ -158,10 +158,12 @@ def data_from_text(
     """`albert pretrain --text FILE ... --init-from MODEL`: pretraining examples from plain text with the
     model's own tokenizer, in OUTPUT/data (resumed like any `data create`), and `cfg` pointing at them:
     continued (task- or domain-adaptive) pretraining in one command. `settings`: DataConfig fields (a
-    recipe's data section); sequences default to min(128, the model's positions)."""
+    recipe's data section); sequences default to min(128, the model's positions), the layout of each
+    file is guessed (`--format auto`). `files`: files, folders or glob patterns."""
     from albert_lm.data.corpus import check_input_file
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.shards import create_pretraining_data
+    from albert_lm.data.sources import expand_inputs
     from albert_lm.data.tokenizer import MODEL_FILE
 
     if cfg.data is not None:
@@ -177,11 +179,12 @@ def data_from_text(
             f"{MODEL_FILE} (for a new model, make a tokenizer and data with `albert tokenizer train` and "
             "`albert data create`)"
         )
+    files = expand_inputs(files)  # folders and globs as `albert data create` takes them
     for file in files:
         check_input_file(Path(file))
     positions = AlbertConfig.from_pretrained(source).max_position_embeddings
     data_cfg = DataConfig(
-        **{"max_seq_length": min(128, positions), "input_format": "paragraphs", **(settings or {})}
+        **{"max_seq_length": min(128, positions), "input_format": "auto", **(settings or {})}
     )
     data_cfg.validate()
     output = Path(cfg.output)
