@@ -599,4 +599,8 @@ def test_distillation_text_counts_characters_as_words_where_there_are_no_spaces(
     text = tmp_path / "zh.txt"
     text.write_text("他拿起筆來，寫了一封書。我有一句話要對你說。好。\n\n兩人騎著馬出城去了。\n")
     got = read_sentences([text], "paragraphs", False, 3, 100, progress=False)
-    assert got == ["他拿起筆來，寫了一封書。", "我有一句話要對你說。", "兩人騎著馬出城去了。"]  # 好。 is too short
+    assert got == [
+        "他拿起筆來，寫了一封書。",
+        "我有一句話要對你說。",
+        "兩人騎著馬出城去了。",
+    ]  # 好。 is too short
