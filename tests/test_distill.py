@@ -129,6 +129,12 @@ def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
     assert [r["step"] for r in evals] == [3, 6] and all(
         "embedding_loss" in r and "sts_spearman" in r for r in evals
     )
+    card = (out / "README.md").read_text()
+    assert (
+        "albert distill general" in card
+        and "zero-shot STS-B pearson" in card
+        and "in-batch relations" in card
+    )
     head = load_file(out / "distill_head.safetensors")
     assert head["weight"].shape == (32, 32) and head["bias"].shape == (32,)  # teacher width x student width
     # Another student on the same text: every teacher output comes from the cache.
