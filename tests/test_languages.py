@@ -571,6 +571,23 @@ def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
                  "--max-steps", "3", "--batch-size", "4", "--warmup-steps", "1", "--seed", "2"]) == 0  # fmt: skip
     tok = AlbertTokenizer.from_pretrained(run)  # the model folder keeps the language's rule
     assert (tok.do_lower_case, tok.keep_accents) == (LANGUAGES[lang].do_lower_case, True)
+    # fine-tuning and prediction on text of the same script, the rule carried through
+    lines = [ln for ln in corpus.read_text(encoding="utf-8").splitlines() if ln.strip()][:40]
+    task = tmp_path / "task"
+    task.mkdir()
+    for split, rows in (("train", lines[:30]), ("dev", lines[30:])):
+        records = [{"text": t, "label": "a" if i % 2 else "b"} for i, t in enumerate(rows)]
+        (task / f"{split}.jsonl").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        )
+    ft = tmp_path / "ft"
+    assert main(["finetune", "--task", "classification", "--model", str(run), "--data", str(task), "--output",
+                 str(ft), "--max-steps", "2", "--batch-size", "8", "--no-plot", "-q"]) == 0  # fmt: skip
+    assert AlbertTokenizer.from_pretrained(ft / "best").keep_accents
+    (tmp_path / "in.txt").write_text("\n".join(lines[30:33]) + "\n", encoding="utf-8")
+    assert main(["predict", "--model", str(ft / "best"), "--input", str(tmp_path / "in.txt"), "--output",
+                 str(tmp_path / "p.jsonl"), "-q"]) == 0  # fmt: skip
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 3
 
 
 # ------------------------------------------------------------------------------------ the real books
