@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -380,3 +381,33 @@ def test_help_lists_both_commands(capsys):
     text = capsys.readouterr().out
     for flag in ("--temperature", "--hard-label-weight", "--extra-text", "--task", "--model"):
         assert flag in text, flag
+
+
+def test_augmented_texts_are_new_reproducible_and_keep_pairs_whole():
+    from albert_lm.training.augment import augment_texts
+
+    texts = [
+        ("a truly wonderful and moving film", None),
+        ("dull , flat and far too long", None),
+        ("ok", None),
+    ]
+    one, again = augment_texts(texts, 4, seed=3), augment_texts(texts, 4, seed=3)
+    assert one == again and one != augment_texts(texts, 4, seed=4)  # a function of the seed
+    assert 4 <= len(one) <= 8 and not set(one) & set(texts) and len(set(one)) == len(one)  # new, distinct
+    vocabulary = {w for t, _ in texts for w in t.split()}
+    assert all(b is None and t and set(t.split()) <= vocabulary for t, b in one)
+    pairs = [("the cat sat on the mat", "a cat was on a mat"), ("he left early", "he stayed late")]
+    varied = augment_texts(pairs, 3, seed=0, window=1.0)
+    assert varied and all(a and b for a, b in varied)  # never a window of a pair: both texts kept
+    assert augment_texts(texts, 0, seed=0) == []
+
+
+def test_task_distillation_with_augmented_text(world, tmp_path, caplog):
+    student = _student(world, tmp_path / "general")
+    before = teacher.forward_batches
+    with caplog.at_level("INFO", logger="albert_lm.training.distill_task"):
+        assert main(_task(world, student, tmp_path / "aug", "--max-steps", "2", "--augment", "2")) == 0
+    assert teacher.forward_batches > before  # new texts: the teacher labels them
+    said = next(r.getMessage() for r in caplog.records if "extra texts" in r.getMessage())
+    train, extra = (int(x) for x in re.findall(r"(\d+) training examples \+ (\d+) extra", said)[0])
+    assert train < extra <= 2 * train

@@ -89,7 +89,8 @@ def task_options(p: argparse.ArgumentParser) -> None:
         metavars={"model": "DIR", "teacher": "MODEL", "data": "DIR", "cache": "DIR", "time_budget": "TIME",
                   "output": "DIR"},
         groups={
-            "what to distil": ("task", "model", "teacher", "data", "output", "cache", "teacher_batch_size"),
+            "what to distil": ("task", "model", "teacher", "data", "output", "cache", "teacher_batch_size",
+                               "augment"),
             "losses": ("temperature", "hard_label_weight"),
             "the student": ("dropout", "classifier_dropout"),
             "sizes": ("max_train_examples", "max_eval_examples"),

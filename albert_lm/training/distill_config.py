@@ -186,6 +186,9 @@ class TaskDistillConfig(DistillCommon):
     """the fine-tuned teacher: a transformers sequence-classification folder or hub id"""
     extra_text: list[str] = field(default_factory=list)
     """unlabelled text files the teacher also labels (a sentence per line; TAB between a pair's texts)"""
+    augment: int = 0
+    """N variants of each training text, labelled by the teacher: words replaced by others of the task's
+    text or dropped, windows of a few words (Tang et al. 2019; albert_lm/training/augment.py)"""
     temperature: float = 2.0
     """softmax temperature of the soft targets (the loss is KL x T^2)"""
     hard_label_weight: float = 0.0
@@ -217,7 +220,7 @@ class TaskDistillConfig(DistillCommon):
         self.check("TaskDistillConfig")
         check_ranges(
             self, "TaskDistillConfig", at_least_one=(*_COMMON_COUNTS, "max_train_examples", "max_eval_examples"),
-            non_negative=(*_COMMON_NON_NEGATIVE, "hard_label_weight"),
+            non_negative=(*_COMMON_NON_NEGATIVE, "hard_label_weight", "augment"),
             positive=("learning_rate", "max_grad_norm", "temperature", "epochs"),
             fraction=("dropout", "classifier_dropout"),
         )  # fmt: skip

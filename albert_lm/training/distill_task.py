@@ -43,6 +43,7 @@ from albert_lm.tasks.batches import collate, feature_length, length_bucketed_bat
 from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
 from albert_lm.tasks.task import Feature
 from albert_lm.tasks.text_classification import TextExample
+from albert_lm.training.augment import augment_texts
 from albert_lm.training.distill import (
     CONFIG_FILE,
     Distiller,
@@ -316,6 +317,8 @@ def _read(
     columns = teacher_columns(teacher, task)
     pairs = any(texts_of(e)[1] is not None for e in train)
     extra = read_extra(cfg.extra_text, pairs)
+    if cfg.augment:
+        extra += augment_texts([texts_of(e) for e in train], cfg.augment, cfg.seed)
     features = task.featurize(
         [*train, *unlabelled(task, extra)], tokenizer, cfg.max_seq_length, training=True
     )
@@ -333,7 +336,7 @@ def _read(
         teacher_dev.update({k + s.suffix: v for k, v in task.score(s.examples, preds).items()})
         if speed is not None and s is dev[0]:
             teacher_dev["dev_examples_per_s"] = speed
-    logger.info("%d training examples + %d extra texts; teacher on dev: %s", len(train), len(extra),
+    logger.info("%d training examples + %d extra texts (--extra-text, --augment); teacher on dev: %s", len(train), len(extra),
                 json.dumps(teacher_dev, sort_keys=True))  # fmt: skip
     return _Data(features, gold, targets, dev, teacher_dev)
 
