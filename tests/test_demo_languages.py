@@ -113,3 +113,28 @@ def test_german_demo_end_to_end_keeps_case_and_accents(tmp_path, one_thread):
         and saved["settings"]["tokenizer"]["language"] == "de"
     )
     assert "more probes" not in demo.format_report(report)
+
+
+def test_chinese_demo_gets_room_for_its_characters(tmp_path, monkeypatch):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(files, tok_dir, settings):
+        seen.update(settings)
+        raise Stop
+
+    monkeypatch.setattr(demo, "make_tokenizer", capture)
+    text = tmp_path / "zh.txt"
+    text.write_text("兩人騎著馬出城去了。\n")
+    with pytest.raises(Stop):
+        demo.run_demo(tmp_path / "out", files=[text], language="zh")
+    assert (
+        seen["vocab_size"] == 8000
+        and seen["add_dummy_prefix"] is False
+        and seen["character_coverage"] == 0.9995
+    )
+    with pytest.raises(Stop):
+        demo.run_demo(tmp_path / "out2", files=[text], language="zh", vocab_size=9000)  # an override wins
+    assert seen["vocab_size"] == 9000
