@@ -279,11 +279,11 @@ command("pretrain", pretrain_commands.pretrain_options)(pretrain_commands.run_pr
 def _demo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="runs/demo", help="output folder (default runs/demo)")
     p.add_argument("--max-steps", type=int, default=None, help="training steps (default: the demo's)")
-    from albert_lm.demo_probes import DEMO_LANGUAGES
+    from albert_lm.data.languages import LANGUAGES
 
     p.add_argument(
-        "--language", choices=DEMO_LANGUAGES, default="en", help="the text's language: its tokenizer rule "
-        "(docs/data.md#languages) and fill-mask probes (default en; any other needs --text)",
+        "--language", choices=tuple(LANGUAGES), default="en", help="the text's language: its tokenizer rule "
+        "(docs/data.md#languages) and fill-mask probes (en, de, fr, ru, zh; default en; any other needs --text)",
     )  # fmt: skip
     p.add_argument(
         "--text", nargs="+", metavar="FILE", default=None, help="text to use instead of the bundled English "

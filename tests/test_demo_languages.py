@@ -12,7 +12,7 @@ import torch
 from albert_lm import demo
 from albert_lm.cli import main
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.demo_probes import DEMO_LANGUAGES, LANGUAGE_PROBES
+from albert_lm.demo import DEMO_LANGUAGES, LANGUAGE_PROBES
 
 
 class _Answers:
@@ -57,8 +57,13 @@ def test_other_languages_need_text(tmp_path, capsys):
     assert main(["demo", "--language", "ru", "--output", str(tmp_path / "out")]) != 0
     assert "give --text" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
-    with pytest.raises(SystemExit):  # a language the demo has no probes for: argparse's choices
+    with pytest.raises(SystemExit):  # no such language: argparse's choices
         main(["demo", "--language", "xx", "--text", str(tmp_path)])
+    assert main(["demo", "--language", "ja", "--text", str(tmp_path), "--output", str(tmp_path / "out")]) != 0
+    assert (
+        "the demo has probes for en, de, fr, ru, zh" in capsys.readouterr().err
+    )  # a tokenizer language, no probes
+    assert not (tmp_path / "out").exists()
 
 
 def test_prepare_texts_cuts_gutenberg_headers_where_a_file_has_them(tmp_path):
