@@ -87,6 +87,31 @@ def _tree_rss_kib(root_pid: int) -> tuple[int, int]:
     return total, biggest
 
 
+def measure(
+    cmd: list[str], every: float = 0.2
+) -> tuple[float, float, list[tuple[float, int, int]], str, int]:
+    """Run `cmd`; (wall s, CPU s of it and its children, [(t, summed RSS KiB, largest KiB)], output, rc)."""
+    samples: list[tuple[float, int, int]] = []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def sample() -> None:
+        while proc.poll() is None:
+            total, biggest = _tree_rss_kib(proc.pid)
+            samples.append((time.perf_counter() - t0, total, biggest))
+            time.sleep(every)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    output, _ = proc.communicate()
+    wall = time.perf_counter() - t0
+    sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu, samples, output, proc.returncode
+
+
 def to_lines_format(files: list[Path], out_dir: Path) -> list[Path]:
     """The books in google-research's format (a sentence per line, blank line between documents), made
     with our own reader and segmenter, untimed: for measuring `--format lines` on the same text."""
@@ -125,25 +150,12 @@ def run_create(
         str(workers),
         "--no-progress",
     ]
-    peak = {"sum": 0, "max": 0}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def sample() -> None:
-        while proc.poll() is None:
-            s, m = _tree_rss_kib(proc.pid)
-            peak["sum"], peak["max"] = max(peak["sum"], s), max(peak["max"], m)
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    output, _ = proc.communicate()
-    seconds = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the CLI and its (waited-for) worker processes
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    sampler.join()
-    if proc.returncode != 0:
+    seconds, cpu, samples, output, rc = measure(cmd, every=0.02)
+    peak = {
+        "sum": max((t for _, t, _ in samples), default=0),
+        "max": max((m for _, _, m in samples), default=0),
+    }
+    if rc != 0:
         sys.exit(f"albert data create failed:\n{output}")
     return seconds, cpu, peak["sum"], peak["max"], output
 

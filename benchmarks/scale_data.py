@@ -22,43 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_data import _tree_rss_kib  # noqa: E402
-
-
-def measure(
-    cmd: list[str], every: float = 0.2
-) -> tuple[float, float, list[tuple[float, int, int]], str, int]:
-    """Run `cmd`; (wall s, CPU s of it and its children, [(t, summed RSS KiB, largest KiB)], output, rc)."""
-    samples: list[tuple[float, int, int]] = []
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def sample() -> None:
-        while proc.poll() is None:
-            total, biggest = _tree_rss_kib(proc.pid)
-            samples.append((time.perf_counter() - t0, total, biggest))
-            time.sleep(every)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    output, _ = proc.communicate()
-    wall = time.perf_counter() - t0
-    sampler.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return wall, cpu, samples, output, proc.returncode
+from bench_data import measure  # noqa: E402
 
 
 def by_tenth(samples: list[tuple[float, int, int]], wall: float) -> list[float]:

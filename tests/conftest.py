@@ -72,3 +72,15 @@ def tiny_corpus_and_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> tuple
     (d / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     train_tokenizer([d / "corpus.txt"], d / "tok", vocab_size=200, num_threads=1)
     return d / "corpus.txt", d / "tok"
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models on a shared 2-core machine: one thread avoids OpenMP spin contention (and makes the
+    in-process and subprocess runs use the same kernels)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -7,7 +7,6 @@ import json
 import random
 
 import pytest
-import torch
 
 from albert_lm import demo
 from albert_lm.cli import main
@@ -80,14 +79,6 @@ def test_prepare_texts_cuts_gutenberg_headers_where_a_file_has_them(tmp_path):
     assert "licence" not in copies[0].read_text() and "König" in copies[0].read_text()
     assert copies[1].read_text() == body
     assert demo.prepare_texts([books], tmp_path / "text") == copies  # kept on a rerun
-
-
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _german_text(n: int = 1500) -> str:

@@ -139,16 +139,6 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(folder / "model.safetensors")
 
 
-@pytest.fixture
-def one_thread():
-    # Tiny models on a shared 2-core machine: one thread avoids OpenMP spin contention (and makes the
-    # in-process and subprocess runs use the same kernels).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_masked_only_objective_equals_full_logits_loss():
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", **TINY_MODEL)).eval()

@@ -14,15 +14,6 @@ from albert_lm.cli import main
 from albert_lm.paper.claims import CLAIMS
 from albert_lm.paper.config import ReproduceConfig
 
-
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models on a 2-core machine: one thread avoids OpenMP spin contention
-    yield
-    torch.set_num_threads(n)
-
-
 SMALL = [
     "hidden_size=32",
     "num_attention_heads=2",
