@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Task distillation on SST-2 end to end on one machine (docs/distill.md, goal c): fine-tune the teacher
+# (benchmarks/finetune_teacher.py), then `albert distill task` several students side by side, each with its
+# own teacher cache, and pack what comes back. Made for a lent GPU, where the whole road fits in minutes;
+# on a 2-core CPU an SST-2 epoch of the teacher alone takes about an hour.
+#
+# $SRC holds what the machine cannot fetch:
+#   teacher/   a transformers encoder folder (fp16 weights are widened to fp32 first)
+#   student/   the general-distilled ALBERT folder (config.json, spiece.model, model.safetensors, any dtype)
+#   SST-2/     train.tsv (or train.tsv.gz) and dev.tsv
+# Arms (ARMS, each NAME:START:LR:AUGMENT; START is `student` or `random`, the same shape untrained):
+#   the general-distilled student at two rates with --augment, the untrained one likewise, and the
+#   general-distilled one without augmentation. Each arm trains for $BUDGET after its set-up.
+# Rehearsal on a CPU: DEVICE=cpu TEACHER_ARGS="--epochs 0.02 --max-train-examples 512" BUDGET=20s \
+#   ARM_ARGS="--max-train-examples 256 --max-eval-examples 64" bash benchmarks/distill_sst2.sh
+set -uo pipefail
+
+SRC=${SRC:-.gpu/d33}
+OUT=${OUT:-out/distill-sst2}
+RUNS=${RUNS:-runs/distill-sst2}
+DEVICE=${DEVICE:-cuda}
+BUDGET=${BUDGET:-180s}
+ARMS=${ARMS:-gd-1e-4:student:1e-4:8 gd-3e-4:student:3e-4:8 rnd-3e-4:random:3e-4:8 gd-3e-4-noaug:student:3e-4:0}
+TEACHER_ARGS=${TEACHER_ARGS:---epochs 3 --batch-size 64 --learning-rate 5e-5}
+ARM_ARGS=${ARM_ARGS:-}
+LIMIT_TEACHER=${LIMIT_TEACHER:-200}
+LIMIT_ARMS=${LIMIT_ARMS:-400}
+PY=${PY:-python3}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+mkdir -p "$OUT" "$RUNS"
+OUT=$(cd "$OUT" && pwd)
+LOG=$OUT/log.txt
+
+run() { # run NAME LIMIT CMD...: CMD time-boxed, its output in $RUNS/NAME.log, its tail in $LOG
+    local name=$1 limit=$2 t0=$SECONDS rc
+    shift 2
+    echo "=== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
+    timeout --kill-after=10 "$limit" "$@" > "$RUNS/$name.log" 2>&1
+    rc=$?
+    echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$LOG"
+    grep -v -E '^\s*$|it/s\]|s/it\]' "$RUNS/$name.log" | tail -n 25 >> "$LOG"
+    return $rc
+}
+
+# The inputs: the SST-2 files unpacked, the weights widened to fp32 (fp16 made them fit the trip here),
+# the untrained arm's model (torch seed 1, the student's shape and tokenizer).
+mkdir -p "$RUNS/SST-2" "$RUNS/teacher-base" "$RUNS/student" "$RUNS/random"
+cp "$SRC"/SST-2/dev.tsv "$RUNS/SST-2/"
+if [[ -f $SRC/SST-2/train.tsv.gz ]]; then gzip -dc "$SRC/SST-2/train.tsv.gz" > "$RUNS/SST-2/train.tsv"
+else cp "$SRC/SST-2/train.tsv" "$RUNS/SST-2/"; fi
+cp "$SRC"/teacher/*.json "$SRC"/teacher/*.txt "$RUNS/teacher-base/" 2>/dev/null
+cp "$SRC"/student/config.json "$SRC"/student/spiece.model "$RUNS/student/"
+cp "$SRC"/student/config.json "$SRC"/student/spiece.model "$RUNS/random/"
+run inputs 60 "$PY" -c "import torch
+from safetensors.torch import load_file, save_file
+for src, dst in (('$SRC/teacher', '$RUNS/teacher-base'), ('$SRC/student', '$RUNS/student')):
+    w = load_file(src + '/model.safetensors')
+    save_file({k: v.float().contiguous() for k, v in w.items()}, dst + '/model.safetensors', metadata={'format': 'pt'})
+from albert_lm import AlbertConfig, AlbertForPreTraining
+torch.manual_seed(1)
+AlbertForPreTraining(AlbertConfig.from_pretrained('$RUNS/student')).save_pretrained('$RUNS/random')
+import transformers, sys
+print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__,
+      'cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))" || exit 1
+
+# shellcheck disable=SC2086  # TEACHER_ARGS and ARM_ARGS are lists of options
+run teacher "$LIMIT_TEACHER" "$PY" benchmarks/finetune_teacher.py --model "$RUNS/teacher-base" --task sst2 \
+    --data "$RUNS/SST-2" --output "$RUNS/teacher" $TEACHER_ARGS || exit 1
+
+pids=()
+for arm in $ARMS; do
+    IFS=: read -r name start lr augment <<< "$arm"
+    # shellcheck disable=SC2086
+    run "$name" "$LIMIT_ARMS" "$PY" -m albert_lm.cli distill task --task sst2 --model "$RUNS/$start" \
+        --teacher "$RUNS/teacher" --data "$RUNS/SST-2" --output "$RUNS/$name" --cache "$RUNS/cache-$name" \
+        --augment "$augment" --learning-rate "$lr" --batch-size 128 --warmup-steps 300 --teacher-batch-size 512 \
+        --time-budget "$BUDGET" --epochs 100 --eval-every 500 --save-every 100000 --log-every 200 \
+        --device "$DEVICE" --seed 1 --overwrite --no-tensorboard $ARM_ARGS &
+    pids+=($!)
+done
+wait "${pids[@]}"
+
+# What comes back: logs, scores and curves; each arm's best student in fp16 (a tar each).
+(cd "$RUNS" && tar czf "$OUT/results.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' \
+    --exclude='cache-*' --exclude='SST-2' --exclude='spiece.model' --exclude='*.pt' -- *) 2>> "$LOG"
+for arm in $ARMS; do
+    name=${arm%%:*}
+    [[ -f $RUNS/$name/best/model.safetensors ]] || continue
+    mkdir -p "$RUNS/pack/$name"
+    cp "$RUNS/$name/best/"*.json "$RUNS/$name/best/spiece.model" "$RUNS/pack/$name/"
+    "$PY" -c "import torch; from safetensors.torch import load_file, save_file
+w = load_file('$RUNS/$name/best/model.safetensors')
+save_file({k: v.half() for k, v in w.items()}, '$RUNS/pack/$name/model.safetensors', metadata={'format': 'pt'})"
+    tar cf "$OUT/$name.tar" -C "$RUNS/pack" "$name"
+done
+echo "=== done $(date -u +%T)" | tee -a "$LOG"
