@@ -8,9 +8,14 @@
 #   teacher/   a transformers encoder folder (fp16 weights are widened to fp32 first)
 #   student/   the general-distilled ALBERT folder (config.json, spiece.model, model.safetensors, any dtype)
 #   SST-2/     train.tsv (or train.tsv.gz) and dev.tsv
+#   text/      (with GENERAL_ARMS) plain-text files for general distillation (no Gutenberg headers)
+#   STS-B/     (with GENERAL_ARMS) dev.tsv, the zero-shot check of general distillation
 # Arms (ARMS, each NAME:START:LR:AUGMENT; START is `student` or `random`, the same shape untrained):
 #   the general-distilled student at two rates with --augment, the untrained one likewise, and the
 #   general-distilled one without augmentation. Each arm trains for $BUDGET after its set-up.
+# General arms (GENERAL_ARMS, each NAME:GLOB): `albert distill general` on $SRC/text/GLOB for
+# $GENERAL_BUDGET with the teacher's own weights, beside the teacher's fine-tuning; an arm's START may
+# then name one (the student/ folder's weights are not needed then, only its config and spiece.model).
 # Rehearsal on a CPU: DEVICE=cpu TEACHER_ARGS="--epochs 0.02 --max-train-examples 512" BUDGET=20s \
 #   ARM_ARGS="--max-train-examples 256 --max-eval-examples 64" bash benchmarks/distill_sst2.sh
 set -uo pipefail
@@ -23,6 +28,10 @@ BUDGET=${BUDGET:-180s}
 ARMS=${ARMS:-gd-1e-4:student:1e-4:8 gd-3e-4:student:3e-4:8 rnd-3e-4:random:3e-4:8 gd-3e-4-noaug:student:3e-4:0}
 TEACHER_ARGS=${TEACHER_ARGS:---epochs 3 --batch-size 64 --learning-rate 5e-5}
 ARM_ARGS=${ARM_ARGS:-}
+GENERAL_ARMS=${GENERAL_ARMS:-}
+GENERAL_BUDGET=${GENERAL_BUDGET:-90s}
+GENERAL_ARGS=${GENERAL_ARGS:---max-segments 250000 --batch-size 256}
+LIMIT_GENERAL=${LIMIT_GENERAL:-240}
 LIMIT_TEACHER=${LIMIT_TEACHER:-200}
 LIMIT_ARMS=${LIMIT_ARMS:-400}
 PY=${PY:-python3}
@@ -48,12 +57,16 @@ mkdir -p "$RUNS/SST-2" "$RUNS/teacher-base" "$RUNS/student" "$RUNS/random"
 cp "$SRC"/SST-2/dev.tsv "$RUNS/SST-2/"
 if [[ -f $SRC/SST-2/train.tsv.gz ]]; then gzip -dc "$SRC/SST-2/train.tsv.gz" > "$RUNS/SST-2/train.tsv"
 else cp "$SRC/SST-2/train.tsv" "$RUNS/SST-2/"; fi
-cp "$SRC"/teacher/*.json "$SRC"/teacher/*.txt "$RUNS/teacher-base/" 2>/dev/null
+cp -r "$SRC"/teacher/. "$RUNS/teacher-base/"
+[[ -d $SRC/STS-B ]] && cp -r "$SRC/STS-B" "$RUNS/"
 cp "$SRC"/student/config.json "$SRC"/student/spiece.model "$RUNS/student/"
 cp "$SRC"/student/config.json "$SRC"/student/spiece.model "$RUNS/random/"
 run inputs 60 "$PY" -c "import torch
 from safetensors.torch import load_file, save_file
+import os
 for src, dst in (('$SRC/teacher', '$RUNS/teacher-base'), ('$SRC/student', '$RUNS/student')):
+    if not os.path.isfile(src + '/model.safetensors'):
+        continue
     w = load_file(src + '/model.safetensors')
     save_file({k: v.float().contiguous() for k, v in w.items()}, dst + '/model.safetensors', metadata={'format': 'pt'})
 from albert_lm import AlbertConfig, AlbertForPreTraining
@@ -63,9 +76,22 @@ import transformers, sys
 print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__,
       'cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))" || exit 1
 
-# shellcheck disable=SC2086  # TEACHER_ARGS and ARM_ARGS are lists of options
+general_pids=()
+for arm in $GENERAL_ARMS; do
+    IFS=: read -r name set <<< "$arm"  # set: a glob under $SRC/text
+    # shellcheck disable=SC2086  # the *_ARGS are lists of options
+    run "$name" "$LIMIT_GENERAL" "$PY" -m albert_lm.cli distill general --text "$SRC"/text/$set \
+        --tokenizer "$RUNS/student" --teacher "$RUNS/teacher-base" --sts "$RUNS/STS-B/dev.tsv" \
+        --time-budget "$GENERAL_BUDGET" --max-steps 1000000 --teacher-batch-size 512 --eval-every 500 \
+        --save-every 100000 --log-every 200 --cache "$RUNS/cache-$name" --output "$RUNS/$name" --device "$DEVICE" \
+        --overwrite --no-tensorboard $GENERAL_ARGS &
+    general_pids+=($!)
+done
+
+# shellcheck disable=SC2086
 run teacher "$LIMIT_TEACHER" "$PY" benchmarks/finetune_teacher.py --model "$RUNS/teacher-base" --task sst2 \
     --data "$RUNS/SST-2" --output "$RUNS/teacher" $TEACHER_ARGS || exit 1
+((${#general_pids[@]})) && wait "${general_pids[@]}"
 
 pids=()
 for arm in $ARMS; do
@@ -82,7 +108,8 @@ wait "${pids[@]}"
 
 # What comes back: logs, scores and curves; each arm's best student in fp16 (a tar each).
 (cd "$RUNS" && tar czf "$OUT/results.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' \
-    --exclude='cache-*' --exclude='SST-2' --exclude='spiece.model' --exclude='*.pt' -- *) 2>> "$LOG"
+    --exclude='cache-*' --exclude='SST-2' --exclude='STS-B' --exclude='spiece.model' --exclude='*.pt' -- *) \
+    2>> "$LOG"
 for arm in $ARMS; do
     name=${arm%%:*}
     [[ -f $RUNS/$name/best/model.safetensors ]] || continue
