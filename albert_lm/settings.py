@@ -387,22 +387,27 @@ def add_config_option(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def load_settings(
-    cls: type, args: argparse.Namespace, required: Iterable[str] = (), ignored: Iterable[str] = ()
-) -> Any:
-    """`cls` from `--config FILE` (if given) and the options typed (added with `suppress=True`): a typed
-    option wins over the file. `required` fields must come from one of them; keys in `ignored` are a
-    saved run's bookkeeping, skipped; any other key the file has that `cls` lacks is an error naming it."""
-    values: dict[str, Any] = {}
+    cls: type, args: argparse.Namespace, required: Iterable[str] = (), ignored: Iterable[str] = (),
+    recipe_values: dict[str, Any] | None = None, recipe_name: str = "",
+) -> Any:  # fmt: skip
+    """`cls` from a recipe's section (`recipe_values`, of the recipe `recipe_name`), `--config FILE` (if
+    given) and the options typed (added with `suppress=True`): a typed option wins over the file, the file
+    over the recipe. `required` fields must come from one of them; keys in `ignored` are a saved run's
+    bookkeeping, skipped; any other key the file or the recipe has that `cls` lacks is an error naming it."""
+    values: dict[str, Any] = dict(recipe_values or {})
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise InputError(recipe_file(recipe_name), f"unknown setting(s) {', '.join(unknown)}")
     file = getattr(args, "config", None)
     if file:
-        values = read_json_object(file, "settings")
+        saved = read_json_object(file, "settings")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known - set(ignored))
+        unknown = sorted(set(saved) - known - set(ignored))
         if unknown:
             raise InputError(
                 file, f"unknown setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}"
             )
-        values = {k: v for k, v in values.items() if k in known}
+        values.update({k: v for k, v in saved.items() if k in known})
     values.update(option_values(args, cls))
     missing = ["--" + r.replace("_", "-") for r in required if values.get(r) is None]
     if missing:
@@ -434,7 +439,7 @@ def parse_duration(text: str) -> float:
 
 # --------------------------------------------------------------------------- recipes
 RECIPE_DIR = Path(__file__).resolve().parent / "recipes"
-RECIPE_SECTIONS = ("tokenizer", "data", "pretrain")
+RECIPE_SECTIONS = ("tokenizer", "data", "pretrain", "distill")
 
 
 def recipe_names() -> list[str]:
@@ -444,7 +449,8 @@ def recipe_names() -> list[str]:
 
 def recipe(name: str) -> dict[str, Any]:
     """A recipe: the package's NAME.json, or a JSON file of the user's, with the settings of each stage
-    under "tokenizer" (vocab_size), "data" (DataConfig fields) and "pretrain" (PretrainConfig fields).
+    under "tokenizer" (vocab_size), "data" (DataConfig fields), "pretrain" (PretrainConfig fields) and
+    "distill" (`albert distill general`'s fields).
     Commands take their stage's section as defaults; options given on the command line win."""
     path = Path(name) if name.endswith(".json") else RECIPE_DIR / f"{name}.json"
     if not path.is_file():

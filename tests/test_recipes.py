@@ -9,6 +9,8 @@ import pytest
 from albert_lm.cli import build_parser, main
 from albert_lm.data.examples import DataConfig
 from albert_lm.settings import option_values, recipe, recipe_names
+from albert_lm.training.distill_commands import _general_settings
+from albert_lm.training.distill_config import GeneralDistillConfig
 from albert_lm.training.pretrain_config import PretrainConfig
 
 
@@ -16,10 +18,11 @@ def test_shipped_recipes_load_and_hold_only_known_settings():
     assert {"cpu-10min", "cpu-1h", "gpu-10min", "paper-base"} <= set(recipe_names())  # the issue's four
     for name in recipe_names():
         r = recipe(name)
-        assert r["description"] and set(r) == {"description", "tokenizer", "data", "pretrain"}
+        assert r["description"] and set(r) == {"description", "tokenizer", "data", "pretrain", "distill"}
         DataConfig(**r["data"]).validate()
         PretrainConfig.load(recipe=r["pretrain"])
         assert set(r["tokenizer"]) <= {"vocab_size"}
+        GeneralDistillConfig(**r["distill"])
     paper = PretrainConfig.load(recipe=recipe("paper-base")["pretrain"])
     assert (paper.preset, paper.learning_rate, paper.max_steps, paper.warmup_steps) == (
         "albert-base",
@@ -69,3 +72,28 @@ def test_data_create_takes_the_recipes_block_size(name, tiny_corpus_and_tokenize
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert json.dumps(manifest).count('"block_bytes": ' + str(recipe(name)["data"]["block_bytes"])) >= 1
+
+
+def test_distill_recipe_then_config_file_then_options(tmp_path):
+    """`albert distill general --recipe distill-cpu-1h` takes the recipe's settings, a pretraining recipe
+    the student's shape only; a --config file and options win; a setting the command lacks is named."""
+
+    def settings(*argv: str) -> GeneralDistillConfig:
+        return _general_settings(build_parser().parse_args(["distill", "general", "--output", "o", *argv]))
+
+    cfg = settings("--recipe", "distill-cpu-1h")
+    assert (cfg.max_segments, cfg.time_budget, cfg.preset, cfg.model_overrides) == (50000, "47m", None, {})
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"max_segments": 10, "learning_rate": 0.25}))
+    cfg = settings("--recipe", "distill-cpu-1h", "--config", str(config), "--learning-rate", "0.5")
+    assert (cfg.max_segments, cfg.learning_rate, cfg.batch_size) == (10, 0.5, 64)
+    shape = settings("--recipe", "cpu-1h")  # a pretraining recipe: the shape only
+    assert (shape.preset, shape.model_overrides, shape.max_segments) == (
+        "albert-tiny",
+        {"sharing": "none", "embedding_size": 128},
+        100_000,
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"distill": {"max_segmentz": 1}}))
+    with pytest.raises(ValueError, match="bad.json: unknown setting.*max_segmentz"):
+        settings("--recipe", str(bad))

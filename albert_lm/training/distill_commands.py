@@ -49,9 +49,9 @@ def general_options(p: argparse.ArgumentParser) -> None:
 
     add_config_option(p, "distillation")
     p.add_argument(
-        "--recipe", metavar="NAME", help="take the student's shape (preset and model overrides) from a pretraining "
-        "recipe (cpu-10min, cpu-1h, gpu-10min, paper-base, or a JSON file); --preset, --model-config or "
-        "--init-from win",
+        "--recipe", metavar="NAME", help="a distillation recipe's settings (distill-cpu-1h), or the student's shape "
+        "(preset and model overrides) from a pretraining recipe (cpu-10min, cpu-1h, gpu-10min, paper-base), or a "
+        "JSON file; options given here win",
     )  # fmt: skip
     add_options(
         p, GeneralDistillConfig, skip=("text", "model_overrides"), suppress=True, helps=_helps(),
@@ -62,7 +62,8 @@ def general_options(p: argparse.ArgumentParser) -> None:
             "teacher and text": ("teacher", "cache", "teacher_batch_size", "input_format", "strip_gutenberg",
                                  "min_words", "max_segments", "eval_segments", "sts", "output"),
             "the student": ("tokenizer", "preset", "model_config", "init_from"),
-            "losses": ("embedding_weight", "embedding_loss", "relation_weight", "mlm_weight", "masked_lm_prob"),
+            "losses": ("embedding_weight", "embedding_loss", "relation_weight", "pair_weight", "mlm_weight",
+                       "masked_lm_prob"),
             **_COMMON_GROUPS,
         },
     )  # fmt: skip
@@ -124,8 +125,11 @@ def _general_settings(args: argparse.Namespace) -> Any:
     _run_settings(args)
     if getattr(args, "model_overrides", None) is not None:
         args.model_overrides = PretrainConfig.parse_overrides(args.model_overrides)
-    cfg = load_settings(GeneralDistillConfig, args, GENERAL_REQUIRED)
-    if args.recipe and not (cfg.preset or cfg.model_config or cfg.init_from):
+    own = recipe(args.recipe)["distill"] if args.recipe else {}  # a distillation recipe's settings
+    cfg = load_settings(
+        GeneralDistillConfig, args, GENERAL_REQUIRED, recipe_values=own, recipe_name=args.recipe
+    )
+    if args.recipe and not own and not (cfg.preset or cfg.model_config or cfg.init_from):
         section = recipe(args.recipe)["pretrain"]
         overrides = {**section.get("model_overrides", {}), **cfg.model_overrides}
         cfg = dataclasses.replace(cfg, preset=section.get("preset", "albert-base"), model_overrides=overrides)
