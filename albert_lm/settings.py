@@ -477,8 +477,17 @@ def add_recipe_option(p: argparse.ArgumentParser) -> None:
 
 
 def recipe_section(args: argparse.Namespace, section: str) -> dict:
-    """The `section` of `--recipe` ({} without one)."""
-    return recipe(args.recipe)[section] if args.recipe else {}
+    """The `section` of `--recipe` ({} without one). A distillation recipe has no data or pretraining
+    settings: asked for them, it is refused rather than read as "all defaults"."""
+    if not args.recipe:
+        return {}
+    values = recipe(args.recipe)
+    if section in ("data", "pretrain") and values["distill"] and not values[section]:
+        raise ValueError(
+            f"--recipe {args.recipe}: a distillation recipe (no {section} settings); use it with "
+            "`albert distill general --recipe` (and `albert tokenizer train --recipe`)"
+        )
+    return values[section]
 
 
 def recipe_file(name: str) -> str:

@@ -74,7 +74,7 @@ def test_data_create_takes_the_recipes_block_size(name, tiny_corpus_and_tokenize
     assert json.dumps(manifest).count('"block_bytes": ' + str(recipe(name)["data"]["block_bytes"])) >= 1
 
 
-def test_distill_recipe_then_config_file_then_options(tmp_path):
+def test_distill_recipe_then_config_file_then_options(tmp_path, capsys):
     """`albert distill general --recipe distill-cpu-1h` takes the recipe's settings, a pretraining recipe
     the student's shape only; a --config file and options win; a setting the command lacks is named."""
 
@@ -93,6 +93,9 @@ def test_distill_recipe_then_config_file_then_options(tmp_path):
         {"sharing": "none", "embedding_size": 128},
         100_000,
     )
+    code = main(["pretrain", "--recipe", "distill-cpu-1h", "--data", "d", "--output", str(tmp_path / "p")])
+    assert code == 1 and not (tmp_path / "p").exists()
+    assert "a distillation recipe (no pretrain settings)" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"distill": {"max_segmentz": 1}}))
     with pytest.raises(ValueError, match="bad.json: unknown setting.*max_segmentz"):
