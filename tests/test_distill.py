@@ -20,7 +20,6 @@ from safetensors.torch import load_file
 from albert_lm.cli import main
 from albert_lm.training import distill_cache, teacher
 from albert_lm.training.distill_cache import TeacherCache
-from albert_lm.training.distill_data import collate_pairs, pair_partners
 from albert_lm.training.distill_general import embedding_loss, relation_loss
 from albert_lm.training.distill_task import teacher_columns
 from albert_lm.training.teacher import read_pooling, teacher_folder
@@ -181,8 +180,7 @@ def _run(script: Path, kill_at: int, args: list[str]) -> subprocess.CompletedPro
 def test_sigterm_saves_then_resume_continues_exactly(world, tmp_path):
     script = tmp_path / "runner.py"
     script.write_text(_RUNNER)
-    settings = ["--max-steps", "8", "--save-every", "100", "--eval-every", "4", "--mlm-weight", "0.5",
-                "--pair-weight", "1.0"]  # fmt: skip
+    settings = ["--max-steps", "8", "--save-every", "100", "--eval-every", "4", "--mlm-weight", "0.5"]
     ref = _run(script, -1, _general(world, tmp_path / "ref", *settings))
     assert ref.returncode == 0, ref.stderr[-3000:]
     cut = _run(script, 3, _general(world, tmp_path / "run", *settings))
@@ -229,37 +227,6 @@ def test_a_killed_cache_fill_goes_on_where_it_stopped(tmp_path, monkeypatch):
     assert (
         TeacherCache(tmp_path, "sentence", "teacher-key", texts[::-1], 2, "float32", {}).folder
         != cache.folder
-    )
-
-
-def test_pairs_span_near_and_far_and_keep_their_token_types():
-    t = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9], [1, 1], [-1, 0]], dtype=np.float32)
-    partners = pair_partners(t, np.random.default_rng(0))
-    assert partners[:3].tolist() == [1, 0, 3]  # the first half: the most similar other sentence
-    assert all(p != i for i, p in enumerate(partners))  # never itself
-    pairs = collate_pairs([np.array([5, 6]), np.array([7])], [np.array([8]), np.array([9, 10])], 2, 3, 0)
-    assert pairs["input_ids"].tolist() == [[2, 5, 6, 3, 8, 3], [2, 7, 3, 9, 10, 3]]
-    assert pairs["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1]]
-    assert pairs["attention_mask"].tolist() == [[1] * 6, [1] * 6]
-
-
-def test_only_the_pair_loss_trains_the_pooler(world, tmp_path):
-    """Fine-tuning heads read the pooled [CLS]: (a) and (b) leave the pooler as initialised, (d) trains it."""
-    from albert_lm import AlbertConfig, AlbertForPreTraining
-
-    for name, extra in (("off", []), ("on", ["--pair-weight", "1.0"])):
-        assert main(_general(world, tmp_path / name, "--max-steps", "4", "--eval-every", "4", *extra)) == 0
-    torch.manual_seed(12345)  # the default --seed: the student as initialised
-    fresh = AlbertForPreTraining(AlbertConfig.from_pretrained(tmp_path / "off")).state_dict()
-    off, on = (
-        load_file(tmp_path / "off" / "model.safetensors"),
-        load_file(tmp_path / "on" / "model.safetensors"),
-    )
-    key = next(k for k in off if k.endswith("pooler.weight"))
-    assert torch.equal(off[key], fresh[key]) and not torch.equal(on[key], fresh[key])
-    results = json.loads((tmp_path / "on" / "distill_results.json").read_text())
-    assert results["pair_loss"] >= 0 and "pair_loss" not in json.loads(
-        (tmp_path / "off" / "distill_results.json").read_text()
     )
 
 

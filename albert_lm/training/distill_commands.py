@@ -62,8 +62,7 @@ def general_options(p: argparse.ArgumentParser) -> None:
             "teacher and text": ("teacher", "cache", "teacher_batch_size", "input_format", "strip_gutenberg",
                                  "min_words", "max_segments", "eval_segments", "sts", "output"),
             "the student": ("tokenizer", "preset", "model_config", "init_from"),
-            "losses": ("embedding_weight", "embedding_loss", "relation_weight", "pair_weight", "mlm_weight",
-                       "masked_lm_prob"),
+            "losses": ("embedding_weight", "embedding_loss", "relation_weight", "mlm_weight", "masked_lm_prob"),
             **_COMMON_GROUPS,
         },
     )  # fmt: skip

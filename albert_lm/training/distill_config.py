@@ -147,10 +147,6 @@ class GeneralDistillConfig(DistillCommon):
     relation_weight: float = 1.0
     """weight of the in-batch relation loss (MSE between the student's and the teacher's cosine
     similarity matrices of the batch); 0: off"""
-    pair_weight: float = 0.0
-    """weight of the pair-similarity loss: the student reads two sentences of the batch as one pair
-    ([CLS] A [SEP] B [SEP]) and predicts the teacher's cosine of them from its pooled [CLS] (the state
-    `albert finetune`'s heads read); 0: off"""
     mlm_weight: float = 0.0
     """weight of the student's masked LM on the same text; 0: off"""
     masked_lm_prob: float = 0.15
@@ -163,15 +159,14 @@ class GeneralDistillConfig(DistillCommon):
         self.check("GeneralDistillConfig")
         check_ranges(
             self, "GeneralDistillConfig", at_least_one=(*_COMMON_COUNTS, "max_segments", "min_words"),
-            non_negative=(*_COMMON_NON_NEGATIVE, "embedding_weight", "relation_weight", "pair_weight", "mlm_weight",
-                          "eval_segments"),
+            non_negative=(*_COMMON_NON_NEGATIVE, "embedding_weight", "relation_weight", "mlm_weight", "eval_segments"),
             positive=("learning_rate", "max_grad_norm"), fraction=("masked_lm_prob",),
         )  # fmt: skip
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
-        if not (self.embedding_weight or self.relation_weight or self.pair_weight or self.mlm_weight):
+        if not (self.embedding_weight or self.relation_weight or self.mlm_weight):
             raise ValueError(
-                "every loss weight is 0: give --embedding-weight, --relation-weight, --pair-weight or --mlm-weight"
+                "every loss weight is 0: give --embedding-weight, --relation-weight or --mlm-weight"
             )
         if self.mlm_weight and not self.masked_lm_prob:
             raise ValueError("--mlm-weight needs --masked-lm-prob above 0")

@@ -125,36 +125,6 @@ def collate_ids(rows: Sequence[np.ndarray], cls_id: int, sep_id: int, pad_id: in
     return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
 
 
-def pair_partners(targets: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """For each of a batch's (B, D) teacher vectors the row of its partner in a pair: the first half the
-    most similar other sentence by the teacher's cosine, the second half a random other one, so the pairs'
-    similarities span near and far (random pairs alone would be nearly all far)."""
-    t = targets / np.maximum(np.linalg.norm(targets, axis=1, keepdims=True), 1e-6)
-    sims = t @ t.T
-    np.fill_diagonal(sims, -np.inf)
-    n = len(targets)
-    partners = sims.argmax(1)
-    far = np.arange(n // 2, n)
-    partners[far] = (far + rng.integers(1, n, size=len(far))) % n  # never the sentence itself
-    return partners
-
-
-def collate_pairs(
-    firsts: Sequence[np.ndarray], seconds: Sequence[np.ndarray], cls_id: int, sep_id: int, pad_id: int
-) -> dict[str, torch.Tensor]:
-    """[CLS] a [SEP] b [SEP] with token types 0 then 1, padded: input_ids, token_type_ids, attention_mask."""
-    rows = [[cls_id, *a.tolist(), sep_id, *b.tolist(), sep_id] for a, b in zip(firsts, seconds, strict=True)]
-    width = max(len(r) for r in rows)
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    types = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for i, (r, a) in enumerate(zip(rows, firsts, strict=True)):
-        ids[i, : len(r)], mask[i, : len(r)] = r, 1
-        types[i, len(a) + 2 : len(r)] = 1
-    return {name: torch.from_numpy(v) for name, v in
-            (("input_ids", ids), ("token_type_ids", types), ("attention_mask", mask))}  # fmt: skip
-
-
 class Masker:
     """Whole-word n-gram masking of a batch (as pretraining masks), drawn from a generator per step."""
 

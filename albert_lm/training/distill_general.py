@@ -9,14 +9,9 @@ The losses (each with its weight; docs/distill.md says why the defaults are what
   zero-shot similarity uses) against the teacher's;
 - (c) masked LM: the student's MLM head on whole-word n-gram masked input (pretraining's masking). With
   (c) on, one forward pass reads the masked text for all three losses (cheaper than two; the masking is
-  then noise for (a) and (b), as dropout would be);
-- (d) pair similarity: each sentence of the batch read with a partner as one pair (`pair_partners`: the
-  most similar other sentence by the teacher's vectors for half the batch, a random one for the other
-  half), the student's pooled [CLS] (the pooler `albert finetune`'s heads read) through a learned linear
-  map to one number, against the teacher's cosine of the two: the squared difference. (a) and (b) never
-  train the pooler; a task head on pairs starts from nothing without (d).
+  then noise for (a) and (b), as dropout would be).
 
-The projection (and (d)'s map) is not part of the student: it is saved beside it as distill_head.safetensors (weight
+The projection is not part of the student: it is saved beside it as distill_head.safetensors (weight
 (D, H), bias (D,)), for users who want vectors in the teacher's space; the model folder itself is an
 ordinary ALBERT folder (AlbertForPreTraining weights in transformers' layout, spiece.model) that
 `albert finetune`, `glue`, `embed`, `export` and transformers take as it is.
@@ -59,16 +54,7 @@ from albert_lm.training.distill import (
 )
 from albert_lm.training.distill_cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.training.distill_config import DEFAULT_STUDENT, GeneralDistillConfig
-from albert_lm.training.distill_data import (
-    Encoded,
-    Masker,
-    collate_ids,
-    collate_pairs,
-    held_out,
-    pair_partners,
-    read_sentences,
-    read_sts,
-)
+from albert_lm.training.distill_data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
 from albert_lm.training.evaluation import pick_device
 from albert_lm.training.model_init import warm_start
 from albert_lm.training.teacher import SentenceTeacher, local_teacher
@@ -123,10 +109,7 @@ class GeneralDistiller(Distiller):
         self.cfg, self.out, self.device, self.precision = cfg, out, device, precision
         self.tokenizer, self.model, self.text, self.sts, self.teacher = tokenizer, model, text, sts, teacher
         self.projection = nn.Linear(model.config.hidden_size, text.targets.shape[1]).to(device)
-        self.pair_head = nn.Linear(model.config.hidden_size, 1).to(device)  # (d): pooled [CLS] -> cosine
         self.trainable = nn.ModuleDict({"student": model, "projection": self.projection})
-        if cfg.pair_weight:
-            self.trainable["pair_head"] = self.pair_head
         self.total_steps = cfg.max_steps
         self.train_idx = np.flatnonzero(~text.held)
         self.masker = Masker(tokenizer, cfg.masked_lm_prob) if cfg.mlm_weight else None
@@ -150,12 +133,11 @@ class GeneralDistiller(Distiller):
             inputs["input_ids"], labels = self.masker(
                 inputs["input_ids"], np.random.default_rng([self.cfg.seed, step])
             )
-        return self._losses(inputs, labels, batch, np.random.default_rng([self.cfg.seed, step, 1]))
+        return self._losses(inputs, labels, batch)
 
     def _losses(
-        self, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None, batch: list[int],
-        rng: np.random.Generator,
-    ) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+        self, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None, batch: list[int]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, dev = self.cfg, self.device
         mask = inputs["attention_mask"].to(dev)
         hidden = self.model.albert(
@@ -178,26 +160,8 @@ class GeneralDistiller(Distiller):
             m = F.cross_entropy(logits, target_ids)
             total, parts["mlm_loss"] = total + cfg.mlm_weight * m, float(m.detach())
             parts["mlm_acc"] = float((logits.argmax(-1) == target_ids).float().mean())
-        if cfg.pair_weight:
-            p = self._pair_loss(batch, rng)
-            total, parts["pair_loss"] = total + cfg.pair_weight * p, float(p.detach())
         parts["loss"] = float(total.detach())
         return total, parts
-
-    def _pair_loss(self, batch: list[int], rng: np.random.Generator) -> torch.Tensor:
-        """(d): the batch's sentences read as pairs; the student's pooled [CLS] -> the teacher's cosine."""
-        targets = np.asarray(self.text.targets[np.asarray(batch)], dtype=np.float32)
-        partners = pair_partners(targets, rng)
-        half, t = (self.cfg.max_seq_length - 3) // 2, self.tokenizer  # [CLS] a [SEP] b [SEP]
-        inputs = collate_pairs(
-            [self.text.encoded.row(i, half) for i in batch],
-            [self.text.encoded.row(batch[j], half) for j in partners],
-            t.cls_token_id, t.sep_token_id, t.pad_token_id,
-        )  # fmt: skip
-        pooled = self.model.albert(**{k: v.to(self.device) for k, v in inputs.items()}).pooler_output
-        unit = targets / np.maximum(np.linalg.norm(targets, axis=1, keepdims=True), 1e-6)
-        cosine = torch.from_numpy((unit * unit[partners]).sum(1)).to(self.device)
-        return F.mse_loss(self.pair_head(pooled.float()).squeeze(-1), cosine)
 
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, Any]:
@@ -212,7 +176,7 @@ class GeneralDistiller(Distiller):
             if self.masker is not None:  # the same masks at every evaluation
                 inputs["input_ids"], labels = self.masker(inputs["input_ids"], np.random.default_rng([0, k]))
             with self.autocast():
-                _, parts = self._losses(inputs, labels, batch, np.random.default_rng([0, k, 1]))
+                _, parts = self._losses(inputs, labels, batch)
             for name, v in parts.items():
                 sums[name] = sums.get(name, 0.0) + v * len(batch)
         count = sum(len(b) for b in batches if len(b) > 1)
@@ -250,13 +214,10 @@ class GeneralDistiller(Distiller):
         )
 
     def state(self) -> dict[str, Any]:
-        return {name: {k: v.detach().cpu() for k, v in m.state_dict().items()}
-                for name, m in (("projection", self.projection), ("pair_head", self.pair_head))}  # fmt: skip
+        return {"projection": {k: v.detach().cpu() for k, v in self.projection.state_dict().items()}}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.projection.load_state_dict(state["projection"])
-        if "pair_head" in state:
-            self.pair_head.load_state_dict(state["pair_head"])
 
     def finish(self, last: dict[str, Any]) -> dict[str, Any]:
         self.model.save_pretrained(self.out)
@@ -275,7 +236,7 @@ class GeneralDistiller(Distiller):
         """The student folder's model card: how it was taught, its held-out losses and zero-shot scores."""
         cfg = self.cfg
         losses = {"sentence embedding": cfg.embedding_weight, "in-batch relations": cfg.relation_weight,
-                  "pair similarity": cfg.pair_weight, "masked LM": cfg.mlm_weight}  # fmt: skip
+                  "masked LM": cfg.mlm_weight}  # fmt: skip
         made_by = {
             "command": "albert distill general",
             "teacher": f"{self.teacher['name']} ({self.teacher['pooling']})",
