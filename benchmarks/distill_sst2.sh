@@ -40,16 +40,7 @@ mkdir -p "$OUT" "$RUNS"
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/log.txt
 
-run() { # run NAME LIMIT CMD...: CMD time-boxed, its output in $RUNS/NAME.log, its tail in $LOG
-    local name=$1 limit=$2 t0=$SECONDS rc
-    shift 2
-    echo "=== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
-    timeout --kill-after=10 "$limit" "$@" > "$RUNS/$name.log" 2>&1
-    rc=$?
-    echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$LOG"
-    grep -v -E '^\s*$|it/s\]|s/it\]' "$RUNS/$name.log" | tail -n 25 >> "$LOG"
-    return $rc
-}
+source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...
 
 # The inputs: the SST-2 files unpacked, the weights widened to fp32 (fp16 made them fit the trip here),
 # the untrained arm's model (torch seed 1, the student's shape and tokenizer).

@@ -43,25 +43,7 @@ LOG=$OUT/log.txt
 
 seconds() { "$PY" -c "from albert_lm.settings import parse_duration as p; print(int(p('$1')))"; }
 
-# run NAME LIMIT CMD...: CMD with its output in $RUNS/NAME.log, time-boxed (and ended 10 s before
-# $DEADLINE, seconds from the script's start, when set); its tail in $OUT/log.txt.
-run() {
-    local name=$1 limit=$2 t0=$SECONDS rc
-    shift 2
-    if [[ -n $DEADLINE ]] && ((limit > DEADLINE - SECONDS - 10)); then
-        limit=$((DEADLINE - SECONDS - 10))
-        if ((limit < 5)); then
-            echo "=== $name: skipped, no time left before the deadline" | tee -a "$LOG"
-            return 124
-        fi
-    fi
-    echo "=== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
-    timeout --kill-after=10 "$limit" "$@" > "$RUNS/$name.log" 2>&1
-    rc=$?
-    echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$LOG"
-    grep -v -E '^\s*$|it/s\]|s/it\]' "$RUNS/$name.log" | tail -n 30 >> "$LOG"
-    return $rc
-}
+source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...
 
 glue_cmd() { # glue_cmd NAME MODEL: the `albert glue` command line, in GLUE_CMD
     GLUE_CMD=("${ALBERT[@]}" glue --model "$2" --data "$GPU/glue" --output "$RUNS/$1" --seeds "$GLUE_SEEDS"
