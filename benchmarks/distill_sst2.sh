@@ -10,9 +10,13 @@
 #   SST-2/     train.tsv (or train.tsv.gz) and dev.tsv
 #   text/      (with GENERAL_ARMS) plain-text files for general distillation (no Gutenberg headers)
 #   STS-B/     (with GENERAL_ARMS) dev.tsv, the zero-shot check of general distillation
-# Arms (ARMS, each NAME:START:LR:AUGMENT; START is `student` or `random`, the same shape untrained):
-#   the general-distilled student at two rates with --augment, the untrained one likewise, and the
-#   general-distilled one without augmentation. Each arm trains for $BUDGET after its set-up.
+# Arms (ARMS, each NAME:START:LR:AUGMENT[:BATCH]; START is `student` or `random`, the same shape
+#   untrained; BATCH 128 unless given): the general-distilled student at two rates with --augment, the
+#   untrained one likewise, and the general-distilled one without augmentation. Each arm trains for
+#   $BUDGET after its set-up.
+# The teacher's GLUE-5 (TEACHER_GLUE, options of benchmarks/teacher_glue.py, e.g. "--workers 6"): the
+#   teacher fine-tuned on five tasks beside the rest, from $SRC/glue/ (CoLA/, MRPC/, STS-B/, RTE/, each
+#   train.tsv or train.tsv.gz and dev.tsv; SST-2 is the one above).
 # General arms (GENERAL_ARMS, each NAME:GLOB): `albert distill general` on $SRC/text/GLOB for
 # $GENERAL_BUDGET with the teacher's own weights, beside the teacher's fine-tuning; an arm's START may
 # then name one (the student/ folder's weights are not needed then, only its config and spiece.model).
@@ -34,6 +38,8 @@ GENERAL_ARGS=${GENERAL_ARGS:---max-segments 250000 --batch-size 256}
 LIMIT_GENERAL=${LIMIT_GENERAL:-240}
 LIMIT_TEACHER=${LIMIT_TEACHER:-200}
 LIMIT_ARMS=${LIMIT_ARMS:-400}
+TEACHER_GLUE=${TEACHER_GLUE:-}
+LIMIT_GLUE=${LIMIT_GLUE:-400}
 PY=${PY:-python3}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT" "$RUNS"
@@ -67,6 +73,17 @@ import transformers, sys
 print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__,
       'cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))" || exit 1
 
+glue_pid=
+if [[ -n $TEACHER_GLUE ]]; then
+    mkdir -p "$RUNS/glue"
+    cp -r "$SRC"/glue/. "$RUNS/glue/" && cp -r "$RUNS/SST-2" "$RUNS/glue/"
+    for f in "$RUNS"/glue/*/*.gz; do [[ -f $f ]] && gzip -df "$f"; done
+    # shellcheck disable=SC2086
+    run teacher-glue "$LIMIT_GLUE" "$PY" benchmarks/teacher_glue.py --model "$RUNS/teacher-base" \
+        --data "$RUNS/glue" --output "$RUNS/teacher-glue" $TEACHER_GLUE &
+    glue_pid=$!
+fi
+
 general_pids=()
 for arm in $GENERAL_ARMS; do
     IFS=: read -r name set <<< "$arm"  # set: a glob under $SRC/text
@@ -86,20 +103,21 @@ run teacher "$LIMIT_TEACHER" "$PY" benchmarks/finetune_teacher.py --model "$RUNS
 
 pids=()
 for arm in $ARMS; do
-    IFS=: read -r name start lr augment <<< "$arm"
+    IFS=: read -r name start lr augment batch <<< "$arm"
     # shellcheck disable=SC2086
     run "$name" "$LIMIT_ARMS" "$PY" -m albert_lm.cli distill task --task sst2 --model "$RUNS/$start" \
         --teacher "$RUNS/teacher" --data "$RUNS/SST-2" --output "$RUNS/$name" --cache "$RUNS/cache-$name" \
-        --augment "$augment" --learning-rate "$lr" --batch-size 128 --warmup-steps 300 --teacher-batch-size 512 \
+        --augment "$augment" --learning-rate "$lr" --batch-size "${batch:-128}" --warmup-steps 300 --teacher-batch-size 512 \
         --time-budget "$BUDGET" --epochs 100 --eval-every 500 --save-every 100000 --log-every 200 \
         --device "$DEVICE" --seed 1 --overwrite --no-tensorboard $ARM_ARGS &
     pids+=($!)
 done
 wait "${pids[@]}"
+[[ -n $glue_pid ]] && wait "$glue_pid"
 
 # What comes back: logs, scores and curves; each arm's best student in fp16 (a tar each).
 (cd "$RUNS" && tar czf "$OUT/results.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' \
-    --exclude='cache-*' --exclude='SST-2' --exclude='STS-B' --exclude='spiece.model' --exclude='*.pt' -- *) \
+    --exclude='cache-*' --exclude='SST-2' --exclude='STS-B' --exclude='glue' --exclude='spiece.model' --exclude='*.pt' -- *) \
     2>> "$LOG"
 for arm in $ARMS; do
     name=${arm%%:*}

