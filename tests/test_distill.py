@@ -411,3 +411,9 @@ def test_task_distillation_with_augmented_text(world, tmp_path, caplog):
     said = next(r.getMessage() for r in caplog.records if "extra texts" in r.getMessage())
     train, extra = (int(x) for x in re.findall(r"(\d+) training examples \+ (\d+) extra", said)[0])
     assert train < extra <= 2 * train
+    assert not any("--augment" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    caplog.clear()  # without any text beyond the training set, the run says what it gives up
+    with caplog.at_level("INFO", logger="albert_lm.training.distill_task"):
+        assert main(_task(world, student, tmp_path / "plain", "--max-steps", "1")) == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("no --augment, no --extra-text" in m for m in warned), warned
