@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Task distillation on SST-2 end to end on one machine (docs/distill.md, goal c): fine-tune the teacher
-# (benchmarks/finetune_teacher.py), then `albert distill task` several students side by side, each with its
-# own teacher cache, and pack what comes back. Made for a lent GPU, where the whole road fits in minutes;
-# on a 2-core CPU an SST-2 epoch of the teacher alone takes about an hour.
+# Task distillation on a GLUE task (TASK and its FOLDER: sst2 and SST-2 unless set) end to end on one
+# machine (docs/distill.md, goal c): fine-tune the teacher (benchmarks/finetune_teacher.py), then
+# `albert distill task` several students side by side, each with its own teacher cache, and pack what
+# comes back. Made for a lent GPU, where the whole road fits in minutes; on a 2-core CPU an SST-2 epoch
+# of the teacher alone takes about an hour.
 #
 # $SRC holds what the machine cannot fetch:
 #   teacher/   a transformers encoder folder (fp16 weights are widened to fp32 first)
 #   student/   the general-distilled ALBERT folder (config.json, spiece.model, model.safetensors, any dtype)
-#   SST-2/     train.tsv (or train.tsv.gz) and dev.tsv
+#   SST-2/     (FOLDER) train.tsv (or train.tsv.gz) and dev.tsv
 #   text/      (with GENERAL_ARMS) plain-text files for general distillation (no Gutenberg headers)
 #   STS-B/     (with GENERAL_ARMS) dev.tsv, the zero-shot check of general distillation
 # Arms (ARMS, each NAME:START:LR:AUGMENT[:BATCH]; START is `student` or `random`, the same shape
@@ -15,18 +16,20 @@
 #   untrained one likewise, and the general-distilled one without augmentation. Each arm trains for
 #   $BUDGET after its set-up.
 # The teacher's GLUE-5 (TEACHER_GLUE, options of benchmarks/teacher_glue.py, e.g. "--workers 6"): the
-#   teacher fine-tuned on five tasks beside the rest, from $SRC/glue/ (CoLA/, MRPC/, STS-B/, RTE/, each
-#   train.tsv or train.tsv.gz and dev.tsv; SST-2 is the one above).
+#   teacher fine-tuned on five tasks beside the rest, from $SRC/glue/ (the GLUE-5 folders other than
+#   FOLDER, each train.tsv or train.tsv.gz and dev.tsv; FOLDER's is the one above).
 # General arms (GENERAL_ARMS, each NAME:GLOB): `albert distill general` on $SRC/text/GLOB for
 # $GENERAL_BUDGET with the teacher's own weights, beside the teacher's fine-tuning; an arm's START may
 # then name one (the student/ folder's weights are not needed then, only its config and spiece.model).
 # Rehearsal on a CPU: DEVICE=cpu TEACHER_ARGS="--epochs 0.02 --max-train-examples 512" BUDGET=20s \
-#   ARM_ARGS="--max-train-examples 256 --max-eval-examples 64" bash benchmarks/distill_sst2.sh
+#   ARM_ARGS="--max-train-examples 256 --max-eval-examples 64" bash benchmarks/distill_glue_task.sh
 set -uo pipefail
 
 SRC=${SRC:-.gpu/d33}
-OUT=${OUT:-out/distill-sst2}
-RUNS=${RUNS:-runs/distill-sst2}
+TASK=${TASK:-sst2}
+FOLDER=${FOLDER:-SST-2}
+OUT=${OUT:-out/distill-$TASK}
+RUNS=${RUNS:-runs/distill-$TASK}
 DEVICE=${DEVICE:-cuda}
 BUDGET=${BUDGET:-180s}
 ARMS=${ARMS:-gd-1e-4:student:1e-4:8 gd-3e-4:student:3e-4:8 rnd-3e-4:random:3e-4:8 gd-3e-4-noaug:student:3e-4:0}
@@ -48,14 +51,15 @@ LOG=$OUT/log.txt
 
 source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...
 
-# The inputs: the SST-2 files unpacked, the weights widened to fp32 (fp16 made them fit the trip here),
+# The inputs: the task's files unpacked, the weights widened to fp32 (fp16 made them fit the trip here),
 # the untrained arm's model (torch seed 1, the student's shape and tokenizer).
-mkdir -p "$RUNS/SST-2" "$RUNS/teacher-base" "$RUNS/student" "$RUNS/random"
-cp "$SRC"/SST-2/dev.tsv "$RUNS/SST-2/"
-if [[ -f $SRC/SST-2/train.tsv.gz ]]; then gzip -dc "$SRC/SST-2/train.tsv.gz" > "$RUNS/SST-2/train.tsv"
-else cp "$SRC/SST-2/train.tsv" "$RUNS/SST-2/"; fi
-cp -r "$SRC"/teacher/. "$RUNS/teacher-base/"
+mkdir -p "$RUNS/teacher-base" "$RUNS/student" "$RUNS/random"
 [[ -d $SRC/STS-B ]] && cp -r "$SRC/STS-B" "$RUNS/"
+mkdir -p "$RUNS/$FOLDER" && rm -f "$RUNS/$FOLDER"/*.gz
+cp "$SRC/$FOLDER/dev.tsv" "$RUNS/$FOLDER/"
+if [[ -f $SRC/$FOLDER/train.tsv.gz ]]; then gzip -dc "$SRC/$FOLDER/train.tsv.gz" > "$RUNS/$FOLDER/train.tsv"
+else cp "$SRC/$FOLDER/train.tsv" "$RUNS/$FOLDER/"; fi
+cp -r "$SRC"/teacher/. "$RUNS/teacher-base/"
 cp "$SRC"/student/config.json "$SRC"/student/spiece.model "$RUNS/student/"
 cp "$SRC"/student/config.json "$SRC"/student/spiece.model "$RUNS/random/"
 run inputs 60 "$PY" -c "import torch
@@ -76,7 +80,7 @@ print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformer
 glue_pid=
 if [[ -n $TEACHER_GLUE ]]; then
     mkdir -p "$RUNS/glue"
-    cp -r "$SRC"/glue/. "$RUNS/glue/" && cp -r "$RUNS/SST-2" "$RUNS/glue/"
+    cp -r "$SRC"/glue/. "$RUNS/glue/" && cp -r "$RUNS/$FOLDER" "$RUNS/glue/"
     for f in "$RUNS"/glue/*/*.gz; do [[ -f $f ]] && gzip -df "$f"; done
     # shellcheck disable=SC2086
     run teacher-glue "$LIMIT_GLUE" "$PY" benchmarks/teacher_glue.py --model "$RUNS/teacher-base" \
@@ -97,16 +101,16 @@ for arm in $GENERAL_ARMS; do
 done
 
 # shellcheck disable=SC2086
-run teacher "$LIMIT_TEACHER" "$PY" benchmarks/finetune_teacher.py --model "$RUNS/teacher-base" --task sst2 \
-    --data "$RUNS/SST-2" --output "$RUNS/teacher" $TEACHER_ARGS || exit 1
+run teacher "$LIMIT_TEACHER" "$PY" benchmarks/finetune_teacher.py --model "$RUNS/teacher-base" --task "$TASK" \
+    --data "$RUNS/$FOLDER" --output "$RUNS/teacher" $TEACHER_ARGS || exit 1
 ((${#general_pids[@]})) && wait "${general_pids[@]}"
 
 pids=()
 for arm in $ARMS; do
     IFS=: read -r name start lr augment batch <<< "$arm"
     # shellcheck disable=SC2086
-    run "$name" "$LIMIT_ARMS" "$PY" -m albert_lm.cli distill task --task sst2 --model "$RUNS/$start" \
-        --teacher "$RUNS/teacher" --data "$RUNS/SST-2" --output "$RUNS/$name" --cache "$RUNS/cache-$name" \
+    run "$name" "$LIMIT_ARMS" "$PY" -m albert_lm.cli distill task --task "$TASK" --model "$RUNS/$start" \
+        --teacher "$RUNS/teacher" --data "$RUNS/$FOLDER" --output "$RUNS/$name" --cache "$RUNS/cache-$name" \
         --augment "$augment" --learning-rate "$lr" --batch-size "${batch:-128}" --warmup-steps 300 --teacher-batch-size 512 \
         --time-budget "$BUDGET" --epochs 100 --eval-every 500 --save-every 100000 --log-every 200 \
         --device "$DEVICE" --seed 1 --overwrite --no-tensorboard $ARM_ARGS &
@@ -117,7 +121,7 @@ wait "${pids[@]}"
 
 # What comes back: logs, scores and curves; each arm's best student in fp16 (a tar each).
 (cd "$RUNS" && tar czf "$OUT/results.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' \
-    --exclude='cache-*' --exclude='SST-2' --exclude='STS-B' --exclude='glue' --exclude='spiece.model' --exclude='*.pt' -- *) \
+    --exclude='cache-*' --exclude="$FOLDER" --exclude='STS-B' --exclude='glue' --exclude='spiece.model' --exclude='*.pt' -- *) \
     2>> "$LOG"
 for arm in $ARMS; do
     name=${arm%%:*}
