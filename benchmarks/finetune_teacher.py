@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from albert_lm.files import atomic_write
 from albert_lm.tasks import get_task
 from albert_lm.tasks.glue import GlueTask, label_names
 from albert_lm.training.distill_task import texts_of
@@ -112,7 +113,8 @@ def main() -> None:
     if not args.no_save:
         trainer.save_model(args.output)
         tokenizer.save_pretrained(args.output)
-    (Path(args.output) / "eval_results.json").write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n")
+    # written last and whole: teacher_glue.py takes its presence for a finished run
+    atomic_write(Path(args.output) / "eval_results.json", json.dumps(scores, indent=2, sort_keys=True) + "\n")
     print(json.dumps(scores, sort_keys=True))
 
 
