@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import functools
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -26,6 +29,7 @@ __all__ = [
     "check_output_apart",
     "folder_lock",
     "is_special_file",
+    "output_target",
     "fsync_dir",
     "iter_jsonl",
     "read_json_object",
@@ -92,6 +96,32 @@ def is_special_file(path: str | os.PathLike) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+# An open file of a process (/dev/stdout -> /proc/self/fd/1, /dev/fd/N): the folder its link lies in.
+_FD_FOLDER = re.compile(r"/proc/[^/]+(/task/[^/]+)?/fd")
+
+
+def output_target(path: str | os.PathLike) -> tuple[Path, bool]:
+    """Where writing `path` lands, and whether it is a stream: (target, True) for a device, a pipe, a
+    socket or an open file of the process (/dev/stdout, /dev/fd/N, however linked), which are written
+    into as they are; (target, False) for a regular file or a new name, with every symbolic link
+    followed, so that a rename replaces the file a link points to, never the link itself.
+
+    The links are followed one at a time because /proc's fd links are not paths: when stdout is a file
+    that was deleted (pytest's capture) or a pipe, resolving /proc/self/fd/1 gives a name that does not
+    exist, and renaming onto that name would create a stray file instead of writing to stdout.
+    """
+    p = os.path.abspath(os.fspath(path))
+    for _ in range(40):  # the system's own limit on links in a row
+        parent = os.path.realpath(os.path.dirname(p))
+        p = os.path.join(parent, os.path.basename(p))
+        if _FD_FOLDER.fullmatch(parent):
+            return Path(p), True
+        if not os.path.islink(p):
+            return Path(p), is_special_file(p)
+        p = os.path.join(parent, os.readlink(p))
+    raise OSError(errno.ELOOP, "too many levels of symbolic links", os.fspath(path))
+
+
 @contextlib.contextmanager
 def folder_lock(folder: str | os.PathLike, option: str = "--output") -> Iterator[Path]:
     """Hold `folder` (made if missing) for this process while it writes there: a second albert command
@@ -130,33 +160,55 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
 
     Readers see the old file or the new one, never half of one; a failed write leaves no temporary
     behind. `durable` also fsyncs the file and its folder (for what a resume depends on). A `path` that
-    is a device, a pipe or a socket (/dev/stdout, /dev/full, a FIFO) is written into directly: renaming
-    over it would replace the device with a regular file.
+    is a symbolic link is written through: its target is replaced, the link stays. A stream (a device,
+    a pipe, a socket, an open file of the process such as /dev/stdout, `output_target`) is written into
+    directly, at its end: renaming over it would replace the device, or the system's /dev/stdout link,
+    with a regular file.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a folder; expected a file name to write")
-    if is_special_file(path):  # stdout, a device, a pipe: write into it, never rename over it
-        with open(path, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    given = Path(path)
+    if given.is_dir():
+        raise IsADirectoryError(f"{given}: is a folder; expected a file name to write")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    target, stream = output_target(given)
+    if stream:
+        _write_stream(given, target, raw)
+        return given
+    if target == Path(os.path.abspath(given)):  # not a link: make the folder it names
+        target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         if hasattr(os, "fchmod"):  # mkstemp gives 0600: every file we write would be private
             os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.write(raw)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     if durable:
-        fsync_dir(path.parent)
-    return path
+        fsync_dir(target.parent)
+    return given
+
+
+def _write_stream(given: Path, target: Path, raw: bytes) -> None:
+    """Write into a stream. One of this process's own open files (/dev/stdout) is written through that
+    descriptor, at its offset, as the shell's `>` file expects; reopening its /proc link would start a
+    second offset at 0 and overwrite what was written there before."""
+    m = re.fullmatch(r"/proc/(\d+)(?:/task/\d+)?/fd/(\d+)", str(target))
+    if m is None or int(m.group(1)) != os.getpid():
+        with open(given, "ab") as f:  # a device, a pipe, a socket: no offset to keep
+            f.write(raw)
+        return
+    fd = int(m.group(2))
+    for stream in (sys.stdout, sys.stderr):  # what Python buffered for the same descriptor goes first
+        with contextlib.suppress(Exception):
+            if stream is not None and stream.fileno() == fd:
+                stream.flush()
+    with os.fdopen(os.dup(fd), "wb") as f:
+        f.write(raw)
 
 
 @functools.cache
@@ -194,8 +246,12 @@ def atomic_folder(final: str | os.PathLike, *, tmp: str | os.PathLike | None = N
     once the new one is complete; on an exception the temporary folder is removed and `final` is left
     as it was. `tmp` names the temporary folder (it must be beside `final`); by default `.NAME.tmp`.
     """
-    final = Path(final)
-    work = Path(tmp) if tmp is not None else final.with_name(f".{final.name}.tmp")
+    given = final
+    final, stream = output_target(final)  # a linked folder is replaced at its target; the link stays
+    if stream:
+        raise NotADirectoryError(f"{given}: is not a folder (a device, a pipe or an open file)")
+    name = Path(tmp).name if tmp is not None else f".{final.name}.tmp"
+    work = final.with_name(name)  # beside the target: the final rename stays within one file system
     old = final.with_name(f".{final.name}.old")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -4,8 +4,12 @@ test builds, and a tiny tokenizer trained once per session."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +27,61 @@ TINY_MODEL = dict(
 )
 
 _ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- what the suite may touch
+# Tests run as root in CI: they must leave the machine as they found it. Every temporary file of the
+# session (pytest's tmp_path, tempfile in the code under test, in its subprocesses and in libraries) and
+# the libraries' home caches go to one folder of the session, removed at its end; /dev is listed before
+# and after, and the session fails if it changed (a rename over /dev/stdout once replaced the system's
+# link with a file).
+def _dev_listing() -> dict[str, tuple[int, str]]:
+    listing = {}
+    for entry in os.scandir("/dev") if os.path.isdir("/dev") else ():
+        mode = entry.stat(follow_symlinks=False).st_mode
+        listing[entry.name] = (stat.S_IFMT(mode), os.readlink(entry.path) if stat.S_ISLNK(mode) else "")
+    return listing
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller holds the folder
+        return
+    session_tmp = tempfile.mkdtemp(prefix="albert-lm-tests-")
+    config.stash[_SESSION_TMP] = (session_tmp, os.environ.get("TMPDIR"), _dev_listing())
+    os.environ["TMPDIR"] = session_tmp
+    tempfile.tempdir = session_tmp
+    # Libraries' caches and settings in the home folder (matplotlib's fonts, the hub's files) too.
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "MPLCONFIGDIR", "HF_HOME"):
+        os.environ[name] = os.path.join(session_tmp, name.lower())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _SESSION_TMP not in session.config.stash:
+        return
+    before = session.config.stash[_SESSION_TMP][2]
+    after = _dev_listing()
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if changed:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"the test session changed /dev ({', '.join(changed)}): tests must touch nothing there"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SESSION_TMP not in config.stash:
+        return
+    session_tmp, before_tmpdir, _ = config.stash[_SESSION_TMP]
+    tempfile.tempdir = None
+    if before_tmpdir is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before_tmpdir
+    shutil.rmtree(session_tmp, ignore_errors=True)
+
+
+_SESSION_TMP = pytest.StashKey[tuple[str, "str | None", dict[str, tuple[int, str]]]]()
 
 
 def _data_root() -> Path:
@@ -84,3 +143,33 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture
+def stand_ins(tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """Stand-ins for the system paths a hostile test needs, made in the test's own folder, so that no
+    test touches /dev, /sys or /proc itself:
+    - `stdout`: a link to this process's standard output (what /dev/stdout is);
+    - `fifo`: a named pipe (a special file, like /dev/null);
+    - `broken_pipe`: a link to a pipe whose reader is gone: every write fails (like /dev/full);
+    - `unwritable`: a path no folder can be made at (a read-only folder; as root, which may write
+      anywhere, a path under a regular file)."""
+    d = tmp_path / "stand-ins"
+    d.mkdir()
+    os.symlink("/proc/self/fd/1", d / "stdout")
+    os.mkfifo(d / "fifo")
+    read, write = os.pipe()
+    os.close(read)
+    os.symlink(f"/proc/self/fd/{write}", d / "broken-pipe")
+    if os.geteuid() == 0:
+        (d / "a-file").write_text("not a folder\n")
+        unwritable = d / "a-file" / "out"
+    else:
+        (d / "read-only").mkdir(mode=0o555)
+        unwritable = d / "read-only" / "out"
+    yield SimpleNamespace(
+        stdout=d / "stdout", fifo=d / "fifo", broken_pipe=d / "broken-pipe", unwritable=unwritable
+    )
+    os.close(write)
+    if (d / "read-only").exists():
+        (d / "read-only").chmod(0o755)  # pytest removes its folders later

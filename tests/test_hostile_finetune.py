@@ -128,13 +128,13 @@ def test_finetune_overwrite_removes_only_the_runs_files(world, tmp_path):
 
 
 # --------------------------------------------------------------------------- 2. devices and pipes
-def test_predict_writes_into_devices_and_pipes_and_reports_a_failed_write(world, capsys, tmp_path):
+def test_predict_writes_into_devices_and_pipes_and_reports_a_failed_write(world, capsys, stand_ins):
     w = world
     base = ["predict", "--model", str(w["best"]), "--input", str(w["input"])]
-    refused(capsys, [*base, "--output", "/dev/full"], "/dev/full", "No space left")
-    assert Path("/dev/full").is_char_device()
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
+    broken = stand_ins.broken_pipe
+    refused(capsys, [*base, "--output", str(broken)], str(broken), "Broken pipe")
+    assert broken.is_symlink()
+    fifo = stand_ins.fifo
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
     reader.start()
@@ -142,9 +142,50 @@ def test_predict_writes_into_devices_and_pipes_and_reports_a_failed_write(world,
     reader.join(10)
     rows = [json.loads(line) for line in got[0].decode().splitlines()]
     assert [r["line"] for r in rows] == [1, 2] and fifo.is_fifo()
-    capsys.readouterr()
-    assert main([*base, "--output", "/dev/stdout"]) == 0
-    assert Path("/dev/stdout").exists()
+
+
+def test_an_output_linked_to_stdout_is_written_to_stdout_and_the_link_stays(world, capfd, stand_ins):
+    """Under pytest's capture stdout is a regular (deleted) file, as under nohup or cron: the rows must
+    reach it through the link, and the link must not be replaced by a file of its own."""
+    w = world
+    argv = [
+        "predict",
+        "--model",
+        str(w["best"]),
+        "--input",
+        str(w["input"]),
+        "--output",
+        str(stand_ins.stdout),
+    ]
+    print("before", flush=True)
+    assert main(argv) == 0
+    print("after", flush=True)
+    out = capfd.readouterr().out.splitlines()
+    assert out[0] == "before" and out[-1] == "after"
+    assert [json.loads(line)["line"] for line in out[1:-1]] == [1, 2]
+    assert stand_ins.stdout.is_symlink() and os.readlink(stand_ins.stdout) == "/proc/self/fd/1"
+    assert sorted(p.name for p in stand_ins.stdout.parent.iterdir()) == sorted(
+        ["stdout", "fifo", "broken-pipe", stand_ins.unwritable.parent.name]
+    )
+
+
+def test_an_output_that_is_a_link_writes_its_target_and_keeps_the_link(world, capsys, tmp_path):
+    w = world
+    target = tmp_path / "elsewhere" / "rows.jsonl"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(target)
+    dangling = tmp_path / "new.jsonl"
+    dangling.symlink_to(tmp_path / "elsewhere" / "new-target.jsonl")
+    for out in (link, dangling):
+        assert (
+            main(["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output", str(out)])
+            == 0
+        )
+        assert out.is_symlink()
+        assert [json.loads(line)["line"] for line in out.read_text().splitlines()] == [1, 2]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["new-target.jsonl", "rows.jsonl"]
 
 
 # --------------------------------------------------------------------------- 3. two writers
@@ -297,12 +338,13 @@ def test_a_device_this_machine_lacks_is_a_clean_refusal(world, capsys, tmp_path)
     assert not (tmp_path / "o").exists() and not (tmp_path / "g").exists()
 
 
-def test_an_output_that_cannot_be_written_is_a_clean_error(world, capsys):
+def test_an_output_that_cannot_be_written_is_a_clean_error(world, capsys, stand_ins):
     w = world
-    refused(capsys, _finetune(w, "/proc/albert-out"), "/proc/albert-out")
+    bad = str(stand_ins.unwritable)
+    refused(capsys, _finetune(w, bad), bad)
     refused(capsys, ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output",
-                     "/proc/albert-out/p.jsonl"], "/proc/albert-out")  # fmt: skip
-    refused(capsys, _evaluate(w, "--output", "/proc/albert-out"), "/proc/albert-out")
+                     f"{bad}/p.jsonl"], bad)  # fmt: skip
+    refused(capsys, _evaluate(w, "--output", bad), bad)
 
 
 # --------------------------------------------------------------------------- 9. errors in glue's workers

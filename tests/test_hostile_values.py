@@ -6,6 +6,7 @@ printed follows what was measured."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -178,7 +179,8 @@ def test_export_output_that_is_holds_or_lies_in_the_model_is_refused(two_data, c
                 untouched=(model,),
             )
     (tmp_path / "file").write_text("mine\n")
-    for out in (tmp_path / "file", Path("/dev/null")):
+    os.mkfifo(tmp_path / "fifo")
+    for out in (tmp_path / "file", tmp_path / "fifo"):
         refused(capsys, ["export", "--model", str(model), "--output", str(out)], "not a folder")
     assert (tmp_path / "file").read_text() == "mine\n"
     refused(
@@ -208,7 +210,8 @@ def test_a_second_export_or_reproduce_into_a_folder_in_use_is_refused(two_data, 
 def test_reproduce_output_inside_its_data_or_not_a_folder_is_refused(two_data, capsys, tmp_path):
     data = two_data["data_a"]
     refused(capsys, _reproduce(data, data), "lies inside the --data", untouched=(data,))
-    refused(capsys, _reproduce(data, Path("/dev/null")), "not a folder")
+    os.mkfifo(tmp_path / "fifo")
+    refused(capsys, _reproduce(data, tmp_path / "fifo"), "not a folder")
     (tmp_path / "f").write_text("mine\n")
     refused(capsys, _reproduce(data, tmp_path / "f"), "not a folder")
     assert (tmp_path / "f").read_text() == "mine\n"

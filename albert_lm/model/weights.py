@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from safetensors import SafetensorError
 
-from albert_lm.files import file_mode
+from albert_lm.files import file_mode, output_target
 
 if TYPE_CHECKING:
     import torch
@@ -93,6 +93,7 @@ def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str
     """
     from safetensors.torch import save_file
 
+    file = output_target(file)[0]  # a link is written through, never replaced
     file.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
     tmp = file.with_name(f".{file.name}.{secrets.token_hex(4)}.tmp")
@@ -137,6 +138,7 @@ def stream_safetensors(
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
+    file = output_target(file)[0]  # a link is written through, never replaced
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(f".{file.name}.{secrets.token_hex(4)}.tmp")
     try:
