@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -378,6 +379,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         tune_cpu_allocator()  # fewer page faults per step; process-wide, so the command decides
     name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
+    if (empty := _empty_option(parser, args)) is not None:
+        print(
+            f"albert {name}: error: {empty}: empty value; give a value or leave the option out",
+            file=sys.stderr,
+        )
+        return 1
     previous = _interruptible()
     try:
         return int(args.func(args) or 0)
@@ -395,9 +402,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C outside a loop that handles it: one line, the shell's code
         print(f"\nalbert {name}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"albert {name}: error: out of memory; try a smaller --batch-size or model", file=sys.stderr)
+        return 1
+    except Exception as e:  # the last resort: a fault of albert-lm's, not of what the user gave
+        return _internal_error(name, e, args.verbose)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _empty_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The first option given an empty (or blank) value, by its flag: `--model ''` would otherwise be
+    read as the current folder, `--output ''` as no file, a shell variable that was never set as a
+    choice the user did not make."""
+    flags: dict[str, str] = {}
+    todo = [parser]
+    while todo:
+        p = todo.pop()
+        for action in p._actions:  # argparse has no public way to walk a parser's options
+            if isinstance(action, argparse._SubParsersAction):  # only the command that was chosen
+                chosen = getattr(args, action.dest, None)
+                todo.extend([action.choices[chosen]] if chosen in action.choices else [])
+            else:
+                flags.setdefault(
+                    action.dest, action.option_strings[-1] if action.option_strings else action.dest
+                )
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            return flags.get(dest, dest)
+    return None
+
+
+INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: the program failed, not its input
+
+
+def _internal_error(name: str, e: Exception, verbose: bool) -> int:
+    """An exception no reader turned into a message about the user's input: one line that says so
+    (with the traceback under --verbose), and exit 70, so scripts can tell it from a refusal (1)."""
+    detail = str(e).splitlines()[0][:300] if str(e) else ""
+    print(
+        f"albert {name}: internal error: {type(e).__name__}{': ' if detail else ''}{detail}", file=sys.stderr
+    )
+    if verbose:
+        traceback.print_exception(e, file=sys.stderr)
+    else:
+        print(
+            f"albert {name}: this is a fault in albert-lm, not in what you gave it; please report it with the "
+            "command line (add --verbose for the traceback)",
+            file=sys.stderr,
+        )
+    return INTERNAL_ERROR
 
 
 class _Terminated(KeyboardInterrupt):

@@ -32,6 +32,7 @@ __all__ = [
     "output_target",
     "fsync_dir",
     "iter_jsonl",
+    "parse_json",
     "read_json_object",
     "write_json",
 ]
@@ -269,19 +270,36 @@ def atomic_folder(final: str | os.PathLike, *, tmp: str | os.PathLike | None = N
 
 
 # --------------------------------------------------------------------------- reading
+def parse_json(text: str | bytes, name: str | os.PathLike, line: int | None = None) -> Any:
+    """`json.loads` whose every error is an InputError naming the file (`name`) and the line: text that
+    is not JSON, nesting too deep for the parser (which would otherwise raise RecursionError from deep
+    inside the json module) and numbers too long to convert."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = line if line is not None else e.lineno
+        raise InputError(name, f"not valid JSON (column {e.colno}): {e.msg}", line=where) from e
+    except RecursionError:
+        raise InputError(
+            name, "not readable JSON: nested too deeply (over about 1,000 levels)", line=line
+        ) from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise InputError(name, f"not readable JSON: {e}", line=line) from e
+
+
 def read_json_object(path: str | os.PathLike, what: str = "JSON") -> dict[str, Any]:
     """A JSON file holding one object. Missing file: FileNotFoundError; empty, invalid JSON or another
     type: InputError naming the file and the line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no {what} file at {path}")
-    raw = path.read_text(encoding="utf-8")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 text (byte {e.start}); expected a JSON file") from None
     if not raw.strip():
         raise InputError(path, "empty file")
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (column {e.colno}): {e.msg}", line=e.lineno) from e
+    obj = parse_json(raw, path)
     if not isinstance(obj, dict):
         of = "" if what == "JSON" else f" of {what}"
         raise InputError(path, f"expected a JSON object{of}, got {type(obj).__name__}")
@@ -301,10 +319,7 @@ def jsonl_rows(lines: Iterable[str], name: str | os.PathLike) -> Iterator[tuple[
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(name, f"not valid JSON: {e.msg}", line=n) from e
+        obj = parse_json(line, name, line=n)
         if not isinstance(obj, dict):
             raise InputError(name, f"expected a JSON object, got {type(obj).__name__}", line=n)
         yield n, obj
@@ -314,9 +329,22 @@ def csv_rows(
     f: Iterable[str], name: str | os.PathLike, delimiter: str = ",", quotes: bool = True
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row keyed by the header) of CSV or TSV text (`quotes` False: a quote is text, as
-    in GLUE's TSV files); a row with more fields than the header is an InputError naming the line."""
+    in GLUE's TSV files); a row with more fields than the header, or a field over the csv module's
+    limit (131,072 characters: most often a quote never closed), is an InputError naming the line."""
     reader = csv.DictReader(f, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE)
-    for row in reader:
+    rows = iter(reader)
+    while True:
+        start = reader.line_num + 1  # where the next row begins (a quoted field may span lines)
+        try:
+            if reader.line_num == 0:
+                start = 2 if reader.fieldnames else 1  # the header is read first: the row follows it
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            hint = "; is a quote left open?" if "field limit" in str(e) else ""
+            kind = "TSV" if delimiter == "\t" else "CSV"
+            raise InputError(name, f"not readable as {kind}: {e}{hint}", line=start) from None
         if None in row:
             raise InputError(name, "more fields than header columns", line=reader.line_num)
         yield reader.line_num, row

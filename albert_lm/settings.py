@@ -99,6 +99,8 @@ def _matches(value: Any, hint: Any) -> bool:
         return value is None
     if hint is bool:
         return isinstance(value, bool)
+    if hint is str:  # an empty string never stands for something else (the current folder, a default)
+        return isinstance(value, str) and value.strip() != ""
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
@@ -112,7 +114,7 @@ def _describe(hint: Any) -> str:
         return " or ".join(_describe(a) for a in args)
     if typing.get_origin(hint) is typing.Literal:
         return "one of " + ", ".join(json_repr(c) for c in typing.get_args(hint))
-    names = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
+    names = {int: "an integer", float: "a finite number", str: "a non-empty string", bool: "true or false",
              type(None): "null", dict: "a JSON object", list: "a list"}  # fmt: skip
     return names.get(typing.get_origin(hint) or hint, str(hint))
 

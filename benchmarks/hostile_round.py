@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("ALBERT_DATA", ROOT.parent / "shared" / "data"))
@@ -45,14 +47,41 @@ class Case:
     detail: str = ""
 
 
-def albert(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+# A Python API case runs its code under this wrapper: an exception of the kinds the API documents for
+# bad arguments (ValueError, its InputError, OSError, TypeError) is a refusal, printed as one line with
+# exit 1; any other escapes as a traceback.
+API_WRAPPER = """import sys
+try:
+    exec(compile(sys.argv[1], "<case>", "exec"), {})
+except (ValueError, OSError, TypeError) as e:
+    print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def albert(
+    argv: list[str], timeout: float = 300, env: dict[str, str] | None = None, fsize: int | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m albert_lm.cli ARGV` (or, for ["@python", CODE], CODE under API_WRAPPER) with `env` added
+    and, with `fsize`, the file-size limit of `ulimit -f` (bytes)."""
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", **(env or {})
+    )
+    command = [sys.executable, "-c", API_WRAPPER, argv[1]] if argv[0] == "@python" else [
+        sys.executable, "-m", "albert_lm.cli", *argv]  # fmt: skip
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
     return subprocess.run(
-        [sys.executable, "-m", "albert_lm.cli", *argv],
+        command,
         capture_output=True,
         text=True,
         timeout=timeout,
         env=env,
+        preexec_fn=limit if fsize is not None else None,
     )
 
 
@@ -320,6 +349,34 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     return cs
 
 
+def families() -> list[Any]:
+    """The case families of other modules beside this one (benchmarks/hostile_*.py): each has FAMILY,
+    build(world, p) for its own inputs and cases(p, out) -> [(class, argv, expect, mention)]."""
+    found = []
+    for file in sorted(Path(__file__).parent.glob("hostile_*.py")):
+        if file.stem != Path(__file__).stem:
+            spec = importlib.util.spec_from_file_location(file.stem, file)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[file.stem] = module  # dataclasses look their module up there
+            spec.loader.exec_module(module)
+            found.append(module)
+    return found
+
+
+def all_cases(p: dict[str, Path], scratch: Path, w: Path) -> list[Case]:
+    """This module's cases, then each family's, with the family's inputs built into the world."""
+    cs = cases(p, scratch)
+    n = iter(range(10**6))
+    for family in families():
+        p.update(family.build(w, p))
+        for klass, argv, expect, mention in family.cases(
+            p, lambda name="out": str(scratch / f"f{next(n):04d}-{name}")
+        ):
+            cs.append(Case(klass, argv, expect, list(mention)))
+    return cs
+
+
 def _has_cuda() -> bool:
     try:
         import torch
@@ -330,12 +387,66 @@ def _has_cuda() -> bool:
 
 
 # --------------------------------------------------------------------------- running one case
-def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> tuple[list[str], object]:
-    """Replace the case's @-markers with real paths (copies, locks, swapped files); returns the argv
-    and something to keep alive while it runs (a lock holder)."""
+@dataclass
+class Run:
+    """How one case runs: its argv, a process to keep alive meanwhile (a lock holder), environment
+    variables and a file-size limit to add, and a check of what must hold afterwards ("" when it does)."""
+
+    argv: list[str]
+    hold: object = None
+    env: dict[str, str] = field(default_factory=dict)
+    fsize: int | None = None
+    after: object = None  # a callable returning "" or what went wrong
+
+
+LINK_TARGETS = ("file", "dangling", "stdout", "folder")
+
+
+def link_output(here: Path, kind: str) -> tuple[Path, object]:
+    """A symbolic link as an output (`kind` in LINK_TARGETS) and the check that writing through it kept
+    the link and reached its target."""
+    link = here / "link-out"
+    target = {"file": here / "target.txt", "dangling": here / "new-target.txt", "folder": here / "target-dir",
+              "stdout": Path("/proc/self/fd/1")}[kind]  # fmt: skip
+    if kind == "file":
+        target.write_text("the user's file\n")
+    if kind == "folder":
+        target.mkdir()
+    os.symlink(target, link)
+
+    def after() -> str:
+        if not link.is_symlink():
+            return f"the link {link.name} was replaced"
+        if kind in ("file", "dangling") and target.exists() and target.read_text() == "the user's file\n":
+            return "nothing reached the link's target"
+        stray = sorted(q.name for q in here.iterdir() if q.name not in {link.name, target.name})
+        return f"stray files beside the link: {', '.join(stray)}" if stray else ""
+
+    return link, after
+
+
+def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> Run:
+    """Replace the case's @-markers with real paths (copies, locks, swapped files, links) and settings
+    (environment, file-size limit)."""
     argv, hold = list(case.argv), None
     here = scratch / f"case-{i:04d}"
     here.mkdir(parents=True, exist_ok=True)
+    run = Run(argv)
+    while argv[0] in ("@env", "@fsize", "@link"):
+        marker, value, argv = argv[0], argv[1], argv[2:]
+        if marker == "@env":
+            key, _, val = value.partition("=")
+            run.env[key] = val.replace("@here", str(here))
+        elif marker == "@fsize":
+            run.fsize = int(value)
+        else:
+            link, run.after = link_output(here, value)
+            argv = [str(link) if a == "@LINK" else a for a in argv]
+    argv = [a.replace("@here", str(here)) if a.startswith("@here") else a for a in argv]
+    if run.fsize is not None:  # a write cut short must leave no half-written file behind
+        run.after = lambda: ", ".join(
+            sorted(str(q.relative_to(here)) for q in here.rglob("*") if ".tmp" in q.name)
+        )
     if argv[0] == "@damage":
         rel, argv = argv[1], argv[2:]
         copy = here / "data"
@@ -375,7 +486,7 @@ def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> tuple[list
         argv = [folder if a == "@same" else a for a in argv]
         first = albert(argv)
         if first.returncode != 0:
-            return ["@setup-failed", first.stderr[-500:]], None
+            return Run(["@setup-failed", first.stderr[-500:]])
         argv = [*argv, "--max-seq-length", "32"]
     if "@locked" in argv:
         folder = here / "locked"
@@ -386,25 +497,26 @@ def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> tuple[list
             stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )  # fmt: skip
         assert hold.stdout is not None and hold.stdout.readline().strip() == "held"
-    return argv, hold
+    run.argv, run.hold = argv, hold
+    return run
 
 
 def classify(case: Case, p: dict[str, Path], scratch: Path, w: Path, i: int, limit: float) -> Case:
     before = world_hash(w)
-    argv, hold = prepare(case, p, scratch, i)
+    run = prepare(case, p, scratch, i)
     t0 = time.perf_counter()
     try:
-        if argv[0] == "@setup-failed":
-            case.outcome, case.detail = "setup failed", argv[1]
+        if run.argv[0] == "@setup-failed":
+            case.outcome, case.detail = "setup failed", run.argv[1]
             return case
         try:
-            r = albert(argv, timeout=limit)
+            r = albert(run.argv, timeout=limit, env=run.env, fsize=run.fsize)
         except subprocess.TimeoutExpired:
             case.outcome = "hang"
             return case
     finally:
-        if hold is not None:
-            hold.kill()  # type: ignore[attr-defined]
+        if run.hold is not None:
+            run.hold.kill()  # type: ignore[attr-defined]
         case.seconds = round(time.perf_counter() - t0, 1)
     err = r.stderr
     lines = [ln for ln in err.splitlines() if "error:" in ln]
@@ -413,11 +525,14 @@ def classify(case: Case, p: dict[str, Path], scratch: Path, w: Path, i: int, lim
     changed = [k for k, v in world_hash(w).items() if before.get(k) != v] + [
         k for k in before if not (w / k).exists()
     ]
-    if changed:
-        case.outcome, case.detail = "user files changed", ", ".join(changed[:5])
+    broken = run.after() if callable(run.after) else ""
+    if changed or broken:
+        case.outcome, case.detail = "user files changed", broken or ", ".join(changed[:5])
     elif "Traceback" in err:
         case.outcome = "traceback"
         case.detail = err.strip().splitlines()[-1][:300]
+    elif "internal error" in err:
+        case.outcome = "internal error"
     elif r.returncode == 0:
         case.outcome = "wrong result exit 0" if case.expect == "refuse" else "handled"
     elif case.expect == "ok":
@@ -430,7 +545,7 @@ def classify(case: Case, p: dict[str, Path], scratch: Path, w: Path, i: int, lim
 
 
 OUTCOMES = ("clean refusal", "handled", "weak message", "wrong result exit 0", "refused a valid case", "traceback",
-            "hang", "user files changed", "setup failed")  # fmt: skip
+            "internal error", "hang", "user files changed", "setup failed")  # fmt: skip
 
 
 def main() -> None:
@@ -453,7 +568,7 @@ def main() -> None:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     prefixes = tuple(a.only.split(",")) if a.only else ("",)
-    todo = [c for c in cases(p, scratch) if c.klass.startswith(prefixes)]
+    todo = [c for c in all_cases(p, scratch, w) if c.klass.startswith(prefixes)]
     print(f"{len(todo)} cases", file=sys.stderr)
     # Cases that lock or copy work in their own scratch folders; the world is only read (and hashed).
     with ThreadPoolExecutor(a.workers) as pool:

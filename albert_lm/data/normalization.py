@@ -52,8 +52,9 @@ def read_rule(config_file: Path) -> dict[str, bool]:
     """The normalization rule a tokenizer_config.json records (the keys it has), checked."""
     try:
         saved = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{config_file}: not readable JSON ({e})") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise ValueError(f"{config_file}: not readable JSON ({why})") from None
     if not isinstance(saved, dict):
         raise ValueError(f"{config_file}: expected a JSON object")
     rule = {}

@@ -87,6 +87,11 @@ def record_text(path: str | os.PathLike, line: str, text_column: str, place: Cal
         raise InputError(
             path, f"{place()}: not JSON ({e.msg} at column {e.colno}); expected JSON Lines, an object a line"
         ) from None
+    except (RecursionError, ValueError) as e:  # nested too deeply for the parser; a number too long
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise InputError(
+            path, f"{place()}: not readable JSON ({why}); expected JSON Lines, an object a line"
+        ) from None
     if not isinstance(record, dict):
         raise InputError(
             path, f"{place()}: a JSON {type(record).__name__}, expected an object with a text field"

@@ -71,8 +71,10 @@ class MetricsLog:
             for ln in self.path.read_text().splitlines():
                 try:
                     record = json.loads(ln)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     continue  # a line cut short by the kill that ended the previous run
+                if not isinstance(record, dict):
+                    continue
                 if record.get("step", 0) <= resume_step:
                     keep.append(ln)
                     self.latest[record.get("split", "train")] = record

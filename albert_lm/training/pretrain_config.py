@@ -165,6 +165,8 @@ class PretrainConfig:
                 out[key] = json.loads(value)
             except json.JSONDecodeError:
                 out[key] = value
+            except (RecursionError, ValueError):  # nested too deeply, or a number too long to read
+                raise ValueError(f"--model-override {key}: not a readable value: {value[:40]!r}...") from None
         return out
 
     @classmethod

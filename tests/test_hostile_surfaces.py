@@ -1,0 +1,143 @@
+"""Hostile input on what every command shares: JSON nested too deeply for the parser, CSV fields over the
+csv module's limit, empty values, and the last resort for an exception no reader turned into a message
+(one line saying it is an internal error, never a bare traceback)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from test_bad_input import _corpus, refused
+
+import albert_lm.cli as cli
+from albert_lm.cli import main
+from albert_lm.files import InputError, csv_rows, jsonl_rows, parse_json, read_json_object
+from albert_lm.training.finetune_config import FinetuneConfig
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+# --------------------------------------------------------------------------- nested JSON
+def test_json_nested_too_deeply_is_an_input_error_naming_the_file_and_line(tmp_path):
+    f = tmp_path / "settings.json"
+    f.write_text('{"max_steps": ' + DEEP + "}")
+    with pytest.raises(InputError, match=r"settings.json: .*nested too deeply"):
+        read_json_object(f)
+    with pytest.raises(InputError, match=r"rows.jsonl:2: .*nested too deeply"):
+        list(jsonl_rows(['{"text": "fine"}', '{"text": ' + DEEP + "}"], "rows.jsonl"))
+    with pytest.raises(InputError, match=r"n.json: not readable JSON"):
+        parse_json('{"n": ' + "9" * 5000 + "}", "n.json")  # more digits than Python converts
+
+
+def test_commands_refuse_deeply_nested_json_in_one_line(tmp_path, capsys, tiny_corpus_and_tokenizer):
+    corpus, tok = tiny_corpus_and_tokenizer
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    out = tmp_path / "out"
+    finetune = ["finetune", "--task", "classification", "--model", str(tmp_path), "--data", str(tmp_path),
+                "--output", str(out)]  # fmt: skip
+    refused(capsys, [*finetune, "--config", str(deep)], "deep.json", "nested too deeply")
+    refused(
+        capsys,
+        ["pretrain", "--data", str(tmp_path), "--output", str(out), "--config", str(deep)],
+        "deep.json",
+    )
+    refused(capsys, ["tokenizer", "train", "--input", str(corpus), "--output", str(out), "--recipe", str(deep)],
+            "deep.json")  # fmt: skip
+    refused(capsys, ["pretrain", "--data", str(tmp_path), "--output", str(out), "--preset", "albert-tiny",
+                     "--model-override", "hidden_size=" + "[" * 5000], "hidden_size")  # fmt: skip
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"text": "a line of text"}\n{"text": ' + DEEP + "}\n")
+    refused(capsys, ["data", "create", "--input", str(rows), "--tokenizer", str(tok), "--output", str(out),
+                     "--workers", "1", "--no-progress"], "rows.jsonl", "line 2", "nested too deeply")  # fmt: skip
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------- CSV
+def test_a_csv_field_over_the_readers_limit_names_the_file_and_line():
+    text = ["sentence\tlabel\n", "fine\t1\n", "x" * 200_000 + "\t0\n"]
+    with pytest.raises(InputError, match=r"train.tsv:3: not readable as TSV: field larger"):
+        list(csv_rows(text, "train.tsv", delimiter="\t", quotes=False))
+    with pytest.raises(InputError, match=r"a.csv:2: .*quote left open"):
+        list(csv_rows(["text,label\n", '"an open quote,1\n', *["more text,0\n"] * 20_000], "a.csv"))
+
+
+# --------------------------------------------------------------------------- empty values
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["finetune", "--task", "classification", "--model", "", "--data", "d", "--output", "o"], "--model"),
+        (["predict", "--model", "m", "--input", "", "--output", "o"], "--input"),
+        (["predict", "--model", "m", "--input", "i", "--output", ""], "--output"),
+        (["data", "create", "--input", "", "--tokenizer", "t", "--output", "o"], "--input"),
+        (["pretrain", "--data", "d", "--output", "o", "--init-from", " "], "--init-from"),
+        (["export", "--model", "m", "--output", ""], "--output"),
+        (["embed", "--model", "", "--text", "a"], "--model"),
+    ],
+)
+def test_an_empty_value_is_refused_naming_the_option(capsys, tmp_path, monkeypatch, argv, option):
+    monkeypatch.chdir(tmp_path)  # an empty path would otherwise mean this folder
+    refused(capsys, argv, option, "empty value")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_string_in_a_settings_file_is_refused_naming_the_field(capsys, tmp_path):
+    with pytest.raises(ValueError, match="model: expected a non-empty string"):
+        FinetuneConfig(task="classification", model="", data="d", output="o")
+    with pytest.raises(ValueError, match="tokenizer: expected a non-empty string or null"):
+        FinetuneConfig(task="classification", model="m", data="d", output="o", tokenizer=" ")
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"model": "", "task": "classification"}))
+    corpus = _corpus(tmp_path / "c.txt", 0)
+    refused(capsys, ["finetune", "--config", str(config), "--data", str(corpus), "--output", str(tmp_path / "o")],
+            "model", "non-empty")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the last resort
+def test_an_exception_no_reader_caught_is_an_internal_error_in_one_line(capsys, monkeypatch, tmp_path):
+    def broken(args):
+        raise RuntimeError("a fault deep inside\nwith a second line")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    for action in parser._actions:
+        if action.dest == "command":
+            action.choices["params"].set_defaults(func=broken)
+    capsys.readouterr()
+    assert main(["params"]) == cli.INTERNAL_ERROR
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[0] == "albert params: internal error: RuntimeError: a fault deep inside"
+    assert "please report it" in err
+    assert main(["params", "-v"]) == cli.INTERNAL_ERROR  # --verbose shows where
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_out_of_memory_is_one_line(capsys, monkeypatch):
+    def hungry(args):
+        raise MemoryError
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    for action in parser._actions:
+        if action.dest == "command":
+            action.choices["params"].set_defaults(func=hungry)
+    refused(capsys, ["params"], "out of memory")
+
+
+def test_the_harness_families_load(monkeypatch):
+    """benchmarks/hostile_round.py finds every family module beside it and each has its interface."""
+    import importlib.util
+
+    file = Path(__file__).resolve().parents[1] / "benchmarks" / "hostile_round.py"
+    spec = importlib.util.spec_from_file_location("hostile_round", file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "hostile_round", module)
+    spec.loader.exec_module(module)
+    families = module.families()
+    assert "shared surfaces" in [f.FAMILY for f in families]
+    for family in families:
+        assert callable(family.build) and callable(family.cases)
