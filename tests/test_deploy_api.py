@@ -177,7 +177,8 @@ def test_embed_pooling_normalize_npy_and_input_order(saved, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(TEXTS) + "\n\n")
     for pooling in ("mean", "cls", "pooler"):
-        args = ["--model", str(folder), "--input", str(src), "--pooling", pooling, "--batch-size", "3"]
+        args = ["--model", str(folder), "--input", str(src), "--pooling", pooling, "--batch-size", "3",
+                "--precision", "fp32"]  # fmt: skip
         code, rows, err = run("embed", args, capsys)
         assert code == 0 and [r["line"] for r in rows] == [1, 2, 3, 4] and "1 blank line skipped" in err
         for r, text in zip(rows, TEXTS, strict=True):  # batched by length, written in input order

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -132,12 +133,20 @@ def test_the_machine_refusing_a_write_is_one_line(world, capsys, stand_ins):  # 
     refused(capsys, _pretrain(world["data_a"], stand_ins.unwritable), str(stand_ins.unwritable))
 
 
+def _wait_for(path: Path, p: subprocess.Popen, timeout: float = 60) -> None:
+    """Until `path` exists (or `p` ends): a signal sent before then could reach the interpreter's start-up
+    rather than the command, and a fixed sleep is too long on a fast machine, too short on a slow one."""
+    end = time.monotonic() + timeout
+    while not path.exists() and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  # noqa: F811
     """Started with SIGINT ignored (as `cmd &` in a script starts it), a command still stops on SIGINT;
     SIGTERM ends it with 143 and a line saying so."""
     big = tmp_path / "big.txt"
     text = world["corpus"].read_text()
-    big.write_text(text * 200)
+    big.write_text(text * 600)
     for sig, code, words in (
         (signal.SIGINT, 130, "interrupted"),
         (signal.SIGTERM, 143, "stopped by SIGTERM"),
@@ -148,7 +157,7 @@ def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  #
              str(world["tok_a"]), "--output", str(out), "--workers", "1", "--no-progress"],
             stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )  # fmt: skip
-        time.sleep(6)  # past start-up: the handlers are installed, the examples being made
+        _wait_for(out, p)  # the output folder exists: handlers installed, the examples being made
         assert p.poll() is None, "finished before the signal: make the input larger"
         p.send_signal(sig)
         _, err = p.communicate(timeout=60)

@@ -51,7 +51,10 @@ def make_model(tmp_path, tiny_config, tiny_corpus_and_tokenizer):
 
 
 def run(args: list[str], capsys) -> tuple[int, list[dict], str]:
-    code = main(["predict", *args])
+    # fp32 unless a test asks otherwise: `auto` takes bf16 on CPUs with bf16 units (AMX, AVX512-BF16),
+    # and these tests compare with transformers in fp32.
+    precision = [] if "--precision" in args else ["--precision", "fp32"]
+    code = main(["predict", *args, *precision])
     captured = capsys.readouterr()
     rows = [json.loads(line) for line in captured.out.splitlines() if line.strip()]
     return code, rows, captured.err
