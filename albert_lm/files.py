@@ -174,7 +174,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
     if stream:
         _write_stream(given, target, raw)
         return given
-    if target == Path(os.path.abspath(given)):  # not a link: make the folder it names
+    if not given.is_symlink():  # a link's target folder must exist, as for the shell's `>`
         target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -44,8 +44,8 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
     cfg = d / "cfg"
     cfg.mkdir()
     configs = {
-        "string_for_int.json": {"max_steps": "3"},
-        "bool_for_int.json": {"batch_size": True},
+        "string_for_int.json": {"warmup_steps": "3"},
+        "bool_for_int.json": {"seed": True},
         "empty_string.json": {"model": ""},
         "unknown_key.json": {"max_stepz": 3},
         "null_required.json": {"model": None},
@@ -135,7 +135,7 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
 
     # 14. file-size limits (`ulimit -f`): the write fails, named; no half-written file is left
     for limit, argv in (("2000", pre(p["data_a"], "@here/o")), ("2000", ft("@here/o")), ("100", pr("@here/o.jsonl")),
-                        ("1000", tok("@here/o")), ("2000", dc("@here/o")), ("2000", ev("@here/o")),
+                        ("1000", tok("@here/o")), ("2000", dc("@here/o")), ("50", ev("@here/o")),
                         ("100", emb("@here/o.jsonl")), ("2000", ex("@here/o")), ("1000", gl("@here/o"))):  # fmt: skip
         add("14 file-size limit", ["@fsize", limit, *argv], "refuse", "File too large")
 
@@ -143,14 +143,15 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
     for argv in (pre(p["data_a"], out(), "--init-from", ""), ["pretrain", "--data", "", "--output", out()],
                  ft(out(), "--tokenizer", ""), ["finetune", "--task", "classification", "--model", "",
                  "--data", str(p["task"]), "--output", out()], pr(""), ["predict", "--model", "", "--input",
-                 str(p["rows.jsonl"]), "--output", out()], pr(out(), inp=Path("")), dc(""), tok(""), ev(""),
+                 str(p["rows.jsonl"]), "--output", out()], ["predict", "--model", str(best), "--input", "", "--output",
+                 out()], dc(""), tok(""), ev(""),
                  ex(""), gl(""), emb(""), ["params", "--preset", ""], ft(out(), "--config", ""),
                  ["bench", "--only", "gemm", "--data", "", "--json", out()], ["convert", "--from-tf", "", "--output", out()]):  # fmt: skip
         add("15 empty values", argv, "refuse", "empty value")
 
     # 16. --config files: every key checked like the option it stands for, the file named
     cfg = s["cfg"]
-    for name, mention in (("string_for_int.json", "max_steps"), ("bool_for_int.json", "batch_size"),
+    for name, mention in (("string_for_int.json", "warmup_steps"), ("bool_for_int.json", "seed"),
                           ("unknown_key.json", "max_stepz"), ("list.json", "list.json"), ("nan.json", "learning_rate"),
                           ("huge_int.json", "huge_int.json"), ("not_utf8.json", "not_utf8.json"),
                           ("empty.json", "empty.json")):  # fmt: skip

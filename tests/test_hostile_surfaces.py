@@ -141,3 +141,24 @@ def test_the_harness_families_load(monkeypatch):
     assert "shared surfaces" in [f.FAMILY for f in families]
     for family in families:
         assert callable(family.build) and callable(family.cases)
+
+
+# --------------------------------------------------------------------------- linked outputs
+def test_writes_through_links_keep_the_links_and_reach_their_targets(tmp_path):
+    from albert_lm.files import atomic_folder, atomic_write
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "out").symlink_to(real)  # an output folder that is a link
+    atomic_write(tmp_path / "out" / "predictions" / "dev.jsonl", "rows\n")  # a new folder inside it
+    assert (real / "predictions" / "dev.jsonl").read_text() == "rows\n"
+    (real / "best").mkdir()
+    (tmp_path / "best").symlink_to(real / "best")
+    with atomic_folder(tmp_path / "best") as tmp:  # a linked folder swapped at its target
+        (tmp / "config.json").write_text("{}")
+    assert (tmp_path / "best").is_symlink() and (real / "best" / "config.json").is_file()
+    assert sorted(p.name for p in real.iterdir()) == ["best", "predictions"]
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing-folder" / "f.txt")
+    with pytest.raises(FileNotFoundError):  # a link into a folder that does not exist: as the shell's `>`
+        atomic_write(tmp_path / "dangling", "x")
+    assert not (tmp_path / "missing-folder").exists()

@@ -99,6 +99,8 @@ class AlbertTokenizer:
         tokenizer_config.json in that folder (beside the file; keyword arguments win). Without one the
         rule is the released models' (lower-cased, accents removed), and a vocabulary that rule cannot
         reach (upper-case or accented pieces) is warned about."""
+        if not str(path).strip():  # Path("") is the current folder: never what an empty value meant
+            raise ValueError("tokenizer path: empty; expected a spiece.model file or a folder holding one")
         path = Path(path)
         if path.is_dir():
             model_file = path / MODEL_FILE
