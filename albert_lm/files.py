@@ -186,8 +186,12 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno is not None and (not e.filename or e.filename == tmp):
+            raise OSError(
+                e.errno, e.strerror, str(given)
+            ) from e  # a full disk or a size limit: name the file
         raise
     if durable:
         fsync_dir(target.parent)
@@ -258,8 +262,10 @@ def atomic_folder(final: str | os.PathLike, *, tmp: str | os.PathLike | None = N
     work.mkdir(parents=True)
     try:
         yield work
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(work, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno is not None:  # named as the user will look for it
+            raise OSError(e.errno, e.strerror, _as_final(e.filename, work, Path(given))) from e
         raise
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
@@ -267,6 +273,15 @@ def atomic_folder(final: str | os.PathLike, *, tmp: str | os.PathLike | None = N
     os.replace(work, final)
     shutil.rmtree(old, ignore_errors=True)
     fsync_dir(final.parent)
+
+
+def _as_final(filename: Any, work: Path, final: Path) -> str:
+    """A path inside the temporary folder `work` as it will be named once swapped in as `final` (the
+    folder itself where the error names no file: a full disk, a size limit)."""
+    if not filename:
+        return str(final)
+    name = Path(os.fsdecode(filename))
+    return str(final / name.relative_to(work)) if name.is_relative_to(work) else str(name)
 
 
 # --------------------------------------------------------------------------- reading

@@ -49,11 +49,14 @@ An encoder's export gives `last_hidden_state` (texts, tokens, hidden) instead of
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
+import os
 import shutil
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +66,7 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.deploy.predict import model_task
+from albert_lm.deploy.predict import NotFineTuned, model_task
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
 from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
@@ -120,7 +123,7 @@ def _model(model_dir: Path) -> tuple[nn.Module, list[str], bool]:
     """(model in eval mode, its output names, whether inputs carry a choices axis)."""
     try:
         task, _ = model_task(model_dir)
-    except ValueError:  # not fine-tuned: the encoder
+    except NotFineTuned:  # the encoder; a fine-tuned folder with a damaged settings file is refused
         return AlbertModel.from_pretrained(model_dir).eval(), ["last_hidden_state"], False
     model = load_for_task(task, model_dir, None).eval()
     if task.head == "question_answering":
@@ -175,7 +178,8 @@ def _export_locked(
     samples = [_sample(shape, config.vocab_size, seed) for seed, shape in enumerate(shapes, start=1)]
     with torch.no_grad():
         references = [[t.numpy() for t in graph(*(x[k] for k in INPUTS))] for x in samples]
-    with atomic_folder(out) as tmp:
+    need = sum(p.numel() * p.element_size() for p in model.parameters())  # bytes of the graph's weights
+    with atomic_folder(out) as tmp, _write_errors_named(out, tmp, need):
         _capture(graph, config, choices, tmp / "model.onnx", opset)
         written = _written_opset(tmp / "model.onnx")
         if written != opset:  # the exporter falls back to its own opset when it cannot convert
@@ -199,6 +203,52 @@ def _export_locked(
         }, indent=1) + "\n")  # fmt: skip
     logger.info("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
     return ExportResult(out, names, diff, cosine)
+
+
+@contextlib.contextmanager
+def _write_errors_named(out: Path, tmp: Path, need: int) -> Iterator[None]:
+    """A write into the export's temporary folder `tmp` that fails is an OSError naming the file (under
+    its final name in `out`) and the cause. ONNX's writer (numpy's `tofile`) says only "problem writing
+    element N to file", with neither the errno nor the file, and removes what it wrote; the cause is then
+    read from the machine: the graph's `need` bytes over this process's file-size limit (`ulimit -f`),
+    or over the free space."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno and e.filename:
+            raise
+        written = [p for p in tmp.rglob("*") if p.is_file()]
+        last = max(written, key=lambda p: p.stat().st_mtime_ns, default=None)  # the file being written
+        where = out / (last.relative_to(tmp) if last is not None else "model.onnx")
+        code, reason = _write_failure(tmp, max(need, last.stat().st_size if last else 0), e)
+        raise OSError(code, f"writing the export failed: {reason}", str(where)) from e
+
+
+def _write_failure(folder: Path, size: int, e: OSError) -> tuple[int, str]:
+    """(errno, reason) of a failed write of about `size` bytes into `folder`: the error's own errno where
+    it has one, else the file-size limit or the free space that `size` does not fit in."""
+    limit = _file_size_limit()
+    if e.errno:
+        code = e.errno
+    elif limit is not None and size >= limit:
+        code = errno.EFBIG
+    elif shutil.disk_usage(folder).free < size:
+        code = errno.ENOSPC
+    else:
+        return errno.EIO, str(e)
+    if code == errno.EFBIG and limit is not None:
+        return code, f"{os.strerror(code)} (ulimit -f lets this process write at most {limit} bytes a file)"
+    return code, os.strerror(code)
+
+
+def _file_size_limit() -> int | None:
+    """The largest file this process may write, in bytes (`ulimit -f`); None without a limit."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _check_numbers(opset: int, tolerance: float) -> None:

@@ -83,7 +83,7 @@ class Fields:
         if isinstance(value, str):
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, nested too deeply, a number too long
                 raise InputError(self.name, f"column {column!r}: expected a JSON list", line=line) from None
         if (
             not isinstance(value, list)

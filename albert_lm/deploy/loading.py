@@ -15,12 +15,12 @@ from typing import Any
 import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights
+from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
 from albert_lm.tasks.batches import collate, length_bucketed_batches
 from albert_lm.training.evaluation import autocast_for, check_tokenizer_fits, pick_device, resolved_precision
+from albert_lm.training.finetune_config import read_saved_settings
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +54,7 @@ def load_setup(model: str | Path, device: str, precision: str, max_seq_length: i
     folder = model_folder(model)
     config = AlbertConfig.from_pretrained(folder)
     tokenizer = AlbertTokenizer.from_pretrained(folder)
-    saved_file = folder / "finetune_config.json"
-    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
+    saved = read_saved_settings(folder)
     check_tokenizer_fits(tokenizer, folder, config, saved.get("tokenizer_fingerprint"))
     if max_seq_length is not None and max_seq_length < 8:
         raise ValueError(f"--max-seq-length {max_seq_length}: expected at least 8")
@@ -73,19 +72,14 @@ def load_setup(model: str | Path, device: str, precision: str, max_seq_length: i
 
 def weight_names(folder: Path) -> set[str] | None:
     """The tensor names of the folder's weights, read from the safetensors headers only (None for a
-    pickled checkpoint, whose names cost a full load): which heads a folder holds, before loading it."""
-    from safetensors import safe_open
-
+    pickled checkpoint, whose names cost a full load): which heads a folder holds, before loading it.
+    An unreadable weights file is a ValueError naming it."""
     file = find_weights(folder)
-    try:
-        if file.name == SAFETENSORS_INDEX:
-            return set(read_json_object(file, "weights index").get("weight_map", {}))
-        if file.suffix != ".safetensors":
-            return None
-        with safe_open(str(file), framework="numpy") as f:
-            return set(f.keys())
-    except (OSError, ValueError, RuntimeError):  # unreadable: the load that follows names the problem
+    if file.name == SAFETENSORS_INDEX:
+        return set(read_weight_map(file))
+    if file.suffix != ".safetensors":
         return None
+    return safetensors_names(file)
 
 
 @torch.no_grad()

@@ -26,7 +26,9 @@ that `albert_lm.Predictor` shares: the model loaded once, rows in, output dicts 
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +66,7 @@ from albert_lm.training.evaluation import (
     resolved_precision,
     run_model,
 )
+from albert_lm.training.finetune_config import read_saved_settings
 
 logger = logging.getLogger(__name__)
 
@@ -107,18 +110,22 @@ class Columns:
 
 
 # --------------------------------------------------------------------------- the model's task
+class NotFineTuned(ValueError):
+    """A model folder that names no task: no finetune_config.json, no head in config.json's architectures
+    (a pretrained encoder). Other errors of reading the folder are ValueErrors of their own."""
+
+
 def model_task(model_dir: Path) -> tuple[Task, dict[str, Any]]:
     """The task the model was fine-tuned on (finetune_config.json), or the one its head implies; with
     the label names from config.json. Returns (task, the saved fine-tuning settings or {})."""
     config = AlbertConfig.from_pretrained(model_dir)
-    saved_file = model_dir / "finetune_config.json"
-    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
+    saved = read_saved_settings(model_dir)
     name = saved.get("task")
     if name is None:
         arch = (config.extra.get("architectures") or [None])[0]
         name = _ARCHITECTURE_TASKS.get(str(arch))
         if name is None:
-            raise ValueError(
+            raise NotFineTuned(
                 f"{model_dir}: not a fine-tuned model (no finetune_config.json, and config.json's "
                 f"architectures {arch!r} is not one of {', '.join(_ARCHITECTURE_TASKS)})"
             )
@@ -183,10 +190,8 @@ def load_task_model(
     if int8 and where.type != "cpu":
         raise ValueError("predict: --int8 runs on the CPU; add --device cpu")
     task, saved = model_task(model_dir)
-    results = model_dir / "eval_results.json"
-    if saved.get("null_score_diff_threshold") is None and results.is_file():  # SQuAD 2.0: chosen on dev
-        chosen = read_json_object(results, "evaluation results").get("null_score_diff_threshold")
-        saved = {**saved, "null_score_diff_threshold": chosen}
+    if saved.get("null_score_diff_threshold") is None:  # SQuAD 2.0: chosen on dev
+        saved = {**saved, "null_score_diff_threshold": _chosen_threshold(model_dir / "eval_results.json")}
     config = AlbertConfig.from_pretrained(model_dir)
     max_len = min(max_seq_length or saved.get("max_seq_length") or 512, config.max_position_embeddings)
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
@@ -199,6 +204,20 @@ def load_task_model(
     labels = output_labels(task, config)
     precise = resolved_precision(precision, where)
     return TaskModel(model_dir, task, saved, labels, net, tokenizer, where, precise, max_len, batch_size)
+
+
+def _chosen_threshold(results: Path) -> float | None:
+    """The SQuAD 2.0 null-score threshold that fine-tuning chose on dev (eval_results.json), if any."""
+    if not results.is_file():
+        return None
+    chosen = read_json_object(results, "evaluation results").get("null_score_diff_threshold")
+    if chosen is not None and (
+        isinstance(chosen, bool) or not isinstance(chosen, int | float) or not math.isfinite(chosen)
+    ):
+        raise InputError(
+            results, f"null_score_diff_threshold: expected a finite number, got {json.dumps(chosen)}"
+        )
+    return chosen
 
 
 def _model_dir(model: str | Path) -> Path:
@@ -359,6 +378,7 @@ def predict(cfg: PredictConfig) -> PredictSummary:
 __all__ = [
     "OUTPUT_FIELDS",
     "Columns",
+    "NotFineTuned",
     "PredictConfig",
     "PredictSummary",
     "TaskModel",

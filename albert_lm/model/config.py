@@ -99,8 +99,19 @@ class AlbertConfig:
             self.num_hidden_groups <= self.num_hidden_layers,
             f"num_hidden_groups {self.num_hidden_groups} > num_hidden_layers {self.num_hidden_layers}",
         )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+            need(
+                0 <= getattr(self, name) <= 1,
+                f"{name} must be a probability in [0, 1], got {getattr(self, name)}",
+            )
+        need(self.layer_norm_eps > 0, f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
+        need(self.initializer_range >= 0, f"initializer_range must be >= 0, got {self.initializer_range}")
+        need(
+            0 <= self.pad_token_id < self.vocab_size,
+            f"pad_token_id {self.pad_token_id} is not a token id of the vocabulary (0 to {self.vocab_size - 1})",
+        )
         if self.id2label is not None:
-            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            self.id2label = _label_names(self.id2label)
             self.num_labels = len(self.id2label)
 
     # ----------------------------------------------------------------- derived
@@ -186,6 +197,25 @@ class AlbertConfig:
             return cls.from_dict(d)
         except (TypeError, ValueError) as e:
             raise ValueError(f"{file}: {e}") from e
+
+
+def _label_names(id2label: dict[Any, Any]) -> dict[int, str]:
+    """`id2label` with integer ids (JSON writes them as strings) and text names; anything else, such as
+    a key that is no number or a name that is a list, is refused naming the field."""
+    out: dict[int, str] = {}
+    for key, name in id2label.items():
+        try:
+            label_id = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"AlbertConfig: id2label: key {key!r} is not a label id (an integer)") from None
+        if isinstance(name, bool) or not isinstance(name, str | int | float):
+            raise ValueError(
+                f"AlbertConfig: id2label: the name of label {label_id} is {name!r}, expected text"
+            )
+        out[label_id] = str(name)
+    if sorted(out) != list(range(len(out))):
+        raise ValueError(f"AlbertConfig: id2label: label ids {sorted(out)}, expected 0 to {len(out) - 1}")
+    return out
 
 
 def _known_overrides(overrides: dict[str, Any]) -> dict[str, Any]:

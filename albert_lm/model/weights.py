@@ -8,10 +8,12 @@ whose unpickling would run code fails here instead of running. Every failure nam
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import pickle
+import re
 import secrets
 import struct
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from safetensors import SafetensorError
 
-from albert_lm.files import file_mode, output_target
+from albert_lm.files import InputError, file_mode, output_target, read_json_object
 
 if TYPE_CHECKING:
     import torch
@@ -40,13 +42,51 @@ def find_weights(folder: Path) -> Path:
     raise FileNotFoundError(f"{folder}: no weights found (looked for {', '.join(CANDIDATES)})")
 
 
+# What the safetensors library raises on a file it cannot read: its own error (a damaged or cut header,
+# shapes whose size overflows, offsets past the end), or the system's.
+_SAFETENSORS_ERRORS = (SafetensorError, OSError, ValueError, RuntimeError)
+
+
+def _unreadable(file: Path, e: BaseException) -> ValueError:
+    detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return ValueError(f"{file}: not a readable safetensors file (truncated or corrupt?): {detail}")
+
+
 def _read_safetensors(file: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file  # torch loads only where tensors are made (convert needs none)
 
     try:
         return load_file(str(file), device="cpu")
-    except (SafetensorError, OSError, ValueError) as e:
-        raise ValueError(f"{file}: not a readable safetensors file (truncated or corrupt?): {e}") from e
+    except _SAFETENSORS_ERRORS as e:
+        raise _unreadable(file, e) from e
+
+
+def safetensors_names(file: Path) -> set[str]:
+    """The tensor names of a safetensors file, from its header alone; a file the library cannot read is
+    a ValueError naming it."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(file), framework="numpy") as f:
+            return set(f.keys())
+    except _SAFETENSORS_ERRORS as e:
+        raise _unreadable(file, e) from e
+
+
+def read_weight_map(index: Path) -> dict[str, str]:
+    """The tensor -> shard map of a sharded checkpoint's model.safetensors.index.json, checked: an object
+    of names to file names beside the index, each of which exists."""
+    weight_map = read_json_object(index, "weights index").get("weight_map")
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in weight_map.items()
+    ):
+        raise InputError(index, "weight_map: expected an object of tensor name -> shard file name")
+    for shard in sorted(set(weight_map.values())):
+        if Path(shard).name != shard or shard in (".", ".."):
+            raise InputError(index, f"weight_map: shard {shard!r} is not a file name in the index's folder")
+        if not (index.parent / shard).is_file():
+            raise FileNotFoundError(f"{index}: lists the shard {shard}, which is not in {index.parent}")
+    return weight_map
 
 
 def _read_bin(file: Path) -> dict[str, torch.Tensor]:
@@ -70,12 +110,8 @@ def read_weights(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Pa
     """All tensors of a checkpoint folder (shards merged) and the file they came from."""
     file = find_weights(Path(folder))
     if file.name == SAFETENSORS_INDEX:
-        try:
-            weight_map = json.loads(file.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{file}: expected JSON with a 'weight_map' object: {e}") from e
         state: dict[str, torch.Tensor] = {}
-        for shard in sorted(set(weight_map.values())):
+        for shard in sorted(set(read_weight_map(file).values())):
             state.update(_read_safetensors(file.parent / shard))
         return state, file
     if file.suffix == ".bin":
@@ -101,9 +137,20 @@ def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str
         save_file(tensors, tmp, metadata={"format": "pt", **(metadata or {})})
         os.chmod(tmp, file_mode())  # safetensors creates it private (0600); give it what open() would
         os.replace(tmp, file)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, SafetensorError | OSError):
+            raise _write_failed(file, e) from e
         raise
+
+
+def _write_failed(file: Path, e: BaseException) -> OSError:
+    """A failed write of `file` as an OSError naming it and the system's reason (a file-size limit, a full
+    disk): the safetensors library reports these as its own error, with the errno only in its text."""
+    found = re.search(r"os error (\d+)", str(e))
+    code = getattr(e, "errno", None) or (int(found.group(1)) if found else None)
+    reason = os.strerror(code) if code else (str(e).splitlines() or [type(e).__name__])[0]
+    return OSError(code or errno.EIO, f"writing the weights failed: {reason}", str(file))
 
 
 def _write_rows(f: Any, array: np.ndarray, chunk_bytes: int = 1 << 24) -> None:
@@ -154,6 +201,8 @@ def stream_safetensors(
                 del array
         os.chmod(tmp, file_mode())
         os.replace(tmp, file)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise _write_failed(file, e) from e
         raise

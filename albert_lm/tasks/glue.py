@@ -137,6 +137,9 @@ def read_glue_tsv(path: Path, spec: GlueSpec, require_label: bool = True) -> lis
         if max(wanted) >= len(fields):
             missing = [c for c in [*need, spec.label] if c in col and col[c] >= len(fields)]
             raise InputError(path, f"{len(fields)} fields, no value for column {missing[0]!r}", line=n)
+        blank = next((c for c in need if not fields[col[c]].strip()), None)
+        if blank is not None:  # an example without its text: the model would learn from [CLS] [SEP] alone
+            raise InputError(path, f"empty value in column {blank!r}: every example needs its text", line=n)
         label: str | float | None = None
         if has_label:
             label = _check_label(fields[col[spec.label]].strip(), spec, path, n)

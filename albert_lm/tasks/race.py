@@ -47,6 +47,12 @@ def _level(name: str) -> str:
     return "middle" if "middle" in low else "high" if "high" in low else ""
 
 
+def _shown(value: object) -> str:
+    """A value as the file wrote it, shortened: null, 3, ["a"], "" ..."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _check(obj: dict, path: Path, line: int | None, fields: tuple[str, ...]) -> None:
     for f in fields:
         if f not in obj:
@@ -63,6 +69,12 @@ def _example(
     answer: object,
     require: bool,
 ) -> RaceExample:
+    if not isinstance(article, str) or not article.strip():
+        raise InputError(
+            path, f"field 'article': expected a non-empty text, got {_shown(article)}", line=line
+        )
+    if not isinstance(question, str):
+        raise InputError(path, f"field 'question': expected a text, got {_shown(question)}", line=line)
     if (
         not isinstance(options, list)
         or len(options) != len(LETTERS)
@@ -109,6 +121,9 @@ def read_race_folder(folder: Path, require_answers: bool = True) -> list[RaceExa
     for path in files:
         obj = read_json_object(path, "RACE")
         _check(obj, path, None, ("article", "questions", "options"))
+        for name in ("questions", "options", "answers"):
+            if name in obj and not isinstance(obj[name], list):
+                raise InputError(path, f"field {name!r}: expected a list, got {_shown(obj[name])}")
         answers = obj.get("answers", [None] * len(obj["questions"]))
         if not (len(obj["questions"]) == len(obj["options"]) == len(answers)):
             raise InputError(path, "'questions', 'options' and 'answers' differ in length")

@@ -96,12 +96,24 @@ def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -
             where = f"data[{i}].paragraphs[{j}]"
             if not isinstance(par, dict) or not isinstance(par.get("context"), str) or "qas" not in par:
                 raise fail(where, None, 'missing field "context" or "qas"')
+            if not isinstance(par["qas"], list):
+                raise fail(where, None, f'field "qas": expected a list of questions, got {_kind(par["qas"])}')
             for k, qa in enumerate(par["qas"]):
                 q = _Question(f"{where}.qas[{k}]", par["context"], title, version2, require_answers, fail)
                 examples.append(q.read(qa))
     if not examples:
         raise InputError(path, "no questions found")
     return examples
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message: null, a string "no", an object, ..."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return f"the string {json.dumps(value[:40])}"
+    kinds: dict[type, str] = {dict: "an object", list: "a list"}
+    return kinds.get(type(value), f"the number {value}")
 
 
 class _SquadError:
@@ -136,18 +148,26 @@ class _Question:
             raise self.fail(
                 self.where, qid if isinstance(qid, str) else None, 'missing field "id" or "question"'
             )
-        impossible = bool(qa.get("is_impossible", False))
+        impossible, listed = qa.get("is_impossible"), qa.get("answers")
+        if not isinstance(impossible, bool | None):  # "no" would otherwise read as true
+            raise self.fail(
+                self.where, qid, f'field "is_impossible": expected true or false, got {_kind(impossible)}'
+            )
         if impossible and not self.version2:
             raise self.fail(
                 self.where, qid, "unanswerable question (is_impossible) in a SQuAD 1.1 task; use squad2"
             )
-        answers = [self._answer(a, n, qid) for n, a in enumerate(qa.get("answers", []))]
+        if not isinstance(listed, list | None):
+            raise self.fail(self.where, qid, f'field "answers": expected a list, got {_kind(listed)}')
+        answers = [self._answer(a, n, qid) for n, a in enumerate(listed or [])]
         if self.require_answers and not impossible and not answers:
-            raise self.fail(self.where, qid, "answerable question without answers")
+            raise self.fail(
+                self.where, qid, 'answerable question without answers (field "answers" empty or null)'
+            )
         if impossible and answers:
             raise self.fail(self.where, qid, "is_impossible is true but answers are given")
         gold = [t for t, _ in answers if not self.version2 or metrics.normalize_answer(t)] or [""]
-        return SquadExample(qid, qa["question"], self.context, answers, impossible, self.title, gold)
+        return SquadExample(qid, qa["question"], self.context, answers, bool(impossible), self.title, gold)
 
     def _answer(self, a: Any, n: int, qid: str) -> tuple[str, int]:
         """(text, character start; -1 when absent) of answer `n`, its offset checked unless answers are optional."""

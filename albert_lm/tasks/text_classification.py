@@ -4,6 +4,9 @@ Text classification: one example per row (CSV with a header, or one JSON object 
 column (`text` by default), an optional second text (`text_pair`), and a `label`. The label set is
 the sorted set of training labels; it is stored in the model's config (`id2label`), so evaluation
 and prediction use the same ids, and a dev label never seen in training is an error naming its line.
+A row whose text is null, blank or not text (a list, an object), or a labelled row without its label, is
+an error naming the file, the line and the column: no row is skipped, and none is read as the printed
+form of a list.
 Metrics: accuracy and macro-F1.
 
 Token classification: one sentence per row with `tokens` (a list, or a space-separated string in CSV)
@@ -56,11 +59,56 @@ def _csv_rows(path: Path, suffix: str) -> Iterator[tuple[int, dict[str, Any]]]:
         yield from csv_rows(f, path, delimiter="\t" if suffix == ".tsv" else ",")
 
 
-def _field(row: dict[str, Any], name: str, path: Path, line: int) -> Any:
+def _missing(row: dict[str, Any], name: str, path: Path, line: int) -> InputError:
+    """The error of a row without a value for column `name`: absent (the row's columns listed, as a
+    misspelt column name is the usual cause), null or empty."""
+    if name not in row:
+        have = ", ".join(map(repr, row)) or "none"
+        return InputError(
+            path, f"missing value for column {name!r} (the row has no such column: {have})", line=line
+        )
+    return InputError(path, f"missing value for column {name!r} (null, empty or blank)", line=line)
+
+
+def _scalar(value: Any, name: str, path: Path, line: int, what: str) -> str:
+    """`value` as text: a string or a number (a JSON Lines value); a list, an object or true/false is
+    refused, as its printed form would silently become the text (or the label)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InputError(path, f"column {name!r}: expected {what}, got {_json_type(value)}", line=line)
+    return str(value)
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", bool: "true/false", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _text(row: dict[str, Any], name: str, path: Path, line: int) -> str:
+    """The non-blank text of column `name`; refused with the file, line and column otherwise."""
+    value = row.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise _missing(row, name, path, line)
+    return _scalar(value, name, path, line, "text")
+
+
+def _optional_text(row: dict[str, Any], name: str | None, path: Path, line: int) -> str | None:
+    """The text of an optional column (None where absent, null or empty)."""
+    if not name or row.get(name) in (None, ""):
+        return None
+    return _text(row, name, path, line)
+
+
+def _label(row: dict[str, Any], name: str, path: Path, line: int, required: bool) -> str | None:
+    """The label of column `name` as text (a string, a number or true/false); None where a test split has
+    none; refused with the file, line and column where a labelled split lacks it."""
     value = row.get(name)
     if value is None or value == "":
-        raise InputError(path, f"missing value for column {name!r}", line=line)
-    return value
+        if required:
+            raise _missing(row, name, path, line)
+        return None
+    if isinstance(value, bool):  # is_spam: true
+        return str(value)
+    return _scalar(value, name, path, line, "a label (text or a number)")
 
 
 class _OwnFilesTask(Task):
@@ -106,23 +154,16 @@ class TextClassificationTask(_OwnFilesTask):
 
     def read(self, path: Path, split: str) -> list[TextExample]:
         examples = []
+        required = not split.startswith("test")
         for line, row in read_rows(path):
-            text = str(_field(row, self.text_column, path, line))
-            pair = row.get(self.text_pair_column) if self.text_pair_column else None
-            label = row.get(self.label_column)
-            if label is None or label == "":
-                if not split.startswith("test"):
-                    raise InputError(path, f"missing value for column {self.label_column!r}", line=line)
-                label = None
-            else:
-                label = str(label)
-                if self.labels and label not in self.labels:
-                    raise InputError(
-                        path,
-                        f"label {label!r} was not seen in training ({', '.join(self.labels)})",
-                        line=line,
-                    )
-            examples.append(TextExample(text, str(pair) if pair not in (None, "") else None, label, line))
+            text = _text(row, self.text_column, path, line)
+            pair = _optional_text(row, self.text_pair_column, path, line)
+            label = _label(row, self.label_column, path, line, required)
+            if label is not None and self.labels and label not in self.labels:
+                raise InputError(
+                    path, f"label {label!r} was not seen in training ({', '.join(self.labels)})", line=line
+                )
+            examples.append(TextExample(text, pair, label, line))
         return examples
 
     def fit_labels(self, train_examples: Sequence[TextExample]) -> None:
@@ -183,14 +224,13 @@ class TokenClassificationTask(_OwnFilesTask):
     def read(self, path: Path, split: str) -> list[TokenExample]:
         examples = []
         for line, row in read_rows(path):
-            tokens = _as_list(_field(row, self.tokens_column, path, line))
-            raw_tags = row.get(self.tags_column)
-            if raw_tags in (None, ""):
+            tokens = _words(row, self.tokens_column, path, line)
+            if row.get(self.tags_column) in (None, "", []):
                 if not split.startswith("test"):
-                    raise InputError(path, f"missing value for column {self.tags_column!r}", line=line)
+                    raise _missing(row, self.tags_column, path, line)
                 tags = None
             else:
-                tags = _as_list(raw_tags)
+                tags = _words(row, self.tags_column, path, line)
                 if len(tags) != len(tokens):
                     raise InputError(path, f"{len(tokens)} tokens but {len(tags)} tags", line=line)
                 unknown = [t for t in tags if self.labels and t not in self.labels]
@@ -255,5 +295,23 @@ class TokenClassificationTask(_OwnFilesTask):
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
 
 
-def _as_list(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else str(value).split()
+def _words(row: dict[str, Any], name: str, path: Path, line: int) -> list[str]:
+    """The words of column `name`: a list of non-blank texts (JSON Lines), or a space-separated string
+    (CSV); a null, an empty list or a word that is not text is refused with the file, line and column."""
+    value = row.get(name)
+    if isinstance(value, str):
+        value = value.split()
+    if value is None or value == []:
+        raise _missing(row, name, path, line)
+    if not isinstance(value, list):
+        raise InputError(
+            path, f"column {name!r}: expected a list of words, got {_json_type(value)}", line=line
+        )
+    for i, word in enumerate(value):
+        if isinstance(word, bool) or not isinstance(word, str | int | float) or not str(word).strip():
+            raise InputError(
+                path,
+                f"column {name!r}: word {i + 1} is {json.dumps(word)}, expected a non-blank text",
+                line=line,
+            )
+    return [str(word) for word in value]

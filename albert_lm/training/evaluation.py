@@ -18,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import read_json_object, write_json
+from albert_lm.files import write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import Precision, resolve_precision
 from albert_lm.model.config import AlbertConfig
@@ -32,7 +32,7 @@ from albert_lm.model.heads import (
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.task import Feature
-from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.training.finetune_config import FinetuneConfig, read_saved_settings
 
 logger = logging.getLogger(__name__)
 
@@ -95,14 +95,13 @@ def check_tokenizer_fits(
 def model_fingerprint(model_dir: str | Path) -> str:
     """A content hash of a model folder: config.json and every weights file (shards included)."""
     from albert_lm.files import file_sha256
-    from albert_lm.model.weights import find_weights
+    from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map
 
     folder = Path(model_dir)
     weights = find_weights(folder)
     files = [folder / "config.json", weights]
-    if weights.name.endswith(".index.json"):
-        shards = read_json_object(weights, "weights index").get("weight_map", {})
-        files += [folder / name for name in sorted(set(shards.values()))]
+    if weights.name == SAFETENSORS_INDEX:
+        files += [folder / name for name in sorted(set(read_weight_map(weights).values()))]
     h = hashlib.sha256()
     for f in files:
         h.update(f"{f.name}\0{file_sha256(f)}\n".encode())
@@ -319,13 +318,12 @@ def _eval_config(
 ) -> tuple[dict[str, Any], FinetuneConfig]:  # fmt: skip
     """(the model's saved fine-tuning settings, the settings to evaluate with): the saved ones, with this
     task, folders, device and the sizes given here."""
-    saved_file = model_dir / "finetune_config.json"
-    saved = read_json_object(saved_file, "fine-tuning settings") if saved_file.is_file() else {}
+    saved = read_saved_settings(model_dir)
     if saved.get("task") not in (None, task_name):
         logger.warning("%s was fine-tuned on %s, evaluated on %s", model_dir, saved["task"], task_name)
     known = {f.name for f in dataclasses.fields(FinetuneConfig)}
     settings = {k: v for k, v in saved.items() if k in known}
-    settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or ""))
+    settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or "-"))
     settings.update(device=device, overwrite=False)
     cfg = FinetuneConfig(**settings)
     if max_seq_length is not None:

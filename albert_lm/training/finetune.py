@@ -43,7 +43,6 @@ from albert_lm.files import (
     check_output_apart,
     describe_folder,
     folder_lock,
-    read_json_object,
     write_json,
 )
 from albert_lm.hub import resolve_model
@@ -66,7 +65,7 @@ from albert_lm.training.evaluation import (
     required,
     resolved_precision,
 )
-from albert_lm.training.finetune_config import FinetuneConfig, schedule
+from albert_lm.training.finetune_config import SAVED_FILE, FinetuneConfig, read_saved_settings, schedule
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, FinetuneLog
 from albert_lm.training.optim import build_optimizer, build_scheduler, clip_by_global_norm
 from albert_lm.training.run_cards import write_finetune_card
@@ -181,10 +180,9 @@ def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
             f"--tokenizer {cfg.tokenizer or cfg.model}: {tokenizer.vocab_size} pieces, but the model's embedding "
             f"has {config.vocab_size} rows: not the vocabulary the model was trained with; use its own tokenizer"
         )
-    saved = Path(cfg.model) / "finetune_config.json"  # a fine-tuned model, fine-tuned again
-    if saved.is_file():
-        recorded = read_json_object(saved, "fine-tuning settings").get("tokenizer_fingerprint")
-        check_tokenizer_fits(tokenizer, cfg.model, config, recorded)
+    saved = read_saved_settings(cfg.model)  # a fine-tuned model, fine-tuned again: its settings, checked
+    if saved:
+        check_tokenizer_fits(tokenizer, cfg.model, config, saved.get("tokenizer_fingerprint"))
     return tokenizer
 
 
@@ -391,7 +389,7 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> No
         settings["tokenizer_fingerprint"] = run.tokenizer.fingerprint  # predict and evaluate check it
         if run.model_given not in (None, run.cfg.model):
             settings["model_given"] = run.model_given  # the hub id; "model" is its snapshot (by commit)
-        write_json(tmp / "finetune_config.json", settings)
+        write_json(tmp / SAVED_FILE, settings)
         write_json(tmp / "eval_results.json", best.record)
         write_finetune_card(tmp, run.cfg, run.task, best.record, steps=run.steps, location=run.out / "best",
                             model_given=run.model_given)  # fmt: skip

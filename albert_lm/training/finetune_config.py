@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from albert_lm.settings import Precision, check_fields, check_ranges, device_name
+from albert_lm.files import InputError, read_json_object
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name, json_repr
 
 
 @dataclass(frozen=True)
@@ -208,3 +210,37 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
     else:
         warmup = round(total * _DEFAULT_WARMUP_FRACTION)
     return total, warmup, steps_per_epoch
+
+
+SAVED_FILE = "finetune_config.json"  # a fine-tuned model's settings, written beside its weights
+# What finetune_config.json holds besides FinetuneConfig's fields; the folder fields are where the run
+# read and wrote, not settings of the model, and are not checked.
+_SAVED_EXTRAS = ("labels", "tokenizer_fingerprint", "model_given")
+_RUN_FOLDERS = ("model", "data", "output")
+
+
+def read_saved_settings(folder: str | Path) -> dict[str, Any]:
+    """The finetune_config.json of a fine-tuned model folder ({} where there is none), every value
+    checked as a FinetuneConfig field (type and range), `labels` as a list of label names and
+    `tokenizer_fingerprint` as a string: an error names the file and the field, so a value written by
+    hand never reaches the code that uses it (a string max_seq_length compared with a number, a string
+    of labels read as one label per character). Unknown keys are kept and ignored."""
+    path = Path(folder) / SAVED_FILE
+    if not path.is_file():
+        return {}
+    saved = read_json_object(path, "fine-tuning settings")
+    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    values: dict[str, Any] = {k: v for k, v in saved.items() if k in known and k not in _RUN_FOLDERS}
+    values.setdefault("task", "classification")  # absent: predict reads the task from config.json
+    values.update(dict.fromkeys(_RUN_FOLDERS, "-"))  # where the run was: not settings of the model
+    try:
+        FinetuneConfig(**values)
+    except ValueError as e:
+        raise InputError(path, str(e)) from None
+    labels = saved.get("labels") or []
+    if not isinstance(labels, list) or not all(isinstance(x, str) and x for x in labels):
+        raise InputError(path, f"labels: expected a list of label names, got {json_repr(labels)}")
+    for name in _SAVED_EXTRAS[1:]:
+        if saved.get(name) is not None and not isinstance(saved[name], str):
+            raise InputError(path, f"{name}: expected a string, got {json_repr(saved[name])}")
+    return saved

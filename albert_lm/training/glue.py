@@ -19,6 +19,7 @@ OUTPUT/glue_results.json holds every run's score and the table's numbers.
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import signal
@@ -29,9 +30,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from albert_lm.files import check_output_apart, file_sha256, folder_lock, read_json_object, write_json
+from albert_lm.files import (
+    InputError,
+    check_output_apart,
+    file_sha256,
+    folder_lock,
+    read_json_object,
+    write_json,
+)
 from albert_lm.hub import resolve_model
-from albert_lm.settings import Precision, check_fields, check_ranges, device_name, seed_list
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name, json_repr, seed_list
 from albert_lm.tasks import get_task
 from albert_lm.training.finetune_config import FinetuneConfig
 
@@ -344,8 +352,8 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
         by_rate: dict[str, list[float]] = {}
         for t, rate, seed in jobs:
             if t == task:
-                record = read_json_object(run_folder(cfg, t, rate, seed) / "eval_results.json")
-                by_rate.setdefault(f"{rate:g}", []).append(float(record[metric]))
+                score = _score(run_folder(cfg, t, rate, seed) / "eval_results.json", metric)
+                by_rate.setdefault(f"{rate:g}", []).append(score)
         best = max(by_rate, key=lambda r: statistics.fmean(by_rate[r]))
         scores = by_rate[best]
         rows[task] = {
@@ -359,6 +367,17 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
     name = "GLUE-5" if set(rows) == set(GLUE5) else f"average of {len(rows)}"
     return {"settings": asdict(cfg), "tasks": rows, "average": {"name": name, "score": average,
                                                                 "majority": baseline}}  # fmt: skip
+
+
+def _score(results: Path, metric: str) -> float:
+    """The dev score `metric` of a finished run's eval_results.json; a file edited or damaged since is
+    refused naming it and the metric."""
+    value = read_json_object(results, "evaluation results").get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(
+            results, f"{metric}: expected the run's dev score (a number), got {json_repr(value)}"
+        )
+    return float(value)
 
 
 def format_table(result: dict[str, Any]) -> str:
