@@ -162,3 +162,18 @@ def test_writes_through_links_keep_the_links_and_reach_their_targets(tmp_path):
     with pytest.raises(FileNotFoundError):  # a link into a folder that does not exist: as the shell's `>`
         atomic_write(tmp_path / "dangling", "x")
     assert not (tmp_path / "missing-folder").exists()
+
+
+# --------------------------------------------------------------------------- the Python API
+def test_the_python_api_refuses_bad_arguments_when_given(tmp_path):
+    from albert_lm import AlbertConfig, AlbertTokenizer, Predictor, quantize_int8
+
+    (tmp_path / "config.json").write_text("{}")  # a folder Predictor accepts before loading anything
+    for kwargs, words in (({"device": "tpu"}, "device 'tpu'"), ({"precision": "fp8"}, "precision 'fp8'")):
+        with pytest.raises(ValueError, match=words):
+            Predictor(tmp_path, **kwargs)  # at once, not at the first call
+    for load in (AlbertConfig.from_pretrained, AlbertTokenizer.from_pretrained):
+        with pytest.raises(ValueError, match="empty"):
+            load("")
+    with pytest.raises(TypeError, match="expected a model"):
+        quantize_int8("not a model")  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ from albert_lm.deploy.fill_mask import MaskFiller
 from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
 from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, predict_examples
+from albert_lm.settings import PRECISIONS, device_name
 
 PredictInput = str | tuple[str, str] | Mapping[str, Any]
 
@@ -53,6 +54,12 @@ class Predictor:
             raise ValueError(f"batch_size {batch_size}: expected at least 1")
         if max_seq_length is not None and max_seq_length < 8:
             raise ValueError(f"max_seq_length {max_seq_length}: expected at least 8")
+        if precision not in PRECISIONS:  # checked here, not at the first call that loads the model
+            raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+        try:
+            device = device_name(device)
+        except ValueError as e:  # argparse's type error: a plain ValueError for the API
+            raise ValueError(str(e)) from None
         self.folder = model_folder(str(model))
         self.device, self.precision, self.int8 = device, precision, int8
         self.max_seq_length, self.batch_size = max_seq_length, batch_size

@@ -93,6 +93,8 @@ def quantize_int8(model: nn.Module, engine: str = "auto") -> nn.Module:
     """A copy of `model` (in eval mode) with every albert-lm `Linear` of its encoder (`model.albert`,
     or the model itself for an `AlbertModel`) replaced by `Int8Linear`; the same forward and outputs.
     `engine`: PyTorch's quantized engine, or "auto" (`fastest_engine` for the feed-forward's shape)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"quantize_int8: expected a model (torch.nn.Module), got {type(model).__name__}")
     if engine == "auto":
         config = getattr(model, "config", None)
         h = getattr(config, "hidden_size", 768)

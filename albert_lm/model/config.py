@@ -186,6 +186,8 @@ class AlbertConfig:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> AlbertConfig:
         """Read a config.json, or the config.json inside a folder."""
+        if not str(path).strip():  # Path("") is the current folder: never what an empty value meant
+            raise ValueError("config path: empty; expected a config.json file or a model folder")
         p = Path(path)
         file = p / "config.json" if p.is_dir() else p
         d = read_json_object(file, "config.json")
