@@ -8,6 +8,12 @@ pytorch_model.bin only when the repository has no safetensors weights (a pickle:
 reads it with torch.load(weights_only=True), which refuses anything but tensors). huggingface_hub itself
 honours HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE and HF_TOKEN; it is imported only when an id is resolved,
 so `import albert_lm` stays light. Every failure is one message naming the id, never the hub's traceback.
+
+The cache is read as untrusted input (it may be damaged, copied in by hand, or laid out by someone else):
+the snapshot and every file albert-lm will read must lie inside the repository's folder of the cache
+(a link leading elsewhere is refused, as is a ref or revision that climbs out with `..`); config.json
+must be a model config (an ALBERT one, except for a distillation teacher), and safetensors weights must
+be whole. Each refusal names the id and the file, before any command starts on the model.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import logging
 import os
 import re
+import zipfile
 from pathlib import Path
 
 __all__ = ["resolve_model"]
@@ -41,10 +48,12 @@ FILES = (
 PICKLE = "pytorch_model.bin"
 
 
-def resolve_model(value: str | os.PathLike, what: str = "--model") -> Path:
+def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bool | None = None) -> Path:
     """The model folder `value` names: a local path as it is; a hub id `org/name[@revision]` as its
-    snapshot in the hub cache (downloaded if missing). Anything else comes back as a path, for the
-    caller's "no such folder" error. `what` (the option) starts every message."""
+    snapshot in the hub cache (downloaded if missing), checked (the module docstring). Anything else
+    comes back as a path, for the caller's "no such folder" error. `what` (the option) starts every
+    message. `albert`: whether config.json must be an ALBERT config; by default it must, except for a
+    `--teacher` (any transformers encoder)."""
     path = Path(value)
     if path.exists():
         logger.info("%s: local folder %s", what, path)
@@ -54,7 +63,10 @@ def resolve_model(value: str | os.PathLike, what: str = "--model") -> Path:
     if not match or "--" in repo or ".." in repo or repo.endswith(".git"):
         return path
     revision = match["revision"]
+    if revision is not None and any(part in ("", ".", "..") for part in revision.split("/")):
+        raise ValueError(f"{what} {value}: {revision!r} is not a branch, tag or commit name")
     folder = _snapshot(repo, revision, f"{what} {value}")
+    _check_files(folder, repo, f"{what} {value}", albert=what != "--teacher" if albert is None else albert)
     logger.info(
         "%s: hub %s@%s (commit %s), cached at %s", what, repo, revision or "main", folder.name, folder
     )
@@ -64,15 +76,10 @@ def resolve_model(value: str | os.PathLike, what: str = "--model") -> Path:
 def _snapshot(repo: str, revision: str | None, where: str) -> Path:
     """The cached snapshot of `repo` at `revision` holding what albert-lm reads: the listed files first,
     then what they lack (the index's shards, or the pickle of a repository without safetensors)."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        folder = Path(snapshot_download(repo, revision=revision, allow_patterns=list(FILES)))
-        wanted = _weights_wanted(folder)
-        if wanted:  # by commit: the second look-up reads the same snapshot, even if the branch moved on
-            folder = Path(snapshot_download(repo, revision=folder.name, allow_patterns=wanted))
-    except Exception as e:  # the hub's and its HTTP client's errors become one message; others go on
-        raise _hub_error(e, repo, revision, where) from None
+    folder = _download(repo, revision, list(FILES), where)
+    wanted = _weights_wanted(folder)
+    if wanted:  # by commit: the second look-up reads the same snapshot, even if the branch moved on
+        folder = _download(repo, folder.name, wanted, where)
     missing = ["config.json"] if not (folder / "config.json").is_file() else _weights_wanted(folder)
     if missing == [PICKLE]:
         missing = [
@@ -84,6 +91,109 @@ def _snapshot(repo: str, revision: str | None, where: str) -> Path:
             f"not a transformers model, or not completely in the cache; {_fetch_hint(repo, revision)}"
         )
     return folder
+
+
+def _download(repo: str, revision: str | None, patterns: list[str], where: str) -> Path:
+    """snapshot_download, its errors as one message; the snapshot and the files albert-lm reads in it
+    checked to lie inside the repository's folder of the cache before any is read."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
+    except Exception as e:  # the hub's and its HTTP client's errors become one message; others go on
+        raise _hub_error(e, repo, revision, where) from None
+    root = _repo_folder(repo)
+    if not _inside(folder, root):
+        ref = _ref_file(repo, revision)
+        by = f"its {ref} or a link" if ref.is_file() else "a link"
+        raise ValueError(f"{where}: the hub cache's snapshot {folder} lies outside {root} ({by} leads "
+                         f"to {folder.resolve()}): a damaged or hostile cache; refused")  # fmt: skip
+    _check_links(folder, [*FILES, PICKLE], root, where)
+    _check_links(folder, _shards(folder), root, where)  # the index is read once it is known to be inside
+    return folder
+
+
+def _check_links(folder: Path, names: list[str], root: Path, where: str) -> None:
+    """Each of the files `names` in `folder` that exists lies inside `root`, links followed."""
+    for name in names:
+        file = folder / name
+        if file.is_symlink() and not file.exists():
+            raise FileNotFoundError(f"{where}: {file} in the hub cache is a link to {os.readlink(file)}, "
+                                    "which does not exist (a damaged cache)")  # fmt: skip
+        if file.exists() and not _inside(file, root):
+            raise ValueError(f"{where}: {file} in the hub cache leads outside {root} (to {file.resolve()}): "
+                             "a damaged or hostile cache; refused")  # fmt: skip
+
+
+def _repo_folder(repo: str) -> Path:
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
+
+
+def _ref_file(repo: str, revision: str | None) -> Path:
+    return _repo_folder(repo) / "refs" / (revision or "main")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether `path`, every link followed, lies inside `root` (followed too)."""
+    return path.resolve().is_relative_to(root.resolve())
+
+
+def _shards(folder: Path) -> list[str]:
+    """The files model.safetensors.index.json names (none where it is missing or unreadable)."""
+    try:
+        return sorted(
+            set(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values())
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
+def _check_files(folder: Path, repo: str, where: str, albert: bool) -> None:
+    """config.json a model config (an ALBERT one where `albert`) and the weights albert-lm will read
+    whole, each refusal naming the id (`where`) and the file."""
+    from safetensors import safe_open
+
+    from albert_lm.files import read_json_object
+    from albert_lm.model.config import AlbertConfig
+
+    at = f"{where}: the hub snapshot {repo}@{folder.name}"
+    index = folder / "model.safetensors.index.json"
+    try:
+        if albert:
+            AlbertConfig.from_pretrained(folder)
+        else:
+            read_json_object(folder / "config.json", "model config")
+        if index.is_file() and not (folder / "model.safetensors").is_file():
+            weight_map = read_json_object(index, "safetensors index").get("weight_map")
+            if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+                raise ValueError(f"{index}: no 'weight_map' object of tensor names to shard files")
+    except ValueError as e:
+        raise ValueError(f"{at}: {e}") from None
+    for name in _safetensors_read(folder):
+        try:
+            with safe_open(folder / name, "numpy"):
+                pass
+        except Exception as e:  # the library's SafetensorError, and OSError
+            raise ValueError(f"{at}: {folder / name}: not a whole safetensors file (truncated or damaged?): "
+                             f"{e}") from None  # fmt: skip
+    pickle = folder / PICKLE
+    if not _safetensors_read(folder) and pickle.is_file():
+        with open(pickle, "rb") as f:
+            zipped = f.read(2) == b"PK"
+        if zipped and not zipfile.is_zipfile(pickle):  # torch.save's zip archive, its directory gone
+            raise ValueError(f"{at}: {pickle}: truncated (its zip directory is missing)")
+
+
+def _safetensors_read(folder: Path) -> list[str]:
+    """The safetensors files albert_lm.model.weights reads from `folder`, in its order of preference."""
+    if (folder / "model.safetensors").is_file():
+        return ["model.safetensors"]
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        return _shards(folder)
+    return ["albert_lm.safetensors"] if (folder / "albert_lm.safetensors").is_file() else []
 
 
 def _weights_wanted(folder: Path) -> list[str]:
@@ -101,6 +211,20 @@ def _weights_wanted(folder: Path) -> list[str]:
     if (folder / "albert_lm.safetensors").is_file() or (folder / PICKLE).is_file():
         return []
     return [PICKLE]
+
+
+def _dangling_ref(repo: str, revision: str | None) -> str:
+    """What is wrong where the cache's ref file for `revision` names a commit it has no snapshot of;
+    "" where it does not (no such ref, or the commit is there)."""
+    ref = _ref_file(repo, revision)
+    try:
+        commit = ref.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    if (_repo_folder(repo) / "snapshots" / commit).is_dir():
+        return ""
+    return (f"the hub cache's {ref} points at commit {commit[:80]!r}, which has no snapshot folder there "
+            "(a damaged cache)")  # fmt: skip
 
 
 def _fetch_hint(repo: str, revision: str | None) -> str:
@@ -125,6 +249,9 @@ def _hub_error(e: Exception, repo: str, revision: str | None, where: str) -> Exc
         offline = constants.HF_HUB_OFFLINE
         why = "HF_HUB_OFFLINE is set" if offline else f"the hub could not be reached ({detail})"
         rev = f"@{revision}" if revision else ""
+        dangling = _dangling_ref(repo, revision)
+        if dangling:
+            return FileNotFoundError(f"{where}: {dangling} while {why}; {_fetch_hint(repo, revision)}")
         return FileNotFoundError(
             f"{where}: no such local folder, and the hub model {repo}{rev} is not (completely) in the hub cache "
             f"({constants.HF_HUB_CACHE}) while {why}; {_fetch_hint(repo, revision)}"

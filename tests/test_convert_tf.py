@@ -8,11 +8,14 @@ shapes, sizes and damaged files come from tests/tf_bundle_writer.py, checked onc
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -309,3 +312,198 @@ def test_no_tensorflow_in_the_package():
     package = Path(__file__).resolve().parents[1] / "albert_lm"
     imports = [p for p in package.rglob("*.py") if "import tensorflow" in p.read_text()]
     assert not imports
+
+
+# --------------------------------------------------------------------------- hostile input
+def _refused(capsys, src: Path, out: Path, *words: str) -> str:
+    """Converting `src` fails with one line holding every one of `words`, and leaves no output."""
+    assert _convert(src, out) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert all(w in err for w in words), err
+    assert not out.exists() and not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]
+    return err
+
+
+def _poisoned(name: str, value: float) -> dict[str, np.ndarray]:
+    tensors = _google_tensors(CONFIG)
+    tensors[name].reshape(-1)[tensors[name].size // 2] = value
+    return tensors
+
+
+EMBEDDINGS = "bert/embeddings/word_embeddings"
+DATA_FILE = "model.ckpt-best.data-00000-of-00001"
+FFN = "bert/encoder/transformer/group_1/inner_group_0/ffn_1/intermediate/dense/kernel"
+GAMMA = "bert/embeddings/LayerNorm/gamma"
+NOT_WEIGHTS = {
+    "NaN": (lambda: _poisoned(EMBEDDINGS, np.nan), EMBEDDINGS, DATA_FILE, "holds NaN"),
+    "infinity": (lambda: _poisoned(FFN, -np.inf), FFN, DATA_FILE, "holds an infinity"),
+    "int32": (lambda: {**_google_tensors(CONFIG), EMBEDDINGS: np.ones((200, 8), np.int32)}, EMBEDDINGS,
+              "model.ckpt-best.index", "is int32"),
+    "bool": (lambda: {**_google_tensors(CONFIG), GAMMA: np.ones(8, bool)}, GAMMA, "model.ckpt-best.index", "is bool"),
+    "uint8": (lambda: {**_google_tensors(CONFIG), GAMMA: np.ones(8, np.uint8)}, GAMMA, "model.ckpt-best.index",
+              "is uint8"),
+    "step counter of three": (lambda: {**_google_tensors(CONFIG), "global_step": np.arange(3)}, "global_step",
+                              "model.ckpt-best.index", "one integer"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(NOT_WEIGHTS))
+def test_weights_that_are_not_weights_are_refused_naming_the_tensor(
+    case, tmp_path, capsys, tiny_corpus_and_tokenizer
+):
+    make, tensor, file, says = NOT_WEIGHTS[case]
+    src = tmp_path / "src"
+    write_bundle(src / "model.ckpt-best", make())
+    (src / "albert_config.json").write_text(json.dumps(CONFIG))
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", src / "30k-clean.model")
+    _refused(capsys, src, tmp_path / "out", str(src / file), repr(tensor), says)
+
+
+def test_float16_bfloat16_and_float64_widen_or_narrow_exactly_and_non_finite_ones_are_refused(
+    release, tmp_path, capsys
+):
+    tensors = _google_tensors(CONFIG)
+    weights = [n for n, a in tensors.items() if a.dtype == np.float32]
+    half = {n: a.astype(np.float16) if n in weights else a for n, a in tensors.items()}
+    double = {n: a.astype(np.float64) if n in weights else a for n, a in tensors.items()}
+    sources = {  # kind: (tensors, writer options, what the embeddings become, a value float32 cannot be)
+        "float16": (half, {}, half[EMBEDDINGS].astype(np.float32), np.inf),
+        "bfloat16": (tensors, {"bfloat16": weights}, tensors[EMBEDDINGS].view(np.uint32) & 0xFFFF0000, np.nan),
+        "float64": (double, {}, tensors[EMBEDDINGS], 1e300),
+    }  # fmt: skip
+    for kind, (written, options, expected, bad) in sources.items():
+        src = tmp_path / kind
+        shutil.copytree(release, src, ignore=shutil.ignore_patterns("model.ckpt-best*"))
+        write_bundle(src / "model.ckpt-best", written, **options)
+        assert _convert(src, tmp_path / f"out-{kind}") == 0, kind
+        got = load_file(tmp_path / f"out-{kind}" / "model.safetensors")[
+            "albert.embeddings.word_embeddings.weight"
+        ]
+        np.testing.assert_array_equal(got, expected.view(np.float32))
+        written[FFN] = written[FFN].copy()
+        written[FFN].reshape(-1)[7] = bad
+        write_bundle(src / "model.ckpt-best", written, **options)
+        _refused(capsys, src, tmp_path / "out", str(src / DATA_FILE), repr(FFN), "value #")
+
+
+def _tarball(path: Path, folder: Path, *extra: tarfile.TarInfo) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(folder, arcname="albert_tiny")
+        for info in extra:
+            tar.addfile(info, io.BytesIO(b"x" * info.size) if info.isfile() else None)
+    return path
+
+
+def test_messages_name_the_archive_and_its_member_not_the_unpacked_copy(release, tmp_path, capsys):
+    data, config = "albert_tiny/model.ckpt-best.data-00000-of-00001", "albert_tiny/albert_config.json"
+    write_bundle(release / "model.ckpt-best", _poisoned(EMBEDDINGS, np.nan))
+    tarball = _tarball(tmp_path / "nan.tar.gz", release)
+    err = _refused(capsys, tarball, tmp_path / "out", f"{tarball}:{data}: tensor {EMBEDDINGS!r} holds NaN")
+    assert ".out.src-" not in err
+    (release / "albert_config.json").write_text(json.dumps({**CONFIG, "adapters": 1}))
+    tarball = _tarball(tmp_path / "config.tar.gz", release)
+    _refused(capsys, tarball, tmp_path / "out", f"{tarball}:{config}: unknown field(s) adapters")
+    (release / "30k-clean.model").unlink()
+    tarball = _tarball(tmp_path / "no-tokenizer.tar.gz", release)
+    err = _refused(capsys, tarball, tmp_path / "out", f"{tarball}:albert_tiny", "--tokenizer")
+    assert ".out.src-" not in err
+
+
+def _member(name: str, kind: bytes, link: str = "", size: int = 0) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.size = kind, link, size
+    return info
+
+
+def test_hostile_archive_members_are_refused_and_nothing_is_written_outside(release, tmp_path, capsys):
+    escaped = tmp_path / "escaped"
+    members = {
+        "climbs out": (_member("albert_tiny/../../escaped/x.txt", tarfile.REGTYPE, size=1), "climbing out"),
+        "absolute": (_member(str(escaped / "y.txt"), tarfile.REGTYPE, size=1), "absolute path"),
+        "symbolic link": (_member("albert_tiny/albert_config.json", tarfile.SYMTYPE, "/etc/passwd"), "symbolic link"),
+        "hard link": (_member("albert_tiny/passwd", tarfile.LNKTYPE, "/etc/passwd"), "hard link"),
+        "fifo": (_member("albert_tiny/pipe", tarfile.FIFOTYPE), "a pipe"),
+        "device": (_member("albert_tiny/zero", tarfile.CHRTYPE), "a device"),
+    }  # fmt: skip
+    for case, (info, says) in members.items():
+        tarball = _tarball(tmp_path / f"{case}.tar.gz", release, info)
+        _refused(capsys, tarball, tmp_path / "out", str(tarball), repr(info.name), says)
+        assert not escaped.exists(), case
+
+
+def _gzip_bomb(path: Path, members: list[tuple[str, bytes | int]]) -> Path:
+    """A .tar.gz of real members (bytes) and runs of zeros (a size): gzip members of 16 MiB of zeros,
+    compressed once and repeated, so gigabytes take a few megabytes."""
+    run = gzip.compress(b"\0" * (16 << 20))
+    with open(path, "wb") as out:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            info.size = content if isinstance(content, int) else len(content)
+            out.write(gzip.compress(info.tobuf(tarfile.GNU_FORMAT)))
+            out.write(run * (content >> 24) if isinstance(content, int) else gzip.compress(content))
+            out.write(gzip.compress(b"\0" * (-info.size % 512)))
+        out.write(gzip.compress(b"\0" * 1024))
+    return path
+
+
+def test_gzip_bombs_are_refused_before_they_are_unpacked(release, tmp_path, capsys, monkeypatch):
+    from albert_lm.model import convert_tf
+
+    files = [(f"albert_tiny/{p.name}", p.read_bytes()) for p in sorted(release.iterdir()) if p.is_file()]
+    index = [(n, b) for n, b in files if n.endswith(".index")]
+    data = [(n, b) for n, b in files if ".data-" in n]
+    rest = [(n, b) for n, b in files if (n, b) not in index + data]
+    # the data file bigger than its index says, the index first: refused by what the index needs
+    bomb = _gzip_bomb(tmp_path / "after-index.tar.gz", [*rest, *index, (data[0][0], 1 << 30)])
+    _refused(capsys, bomb, tmp_path / "out", str(bomb), "1,073,741,824 bytes", "index puts only")
+    # before its index, or a stray member: refused by the archive's size (the floor lowered, so that
+    # a regression unpacks 64 MiB here, not gigabytes)
+    monkeypatch.setattr(convert_tf, "_FLOOR", 1 << 20)
+    for name, members in (("first", [(data[0][0], 64 << 20), *rest, *index]),
+                          ("stray", [*files, ("albert_tiny/notes.bin", 64 << 20)])):  # fmt: skip
+        bomb = _gzip_bomb(tmp_path / f"{name}.tar.gz", members)
+        _refused(capsys, bomb, tmp_path / "out", str(bomb), "gzip bomb", "67,108,864 bytes")
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".tar.gz")) == ["albert_tiny"]
+
+
+def _declared(**declare) -> Callable[[Path], None]:
+    def change(folder: Path) -> None:
+        write_bundle(folder / "model.ckpt-best", _google_tensors(CONFIG), declare=declare)
+
+    return change
+
+
+HOSTILE_INDEX = {
+    "offset past the data file": (_declared(**{FFN: {"offset": 10**9}}), "data-00000", FFN),
+    "10^12 values, bytes to match": (
+        _declared(**{EMBEDDINGS: {"shape": (10**6, 10**6), "size": 4 * 10**12}}), "data-00000", EMBEDDINGS
+    ),
+    "10^12 values, a few bytes": (_declared(**{EMBEDDINGS: {"shape": (10**6, 10**6)}}), "index", "declares shape"),
+    "a shape whose product wraps int64": (
+        _declared(**{GAMMA: {"shape": (1 << 32, 1 << 32, 4), "size": 0}}), "index", "declares shape"
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_INDEX))
+def test_hostile_index_entries_are_refused_before_any_array_is_made(
+    case, release, tmp_path, capsys, monkeypatch
+):
+    damage, file, says = HOSTILE_INDEX[case]
+    damage(release)
+    with pytest.raises(CheckpointError, match=file) as caught:
+        TensorBundle(release / "model.ckpt-best")  # the index is checked whole when it is opened
+    assert says in str(caught.value)
+
+    def no_arrays(*args, **kwargs):
+        raise AssertionError("an array was made for a checkpoint that was refused")
+
+    monkeypatch.setattr(np, "empty", no_arrays)
+    _refused(capsys, release, tmp_path / "out", file, says)
+
+
+def test_absurd_config_values_are_refused_naming_the_field(release, tmp_path, capsys):
+    for field, value in (("hidden_dropout_prob", 5), ("num_hidden_layers", 10**12), ("embedding_size", None)):
+        (release / "albert_config.json").write_text(json.dumps({**CONFIG, field: value}))
+        _refused(capsys, release, tmp_path / "out", str(release / "albert_config.json"), field)

@@ -290,3 +290,92 @@ def test_the_hubs_refusals_read_as_one_line(hub, monkeypatch):
         with pytest.raises(FileNotFoundError, match=expected) as caught:
             resolve_model("org/x@nope")
         assert caught.value.__suppress_context__  # the hub's traceback stays out of the message
+
+
+# --------------------------------------------------------------------------- a damaged or hostile cache
+def _config_of_another_model(snap: Path, outside: Path) -> None:
+    config = json.loads((snap / "config.json").read_text())
+    (snap / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
+
+
+def _half(file: Path) -> None:
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+
+
+def _relink(file: Path, target: Path) -> None:
+    file.unlink()
+    file.symlink_to(target)
+
+
+def _snapshot_elsewhere(snap: Path, outside: Path) -> None:
+    shutil.rmtree(snap)
+    snap.symlink_to(outside, target_is_directory=True)
+
+
+def _ref_out_of_the_cache(snap: Path, outside: Path) -> None:
+    (snap.parents[1] / "refs" / "main").write_text(os.path.relpath(outside, snap.parent))
+
+
+def _index_not_json(snap: Path, outside: Path) -> None:
+    (snap / "model.safetensors").unlink()
+    (snap / "model.safetensors.index.json").write_text("{weight_map")
+
+
+DAMAGED_CACHE = {
+    "a config.json of another model": (_config_of_another_model, "config.json", "model_type"),
+    "a config.json that is not JSON": (lambda s, o: (s / "config.json").write_text("{nope"), "config.json", "JSON"),
+    "truncated weights": (lambda s, o: _half(s / "model.safetensors"), "model.safetensors", "truncated"),
+    "weights that are not safetensors": (
+        lambda s, o: (s / "model.safetensors").write_bytes(b"garbage!" * 64), "model.safetensors", "damaged"
+    ),
+    "a config.json linking out of the cache": (
+        lambda s, o: _relink(s / "config.json", o / "config.json"), "config.json", "leads outside"
+    ),
+    "weights linking out of the cache": (
+        lambda s, o: _relink(s / "model.safetensors", o / "model.safetensors"), "model.safetensors", "leads outside"
+    ),
+    "a link to nothing": (lambda s, o: _relink(s / "config.json", o / "gone.json"), "config.json", "does not exist"),
+    "the snapshot a link out of the cache": (_snapshot_elsewhere, "snapshots", "lies outside"),
+    "refs/main climbing out of the cache": (_ref_out_of_the_cache, "refs/main", "lies outside"),
+    "refs/main naming a commit not there": (
+        lambda s, o: (s.parents[1] / "refs" / "main").write_text("f" * 40), "refs/main", "no snapshot folder"
+    ),
+    "an index that is not JSON": (_index_not_json, "model.safetensors.index.json", "JSON"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_CACHE))
+def test_a_damaged_cache_is_one_line_naming_the_id_and_the_file(case, hub, classifier, tmp_path, capsys):
+    damage, file, says = DAMAGED_CACHE[case]
+    outside = tmp_path / "outside"  # a valid model out of the cache, where hostile links and refs lead
+    shutil.copytree(classifier, outside)
+    commit = put_in_cache(hub, "org/x", classifier)
+    damage(hub / "models--org--x" / "snapshots" / commit, outside)
+    rows = tmp_path / "in.txt"
+    rows.write_text("kala\n")
+    assert (
+        main(["predict", "--model", "org/x", "--input", str(rows), "--output", str(tmp_path / "p.jsonl")])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "--model org/x" in err and file in err and says in err, err
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_a_revision_climbing_out_of_the_cache_is_refused(hub, classifier, tmp_path):
+    put_in_cache(hub, "org/x", classifier)
+    shutil.copytree(classifier, hub / "elsewhere")
+    with pytest.raises(ValueError, match=r"'\.\./\.\./elsewhere' is not a branch, tag or commit name"):
+        resolve_model("org/x@../../elsewhere")
+
+
+def test_a_teacher_need_not_be_albert(hub, classifier, tmp_path):
+    folder = tmp_path / "bert"
+    shutil.copytree(classifier, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
+    commit = put_in_cache(hub, "org/bert", folder)
+    assert resolve_model("org/bert", "--teacher").name == commit
+    with pytest.raises(ValueError, match="model_type is 'bert'"):
+        resolve_model("org/bert")

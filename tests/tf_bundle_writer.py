@@ -10,12 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import numpy as np
 
-_DTYPE = {np.dtype("float32"): 1, np.dtype("int32"): 3, np.dtype("int64"): 9, np.dtype("float16"): 19}
+_DTYPE = {
+    np.dtype("float32"): 1,
+    np.dtype("float64"): 2,
+    np.dtype("int32"): 3,
+    np.dtype("uint8"): 4,
+    np.dtype("int8"): 6,
+    np.dtype("int64"): 9,
+    np.dtype("bool"): 10,
+    np.dtype("float16"): 19,
+}
+_BFLOAT16 = 14
 _MAGIC = 0xDB4775248B80FB57
 
 
@@ -43,7 +55,7 @@ def _field(number: int, wire: int, payload: bytes | int) -> bytes:
 
 
 def _entry(dtype: int, shape: tuple[int, ...], shard: int, offset: int, size: int, crc: int) -> bytes:
-    dims = b"".join(_field(2, 2, _field(1, 0, d)) for d in shape)
+    dims = b"".join(_field(2, 2, _field(1, 0, d % (1 << 64))) for d in shape)  # int64: -1 as 2^64 - 1
     out = _field(1, 0, dtype) + _field(2, 2, dims)
     if shard:
         out += _field(3, 0, shard)
@@ -76,11 +88,25 @@ def _put_block(out: bytearray, contents: bytes) -> bytes:
     return handle
 
 
-def write_bundle(prefix: str | Path, tensors: dict[str, np.ndarray], num_shards: int = 1) -> None:
-    """`prefix`.index and `prefix`.data-*: tensor k goes to shard k % num_shards."""
+def write_bundle(
+    prefix: str | Path,
+    tensors: dict[str, np.ndarray],
+    num_shards: int = 1,
+    *,
+    bfloat16: Collection[str] = (),
+    declare: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """`prefix`.index and `prefix`.data-*: tensor k goes to shard k % num_shards.
+
+    `bfloat16`: names of float32 tensors stored as bfloat16 (their upper 16 bits, as TensorFlow does).
+    `declare`: what the index says about a tensor where it differs from what was written, for damaged
+    checkpoints: {name: {"shape": ..., "offset": ..., "size": ..., "shard": ..., "dtype": number}};
+    the name "" declares the header's {"num_shards": ...}."""
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    entries = [(b"", _field(1, 0, num_shards) + _field(3, 2, _field(1, 0, 1)))]
+    declare = declare or {}
+    header_shards = declare.get("", {}).get("num_shards", num_shards)
+    entries = [(b"", _field(1, 0, header_shards) + _field(3, 2, _field(1, 0, 1)))]
     with contextlib.ExitStack() as stack:
         files = [
             stack.enter_context(open(f"{prefix}.data-{s:05d}-of-{num_shards:05d}", "wb"))
@@ -89,14 +115,17 @@ def write_bundle(prefix: str | Path, tensors: dict[str, np.ndarray], num_shards:
         for k, name in enumerate(sorted(tensors)):
             array = np.asarray(tensors[name]).copy(order="C")
             assert array.dtype in _DTYPE, f"{name}: {array.dtype} has no TensorFlow dtype number here"
+            dtype = _DTYPE[array.dtype]
+            if name in bfloat16:
+                array, dtype = (array.astype("<f4").view("<u4") >> 16).astype("<u2"), _BFLOAT16
             data = array.tobytes()
             shard = k % num_shards
             offset = files[shard].tell()
             files[shard].write(data)
+            said = {"dtype": dtype, "shape": array.shape, "shard": shard, "offset": offset, "size": len(data)}
+            said.update(declare.get(name, {}))
             crc = _mask(google_crc32c.value(data))
-            entries.append(
-                (name.encode(), _entry(_DTYPE[array.dtype], array.shape, shard, offset, len(data), crc))
-            )
+            entries.append((name.encode(), _entry(**said, crc=crc)))
     out = bytearray()
     # Data blocks of up to 64 entries; the index block maps each block's last key to its handle.
     index = []

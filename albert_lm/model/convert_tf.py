@@ -17,11 +17,23 @@ implement are refused by name rather than converted wrongly. Variable names foll
 Tensors stream one at a time from the checkpoint into model.safetensors (written by `weights.
 stream_safetensors`): converting albert-xxlarge (235M parameters) holds one tensor in memory at a
 time, not the model. Nothing here imports TensorFlow.
+
+What is converted is checked, not only its layout: weights must be floating point (float16 and bfloat16
+widen to float32; an int32 or bool tensor where a weight belongs is refused, never cast) and finite
+(a NaN or an infinity is refused, naming the tensor, as it streams past). A tarball is unpacked with
+bounds (`_extract`): links, devices and paths leaving the archive are refused, and so is an archive that
+would unpack to far more than a checkpoint of its size holds (a gzip bomb), at the member that crosses
+the bound, before its bytes are written. Every message names the user's input: for a tarball the
+archive and its member (`albert_base_v2.tar.gz:albert_base/model.ckpt-best.index`), never the
+temporary folder it was unpacked into.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import lzma
+import math
 import os
 import re
 import shutil
@@ -30,7 +42,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -39,7 +51,7 @@ from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock, read_json_object
 from albert_lm.model.card import write_model_card
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.tf_bundle import CheckpointError, TensorBundle
+from albert_lm.model.tf_bundle import CheckpointError, TensorBundle, read_index, shard_ends
 from albert_lm.model.weights import SAFETENSORS, stream_safetensors
 
 logger = logging.getLogger(__name__)
@@ -65,6 +77,14 @@ _OFF_FIELDS: dict[str, Any] = {
 # modeling.py's gelu is the tanh approximation: transformers' (and our) "gelu_new".
 _ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}
 _SLOT = re.compile(r"(^|/)(global_step|beta1_power|beta2_power)$|/(adam_m|adam_v|Adam|Adam_1|Momentum)$")
+# What a weight may be stored as: float16 and bfloat16 widen to float32 exactly; float64 narrows (its
+# values checked to stay finite). Anything else where a weight belongs is not ALBERT's weight.
+_WEIGHT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+# Tensors of one inner group (attention, its LayerNorm, the FFN, the second LayerNorm).
+_BLOCK_TENSORS = 16
+# google-research's models have 12 to 24 layers; a config claiming more than this is not one of them
+# (and a model of 10^12 shared layers would only hang the commands that run it).
+_MAX_LAYERS = 1024
 
 
 @dataclass(frozen=True)
@@ -108,8 +128,13 @@ def _google_config(file: Path) -> AlbertConfig:
                               "google-research's activations")  # fmt: skip
     values = {k: d.get(k, default) for k, default in _SAME_FIELDS.items()}
     for k, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise CheckpointError(file, f"{k} must be a number, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise CheckpointError(file, f"{k} must be a finite number, got {v!r}")
+        if k.endswith("_prob") and not 0 <= v < 1:
+            raise CheckpointError(file, f"{k} must be a probability in [0, 1), got {v!r}")
+    if isinstance(values["num_hidden_layers"], int) and values["num_hidden_layers"] > _MAX_LAYERS:
+        raise CheckpointError(file, f"num_hidden_layers = {values['num_hidden_layers']:,}: more than "
+                              f"{_MAX_LAYERS:,}, not a google-research ALBERT")  # fmt: skip
     try:
         return AlbertConfig(vocab_size=d["vocab_size"], hidden_act=_ACTIVATIONS[act], layer_norm_eps=1e-12,
                             **values)  # fmt: skip
@@ -190,9 +215,17 @@ class Planned:
     shape: tuple[int, ...]  # transformers' shape
 
 
-def _plan(bundle: TensorBundle, config: AlbertConfig) -> tuple[dict[str, Planned], list[str], str]:
+def _plan(
+    bundle: TensorBundle, config: AlbertConfig, config_file: Path
+) -> tuple[dict[str, Planned], list[str], str]:
     """The converted model's tensors {transformers name: Planned}; the checkpoint names skipped
-    (optimizer slots, counters); and the architecture the heads present make."""
+    (optimizer slots, counters); and the architecture the heads present make. Where the checkpoint
+    and the config (`config_file`, named in the messages) disagree, both are named."""
+    blocks = config.num_hidden_groups * config.inner_group_num
+    if blocks * _BLOCK_TENSORS > len(bundle.entries):  # before the names of that many are made
+        raise CheckpointError(bundle.index, f"{len(bundle.entries)} tensors, too few for {config_file}'s "
+                              f"num_hidden_groups={config.num_hidden_groups} x inner_group_num="
+                              f"{config.inner_group_num} ({_BLOCK_TENSORS} tensors each)")  # fmt: skip
     expected = _tensor_map(config)
     names = list(bundle.entries)
     scope = "module/" if names and all(n.startswith("module/") or _SLOT.search(n) for n in names) else ""
@@ -208,20 +241,24 @@ def _plan(bundle: TensorBundle, config: AlbertConfig) -> tuple[dict[str, Planned
         else:
             unknown.append(name)
     if unknown:
-        raise CheckpointError(bundle.index, "tensors that are neither ALBERT weights for this "
-                              f"{CONFIG_NAME} nor optimizer slots: {', '.join(unknown[:10])}"
+        raise CheckpointError(bundle.index, "tensors that are neither ALBERT weights for "
+                              f"{config_file} nor optimizer slots: {', '.join(unknown[:10])}"
                               + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""))  # fmt: skip
     missing = [n for n in expected if n not in found and not expected[n][0].startswith(tuple(_HEADS))]
     if missing:
-        raise CheckpointError(bundle.index, f"the encoder is incomplete for this {CONFIG_NAME} "
+        raise CheckpointError(bundle.index, f"the encoder is incomplete for {config_file} "
                               f"(num_hidden_groups={config.num_hidden_groups}, inner_group_num="
                               f"{config.inner_group_num}); missing: {', '.join(missing[:10])}")  # fmt: skip
     plan: dict[str, Planned] = {}
     for bare, name in found.items():
         hf, transpose, shape = expected[bare]
+        if bundle.entries[name].dtype not in _WEIGHT_DTYPES:
+            raise CheckpointError(bundle.index, f"tensor {name!r} is {bundle.entries[name].dtype}: ALBERT's "
+                                  "weights are floating point (float32, float16 or bfloat16), and casting "
+                                  "it would change what it holds")  # fmt: skip
         if bundle.entries[name].shape != shape:
             raise CheckpointError(bundle.index, f"tensor {name!r} has shape {bundle.entries[name].shape}, "
-                                  f"expected {shape} from {CONFIG_NAME}")  # fmt: skip
+                                  f"expected {shape} from {config_file}")  # fmt: skip
         plan[hf] = Planned(name, transpose, shape[::-1] if transpose else shape)
     if config.embedding_size == config.hidden_size:
         # modeling.py has no E -> H projection when E == H; transformers always has one: the identity.
@@ -248,7 +285,8 @@ def _architecture(bundle: TensorBundle, expected: dict[str, tuple[str, bool, tup
 
 
 def _tensors(bundle: TensorBundle, plan: dict[str, Planned]) -> Iterator[np.ndarray]:
-    """Each planned tensor in turn, in transformers' orientation and float32, one in memory at a time."""
+    """Each planned tensor in turn, in transformers' orientation and float32, one in memory at a time,
+    each checked to hold finite values only."""
     for name, p in plan.items():
         if not p.source:
             yield (
@@ -258,8 +296,42 @@ def _tensors(bundle: TensorBundle, plan: dict[str, Planned]) -> Iterator[np.ndar
             )
             continue
         array = bundle.read(p.source)
-        yield (array.T if p.transpose else array).astype(np.float32, copy=False)  # a view: written row by row
+        if array.dtype != np.float32:
+            with np.errstate(over="ignore"):  # a float64 beyond float32's range: refused just below
+                array = array.astype(np.float32)
+        _check_finite(array, p.source, bundle)
+        yield array.T if p.transpose else array  # a view: written row by row
         del array
+
+
+def _check_finite(array: np.ndarray, name: str, bundle: TensorBundle, chunk: int = 1 << 20) -> None:
+    """Refuse a tensor holding NaN or an infinity (a diverged run, a damaged file): a model converted
+    from it would compute NaN everywhere. Checked `chunk` values at a time, so the check holds a
+    megabyte beside the tensor, not a second copy of it."""
+    flat = array.reshape(-1)  # the array is contiguous: a view
+    for start in range(0, flat.size, chunk):
+        part = flat[start : start + chunk]
+        finite = np.isfinite(part)
+        if not finite.all():
+            at = start + int(np.argmin(finite))
+            what = "NaN" if np.isnan(flat[at]) else "an infinity"
+            if bundle.entries[name].dtype == "float64":
+                what += " as float32"
+            raise CheckpointError(bundle.data_file(name), f"tensor {name!r} holds {what} (value #{at:,} "
+                                  f"of {flat.size:,}): a diverged or damaged checkpoint; only finite "
+                                  "weights are converted")  # fmt: skip
+
+
+def _global_step(bundle: TensorBundle) -> int | None:
+    """The checkpoint's step counter (for the model card), if it has one; one integer, or refused."""
+    name = next((n for n in bundle.entries if n.rsplit("/", 1)[-1] == "global_step"), None)
+    if name is None:
+        return None
+    entry = bundle.entries[name]
+    if entry.dtype not in ("int64", "int32") or math.prod(entry.shape) != 1:
+        raise CheckpointError(bundle.index, f"tensor {name!r} is {entry.dtype} of shape {entry.shape}: a "
+                              "step counter is one integer")  # fmt: skip
+    return int(bundle.read(name).reshape(-1)[0])
 
 
 # --------------------------------------------------------------------------- the source
@@ -272,7 +344,7 @@ def _beside(folder: Path) -> list[Path]:
 def _find_prefix(folder: Path) -> Path:
     indexes = sorted(p for depth in ("*", "*/*", "*/*/*") for p in folder.glob(depth + ".index"))
     if not indexes:
-        raise CheckpointError(folder, f"no TensorFlow checkpoint (*.index) in this folder; it holds "
+        raise CheckpointError(folder, f"no TensorFlow checkpoint (*.index) in it; it holds "
                               f"{describe_folder(folder)}")  # fmt: skip
     prefixes = [p.with_suffix("") for p in indexes]
     best = [p for p in prefixes if p.name in ("model.ckpt-best", "variables")]
@@ -293,35 +365,166 @@ def _find_one(places: list[Path], names: tuple[str, ...], what: str, option: str
     raise FileNotFoundError(f"no {what} ({' or '.join(names)}) in {looked}{hint}; give one with {option}")
 
 
-def _extract(tarball: Path, into: Path) -> Path:
-    """The tarball's regular files under `into` (links, devices and paths leaving `into` skipped)."""
+# Unpacking a tarball (`_extract`). A checkpoint archive is float32 weights (and optimizer slots), which
+# gzip shrinks by a few percent; one that unpacks to many times its own size is a gzip bomb. Bounds are
+# checked at each member's header, before its bytes are unpacked: a data file may be no longer than its
+# checkpoint's index says (where the index came first), and the whole no more than _EXPANSION times the
+# archive (at least _FLOOR), nor more than the disk has free.
+_TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")
+_EXPANSION = 16
+_FLOOR = 512 << 20
+_DISK_MARGIN = 256 << 20
+_MAX_MEMBERS = 10_000  # google-research's archives hold fewer than ten
+
+
+class _Unpacking:
+    """What unpacking `archive` into `into` has written so far, and what it may still write."""
+
+    def __init__(self, archive: Path, into: Path) -> None:
+        self.archive, self.into = archive, into
+        self.limit = max(_FLOOR, _EXPANSION * archive.stat().st_size)
+        self.total = self.members = 0
+        self.needs: dict[str, int] = {}  # a data member's path -> the bytes its index puts in it
+
+    def admit(self, member: tarfile.TarInfo, path: str) -> None:
+        """Refuse `member` (unpacked as `path`) before its bytes are read if it passes a bound."""
+        self.members += 1
+        if self.members > _MAX_MEMBERS:
+            raise CheckpointError(self.archive, f"over {_MAX_MEMBERS:,} members: not a checkpoint archive")
+        need = self.needs.get(path)
+        if need is not None and member.size > need:
+            raise CheckpointError(self.archive, f"member {member.name!r} holds {member.size:,} bytes, but its "
+                                  f"checkpoint's index puts only {need:,} there: a damaged archive")  # fmt: skip
+        self.total += member.size
+        if self.total > self.limit:
+            raise CheckpointError(self.archive, f"member {member.name!r} ({member.size:,} bytes) takes what the "
+                                  f"archive unpacks to past {self.limit:,} bytes, {_EXPANSION} times its "
+                                  "size: no checkpoint compresses that well (a gzip bomb?); nothing was "
+                                  "unpacked past the bound")  # fmt: skip
+        free = shutil.disk_usage(self.into).free - _DISK_MARGIN
+        if member.size > free:
+            raise OSError(f"{self.archive}: member {member.name!r} needs {member.size:,} bytes to unpack, "
+                          f"and the disk of --output has {max(free, 0):,} free (less a margin)")  # fmt: skip
+
+    def learn(self, path: str, target: Path) -> None:
+        """Note what an index member says its data files hold (a damaged index is named later, when the
+        checkpoint is opened)."""
+        if not path.endswith(".index"):
+            return
+        try:
+            num_shards, entries = read_index(target)
+        except CheckpointError:
+            return
+        prefix = path.removesuffix(".index")
+        for shard, entry in shard_ends(entries).items():
+            self.needs[f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"] = entry.offset + entry.size
+
+
+def _member_path(archive: Path, member: tarfile.TarInfo) -> str | None:
+    """Where a plain-file member goes inside the unpacked folder (None for a folder). What a checkpoint
+    archive never holds is refused, naming the member: links, devices and pipes, and paths that are
+    absolute or climb out with `..` (nothing is ever written outside the folder)."""
+    name = member.name
+    parts = [p for p in PurePosixPath(name).parts if p not in ("", ".")]
+    if name.startswith(("/", "\\")) or ".." in parts or re.match(r"[A-Za-z]:", name):
+        raise CheckpointError(archive, f"member {name!r}: an absolute path, or one climbing out with '..'; "
+                              "a checkpoint archive holds relative paths only")  # fmt: skip
+    if member.issym() or member.islnk():
+        kind = "symbolic" if member.issym() else "hard"
+        raise CheckpointError(archive, f"member {name!r} is a {kind} link (to {member.linkname!r}); a "
+                              "checkpoint archive holds plain files only")  # fmt: skip
+    if member.isdir():
+        return None
+    if not member.isfile() or not parts:
+        kind = "a pipe (FIFO)" if member.isfifo() else "a device" if member.isdev() else "not a plain file"
+        raise CheckpointError(archive, f"member {name!r} is {kind}; a checkpoint archive holds plain "
+                              "files only")  # fmt: skip
+    return "/".join(parts)
+
+
+@contextlib.contextmanager
+def _reading(
+    archive: Path, what: str = "not a readable tar archive (truncated or damaged?)"
+) -> Iterator[None]:
+    """Errors of reading the archive (not of writing what it holds) as one line naming the archive."""
     try:
-        with tarfile.open(tarball, "r:*") as tar:
-            for member in tar:
-                parts = Path(member.name).parts
-                if not member.isfile() or member.name.startswith("/") or ".." in parts:
-                    continue
-                target = into.joinpath(*parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                source = tar.extractfile(member)
-                assert source is not None  # a regular file
-                with source, open(target, "wb") as out:
-                    shutil.copyfileobj(source, out, 1 << 20)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
-        raise CheckpointError(tarball, f"not a readable tar archive (truncated or damaged?): {e}") from e
-    return into
+        yield
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
+        detail = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(":")
+        raise CheckpointError(archive, f"{what}: {detail}") from e
+
+
+def _extract(tarball: Path, into: Path) -> Path:
+    """The tarball's plain files under `into`, within the bounds of `_Unpacking`; anything else a
+    member may be is refused (`_member_path`)."""
+    unpacking = _Unpacking(tarball, into)
+    with contextlib.ExitStack() as stack:
+        with _reading(tarball, "not a tar archive (plain, or compressed by gzip, bzip2 or xz)"):
+            tar = stack.enter_context(tarfile.open(tarball, "r:*"))
+        while True:
+            with _reading(tarball):
+                member = tar.next()
+            if member is None:
+                return into
+            path = _member_path(tarball, member)
+            if path is None:
+                continue
+            unpacking.admit(member, path)
+            _unpack(tar, member, tarball, into / path)
+            unpacking.learn(path, into / path)
+
+
+def _unpack(tar: tarfile.TarFile, member: tarfile.TarInfo, tarball: Path, target: Path) -> None:
+    """One plain-file member into `target`, a megabyte at a time; an error writing it (a full disk) is
+    the machine's, raised as it is."""
+    with contextlib.ExitStack() as stack:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            out = stack.enter_context(open(target, "wb"))
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:
+            raise CheckpointError(tarball, f"member {member.name!r}: its path clashes with another "
+                                  f"member's ({e.strerror})") from None  # fmt: skip
+        with _reading(tarball):
+            source = tar.extractfile(member)
+        assert source is not None  # a plain file
+        while True:
+            with _reading(tarball):
+                chunk = source.read(1 << 20)
+            if not chunk:
+                return
+            out.write(chunk)
+
+
+@contextlib.contextmanager
+def _named_as_given(scratch: Path, archive: Path) -> Iterator[None]:
+    """Messages about files of an unpacked archive name the archive and the member
+    (`albert.tar.gz:albert_base/model.ckpt-best.index`), not the temporary folder they were unpacked
+    into, which is gone by the time the message is read."""
+    try:
+        yield
+    except (ValueError, OSError) as e:
+        if str(scratch) not in str(e):
+            raise
+
+        def named(text: str) -> str:
+            return text.replace(f"{scratch}{os.sep}", f"{archive}:").replace(str(scratch), str(archive))
+
+        if isinstance(e, OSError) and e.filename is not None:
+            raise OSError(e.errno, e.strerror, named(str(e.filename))) from None
+        e.args = (named(str(e)),)
+        raise
 
 
 def locate(source: Path, scratch: Path, config: Path | None, tokenizer: Path | None) -> Source:
     """The checkpoint prefix, config and tokenizer of `source` (a tarball is unpacked into `scratch`)."""
     if source.with_name(source.name + ".index").is_file():
         kind, prefix = "prefix", source
-    elif source.is_file() and tarfile.is_tarfile(source) or source.name.endswith((".tar.gz", ".tgz", ".tar")):
-        if not source.is_file():
-            raise FileNotFoundError(f"{source}: no such file")
-        kind, prefix = "tarball", _find_prefix(_extract(source, scratch))
     elif source.is_dir():
         kind, prefix = "folder", _find_prefix(source)
+    elif source.is_file() and (source.name.endswith(_TAR_SUFFIXES) or tarfile.is_tarfile(source)):
+        kind, prefix = "tarball", _find_prefix(_extract(source, scratch))
+    elif not source.exists():
+        raise FileNotFoundError(f"{source}: no such file or folder")
     else:
         raise FileNotFoundError(f"{source}: not a tarball, a folder or a checkpoint prefix "
                                 "(PREFIX.index missing)")  # fmt: skip
@@ -357,10 +560,12 @@ def convert_tf(
     try:
         with (
             folder_lock(out),
-            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.src-") as scratch,
+            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.src-") as tmp,
         ):
-            found = locate(src, Path(scratch), _opt(config), _opt(tokenizer))
-            return _convert(found, out, src)
+            scratch = Path(tmp).absolute()
+            with _named_as_given(scratch, src):
+                found = locate(src, scratch, _opt(config), _opt(tokenizer))
+                return _convert(found, out, src)
     except BaseException:
         if made and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # made only to hold the lock: a failed conversion leaves nothing behind
@@ -380,15 +585,16 @@ def _convert(found: Source, out: Path, given: Path) -> ConvertResult:
         raise CheckpointError(found.tokenizer, f"{tok.vocab_size} pieces, but {found.config} says vocab_size "
                               f"{model_config.vocab_size}: not this model's tokenizer")  # fmt: skip
     bundle = TensorBundle(found.prefix)
-    plan, skipped, arch = _plan(bundle, model_config)
+    plan, skipped, arch = _plan(bundle, model_config, found.config)
     for name in skipped:  # not converted, but a damaged byte there is a damaged download: say so
         bundle.verify(name)
+    step = _global_step(bundle)
     with atomic_folder(out) as tmp:
         stream_safetensors(tmp / SAFETENSORS, {n: p.shape for n, p in plan.items()}, _tensors(bundle, plan))
         model_config.extra = {"architectures": [arch]}
         model_config.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        _write_card(tmp, out, given, found, bundle, model_config)
+        _write_card(tmp, out, given, found, step, model_config)
     if skipped:
         logger.info("skipped %d optimizer slots and counters (%s, ...)", len(skipped), skipped[0])
     params = sum(int(np.prod(p.shape)) for p in plan.values())
@@ -396,11 +602,9 @@ def _convert(found: Source, out: Path, given: Path) -> ConvertResult:
 
 
 def _write_card(
-    tmp: Path, out: Path, given: Path, found: Source, bundle: TensorBundle, config: AlbertConfig
+    tmp: Path, out: Path, given: Path, found: Source, step: int | None, config: AlbertConfig
 ) -> None:
     """The converted model's card (albert_lm.model.card), written into the folder before it is swapped in."""
-    counter = next((n for n in bundle.entries if n.rsplit("/", 1)[-1] == "global_step"), None)
-    step = int(bundle.read(counter)) if counter is not None else None
     made_by = {
         "command": "albert convert --from-tf",
         "source": f"{given.name} ({found.kind}), google-research ALBERT's TensorFlow checkpoint layout",

@@ -15,11 +15,15 @@ small and frozen since TF 1.x (tensorflow/core/util/tensor_bundle):
 
 The two protobuf messages are read with the few lines of wire-format decoding below rather than
 generated code: their field numbers are all this needs. Every problem (missing file, bad magic, a block
-or tensor whose checksum does not match, a truncated data file) is a `CheckpointError` naming the file.
+or tensor whose checksum does not match, a truncated data file, an entry whose shape, size or offset
+cannot be true) is a `CheckpointError` naming the file, and the tensor where there is one. The index is
+checked whole when the bundle is opened, so a hostile entry (a shape of 10^12 elements, bytes past the
+end of the data file) is refused before any array is allocated.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Iterator
@@ -29,10 +33,13 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
-__all__ = ["CheckpointError", "TensorBundle", "TensorEntry", "data_file"]
+__all__ = ["CheckpointError", "TensorBundle", "TensorEntry", "data_file", "read_index", "shard_ends"]
 
 _MAGIC = 0xDB4775248B80FB57
 _FOOTER = 48
+# An index holds ~100 bytes per tensor (albert-xxlarge's, slots included, is under 100 KB): a bigger file
+# is not an index, and reading it whole would only fill memory.
+MAX_INDEX_BYTES = 256 << 20
 _MASK_DELTA = 0xA282EAD8
 # TensorFlow's DataType enum -> numpy (little-endian). bfloat16 is read as its 16 bits and widened.
 _DTYPES: dict[int, tuple[str, np.dtype]] = {
@@ -133,29 +140,107 @@ class TensorEntry:
     sliced: bool  # a partitioned variable: stored in slices, which this reader does not join
 
 
+def _int(value: int | bytes) -> int:
+    if isinstance(value, bytes):
+        raise ValueError("a nested message where a number belongs")
+    return value
+
+
 def _entry(name: str, value: bytes) -> TensorEntry:
     dtype_id, shard, offset, size, crc, sliced = 0, 0, 0, 0, 0, False
     shape: list[int] = []
     for number, v in _fields(value):
         if number == 1:
-            dtype_id = int(v)
+            dtype_id = _int(v)
         elif number == 2:  # TensorShapeProto: repeated Dim dim = 2 {int64 size = 1}
             for n, dim in _fields(_nested(v)):
                 if n == 2:
-                    size_of = [int(s) for m, s in _fields(_nested(dim)) if m == 1]
+                    size_of = [_int(s) for m, s in _fields(_nested(dim)) if m == 1]
                     shape.append(size_of[0] if size_of else 0)
+                    if shape[-1] >= 1 << 63:  # an int64 below zero: TensorFlow's "unknown" size
+                        raise ValueError(f"dimension {shape[-1] - (1 << 64)} in its shape")
         elif number == 3:
-            shard = int(v)
+            shard = _int(v)
         elif number == 4:
-            offset = int(v)
+            offset = _int(v)
         elif number == 5:
-            size = int(v)
+            size = _int(v)
         elif number == 6:
-            crc = int(v)
+            crc = _int(v)
         elif number == 7:
             sliced = True
     dtype = _DTYPES[dtype_id][0] if dtype_id in _DTYPES else _DTYPE_NAMES.get(dtype_id, f"dtype #{dtype_id}")
     return TensorEntry(name, dtype, tuple(shape), shard, offset, size, crc, sliced)
+
+
+def _numpy_dtype(entry: TensorEntry) -> np.dtype | None:
+    """The numpy dtype `entry`'s bytes are read as; None for what is not an array of numbers."""
+    return next((d for n, d in _DTYPES.values() if n == entry.dtype), None)
+
+
+def _check_entry(index: Path, entry: TensorEntry, num_shards: int) -> None:
+    """An entry whose shard, shape and size agree: checked when the index is read, so that reading
+    the tensor allocates no more than the data file holds for it."""
+    if not 0 <= entry.shard < num_shards:
+        raise CheckpointError(index, f"tensor {entry.name!r} in shard {entry.shard} of {num_shards}")
+    dtype = _numpy_dtype(entry)
+    if entry.sliced or dtype is None:  # refused by name when read
+        return
+    count = math.prod(entry.shape)
+    if count * dtype.itemsize != entry.size:
+        raise CheckpointError(
+            index,
+            f"tensor {entry.name!r} declares shape {entry.shape} {entry.dtype} ({count:,} values, "
+            f"{count * dtype.itemsize:,} bytes) but {entry.size:,} bytes of data: a damaged index",
+        )
+
+
+def read_index(index: Path) -> tuple[int, dict[str, TensorEntry]]:
+    """The number of data shards and every entry (tensor name -> TensorEntry) of the index file `index`,
+    each entry checked; the data files are not looked at."""
+    if not index.is_file():
+        raise CheckpointError(index, "missing: a TensorFlow checkpoint is PREFIX.index + PREFIX.data-*")
+    if index.stat().st_size > MAX_INDEX_BYTES:
+        raise CheckpointError(index, f"{index.stat().st_size:,} bytes: too big for a checkpoint index")
+    try:
+        raw = index.read_bytes()
+    except OSError as e:
+        raise CheckpointError(index, f"cannot read: {e.strerror or e}") from e
+    try:
+        table = dict(_read_table(raw, index))
+        header = table.pop(b"", None)
+        head = dict(_fields(header or b""))
+        num_shards, big_endian = _int(head.get(1, 1)), _int(head.get(2, 0))
+    except CheckpointError:
+        raise
+    except (ValueError, struct.error, IndexError) as e:
+        raise CheckpointError(index, f"not a TensorFlow checkpoint index (damaged?): {e}") from e
+    if header is None:
+        raise CheckpointError(index, "no bundle header (is this a TF1 V1 checkpoint? only V2 is read)")
+    if big_endian:
+        raise CheckpointError(index, "written big-endian; only little-endian checkpoints are read")
+    if num_shards < 1:
+        raise CheckpointError(index, f"the header declares {num_shards} data shards")
+    entries: dict[str, TensorEntry] = {}
+    for key, value in table.items():
+        name = key.decode("utf-8", errors="replace")
+        try:
+            entries[name] = _entry(name, value)
+        except (ValueError, struct.error) as e:
+            raise CheckpointError(index, f"damaged entry for tensor {name!r}: {e}") from e
+        _check_entry(index, entries[name], num_shards)
+    return num_shards, entries
+
+
+def shard_ends(entries: dict[str, TensorEntry]) -> dict[int, TensorEntry]:
+    """For each data shard the entries use, the entry that reaches furthest into it: the shard's data
+    file must hold at least `offset + size` of that entry's bytes."""
+    last: dict[int, TensorEntry] = {}
+    for entry in entries.values():
+        now = last.get(entry.shard)
+        if now is None or entry.offset + entry.size > now.offset + now.size:
+            last[entry.shard] = entry
+    return last
 
 
 def data_file(prefix: Path, shard: int, num_shards: int) -> Path:
@@ -174,89 +259,60 @@ class TensorBundle:
     def __init__(self, prefix: str | os.PathLike) -> None:
         self.prefix = Path(prefix)
         self.index = self.prefix.with_name(self.prefix.name + ".index")
-        if not self.index.is_file():
-            raise CheckpointError(
-                self.index, "missing: a TensorFlow checkpoint is PREFIX.index + PREFIX.data-*"
-            )
-        try:
-            raw = self.index.read_bytes()
-        except OSError as e:
-            raise CheckpointError(self.index, f"cannot read: {e.strerror or e}") from e
-        try:
-            table = dict(_read_table(raw, self.index))
-        except (ValueError, struct.error, IndexError) as e:
-            if isinstance(e, CheckpointError):
-                raise
-            raise CheckpointError(self.index, f"not a TensorFlow checkpoint index (damaged?): {e}") from e
-        header = table.pop(b"", None)
-        if header is None:
-            raise CheckpointError(
-                self.index, "no bundle header (is this a TF1 V1 checkpoint? only V2 is read)"
-            )
-        head = dict(_fields(header))
-        self.num_shards = int(head.get(1, 1))
-        if int(head.get(2, 0)) != 0:
-            raise CheckpointError(self.index, "written big-endian; only little-endian checkpoints are read")
-        self.entries: dict[str, TensorEntry] = {}
-        for key, value in table.items():
-            name = key.decode("utf-8", errors="replace")
-            try:
-                self.entries[name] = _entry(name, value)
-            except (ValueError, struct.error) as e:
-                raise CheckpointError(self.index, f"damaged entry for tensor {name!r}: {e}") from e
+        self.num_shards, self.entries = read_index(self.index)
         self._check_sizes()
 
     def _check_sizes(self) -> None:
-        """Every shard present and long enough for the tensors the index puts in it."""
-        ends = [0] * self.num_shards
-        for entry in self.entries.values():
-            if not 0 <= entry.shard < self.num_shards:
-                raise CheckpointError(
-                    self.index, f"tensor {entry.name!r} in shard {entry.shard} of {self.num_shards}"
-                )
-            ends[entry.shard] = max(ends[entry.shard], entry.offset + entry.size)
-        for shard, end in enumerate(ends):
+        """Every shard the index uses present and long enough for the tensors it puts there."""
+        for shard, entry in sorted(shard_ends(self.entries).items()):
             file = data_file(self.prefix, shard, self.num_shards)
             if not file.is_file():
                 raise CheckpointError(file, "missing data shard")
-            if file.stat().st_size < end:
-                raise CheckpointError(file, f"truncated: {file.stat().st_size} bytes, the index needs {end}")
+            size, end = file.stat().st_size, entry.offset + entry.size
+            if size < end:
+                raise CheckpointError(
+                    file, f"truncated: {size:,} bytes, but the index puts tensor {entry.name!r} at bytes "
+                    f"{entry.offset:,}..{end:,}",
+                )  # fmt: skip
+
+    def data_file(self, name: str) -> Path:
+        """The data file holding tensor `name`."""
+        return data_file(self.prefix, self.entries[name].shard, self.num_shards)
 
     def verify(self, name: str) -> None:
         """Check tensor `name`'s bytes against its CRC-32C without keeping them (for tensors skipped)."""
         entry = self.entries[name]
-        file = data_file(self.prefix, entry.shard, self.num_shards)
+        file = self.data_file(name)
         crc, left = 0, entry.size
-        with open(file, "rb") as f:
-            f.seek(entry.offset)
-            while left:
-                chunk = f.read(min(left, 1 << 24))
-                if not chunk:
-                    raise CheckpointError(file, f"truncated: tensor {name!r} runs past the end")
-                crc = google_crc32c.extend(crc, chunk)
-                left -= len(chunk)
+        try:
+            with open(file, "rb") as f:
+                f.seek(entry.offset)
+                while left:
+                    chunk = f.read(min(left, 1 << 24))
+                    if not chunk:
+                        raise CheckpointError(file, f"truncated: tensor {name!r} runs past the end")
+                    crc = google_crc32c.extend(crc, chunk)
+                    left -= len(chunk)
+        except OSError as e:
+            raise CheckpointError(file, f"cannot read: {e.strerror or e}") from e
         if _mask(crc) != entry.crc32c:
             raise CheckpointError(file, f"checksum mismatch in tensor {name!r} (the file is damaged)")
 
     def read(self, name: str) -> np.ndarray:
         """Tensor `name` as a numpy array (bfloat16 widened to float32), its checksum verified."""
         entry = self.entries[name]
-        file = data_file(self.prefix, entry.shard, self.num_shards)
+        file = self.data_file(name)
+        dtype = _numpy_dtype(entry)
         if entry.sliced:
             raise CheckpointError(
                 self.index, f"tensor {name!r} is stored in slices (a partitioned variable): not supported"
             )
-        if entry.dtype not in {n for n, _ in _DTYPES.values()}:
+        if dtype is None:
             raise CheckpointError(
                 self.index, f"tensor {name!r} has dtype {entry.dtype}, which is not an array of numbers"
             )
-        dtype = next(d for n, d in _DTYPES.values() if n == entry.dtype)
-        count = int(np.prod(entry.shape, dtype=np.int64))
-        if count * dtype.itemsize != entry.size:
-            raise CheckpointError(
-                self.index, f"tensor {name!r}: {entry.size} bytes for shape {entry.shape} {entry.dtype}"
-            )
-        array = np.empty(count, dtype=dtype)  # read straight into the array: no second copy of the bytes
+        # read straight into the array: no second copy of the bytes (the index vouched for the size)
+        array = np.empty(math.prod(entry.shape), dtype=dtype)
         try:
             with open(file, "rb") as f:
                 f.seek(entry.offset)
