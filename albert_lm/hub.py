@@ -156,15 +156,14 @@ def _check_files(folder: Path, repo: str, where: str, albert: bool) -> None:
     from safetensors import safe_open
 
     from albert_lm.files import read_json_object
-    from albert_lm.model.config import AlbertConfig
 
     at = f"{where}: the hub snapshot {repo}@{folder.name}"
     index = folder / "model.safetensors.index.json"
     try:
-        if albert:
-            AlbertConfig.from_pretrained(folder)
-        else:
-            read_json_object(folder / "config.json", "model config")
+        config = read_json_object(folder / "config.json", "model config")  # its values: when the model loads
+        model_type = config.get("model_type", "albert")
+        if albert and model_type not in ("albert", "albert-lm"):
+            raise ValueError(f"{folder / 'config.json'}: model_type is {model_type!r}, expected 'albert'")
         if index.is_file() and not (folder / "model.safetensors").is_file():
             weight_map = read_json_object(index, "safetensors index").get("weight_map")
             if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):

@@ -448,7 +448,7 @@ def _gzip_bomb(path: Path, members: list[tuple[str, bytes | int]]) -> Path:
 
 
 def test_gzip_bombs_are_refused_before_they_are_unpacked(release, tmp_path, capsys, monkeypatch):
-    from albert_lm.model import convert_tf
+    from albert_lm.model import tf_archive
 
     files = [(f"albert_tiny/{p.name}", p.read_bytes()) for p in sorted(release.iterdir()) if p.is_file()]
     index = [(n, b) for n, b in files if n.endswith(".index")]
@@ -459,7 +459,7 @@ def test_gzip_bombs_are_refused_before_they_are_unpacked(release, tmp_path, caps
     _refused(capsys, bomb, tmp_path / "out", str(bomb), "1,073,741,824 bytes", "index puts only")
     # before its index, or a stray member: refused by the archive's size (the floor lowered, so that
     # a regression unpacks 64 MiB here, not gigabytes)
-    monkeypatch.setattr(convert_tf, "_FLOOR", 1 << 20)
+    monkeypatch.setattr(tf_archive, "_FLOOR", 1 << 20)
     for name, members in (("first", [(data[0][0], 64 << 20), *rest, *index]),
                           ("stray", [*files, ("albert_tiny/notes.bin", 64 << 20)])):  # fmt: skip
         bomb = _gzip_bomb(tmp_path / f"{name}.tar.gz", members)
