@@ -50,7 +50,7 @@ import blingfire
 from albert_lm.data import unspaced
 from albert_lm.data.layout import FORMATS, FormatGuess, guess_format, input_formats
 from albert_lm.data.records import RECORD_LINE_FACTOR, iter_records
-from albert_lm.data.sources import container, is_records, is_streamed, read_range, reading, text_size
+from albert_lm.data.sources import Block, container, is_records, is_streamed, read_range, reading, text_size
 from albert_lm.files import InputError
 
 logger = logging.getLogger(__name__)
@@ -67,19 +67,6 @@ _HINT_WINDOW = 64 << 10  # where a book's first START marker line lies (the old 
 _START_RE = re.compile(rb"^(\*\*\* ?START OF[^\n]*|\*END\*THE SMALL PRINT[^\n]*)\n", re.M | re.I)
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")  # a line end, then a blank line
 _END_RE = re.compile(rb"^(\*\*\* ?END OF|End of (the )?Project Gutenberg)", re.M | re.I)
-
-
-@dataclass(frozen=True)
-class Block:
-    """A byte range [start, end) of one file that begins and ends at a blank line (or the file's body)."""
-
-    path: str
-    start: int
-    end: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.start
 
 
 @dataclass

@@ -16,15 +16,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import blingfire
 
 from albert_lm.data.records import record_text
-from albert_lm.data.sources import is_records, reading
-
-if TYPE_CHECKING:
-    from albert_lm.data.corpus import Block
+from albert_lm.data.sources import Block, is_records, reading
 
 logger = logging.getLogger(__name__)
 

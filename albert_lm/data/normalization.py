@@ -10,10 +10,7 @@ import json
 import re
 import unicodedata
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from albert_lm.data.tokenizer import AlbertTokenizer
+from typing import Any, Protocol
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 RULE_KEYS = ("do_lower_case", "remove_space", "keep_accents")
@@ -66,7 +63,21 @@ def read_rule(config_file: Path) -> dict[str, bool]:
     return rule
 
 
-def unreachable_pieces(tok: AlbertTokenizer) -> list[str]:
+class RuledVocabulary(Protocol):
+    """What `unreachable_pieces` reads of a tokenizer (AlbertTokenizer has it): named here so this
+    module, which the tokenizer imports, does not import the tokenizer back."""
+
+    @property
+    def sp(self) -> Any: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def do_lower_case(self) -> bool: ...
+    @property
+    def keep_accents(self) -> bool: ...
+
+
+def unreachable_pieces(tok: RuledVocabulary) -> list[str]:
     """Pieces holding a character the tokenizer's rule removes before SentencePiece sees the text: an
     upper-case letter under lower-casing, a letter with a removable accent under accent removal."""
     out = []

@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from albert_lm.data.corpus import Block, input_formats, plan_blocks
+from albert_lm.data.corpus import input_formats, plan_blocks
 from albert_lm.data.examples import DataConfig
+from albert_lm.data.sources import Block
 
 logger = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from albert_lm.data.corpus import Block, ReadStats, iter_documents, warn_gutenberg_markers
+from albert_lm.data.corpus import ReadStats, iter_documents, warn_gutenberg_markers
 from albert_lm.data.examples import (
     DataConfig,
     Document,
@@ -56,7 +56,7 @@ from albert_lm.data.examples import (
 )
 from albert_lm.data.masking import word_start_table
 from albert_lm.data.plan import FORMAT_VERSION, SPLITS, Plan, plan_id, plan_shards
-from albert_lm.data.sources import close_streams, expand_inputs
+from albert_lm.data.sources import Block, close_streams, expand_inputs
 from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
 from albert_lm.data.workers import run_pool
 from albert_lm.files import (

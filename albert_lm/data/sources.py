@@ -29,10 +29,25 @@ import json
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from albert_lm.files import InputError
+
+
+@dataclass(frozen=True)
+class Block:
+    """A byte range [start, end) of one file that begins and ends at a blank line (or the file's body)."""
+
+    path: str
+    start: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
 
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 JSON_LINES = (".jsonl", ".ndjson", ".json")

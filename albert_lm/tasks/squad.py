@@ -27,13 +27,13 @@ import logging
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from albert_lm.files import InputError, atomic_write, read_json_object
 from albert_lm.tasks import metrics
-from albert_lm.tasks.squad_decoding import SquadPredictions, apply_threshold, decode
+from albert_lm.tasks.squad_decoding import SquadExample, SquadPredictions, apply_threshold, decode
 from albert_lm.tasks.task import Feature, Task, TokenizerLike
 
 logger = logging.getLogger(__name__)
@@ -49,17 +49,6 @@ __all__ = [
 ]
 
 _WHITESPACE = frozenset(" \t\r\n\u202f")
-
-
-@dataclass
-class SquadExample:
-    qid: str
-    question: str
-    context: str
-    answers: list[tuple[str, int]]  # (text, character start in context)
-    is_impossible: bool = False
-    title: str = ""
-    gold: list[str] = field(default_factory=list)  # all gold texts, for scoring
 
 
 # --------------------------------------------------------------------------- reading

@@ -12,14 +12,21 @@ import collections
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from albert_lm.tasks.task import Feature
 
-if TYPE_CHECKING:
-    from albert_lm.tasks.squad import SquadExample
+
+@dataclass
+class SquadExample:
+    qid: str
+    question: str
+    context: str
+    answers: list[tuple[str, int]]  # (text, character start in context)
+    is_impossible: bool = False
+    title: str = ""
+    gold: list[str] = field(default_factory=list)  # all gold texts, for scoring
 
 
 @dataclass
