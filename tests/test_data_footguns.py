@@ -16,8 +16,9 @@ from test_bad_input import folder_hash, refused
 
 from albert_lm.data.corpus import guess_format, input_formats, plan_blocks
 from albert_lm.data.examples import DataConfig
+from albert_lm.data.manifest import format_summary
 from albert_lm.data.plan import plan_id, plan_shards
-from albert_lm.data.shards import create_pretraining_data, format_summary
+from albert_lm.data.shards import create_pretraining_data
 
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 

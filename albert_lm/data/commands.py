@@ -181,7 +181,8 @@ def run_data_create(args: argparse.Namespace) -> int:
     import dataclasses
 
     from albert_lm.data.examples import DataConfig
-    from albert_lm.data.shards import create_pretraining_data, format_summary
+    from albert_lm.data.manifest import format_summary
+    from albert_lm.data.shards import create_pretraining_data
     from albert_lm.files import check_output_apart
 
     values = {**recipe_section(args, "data"), **option_values(args, DataConfig)}

@@ -48,9 +48,10 @@ from pathlib import Path
 import blingfire
 
 from albert_lm.data import unspaced
+from albert_lm.data.gutenberg import gutenberg_body, has_gutenberg_start, warn_gutenberg_markers
 from albert_lm.data.layout import FORMATS, FormatGuess, guess_format, input_formats
 from albert_lm.data.records import RECORD_LINE_FACTOR, iter_records
-from albert_lm.data.sources import Block, container, is_records, is_streamed, read_range, reading, text_size
+from albert_lm.data.sources import Block, container, is_records, is_streamed, read_range, reading
 from albert_lm.files import InputError
 
 logger = logging.getLogger(__name__)
@@ -61,12 +62,7 @@ __all__ = [  # guess_format, input_formats and FormatGuess live in layout; impor
     "has_gutenberg_start", "read_block_text", "split_sentences", "warn_gutenberg_markers",
 ]  # fmt: skip
 _CHUNK_BYTES = 1 << 20  # what `iter_text_lines` reads at a time
-_HEAD_WINDOW = 1 << 20  # Gutenberg headers (with the old "small print") end well within 1 MiB
-_TAIL_WINDOW = 1 << 20
-_HINT_WINDOW = 64 << 10  # where a book's first START marker line lies (the old small print is ~15 KB)
-_START_RE = re.compile(rb"^(\*\*\* ?START OF[^\n]*|\*END\*THE SMALL PRINT[^\n]*)\n", re.M | re.I)
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")  # a line end, then a blank line
-_END_RE = re.compile(rb"^(\*\*\* ?END OF|End of (the )?Project Gutenberg)", re.M | re.I)
 
 
 @dataclass
@@ -84,53 +80,6 @@ class ReadStats:
         self.skipped_invalid_utf8 += other.skipped_invalid_utf8
         self.documents += other.documents
         self.sentences += other.sentences
-
-
-def gutenberg_body(path: Path) -> tuple[int, int]:
-    """Byte range of a Project Gutenberg book's text: after the START marker line, before the END marker
-    (offsets in the decompressed text of a compressed book)."""
-    size = text_size(path)
-    with reading(path) as f:
-        head = f.read(_HEAD_WINDOW)
-        tail_start = max(0, size - _TAIL_WINDOW)
-        f.seek(tail_start)
-        tail = f.read(_TAIL_WINDOW)
-    starts = list(_START_RE.finditer(head))
-    if not starts:
-        raise InputError(
-            path,
-            f"no Project Gutenberg START marker ('*** START OF' or '*END*THE SMALL PRINT') in the "
-            f"first {_HEAD_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books",
-        )
-    start = starts[-1].end()  # old files have both a small-print start and end line: text follows the last
-    end_match = next((m for m in _END_RE.finditer(tail) if tail_start + m.start() >= start), None)
-    if end_match is None:
-        raise InputError(
-            path,
-            f"no Project Gutenberg END marker ('*** END OF' or 'End of the Project Gutenberg') in "
-            f"the last {_TAIL_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books",
-        )
-    return start, tail_start + end_match.start()
-
-
-def has_gutenberg_start(path: str | os.PathLike) -> bool:
-    """Whether a text file holds Project Gutenberg's START marker line near its top."""
-    with reading(path) as f:
-        return _START_RE.search(f.read(_HINT_WINDOW)) is not None
-
-
-def warn_gutenberg_markers(paths: Sequence[str | os.PathLike]) -> None:
-    """Log one WARNING if some inputs look like Project Gutenberg books (a START marker near the top)
-    while --strip-gutenberg is off: their header and licence text would be trained on. The output does
-    not change; the option stays the user's to give."""
-    marked = [str(p) for p in paths if not is_records(p) and has_gutenberg_start(p)]
-    if marked:
-        more = f" and {len(marked) - 3} more" if len(marked) > 3 else ""
-        logger.warning(
-            "%d of %d input files hold Project Gutenberg's START marker (%s%s): their header and licence "
-            "text will be trained on; pass --strip-gutenberg to keep only the text between the markers",
-            len(marked), len(paths), ", ".join(marked[:3]), more,
-        )  # fmt: skip
 
 
 def check_input_file(path: Path) -> int:

@@ -7,11 +7,13 @@ AlbertTokenizer's names), and the checks that a vocabulary and a rule belong tog
 from __future__ import annotations
 
 import json
+import logging
 import re
 import unicodedata
 from pathlib import Path
 from typing import Any, Protocol
 
+logger = logging.getLogger(__name__)
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 RULE_KEYS = ("do_lower_case", "remove_space", "keep_accents")
 
@@ -75,6 +77,8 @@ class RuledVocabulary(Protocol):
     def do_lower_case(self) -> bool: ...
     @property
     def keep_accents(self) -> bool: ...
+    @property
+    def model_file(self) -> Path: ...
 
 
 def unreachable_pieces(tok: RuledVocabulary) -> list[str]:
@@ -90,3 +94,23 @@ def unreachable_pieces(tok: RuledVocabulary) -> list[str]:
             if drop_combining(decomposed) != decomposed:
                 out.append(piece)
     return out
+
+
+_WARNED: set[str] = set()
+
+
+def warn_unreachable(tok: RuledVocabulary, config_name: str) -> None:
+    """Warn (once per file) when many pieces hold what the tokenizer's rule removes: a cased or accented
+    vocabulary loaded without the tokenizer config (`config_name`) that says so."""
+    if not (tok.do_lower_case or not tok.keep_accents) or str(tok.model_file) in _WARNED:
+        return
+    unreachable = unreachable_pieces(tok)
+    if len(unreachable) > max(10, tok.vocab_size // 100):
+        _WARNED.add(str(tok.model_file))
+        logger.warning(
+            "%s: %d of %d pieces hold upper-case or accented letters (e.g. %s) that this tokenizer's rule "
+            "(do_lower_case %s, keep_accents %s) never produces, and no %s says otherwise: was it trained "
+            "with --cased or --keep-accents? Keep the %s written beside the model by `albert tokenizer train`",
+            tok.model_file, len(unreachable), tok.vocab_size, " ".join(unreachable[:5]),
+            tok.do_lower_case, tok.keep_accents, config_name, config_name,
+        )  # fmt: skip

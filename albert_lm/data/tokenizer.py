@@ -32,7 +32,6 @@ import functools
 import hashlib
 import itertools
 import json
-import logging
 import os
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -48,13 +47,12 @@ from albert_lm.data.normalization import (
     drop_combining,
     preprocess_text,
     read_rule,
-    unreachable_pieces,
+    warn_unreachable,
 )
 from albert_lm.files import atomic_write
 
 __all__ = ["RULE_KEYS", "AlbertTokenizer", "load_sentencepiece", "preprocess_text", "truncate_pair_from_end"]
 
-logger = logging.getLogger(__name__)
 
 SPIECE_UNDERLINE = "\u2581"
 MODEL_FILE = "spiece.model"
@@ -118,24 +116,8 @@ class AlbertTokenizer:
             kwargs.setdefault(key, value)
         tok = cls(model_file, **kwargs)
         if not saved:
-            tok._warn_unreachable()
+            warn_unreachable(tok, CONFIG_FILE)
         return tok
-
-    def _warn_unreachable(self) -> None:
-        """Warn (once per file) when many pieces hold what this rule removes: a cased or accented
-        vocabulary loaded without the tokenizer_config.json that says so."""
-        if (self.do_lower_case or not self.keep_accents) and str(self.model_file) not in _WARNED:
-            unreachable = unreachable_pieces(self)
-            if len(unreachable) > max(10, self.vocab_size // 100):
-                _WARNED.add(str(self.model_file))
-                logger.warning(
-                    "%s: %d of %d pieces hold upper-case or accented letters (e.g. %s) that this "
-                    "tokenizer's rule (do_lower_case %s, keep_accents %s) never produces, and no %s says "
-                    "otherwise: was it trained with --cased or --keep-accents? Keep the %s written beside "
-                    "the model by `albert tokenizer train`",
-                    self.model_file, len(unreachable), self.vocab_size, " ".join(unreachable[:5]),
-                    self.do_lower_case, self.keep_accents, CONFIG_FILE, CONFIG_FILE,
-                )  # fmt: skip
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> list[Path]:
         """Write spiece.model and tokenizer_config.json into `save_directory` (created if missing)."""
@@ -430,9 +412,6 @@ def truncate_pair_from_end(
             f"truncation={strategy!r}: expected True, 'longest_first', 'only_first' or 'only_second'"
         )
     return a, b
-
-
-_WARNED: set[str] = set()
 
 
 def _is_digit_comma(piece: str) -> bool:

@@ -1,0 +1,103 @@
+"""manifest.json, written last into a folder of pretraining data: what made it (settings, tokenizer,
+inputs) and what it holds (every shard and file with its sha256, the counts), so that a run trusts a
+folder only once it is complete and can check every file it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from albert_lm.data.examples import DataConfig, ExampleStats
+from albert_lm.data.plan import FORMAT_VERSION, SPLITS, Plan
+from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
+from albert_lm.files import file_sha256
+
+MANIFEST = "manifest.json"
+WORD_START = "word_start.npy"
+# Files of the folder a pretraining run reads besides the shards: their sha256 is in the manifest's
+# "files" (the tokenizer's also under "tokenizer"), checked by `PretrainingDataset.verify`.
+CHECKSUMMED = ("spiece.model", "tokenizer_config.json", WORD_START)
+
+
+def build_manifest(
+    out: Path, tok: AlbertTokenizer, cfg: DataConfig, pid: str, inputs: list, metas: list[dict], plan: Plan
+) -> dict:
+    """manifest.json of a finished folder: the settings, the tokenizer, every shard with its sha256, the
+    counts; an error where no training example came out."""
+    splits: dict[str, Any] = {}
+    total = ExampleStats()
+    skipped_invalid = 0
+    for split in SPLITS:
+        ms = sorted((m for m in metas if m["split"] == split), key=lambda m: m["index"])
+        st = ExampleStats()
+        for m in ms:
+            st.add(ExampleStats(**m["stats"]))
+            skipped_invalid += m["read"]["skipped_invalid_utf8"]
+        total.add(st)
+        shards = [{"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
+                  for m in ms]  # fmt: skip
+        splits[split] = {"examples": st.examples, "shards": shards}
+    if total.examples == 0:
+        raise ValueError(
+            f"no training examples from {len(inputs)} input file(s): {total.documents} documents with "
+            f"{total.sentences} sentences; each example needs a document of at least 2 sentences"
+        )
+    summary = {
+        **asdict(total),
+        "label_one_rate": round(total.label_ones / total.examples, 4),
+        "short_target_rate": round(total.short_targets / total.examples, 4),
+        "masked_fraction": round(total.masked_tokens / max(1, total.tokens), 4),
+        "skipped_invalid_utf8_lines": skipped_invalid,
+        "input_bytes": sum(m["input_bytes"] for m in metas),
+        # the held-out share realised, of the text and of the examples, beside the one asked (the
+        # config's eval_fraction): whole blocks of a small corpus cannot always meet it
+        "eval_share": round(plan.eval_share, 4),
+        "eval_example_share": round(splits["eval"]["examples"] / total.examples, 4),
+    }
+    return {
+        "format_version": FORMAT_VERSION,
+        "plan_id": pid,
+        "objective": cfg.objective,
+        "masking": cfg.masking,
+        "max_seq_length": cfg.max_seq_length,
+        "config": asdict(cfg),
+        "tokenizer": {
+            "file": "spiece.model",
+            "sha256": file_sha256(out / "spiece.model"),
+            "vocab_size": tok.vocab_size,
+            **{key: getattr(tok, key) for key in RULE_KEYS},
+            "fingerprint": tok.fingerprint,
+            "source": str(tok.model_file),
+        },
+        "inputs": [str(p) for p in inputs],
+        "input_formats": plan.formats,
+        "split_block_bytes": plan.split_block_bytes,
+        "files": {name: file_sha256(out / name) for name in CHECKSUMMED},
+        "splits": splits,
+        "summary": summary,
+    }
+
+
+def format_summary(manifest: dict) -> str:
+    """The counts `albert data create` prints at the end."""
+    s = manifest["summary"]
+    what = "swap rate" if manifest["objective"] == "sop" else "random-next rate"
+    masked = f"{s['masked_tokens']}" if manifest["masking"] == "static" else "dynamic (drawn when read)"
+    held = (
+        f"; {s['eval_share']:.2%} of the text held out" if "eval_share" in s else ""
+    )  # older manifests lack it
+    lines = [
+        f"documents {s['documents']}  sentences {s['sentences']}  examples {s['examples']} "
+        f"(train {manifest['splits']['train']['examples']}, eval {manifest['splits']['eval']['examples']}{held})",
+        f"tokens {s['tokens']}  masked tokens {masked}  {what} {s['label_one_rate']:.4f}  "
+        f"short targets {s['short_target_rate']:.4f}  dropped lone sentences {s['dropped_lone_sentences']}",
+    ]
+    if s.get("skipped_invalid_utf8_lines"):
+        lines.append(f"WARNING: skipped {s['skipped_invalid_utf8_lines']} lines of invalid UTF-8")
+    if "seconds" in s:
+        lines.append(
+            f"{s['input_bytes'] / 1e6:.1f} MB of text in {s['seconds']:.1f} s ({s['input_mb_per_s']} MB/s)"
+        )
+    return "\n".join(lines)
