@@ -256,7 +256,7 @@ def test_a_bench_worker_error_is_one_line_and_exit_1_within_seconds(tmp_path, ca
 
 
 def test_compare_stops_both_workers_on_a_failing_one():
-    from albert_lm.bench.runner import BenchWorkerError, compare
+    from albert_lm.bench.sides import BenchWorkerError, compare
     from albert_lm.bench.workloads import Workload
     from albert_lm.model.config import AlbertConfig
 

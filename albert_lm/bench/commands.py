@@ -58,7 +58,8 @@ def run_bench(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from albert_lm.bench.runner import BenchWorkerError, check_settings
+    from albert_lm.bench.runner import check_settings
+    from albert_lm.bench.sides import BenchWorkerError
     from albert_lm.files import check_output_apart
 
     data = args.data or os.environ.get("ALBERT_DATA")
