@@ -220,7 +220,7 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
         add("1 output vs input", gl(str(p["glue"]), *extra), "refuse", "--data")
         add("1 output vs input", ex(str(best), *extra), "refuse", "model")
         add("1 output vs input", ex(str(best / "onnx"), *extra), "refuse", "model")
-        add("1 output vs input", rp(str(p["data_a"]), *(("--redo",) if extra else ())), "refuse", "--data")
+        add("1 output vs input", rp(str(p["data_a"]), *extra), "refuse", "--data")
     add("1 output vs input", pr(str(p["rows.jsonl"])), "refuse", "--input")
     add("1 output vs input", pr(str(best / "config.json")), "refuse", "--model")
     add("1 output vs input", dc(str(p["data_a"])), "refuse")
@@ -247,8 +247,9 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
         add("3 damaged files", ["@damage", rel, *pre(Path("@copy"), out())], "refuse", rel.split("/")[-1])
 
     # 4. two writers (a held lock on the output)
+    # reproduce writes (and locks) one folder per ablation inside its --output: the lock is held there
     for argv in (pre(p["data_a"], "@locked"), ft("@locked"), tok("@locked"), dc("@locked"), gl("@locked"),
-                 ex("@locked"), rp("@locked"), ev("@locked")):  # fmt: skip
+                 ex("@locked"), ["@lock-sub", "sharing", *rp("@locked")], ev("@locked")):  # fmt: skip
         add("4 two writers", argv, "refuse", "another albert command")
 
     # 5-6. reused work and tokenizers that do not match
@@ -432,13 +433,16 @@ def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> Run:
     here = scratch / f"case-{i:04d}"
     here.mkdir(parents=True, exist_ok=True)
     run = Run(argv)
-    while argv[0] in ("@env", "@fsize", "@link"):
+    lock_sub = ""
+    while argv[0] in ("@env", "@fsize", "@link", "@lock-sub"):
         marker, value, argv = argv[0], argv[1], argv[2:]
         if marker == "@env":
             key, _, val = value.partition("=")
             run.env[key] = val.replace("@here", str(here))
         elif marker == "@fsize":
             run.fsize = int(value)
+        elif marker == "@lock-sub":
+            lock_sub = value
         else:
             link, run.after = link_output(here, value)
             argv = [str(link) if a == "@LINK" else a for a in argv]
@@ -491,8 +495,9 @@ def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> Run:
     if "@locked" in argv:
         folder = here / "locked"
         argv = [str(folder) if a == "@locked" else a for a in argv]
+        held = folder / lock_sub if lock_sub else folder
         hold = subprocess.Popen(
-            [sys.executable, "-c", f"import time\nfrom albert_lm.files import folder_lock\nwith folder_lock({str(folder)!r}):\n"
+            [sys.executable, "-c", f"import time\nfrom albert_lm.files import folder_lock\nwith folder_lock({str(held)!r}):\n"
              "    print('held', flush=True); time.sleep(3600)"],
             stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )  # fmt: skip
