@@ -177,3 +177,30 @@ def test_the_python_api_refuses_bad_arguments_when_given(tmp_path):
             load("")
     with pytest.raises(TypeError, match="expected a model"):
         quantize_int8("not a model")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- records without text
+def test_records_without_text_are_counted_never_dropped_silently(capsys, tmp_path, tiny_corpus_and_tokenizer):
+    corpus, tok = tiny_corpus_and_tokenizer
+    docs = corpus.read_text().split("\n\n")[:40]
+    rows = [json.dumps({"text": d}) for d in docs] + [json.dumps({"text": None}), json.dumps({"text": ""})]
+    (tmp_path / "some.jsonl").write_text("\n".join(rows) + "\n")
+    argv = [
+        "data",
+        "create",
+        "--tokenizer",
+        str(tok),
+        "--workers",
+        "1",
+        "--no-progress",
+        "--max-seq-length",
+        "48",
+    ]
+    capsys.readouterr()
+    assert main([*argv, "--input", str(tmp_path / "some.jsonl"), "--output", str(tmp_path / "a")]) == 0
+    assert "2 records had a null or empty text field" in capsys.readouterr().out
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["summary"]["records_without_text"] == 2
+    (tmp_path / "none.jsonl").write_text("\n".join([json.dumps({"text": None})] * 5) + "\n")
+    refused(capsys, [*argv, "--input", str(tmp_path / "none.jsonl"), "--output", str(tmp_path / "b")],
+            "5 records had a null or empty text field")  # fmt: skip

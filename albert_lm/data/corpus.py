@@ -71,6 +71,7 @@ class ReadStats:
 
     lines: int = 0
     skipped_invalid_utf8: int = 0
+    without_text: int = 0  # JSON Lines or Parquet records whose text field is null or empty
     documents: int = 0
     sentences: int = 0
     skipped_files: list[str] = field(default_factory=list)
@@ -78,6 +79,7 @@ class ReadStats:
     def add(self, other: ReadStats) -> None:
         self.lines += other.lines
         self.skipped_invalid_utf8 += other.skipped_invalid_utf8
+        self.without_text += other.without_text
         self.documents += other.documents
         self.sentences += other.sentences
 
@@ -341,6 +343,7 @@ def _block_records(
     )  # fmt: skip
     stats.lines += counts.get("lines", 0)
     stats.skipped_invalid_utf8 += counts.get("skipped_invalid_utf8", 0)
+    stats.without_text += counts.get("without_text", 0)
 
 
 def split_sentences(paragraph: str) -> list[str]:

@@ -28,13 +28,14 @@ def build_manifest(
     counts; an error where no training example came out."""
     splits: dict[str, Any] = {}
     total = ExampleStats()
-    skipped_invalid = 0
+    skipped_invalid = without_text = 0
     for split in SPLITS:
         ms = sorted((m for m in metas if m["split"] == split), key=lambda m: m["index"])
         st = ExampleStats()
         for m in ms:
             st.add(ExampleStats(**m["stats"]))
             skipped_invalid += m["read"]["skipped_invalid_utf8"]
+            without_text += m["read"].get("without_text", 0)
         total.add(st)
         shards = [{"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
                   for m in ms]  # fmt: skip
@@ -43,6 +44,7 @@ def build_manifest(
         raise ValueError(
             f"no training examples from {len(inputs)} input file(s): {total.documents} documents with "
             f"{total.sentences} sentences; each example needs a document of at least 2 sentences"
+            + (f"; {without_text} records had a null or empty text field" if without_text else "")
         )
     summary = {
         **asdict(total),
@@ -50,6 +52,7 @@ def build_manifest(
         "short_target_rate": round(total.short_targets / total.examples, 4),
         "masked_fraction": round(total.masked_tokens / max(1, total.tokens), 4),
         "skipped_invalid_utf8_lines": skipped_invalid,
+        "records_without_text": without_text,
         "input_bytes": sum(m["input_bytes"] for m in metas),
         # the held-out share realised, of the text and of the examples, beside the one asked (the
         # config's eval_fraction): whole blocks of a small corpus cannot always meet it
@@ -94,6 +97,10 @@ def format_summary(manifest: dict) -> str:
         f"tokens {s['tokens']}  masked tokens {masked}  {what} {s['label_one_rate']:.4f}  "
         f"short targets {s['short_target_rate']:.4f}  dropped lone sentences {s['dropped_lone_sentences']}",
     ]
+    if s.get("records_without_text"):
+        lines.append(
+            f"WARNING: {s['records_without_text']} records had a null or empty text field (left out)"
+        )
     if s.get("skipped_invalid_utf8_lines"):
         lines.append(f"WARNING: skipped {s['skipped_invalid_utf8_lines']} lines of invalid UTF-8")
     if "seconds" in s:

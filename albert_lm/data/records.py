@@ -43,7 +43,8 @@ def iter_records(
 ) -> Iterator[str]:
     """The texts of the records in `data`, bytes [start, start + len(data)) of `path`'s text, made of
     whole lines. `line_of(pos)`: the line number of byte `pos` of `data` (looked up for errors only).
-    `counts` (when given) gains "lines" (records read) and "skipped_invalid_utf8"."""
+    `counts` (when given) gains "lines" (records read), "skipped_invalid_utf8" and "without_text"
+    (records whose text field is null or empty: nothing to learn, never silently)."""
     counts = counts if counts is not None else {}
     limit = RECORD_LINE_FACTOR * max_line_bytes
     pos = 0
@@ -71,6 +72,8 @@ def iter_records(
                 "expected UTF-8 text (or pass --skip-invalid-utf8 to skip such records)",
             ) from None
         text = record_text(path, line, text_column, functools.partial(_place, path, line_of, here))
+        if not text or not text.strip():  # null or empty: no text to learn from, counted for the summary
+            counts["without_text"] = counts.get("without_text", 0) + 1
         if text:
             yield text
 

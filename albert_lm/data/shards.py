@@ -123,7 +123,11 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
         "index": task["index"],
         "input_bytes": sum(b[2] - b[1] for b in task["blocks"]),
         "stats": asdict(stats),
-        "read": {"lines": read.lines, "skipped_invalid_utf8": read.skipped_invalid_utf8},
+        "read": {
+            "lines": read.lines,
+            "skipped_invalid_utf8": read.skipped_invalid_utf8,
+            "without_text": read.without_text,
+        },
     }
     meta["sha256"] = _write_shard(final, arrays, meta)
     meta["seconds"] = time.perf_counter() - t0
