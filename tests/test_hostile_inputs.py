@@ -383,7 +383,7 @@ def test_a_list_column_nested_too_deeply_is_named():
 
 
 def test_glue_summary_names_a_finished_run_whose_results_were_damaged(tmp_path):
-    from albert_lm.training.glue import GLUE5, GlueConfig, run_folder, summarize
+    from albert_lm.training.glue_grid import GLUE5, GlueConfig, run_folder, summarize
 
     cfg = GlueConfig(model="m", data=str(tmp_path), output=str(tmp_path / "out"), tasks="rte", seeds="1",
                      learning_rates="1e-4")  # fmt: skip
