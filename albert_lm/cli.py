@@ -23,6 +23,7 @@ from typing import Any
 from albert_lm.bench import commands as bench_commands
 from albert_lm.data import commands as data_commands
 from albert_lm.deploy import commands as deploy_commands
+from albert_lm.distill import commands as distill_commands
 from albert_lm.model import commands as model_commands
 from albert_lm.paper import commands as paper_commands
 from albert_lm.settings import (
@@ -31,7 +32,7 @@ from albert_lm.settings import (
     add_word,
     load_settings,
 )
-from albert_lm.training import distill_commands, pretrain_commands
+from albert_lm.training import pretrain_commands
 
 FINETUNE_REQUIRED = ("task", "model", "data", "output")
 FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json

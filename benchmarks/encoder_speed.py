@@ -49,7 +49,7 @@ def load(name: str, texts: list[str], max_length: int) -> tuple[torch.nn.Module,
     else:
         import transformers
 
-        from albert_lm.training.teacher import teacher_folder
+        from albert_lm.distill.teacher_files import teacher_folder
 
         folder = teacher_folder(name)
         hf = transformers.AutoTokenizer.from_pretrained(folder)

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from albert_lm.distill.task import texts_of
+from albert_lm.distill.teacher_files import teacher_folder
 from albert_lm.files import atomic_write
 from albert_lm.tasks import get_task
 from albert_lm.tasks.glue import GlueTask, label_names
-from albert_lm.training.distill_task import texts_of
-from albert_lm.training.teacher import teacher_folder
 
 
 class Encoded(torch.utils.data.Dataset):

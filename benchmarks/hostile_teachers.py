@@ -362,7 +362,7 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
 
 def _api_cases(t: dict[str, Path]) -> list[tuple[str, list[str], str, list[str]]]:
     """The teachers' Python API: the same checks as the commands."""
-    head = "import torch\nfrom albert_lm.training.teacher import SentenceTeacher, TaskTeacher\n"
+    head = "import torch\nfrom albert_lm.distill.teacher import SentenceTeacher, TaskTeacher\n"
     return [
         ("teachers: API", ["@python", head + f"SentenceTeacher({str(t['no-tokenizer'])!r}, torch.device('cpu'))(['ba ke di'])"],
          "refuse", [str(t["no-tokenizer"])]),

@@ -18,11 +18,12 @@ import torch
 from safetensors.torch import load_file
 
 from albert_lm.cli import main
-from albert_lm.training import distill_cache, teacher
-from albert_lm.training.distill_cache import TeacherCache
-from albert_lm.training.distill_general import embedding_loss, relation_loss
-from albert_lm.training.distill_task import teacher_columns
-from albert_lm.training.teacher import read_pooling, teacher_folder
+from albert_lm.distill import cache as distill_cache
+from albert_lm.distill import teacher
+from albert_lm.distill.cache import TeacherCache
+from albert_lm.distill.general import embedding_loss, relation_loss
+from albert_lm.distill.task import teacher_columns
+from albert_lm.distill.teacher_files import read_pooling, teacher_folder
 
 transformers = pytest.importorskip("transformers")
 
@@ -158,7 +159,7 @@ def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
 _RUNNER = """
 import os, signal, sys
 from albert_lm.cli import main
-from albert_lm.training import distill
+from albert_lm.distill import loop as distill
 kill_at = int(sys.argv[1])
 take = distill._take_step
 def step_then_signal(loop):
@@ -384,7 +385,7 @@ def test_help_lists_both_commands(capsys):
 
 
 def test_augmented_texts_are_new_reproducible_and_keep_pairs_whole():
-    from albert_lm.training.augment import augment_texts
+    from albert_lm.distill.augment import augment_texts
 
     texts = [
         ("a truly wonderful and moving film", None),
@@ -405,7 +406,7 @@ def test_augmented_texts_are_new_reproducible_and_keep_pairs_whole():
 def test_task_distillation_with_augmented_text(world, tmp_path, caplog):
     student = _student(world, tmp_path / "general")
     before = teacher.forward_batches
-    with caplog.at_level("INFO", logger="albert_lm.training.distill_task"):
+    with caplog.at_level("INFO", logger="albert_lm.distill.task"):
         assert main(_task(world, student, tmp_path / "aug", "--max-steps", "2", "--augment", "2")) == 0
     assert teacher.forward_batches > before  # new texts: the teacher labels them
     said = next(r.getMessage() for r in caplog.records if "extra texts" in r.getMessage())
@@ -413,7 +414,7 @@ def test_task_distillation_with_augmented_text(world, tmp_path, caplog):
     assert train < extra <= 2 * train
     assert not any("--augment" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     caplog.clear()  # without any text beyond the training set, the run says what it gives up
-    with caplog.at_level("INFO", logger="albert_lm.training.distill_task"):
+    with caplog.at_level("INFO", logger="albert_lm.distill.task"):
         assert main(_task(world, student, tmp_path / "plain", "--max-steps", "1")) == 0
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("no --augment, no --extra-text" in m for m in warned), warned

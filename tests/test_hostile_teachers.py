@@ -24,9 +24,10 @@ import torch
 from test_bad_input import refused
 
 from albert_lm.cli import main
+from albert_lm.distill import cache as distill_cache
+from albert_lm.distill import teacher
+from albert_lm.distill.cache import TeacherCache
 from albert_lm.files import InputError
-from albert_lm.training import distill_cache, teacher
-from albert_lm.training.distill_cache import TeacherCache
 
 transformers = pytest.importorskip("transformers")
 # torch's weights-only reader warns about the pickle protocol of the hostile files before refusing them
@@ -262,7 +263,7 @@ def test_a_cache_edited_between_runs_is_computed_again(small_chunks, tmp_path, c
     values[5] = 0.0  # one row of the second chunk replaced
     values.flush()
     del values
-    with caplog.at_level(logging.WARNING, logger="albert_lm.training.distill_cache"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.distill.cache"):
         np.testing.assert_array_equal(_refill(cache, calls), EXPECTED)
     assert calls == [4, 2]  # from that chunk on: the first one is kept
     assert any("values.npy: rows 4-7 differ" in r.getMessage() for r in caplog.records)
@@ -336,7 +337,7 @@ def test_a_run_on_an_edited_cache_runs_the_teacher_again(world, tmp_path, caplog
     values.flush()
     del values
     before = teacher.forward_batches
-    with caplog.at_level(logging.WARNING, logger="albert_lm.training.distill_cache"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.distill.cache"):
         assert main(_general(world, world.sentence, tmp_path / "two", cache)) == 0
     assert teacher.forward_batches > before
     assert any("values.npy" in r.getMessage() for r in caplog.records)

@@ -609,7 +609,7 @@ def test_accents_round_trip_on_every_line_of_the_books(albert_data, tmp_path, la
 
 def test_distillation_text_counts_characters_as_words_where_there_are_no_spaces(tmp_path):
     from albert_lm.data.unspaced import word_count
-    from albert_lm.training.distill_data import read_sentences
+    from albert_lm.distill.data import read_sentences
 
     assert word_count("他拿起筆來，寫了一封書。") == 10 and word_count("The cat sat.") == 3
     assert word_count("a 中文 b") == 4 and word_count("。") == 1

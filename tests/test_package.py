@@ -39,6 +39,7 @@ STAGES = [
     "model",
     "tasks",
     "training",
+    "distill",
     "deploy",
     "bench",
     "paper",

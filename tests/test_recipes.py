@@ -8,9 +8,9 @@ import pytest
 
 from albert_lm.cli import build_parser, main
 from albert_lm.data.examples import DataConfig
+from albert_lm.distill.commands import _general_settings
+from albert_lm.distill.config import GeneralDistillConfig
 from albert_lm.settings import option_values, recipe, recipe_names
-from albert_lm.training.distill_commands import _general_settings
-from albert_lm.training.distill_config import GeneralDistillConfig
 from albert_lm.training.pretrain_config import PretrainConfig
 
 

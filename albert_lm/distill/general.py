@@ -35,6 +35,19 @@ from torch import nn
 
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
+from albert_lm.distill.config import DEFAULT_STUDENT, GeneralDistillConfig
+from albert_lm.distill.data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
+from albert_lm.distill.loop import (
+    CONFIG_FILE,
+    Distiller,
+    DistillResult,
+    check_output,
+    prepare_output,
+    train,
+)
+from albert_lm.distill.teacher import SentenceTeacher
+from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.files import check_output_apart, folder_lock, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import resolve_precision
@@ -44,20 +57,8 @@ from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.model.weights import write_weights
 from albert_lm.tasks.batches import length_bucketed_batches
 from albert_lm.tasks.metrics import pearson_spearman
-from albert_lm.training.distill import (
-    CONFIG_FILE,
-    Distiller,
-    DistillResult,
-    check_output,
-    prepare_output,
-    train,
-)
-from albert_lm.training.distill_cache import TeacherCache, cached_teacher_outputs, default_cache_dir
-from albert_lm.training.distill_config import DEFAULT_STUDENT, GeneralDistillConfig
-from albert_lm.training.distill_data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
 from albert_lm.training.evaluation import pick_device
 from albert_lm.training.model_init import warm_start
-from albert_lm.training.teacher import SentenceTeacher, local_teacher
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ $ALBERT_LM_CACHE_DIR/distill, else ~/.cache/albert-lm/distill):
                        written and flushed, in t seconds of the teacher's time, each chunk's rows with the
                        checksum they had when written
 
-`key` hashes the teacher's fingerprint (its weights, tokenizer and pooling: `albert_lm.training.teacher`)
+`key` hashes the teacher's fingerprint (its weights, tokenizer and pooling: `albert_lm.distill.teacher`)
 with the digest of the texts, each text in order. Rows are filled a chunk at a time, each chunk's texts
 sorted by length so batches carry little padding (the teacher's cost falls by half on books' sentences),
 and `progress.json` is rewritten only after the chunk's rows are flushed: a kill loses at most one chunk.

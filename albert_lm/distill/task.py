@@ -33,6 +33,20 @@ import torch
 import torch.nn.functional as F
 
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.distill.augment import augment_texts
+from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
+from albert_lm.distill.config import TaskDistillConfig
+from albert_lm.distill.data import read_sentences
+from albert_lm.distill.loop import (
+    CONFIG_FILE,
+    Distiller,
+    DistillResult,
+    check_output,
+    prepare_output,
+    train,
+)
+from albert_lm.distill.teacher import TaskTeacher
+from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.files import InputError, atomic_folder, folder_lock, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import resolve_precision
@@ -43,18 +57,6 @@ from albert_lm.tasks.batches import collate, feature_length, length_bucketed_bat
 from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
 from albert_lm.tasks.task import Feature
 from albert_lm.tasks.text_classification import TextExample
-from albert_lm.training.augment import augment_texts
-from albert_lm.training.distill import (
-    CONFIG_FILE,
-    Distiller,
-    DistillResult,
-    check_output,
-    prepare_output,
-    train,
-)
-from albert_lm.training.distill_cache import TeacherCache, cached_teacher_outputs, default_cache_dir
-from albert_lm.training.distill_config import TaskDistillConfig
-from albert_lm.training.distill_data import read_sentences
 from albert_lm.training.evaluation import (
     EvalSet,
     build_task,
@@ -67,7 +69,6 @@ from albert_lm.training.evaluation import (
     run_model,
 )
 from albert_lm.training.finetune_config import FinetuneConfig
-from albert_lm.training.teacher import TaskTeacher, local_teacher
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The loop both distillation modes run (`albert distill general`, `albert distill task`): a student
-learns from a teacher's outputs, read from the teacher cache (`albert_lm.training.distill_cache`).
+learns from a teacher's outputs, read from the teacher cache (`albert_lm.distill.cache`).
 
 A mode is a `Distiller`: it gives the epoch's batches, a batch's loss, its evaluation and the files that
 make a checkpoint or the final output its own. This module does the rest, as `albert pretrain` does it:
@@ -32,10 +32,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from albert_lm.distill.config import RESUME_MAY_CHANGE, DistillCommon
 from albert_lm.files import check_output_apart, clear_folder, describe_folder, read_json_object
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training.distill_config import RESUME_MAY_CHANGE, DistillCommon
 from albert_lm.training.distributed import StopFlag
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, draw_curves
 from albert_lm.training.optim import (

@@ -188,7 +188,7 @@ class TaskDistillConfig(DistillCommon):
     """unlabelled text files the teacher also labels (a sentence per line; TAB between a pair's texts)"""
     augment: int = 0
     """N variants of each training text, labelled by the teacher: words replaced by others of the task's
-    text or dropped, windows of a few words (Tang et al. 2019; albert_lm/training/augment.py)"""
+    text or dropped, windows of a few words (Tang et al. 2019; albert_lm/distill/augment.py)"""
     temperature: float = 2.0
     """softmax temperature of the soft targets (the loss is KL x T^2)"""
     hard_label_weight: float = 0.0

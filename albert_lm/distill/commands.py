@@ -1,5 +1,5 @@
 """`albert distill general` and `albert distill task`: their options and runs (registered by
-`albert_lm.cli`). Options come from the settings dataclasses (`albert_lm.training.distill_config`) with
+`albert_lm.cli`). Options come from the settings dataclasses (`albert_lm.distill.config`) with
 the flags `albert pretrain` and `albert finetune` use for the same things; building the parser imports
 no torch.
 """
@@ -30,7 +30,7 @@ _COMMON_GROUPS = {
 def _helps() -> dict[str, str]:
     """The attribute docstrings of the fields `cls` inherits (`add_options` reads a class's own only);
     shared options (VOCABULARY) keep their one help."""
-    from albert_lm.training.distill_config import DistillCommon
+    from albert_lm.distill.config import DistillCommon
 
     return {k: v for k, v in field_docs(DistillCommon).items() if k not in VOCABULARY}
 
@@ -45,7 +45,7 @@ def _text_option(where: argparse._ArgumentGroup, flag: str, dest: str, help_: st
 
 
 def general_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.training.distill_config import INPUT_FORMATS, GeneralDistillConfig
+    from albert_lm.distill.config import INPUT_FORMATS, GeneralDistillConfig
 
     add_config_option(p, "distillation")
     p.add_argument(
@@ -79,8 +79,8 @@ def general_options(p: argparse.ArgumentParser) -> None:
 
 
 def task_options(p: argparse.ArgumentParser) -> None:
+    from albert_lm.distill.config import TaskDistillConfig
     from albert_lm.tasks.glue import GLUE_TASKS
-    from albert_lm.training.distill_config import TaskDistillConfig
 
     add_config_option(p, "task distillation")
     add_options(
@@ -107,8 +107,8 @@ def _run_settings(args: argparse.Namespace) -> None:
     output, resume = getattr(args, "output", None), getattr(args, "resume", False)
     if getattr(args, "config", None) or not (output and resume):
         return
+    from albert_lm.distill.loop import CONFIG_FILE
     from albert_lm.training import checkpoint as ckpt
-    from albert_lm.training.distill import CONFIG_FILE
 
     latest = ckpt.latest_checkpoint(output)
     if latest is not None and (latest / CONFIG_FILE).is_file():
@@ -118,7 +118,7 @@ def _run_settings(args: argparse.Namespace) -> None:
 def _general_settings(args: argparse.Namespace) -> Any:
     import dataclasses
 
-    from albert_lm.training.distill_config import GeneralDistillConfig
+    from albert_lm.distill.config import GeneralDistillConfig
     from albert_lm.training.pretrain_config import PretrainConfig
 
     _run_settings(args)
@@ -145,7 +145,7 @@ def run_general(args: argparse.Namespace) -> int:
     spiece.model) with distill_head.safetensors (the projection), distill_results.json, metrics.jsonl and
     checkpoints; with --sts the zero-shot STS-B correlation at each evaluation. SIGTERM saves; --resume
     continues exactly."""
-    from albert_lm.training.distill_general import distill_general
+    from albert_lm.distill.general import distill_general
 
     result = distill_general(_general_settings(args))
     return _report(result, "distill general")
@@ -160,8 +160,8 @@ def run_task(args: argparse.Namespace) -> int:
     gold labels. Evaluates on dev, keeps the best in OUTPUT/best as `albert finetune` does (finetune_config.json,
     eval_results.json: `albert predict` and `albert evaluate` take it), with the teacher's dev scores in
     OUTPUT/eval_results.json. SIGTERM saves; --resume continues exactly."""
-    from albert_lm.training.distill_config import TaskDistillConfig
-    from albert_lm.training.distill_task import distill_task
+    from albert_lm.distill.config import TaskDistillConfig
+    from albert_lm.distill.task import distill_task
 
     _run_settings(args)
     result = distill_task(load_settings(TaskDistillConfig, args, TASK_REQUIRED))
