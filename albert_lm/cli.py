@@ -131,19 +131,46 @@ def _finetune_options(p: argparse.ArgumentParser) -> None:
 
     add_config_option(p, "fine-tuning")
     add_options(
-        p, FinetuneConfig, required=FINETUNE_REQUIRED, choices={"task": TASK_NAMES}, suppress=True,
+        p,
+        FinetuneConfig,
+        required=FINETUNE_REQUIRED,
+        choices={"task": TASK_NAMES},
+        suppress=True,
         groups={
             "what to fine-tune": ("task", "model", "data", "output", "tokenizer", "overwrite"),
-            "training": ("max_steps", "epochs", "batch_size", "learning_rate", "warmup_steps", "weight_decay",
-                         "max_grad_norm", "gradient_accumulation_steps", "dropout", "classifier_dropout", "seed"),
+            "training": (
+                "max_steps",
+                "epochs",
+                "batch_size",
+                "learning_rate",
+                "warmup_steps",
+                "weight_decay",
+                "max_grad_norm",
+                "gradient_accumulation_steps",
+                "dropout",
+                "classifier_dropout",
+                "seed",
+            ),
             "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
             "machine": ("precision", "device"),
             "evaluation and records": ("eval_every", "log_every", "tensorboard", "plot"),
-            "question answering and multiple choice": ("doc_stride", "max_query_length", "n_best",
-                                                       "max_answer_length", "null_score_diff_threshold", "max_qa_length"),
-            "your own data's columns": ("text_column", "text_pair_column", "label_column", "tokens_column", "tags_column"),
+            "question answering and multiple choice": (
+                "doc_stride",
+                "max_query_length",
+                "n_best",
+                "max_answer_length",
+                "null_score_diff_threshold",
+                "max_qa_length",
+            ),
+            "your own data's columns": (
+                "text_column",
+                "text_pair_column",
+                "label_column",
+                "tokens_column",
+                "tags_column",
+            ),
         },
-    )  # fmt: skip
+    )
 
 
 @command("finetune", _finetune_options)
@@ -204,15 +231,21 @@ def _evaluate_options(p: argparse.ArgumentParser) -> None:
         help="SQuAD 2.0: predict no answer above this (default 1.0)",
     )
     p.add_argument(
-        "--model", help="fine-tuned model folder (config.json, model.safetensors, spiece.model), or hub id "
+        "--model",
+        help="fine-tuned model folder (config.json, model.safetensors, spiece.model), or hub id "
         "org/name[@rev]",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--output", help="with --model: also write eval_results.json and predictions/ into this folder (apart "
+        "--output",
+        help="with --model: also write eval_results.json and predictions/ into this folder (apart "
         "from the model and the data)",
-    )  # fmt: skip
-    add_word(p, "overwrite", help="with --output: replace the eval_results.json and predictions/ already there "
-             "(nothing else in the folder is touched)")  # fmt: skip
+    )
+    add_word(
+        p,
+        "overwrite",
+        help="with --output: replace the eval_results.json and predictions/ already there "
+        "(nothing else in the folder is touched)",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
     p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
     add_word(p, "device")
@@ -284,21 +317,29 @@ def _demo_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.data.languages import LANGUAGES
 
     p.add_argument(
-        "--language", choices=tuple(LANGUAGES), default="en", help="the text's language: its tokenizer rule "
+        "--language",
+        choices=tuple(LANGUAGES),
+        default="en",
+        help="the text's language: its tokenizer rule "
         "(docs/data.md#languages) and fill-mask probes (en, de, fr, ru, zh; default en; any other needs --text)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--text", nargs="+", metavar="FILE", default=None, help="text to use instead of the bundled English "
+        "--text",
+        nargs="+",
+        metavar="FILE",
+        default=None,
+        help="text to use instead of the bundled English "
         "books: files, folders or globs (Project Gutenberg headers cut where found)",
-    )  # fmt: skip
+    )
 
 
 @command("demo", _demo_options)
 def _run_demo(args: argparse.Namespace) -> int:
     """train a tokenizer and albert-tiny on the bundled public-domain books (2.5 to 7.5 min on 2 CPU cores)
 
-    The end-to-end demo: trains a SentencePiece model and a 4-layer albert-tiny on a few MB of public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), reports MLM
-    accuracy against a unigram guess and SOP accuracy against chance, and fills a mask."""
+    The end-to-end demo: trains a SentencePiece model and a 4-layer albert-tiny on a few MB of
+    public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), reports
+    MLM accuracy against a unigram guess and SOP accuracy against chance, and fills a mask."""
     from pathlib import Path
 
     from albert_lm.demo import run_demo

@@ -106,8 +106,10 @@ def _download(repo: str, revision: str | None, patterns: list[str], where: str) 
     if not _inside(folder, root):
         ref = _ref_file(repo, revision)
         by = f"its {ref} or a link" if ref.is_file() else "a link"
-        raise ValueError(f"{where}: the hub cache's snapshot {folder} lies outside {root} ({by} leads "
-                         f"to {folder.resolve()}): a damaged or hostile cache; refused")  # fmt: skip
+        raise ValueError(
+            f"{where}: the hub cache's snapshot {folder} lies outside {root} ({by} leads "
+            f"to {folder.resolve()}): a damaged or hostile cache; refused"
+        )
     _check_links(folder, [*FILES, PICKLE], root, where)
     _check_links(folder, _shards(folder), root, where)  # the index is read once it is known to be inside
     return folder
@@ -118,11 +120,15 @@ def _check_links(folder: Path, names: list[str], root: Path, where: str) -> None
     for name in names:
         file = folder / name
         if file.is_symlink() and not file.exists():
-            raise FileNotFoundError(f"{where}: {file} in the hub cache is a link to {os.readlink(file)}, "
-                                    "which does not exist (a damaged cache)")  # fmt: skip
+            raise FileNotFoundError(
+                f"{where}: {file} in the hub cache is a link to {os.readlink(file)}, "
+                "which does not exist (a damaged cache)"
+            )
         if file.exists() and not _inside(file, root):
-            raise ValueError(f"{where}: {file} in the hub cache leads outside {root} (to {file.resolve()}): "
-                             "a damaged or hostile cache; refused")  # fmt: skip
+            raise ValueError(
+                f"{where}: {file} in the hub cache leads outside {root} (to {file.resolve()}): "
+                "a damaged or hostile cache; refused"
+            )
 
 
 def _repo_folder(repo: str) -> Path:
@@ -175,8 +181,9 @@ def _check_files(folder: Path, repo: str, where: str, albert: bool) -> None:
             with safe_open(folder / name, "numpy"):
                 pass
         except Exception as e:  # the library's SafetensorError, and OSError
-            raise ValueError(f"{at}: {folder / name}: not a whole safetensors file (truncated or damaged?): "
-                             f"{e}") from None  # fmt: skip
+            raise ValueError(
+                f"{at}: {folder / name}: not a whole safetensors file (truncated or damaged?): {e}"
+            ) from None
     pickle = folder / PICKLE
     if not _safetensors_read(folder) and pickle.is_file():
         with open(pickle, "rb") as f:
@@ -222,8 +229,10 @@ def _dangling_ref(repo: str, revision: str | None) -> str:
         return ""
     if (_repo_folder(repo) / "snapshots" / commit).is_dir():
         return ""
-    return (f"the hub cache's {ref} points at commit {commit[:80]!r}, which has no snapshot folder there "
-            "(a damaged cache)")  # fmt: skip
+    return (
+        f"the hub cache's {ref} points at commit {commit[:80]!r}, which has no snapshot folder there "
+        "(a damaged cache)"
+    )
 
 
 def _fetch_hint(repo: str, revision: str | None) -> str:

@@ -268,9 +268,13 @@ class _OldSpelling(argparse.Action):
 
 
 def add_word(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, dest: str, *, default: Any = None,
-    help: str | None = None, suppress: bool = False,
-) -> None:  # fmt: skip
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    dest: str,
+    *,
+    default: Any = None,
+    help: str | None = None,
+    suppress: bool = False,
+) -> None:
     """The shared option `dest` (a key of VOCABULARY) with its flag, type, choices and default.
     `default` applies only where VOCABULARY has none (a seed, seeds or a time budget differ by command);
     `help` replaces the shared text where a command must say more."""
@@ -290,8 +294,9 @@ def add_word(
     parser.add_argument(word.flag, **kw)
     for alias in word.aliases:
         extra = {k: v for k, v in kw.items() if k not in ("help", "action")}
-        parser.add_argument(alias, action=_OldSpelling, help=argparse.SUPPRESS,
-                            **{**extra, "default": argparse.SUPPRESS})  # fmt: skip
+        parser.add_argument(
+            alias, action=_OldSpelling, help=argparse.SUPPRESS, **{**extra, "default": argparse.SUPPRESS}
+        )
 
 
 def add_options(
@@ -314,8 +319,8 @@ def add_options(
 
     `suppress`: options left out of the command line are absent from the parsed namespace (so a config
     file's values stand), otherwise they take the field's default. `required`: options that must be given.
-    `helps`, `choices`, `metavars`, `flags` (the option's name): per-field replacements. Fields of other types than str, int, float,
-    bool (or their Optional / Literal forms) must be skipped and added by hand.
+    `helps`, `choices`, `metavars`, `flags` (the option's name): per-field replacements. Fields of other
+    types than str, int, float, bool (or their Optional / Literal forms) must be skipped and added by hand.
     """
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
@@ -383,15 +388,21 @@ def option_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 def add_config_option(p: argparse.ArgumentParser, what: str) -> None:
     """`--config FILE`: a command's settings from a JSON file of its fields (options typed win)."""
     p.add_argument(
-        "--config", metavar="FILE", help=f"JSON file of {what} settings (the options' names with _, e.g. a "
+        "--config",
+        metavar="FILE",
+        help=f"JSON file of {what} settings (the options' names with _, e.g. a "
         "run's saved settings file); options given on the command line win",
-    )  # fmt: skip
+    )
 
 
 def load_settings(
-    cls: type, args: argparse.Namespace, required: Iterable[str] = (), ignored: Iterable[str] = (),
-    recipe_values: dict[str, Any] | None = None, recipe_name: str = "",
-) -> Any:  # fmt: skip
+    cls: type,
+    args: argparse.Namespace,
+    required: Iterable[str] = (),
+    ignored: Iterable[str] = (),
+    recipe_values: dict[str, Any] | None = None,
+    recipe_name: str = "",
+) -> Any:
     """`cls` from a recipe's section (`recipe_values`, of the recipe `recipe_name`), `--config FILE` (if
     given) and the options typed (added with `suppress=True`): a typed option wins over the file, the file
     over the recipe. `required` fields must come from one of them; keys in `ignored` are a saved run's
@@ -456,8 +467,9 @@ def recipe(name: str) -> dict[str, Any]:
     Commands take their stage's section as defaults; options given on the command line win."""
     path = Path(name) if name.endswith(".json") else RECIPE_DIR / f"{name}.json"
     if not path.is_file():
-        raise FileNotFoundError(f"no recipe {name!r}: shipped recipes are {', '.join(recipe_names())}, "
-                                "or give a JSON file")  # fmt: skip
+        raise FileNotFoundError(
+            f"no recipe {name!r}: shipped recipes are {', '.join(recipe_names())}, or give a JSON file"
+        )
     values = read_json_object(path, "recipe")
     unknown = sorted(set(values) - {*RECIPE_SECTIONS, "description"})
     if unknown:
@@ -473,9 +485,11 @@ def recipe(name: str) -> dict[str, Any]:
 def add_recipe_option(p: argparse.ArgumentParser) -> None:
     """`--recipe NAME`: a command takes its stage's settings from a recipe."""
     p.add_argument(
-        "--recipe", metavar="NAME", help="take this stage's settings from a recipe (albert_lm/recipes/NAME.json, "
+        "--recipe",
+        metavar="NAME",
+        help="take this stage's settings from a recipe (albert_lm/recipes/NAME.json, "
         "or a JSON file); options given here win. Shipped: " + ", ".join(recipe_names()),
-    )  # fmt: skip
+    )
 
 
 def recipe_section(args: argparse.Namespace, section: str) -> dict:

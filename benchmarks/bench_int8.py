@@ -37,8 +37,11 @@ def main() -> None:
             e for e in ("x86", "fbgemm", "onednn") if e in torch.backends.quantized.supported_engines
         ),
     )
-    p.add_argument("--spiece", default="../shared/data/tokenizer/albert-30k/spiece.model",
-                   help="a spiece.model to put beside the model for the ONNX export (any will do)")  # fmt: skip
+    p.add_argument(
+        "--spiece",
+        default="../shared/data/tokenizer/albert-30k/spiece.model",
+        help="a spiece.model to put beside the model for the ONNX export (any will do)",
+    )
     p.add_argument("--no-onnx", action="store_true", help="leave out ONNX Runtime")
     a = p.parse_args()
     torch.manual_seed(0)
@@ -65,8 +68,10 @@ def main() -> None:
         shutil.copy(a.spiece, d / "model" / "spiece.model")
         paths.update(_onnx_paths(d / "model", d / "onnx"))
     cpu = cpu_info()
-    print(f"CPU: {cpu.model} ({cpu.generation}, isa {cpu.isa}), {torch.get_num_threads()} threads, torch "
-          f"{torch.__version__}, transformers {transformers.__version__}; {a.preset}, random weights")  # fmt: skip
+    print(
+        f"CPU: {cpu.model} ({cpu.generation}, isa {cpu.isa}), {torch.get_num_threads()} threads, torch "
+        f"{torch.__version__}, transformers {transformers.__version__}; {a.preset}, random weights"
+    )
     for shape in a.shapes:
         _table(paths, shape, a.repeats, ours.config.vocab_size)
 
@@ -85,8 +90,12 @@ def _onnx_paths(model_dir: Path, out: Path) -> dict:
     # For the record, the two other graphs: the optimizer's fp32 (it fuses GELU and residual + LayerNorm
     # but finds no Attention pattern in ALBERT's graph) and the exported graph quantized as it is.
     config = AlbertConfig.from_pretrained(model_dir)
-    optimized = optimize_model(str(out / "model.onnx"), model_type="bert",
-                               num_heads=config.num_attention_heads, hidden_size=config.hidden_size)  # fmt: skip
+    optimized = optimize_model(
+        str(out / "model.onnx"),
+        model_type="bert",
+        num_heads=config.num_attention_heads,
+        hidden_size=config.hidden_size,
+    )
     print(
         "ONNX Runtime optimizer fused:",
         {k: v for k, v in optimized.get_fused_operator_statistics().items() if v},
@@ -99,15 +108,25 @@ def _onnx_paths(model_dir: Path, out: Path) -> dict:
         size = f.stat().st_size + sum(d.stat().st_size for d in out.glob(f.name + ".data"))
         print(f"size on disk: {f.name} {size / 2**20:.1f} MiB")
     paths = {}
-    for name, file in (("ONNX Runtime fp32", "model.onnx"), ("ONNX Runtime fp32, optimizer", "model.opt.onnx"),
-                       ("ONNX Runtime int8 (albert export --int8)", "model.int8.onnx"),
-                       ("ONNX Runtime int8 of the unoptimized graph", "model.raw.int8.onnx")):  # fmt: skip
+    for name, file in (
+        ("ONNX Runtime fp32", "model.onnx"),
+        ("ONNX Runtime fp32, optimizer", "model.opt.onnx"),
+        ("ONNX Runtime int8 (albert export --int8)", "model.int8.onnx"),
+        ("ONNX Runtime int8 of the unoptimized graph", "model.raw.int8.onnx"),
+    ):
         options = ort.SessionOptions()
         options.intra_op_num_threads = torch.get_num_threads()
         session = ort.InferenceSession(str(out / file), options, providers=["CPUExecutionProvider"])
-        paths[name] = lambda x, s=session: torch.from_numpy(s.run(None, {
-            "input_ids": x.numpy(), "attention_mask": np.ones(tuple(x.shape), dtype=np.int64),
-            "token_type_ids": np.zeros(tuple(x.shape), dtype=np.int64)})[0])  # fmt: skip
+        paths[name] = lambda x, s=session: torch.from_numpy(
+            s.run(
+                None,
+                {
+                    "input_ids": x.numpy(),
+                    "attention_mask": np.ones(tuple(x.shape), dtype=np.int64),
+                    "token_type_ids": np.zeros(tuple(x.shape), dtype=np.int64),
+                },
+            )[0]
+        )
     return paths
 
 

@@ -85,8 +85,14 @@ def main() -> None:
             for name in times:
                 start = time.perf_counter()
                 if name.startswith("albert-lm predict"):
-                    got = ours(a.model, a.input, a.text_column, a.batch_size, Path(tmp) / "out.jsonl",
-                               int8=name.endswith("--int8"))  # fmt: skip
+                    got = ours(
+                        a.model,
+                        a.input,
+                        a.text_column,
+                        a.batch_size,
+                        Path(tmp) / "out.jsonl",
+                        int8=name.endswith("--int8"),
+                    )
                 else:
                     batch = 1 if name.endswith("batch 1") else a.batch_size
                     # the pipeline gives the config's label names; map back to the task's labels by id
@@ -95,8 +101,10 @@ def main() -> None:
                 answers[name] = got
     base = statistics.median(times["albert-lm predict"])
     cpu = cpu_info()
-    print(f"CPU: {cpu.model} ({cpu.generation}, {cpu.isa}), torch {torch.__version__}, transformers "
-          f"{transformers.__version__}, {torch.get_num_threads()} threads; {len(texts)} rows, {a.repeats} repeats")  # fmt: skip
+    print(
+        f"CPU: {cpu.model} ({cpu.generation}, {cpu.isa}), torch {torch.__version__}, transformers "
+        f"{transformers.__version__}, {torch.get_num_threads()} threads; {len(texts)} rows, {a.repeats} repeats"
+    )
     tokens = dict.fromkeys(
         [n for n in times if n.startswith("albert-lm")], token_count(a.model, texts, ours=True)
     )

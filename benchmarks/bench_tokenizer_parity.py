@@ -62,7 +62,8 @@ def main() -> None:
     t_ours = time.perf_counter() - t0
     print(f"{len(books)} books, {len(lines)} non-empty lines, {mb:.1f} MB")
     print(
-        f"reference (plain Python): {mb / t_ref:.2f} MB/s; albert_lm.AlbertTokenizer.encode_batch: {mb / t_ours:.2f} MB/s"
+        f"reference (plain Python): {mb / t_ref:.2f} MB/s; "
+        f"albert_lm.AlbertTokenizer.encode_batch: {mb / t_ours:.2f} MB/s"
     )
     bad = [i for i in range(len(lines)) if got[i] != ref[i]]
     print(f"albert_lm.AlbertTokenizer: {len(bad)} of {len(lines)} lines differ from the reference")

@@ -24,9 +24,11 @@ def main(root: Path) -> None:
                 functions.append((node.end_lineno - node.lineno + 1, f"{path}:{node.lineno} {node.name}"))
     lengths = [n for n, _ in functions]
     top = [p for p in root.glob("*.py")]
-    print(f"{len(modules)} modules ({len(top)} at the top of {root}), {len(functions)} functions, "
-          f"median {statistics.median(lengths):g} lines, {sum(n > 80 for n in lengths)} over 80, "
-          f"{sum(n > 60 for n in lengths)} over 60")  # fmt: skip
+    print(
+        f"{len(modules)} modules ({len(top)} at the top of {root}), {len(functions)} functions, "
+        f"median {statistics.median(lengths):g} lines, {sum(n > 80 for n in lengths)} over 80, "
+        f"{sum(n > 60 for n in lengths)} over 60"
+    )
     print(
         "longest functions:",
         *(f"  {n:4d} {name}" for n, name in sorted(functions, reverse=True)[:5]),

@@ -72,8 +72,10 @@ def main() -> None:
     with open(a.input, encoding="utf-8", newline="") as f:
         texts = [row[a.column] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
     cpu = cpu_info()
-    print(f"CPU: {cpu.model} ({cpu.isa}), torch {torch.__version__}, {a.threads} thread(s); {len(texts)} texts, "
-          f"batch {a.batch_size}, median of {a.repeats}")  # fmt: skip
+    print(
+        f"CPU: {cpu.model} ({cpu.isa}), torch {torch.__version__}, {a.threads} thread(s); {len(texts)} texts, "
+        f"batch {a.batch_size}, median of {a.repeats}"
+    )
     print("| model | parameters | tokens per text | sentences/s | tokens/s |\n|---|---|---|---|---|")
     for name in a.models:
         model, ids, params = load(name, texts, a.max_length)

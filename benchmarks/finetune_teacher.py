@@ -90,16 +90,27 @@ def main() -> None:
         return task.score(dev, task.predict(dev, [], [{"logits": row} for row in logits]))
 
     training = transformers.TrainingArguments(
-        output_dir=str(Path(args.output) / "trainer"), num_train_epochs=args.epochs, learning_rate=args.learning_rate,
-        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=2 * args.batch_size,
-        warmup_steps=int(0.1 * args.epochs * -(-len(train) // args.batch_size)), weight_decay=0.01, eval_strategy="epoch", save_strategy="no", logging_steps=100,
-        seed=args.seed, report_to=[],
-    )  # fmt: skip
+        output_dir=str(Path(args.output) / "trainer"),
+        num_train_epochs=args.epochs,
+        learning_rate=args.learning_rate,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=2 * args.batch_size,
+        warmup_steps=int(0.1 * args.epochs * -(-len(train) // args.batch_size)),
+        weight_decay=0.01,
+        eval_strategy="epoch",
+        save_strategy="no",
+        logging_steps=100,
+        seed=args.seed,
+        report_to=[],
+    )
     trainer = transformers.Trainer(
-        model=model, args=training, train_dataset=Encoded(tokenizer, task, train, args.max_seq_length),
-        eval_dataset=Encoded(tokenizer, task, dev, args.max_seq_length), compute_metrics=compute_metrics,
+        model=model,
+        args=training,
+        train_dataset=Encoded(tokenizer, task, train, args.max_seq_length),
+        eval_dataset=Encoded(tokenizer, task, dev, args.max_seq_length),
+        compute_metrics=compute_metrics,
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
-    )  # fmt: skip
+    )
     trainer.train()
     # the task's own metric names (accuracy, mcc, pearson, ...), as `albert finetune` writes them
     scores = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items()}

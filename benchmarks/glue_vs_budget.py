@@ -52,9 +52,17 @@ def main() -> None:
         series, minutes, folder = spec.split(":", 2)
         runs = [r for r in runs if (r["series"], r["minutes"]) != (series, float(minutes))]
         seeds = glue_per_seed(Path(folder))
-        runs.append({"series": series, "minutes": float(minutes), "dir": folder, "glue5_seeds": seeds,
-                     "glue5": statistics.fmean(seeds), "glue5_std": statistics.stdev(seeds),
-                     **last_eval(Path(folder))})  # fmt: skip
+        runs.append(
+            {
+                "series": series,
+                "minutes": float(minutes),
+                "dir": folder,
+                "glue5_seeds": seeds,
+                "glue5": statistics.fmean(seeds),
+                "glue5_std": statistics.stdev(seeds),
+                **last_eval(Path(folder)),
+            }
+        )
     if args.random is not None:
         rnd = glue_per_seed(args.random)
         random_arm = {"glue5_seeds": rnd, "glue5": statistics.fmean(rnd), "glue5_std": statistics.stdev(rnd)}
@@ -72,8 +80,14 @@ def main() -> None:
     for series in dict.fromkeys(r["series"] for r in runs):
         rows = sorted((r for r in runs if r["series"] == series), key=lambda r: r["minutes"])
         x = [r["minutes"] for r in rows]
-        ax1.errorbar(x, [r["glue5"] for r in rows], yerr=[r["glue5_std"] for r in rows], marker="o",
-                     capsize=3, label=series)  # fmt: skip
+        ax1.errorbar(
+            x,
+            [r["glue5"] for r in rows],
+            yerr=[r["glue5_std"] for r in rows],
+            marker="o",
+            capsize=3,
+            label=series,
+        )
         ax2.plot(x, [r["mlm_acc"] for r in rows], marker="o", label=series)
     ax1.axhline(report["random"]["glue5"], color="grey", linestyle="--", label="random init")
     ax1.axhline(report["random"]["glue5"] + 5, color="grey", linestyle=":", label="random + 5 (goal a)")
@@ -84,8 +98,12 @@ def main() -> None:
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.output.with_suffix(".png"), dpi=110)
-    print(json.dumps({r["series"] + f" {r['minutes']:g} min": round(r["glue5"], 1) for r in runs}
-                     | {"random": round(report["random"]["glue5"], 1)}))  # fmt: skip
+    print(
+        json.dumps(
+            {r["series"] + f" {r['minutes']:g} min": round(r["glue5"], 1) for r in runs}
+            | {"random": round(report["random"]["glue5"], 1)}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,11 @@ def held_out(model, dataset, batches: int = 100) -> dict[str, float]:
     model.eval()
     loss = correct = n = 0.0
     for batch in evaluation_loader(dataset, 32, batches, 0, 1):
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                       token_type_ids=batch["token_type_ids"]).logits  # fmt: skip
+        logits = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch["token_type_ids"],
+        ).logits
         mask = batch["labels"] != -100
         picked, target = logits[mask], batch["labels"][mask]
         loss += float(F.cross_entropy(picked, target, reduction="sum"))
@@ -109,9 +112,12 @@ def main() -> None:
     p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
     p.add_argument("--preset", default="albert-tiny")
     p.add_argument(
-        "--model-override", action="append", default=[], metavar="KEY=VALUE",
+        "--model-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a model config field of the albert-lm run compared, e.g. sharing=none (repeatable)",
-    )  # fmt: skip
+    )
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -136,8 +142,12 @@ def main() -> None:
     collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
     decay = [p_ for n, p_ in model.named_parameters() if p_.ndim > 1]
     rest = [p_ for n, p_ in model.named_parameters() if p_.ndim <= 1]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
-                                  lr=a.lr, betas=(0.9, 0.999), eps=1e-6)  # fmt: skip
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
+        lr=a.lr,
+        betas=(0.9, 0.999),
+        eps=1e-6,
+    )
     budget = a.minutes * 60
     print(f"{len(train)} blocks of {a.seq}; schedule over {a.minutes} minutes of steps", flush=True)
     with open(out / "metrics.jsonl", "w") as log:

@@ -70,8 +70,13 @@ def tensors(seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def release(folder: Path, tokenizer: Path, weights: dict[str, np.ndarray] | None = None,
-            config: dict[str, Any] | None = None, **written: Any) -> Path:  # fmt: skip
+def release(
+    folder: Path,
+    tokenizer: Path,
+    weights: dict[str, np.ndarray] | None = None,
+    config: dict[str, Any] | None = None,
+    **written: Any,
+) -> Path:
     """A release's folder: the checkpoint, albert_config.json and 30k-clean.model."""
     write_bundle(folder / CKPT, tensors() if weights is None else weights, **written)
     (folder / "albert_config.json").write_text(json.dumps(CONFIG if config is None else config))
@@ -257,9 +262,11 @@ def _build_bombs(root: Path, tok: Path) -> Result:
     return {
         "bomb_data_after_index": bomb(f / "data_after_index.tar.gz", [*small, *index, (data, 4 * GIB)]),
         "bomb_data_first": bomb(f / "data_first.tar.gz", [(data, 4 * GIB), *small, *index]),
-        "bomb_stray": bomb(f / "stray.tar.gz", [*small, *index, *_files(good, DATA), ("albert_tiny/x.bin", 4 * GIB)]),
+        "bomb_stray": bomb(
+            f / "stray.tar.gz", [*small, *index, *_files(good, DATA), ("albert_tiny/x.bin", 4 * GIB)]
+        ),
         "bomb_many": bomb(f / "many.tar.gz", [*small, *index, *_files(good, DATA), *many]),
-    }  # fmt: skip
+    }
 
 
 def _build_indexes(root: Path, tok: Path) -> Result:
@@ -340,9 +347,23 @@ def _build_hub(root: Path, p: dict[str, Path]) -> Result:
     shutil.copytree(model, outside)
     commit = "0123456789abcdef0123456789abcdef01234567"
     _snapshot(cache, "org/good", model, commit)
-    snap = {r: _snapshot(cache, f"org/{r}", model, commit) for r in (
-        "notalbert", "notjson", "emptyconfig", "noweights", "truncated", "garbage", "linkconfig",
-        "linkweights", "brokenlink", "badindex", "missingshard", "truncatedpickle")}  # fmt: skip
+    snap = {
+        r: _snapshot(cache, f"org/{r}", model, commit)
+        for r in (
+            "notalbert",
+            "notjson",
+            "emptyconfig",
+            "noweights",
+            "truncated",
+            "garbage",
+            "linkconfig",
+            "linkweights",
+            "brokenlink",
+            "badindex",
+            "missingshard",
+            "truncatedpickle",
+        )
+    }
     config = json.loads((model / "config.json").read_text())
     (snap["notalbert"] / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
     (snap["notjson"] / "config.json").write_text("{not json")
@@ -380,8 +401,13 @@ Case = tuple[str, list[str], str, list[str]]
 
 def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[Case]:
     """(class, argv, expect, mention) of every case; see the module docstring."""
-    return [*_content_cases(p, out), *_archive_cases(p, out), *_index_cases(p, out),
-            *_config_cases(p, out), *_hub_cases(p, out)]  # fmt: skip
+    return [
+        *_content_cases(p, out),
+        *_archive_cases(p, out),
+        *_index_cases(p, out),
+        *_config_cases(p, out),
+        *_hub_cases(p, out),
+    ]
 
 
 def _convert(src: Path, out: Callable[[str], str]) -> list[str]:
@@ -422,16 +448,25 @@ def _archive_cases(p: dict[str, Path], out: Callable[[str], str]) -> list[Case]:
         (named, _convert(p["archive_truncated_data"], out), "refuse", [at("truncated_data", DATA), "truncated"]),
         (named, _convert(p["archive_flipped_data"], out), "refuse", [at("flipped_data", DATA), "checksum"]),
         (named, _convert(p["archive_flipped_index"], out), "refuse", [at("flipped_index", f"{CKPT}.index")]),
-        (named, _convert(p["archive_unknown_field"], out), "refuse", [at("unknown_field", "albert_config.json"), "adapters"]),
+        (named, _convert(p["archive_unknown_field"], out), "refuse",
+         [at("unknown_field", "albert_config.json"), "adapters"]),
         (named, _convert(p["archive_config_not_json"], out), "refuse", [at("config_not_json", "albert_config.json")]),
         (named, _convert(p["archive_no_tokenizer"], out), "refuse", [str(p["archive_no_tokenizer"]), "--tokenizer"]),
         (named, _convert(p["archive_garbage_tokenizer"], out), "refuse", [at("garbage_tokenizer", "30k-clean.model")]),
         (named, _convert(p["archive_no_checkpoint"], out), "refuse", [str(p["archive_no_checkpoint"]), ".index"]),
     ]  # fmt: skip
-    for name, says in (("dotdot", ".."), ("absolute", "absolute"), ("symlink_config", "link"),
-                       ("symlink_dir", "link"), ("hardlink", "link"), ("hardlink_inside", "link"),
-                       ("fifo", "pipe"), ("chardev", "device"), ("blockdev", "device"),
-                       ("clash", "inner.txt")):  # fmt: skip
+    for name, says in (
+        ("dotdot", ".."),
+        ("absolute", "absolute"),
+        ("symlink_config", "link"),
+        ("symlink_dir", "link"),
+        ("hardlink", "link"),
+        ("hardlink_inside", "link"),
+        ("fifo", "pipe"),
+        ("chardev", "device"),
+        ("blockdev", "device"),
+        ("clash", "inner.txt"),
+    ):
         cs.append((hostile, _convert(p[f"archive_{name}"], out), "refuse", [str(p[f"archive_{name}"]), says]))
     for name in ("truncated_tar_gz", "truncated_tar", "garbage_tar_gz", "empty_tar_gz"):
         cs.append((hostile, _convert(p[f"archive_{name}"], out), "refuse", [str(p[f"archive_{name}"])]))
@@ -478,9 +513,14 @@ def _config_cases(p: dict[str, Path], out: Callable[[str], str]) -> list[Case]:
              "layers_1e12": "num_hidden_layers", "null": "embedding_size", "nested": "nested",
              "array": "object", "empty": "empty", "not_utf8": "UTF-8"}  # fmt: skip
     return [
-        (k, _convert(p[f"config_{name}"], out), "refuse", [str(p[f"config_{name}"] / "albert_config.json"), word])
+        (
+            k,
+            _convert(p[f"config_{name}"], out),
+            "refuse",
+            [str(p[f"config_{name}"] / "albert_config.json"), word],
+        )
         for name, word in field.items()
-    ]  # fmt: skip
+    ]
 
 
 def _hub_cases(p: dict[str, Path], out: Callable[[str], str]) -> list[Case]:
@@ -517,8 +557,10 @@ def _hub_cases(p: dict[str, Path], out: Callable[[str], str]) -> list[Case]:
              "truncatedpickle": "pytorch_model.bin", "dangling": "refs/main", "refescape": "refs/main",
              "linksnapshot": "snapshots"}  # fmt: skip
     cs: list[Case] = [(k, predict(f"org/{r}"), "refuse", [f"org/{r}", file]) for r, file in files.items()]
-    cs += [(k + " (API)", resolve(f"org/{r}"), "refuse", [f"org/{r}", files[r]])
-           for r in ("notalbert", "truncated", "linkconfig", "dangling", "refescape")]  # fmt: skip
+    cs += [
+        (k + " (API)", resolve(f"org/{r}"), "refuse", [f"org/{r}", files[r]])
+        for r in ("notalbert", "truncated", "linkconfig", "dangling", "refescape")
+    ]
     cs.append((k, predict("org/good@../../../outside-model"), "refuse", ["org/good@../../../outside-model"]))
     cs.append(("hub: valid", predict("org/good"), "ok", []))
     cs.append(("hub: valid", resolve("org/good"), "ok", []))

@@ -32,8 +32,10 @@ def _good(n: int, start: int = 0) -> list[dict[str, str]]:
 
 
 def _token_rows(n: int) -> list[dict[str, Any]]:
-    return [{"tokens": ["word1", f"word{i % 5}", "river"], "tags": ["O", "B-X" if i % 2 else "O", "O"]}
-            for i in range(n)]  # fmt: skip
+    return [
+        {"tokens": ["word1", f"word{i % 5}", "river"], "tags": ["O", "B-X" if i % 2 else "O", "O"]}
+        for i in range(n)
+    ]
 
 
 # Task folders (train.jsonl / dev.jsonl, or .csv) with one bad row each: line 3 of train, line 2 of dev.
@@ -54,8 +56,10 @@ def _task_folders() -> dict[str, dict[str, str]]:
         folders[name] = {"train.jsonl": _rows(*_good(2), row, *_good(9, 3)), "dev.jsonl": good_dev}
     folders["dev_text_null"] = {"train.jsonl": good_train,
                                 "dev.jsonl": _rows(*_good(1), {"text": None, "label": "no"}, *_good(4))}  # fmt: skip
-    folders["dev_label_null"] = {"train.jsonl": good_train,
-                                 "dev.jsonl": _rows(*_good(1), {"text": "word1", "label": None}, *_good(4))}  # fmt: skip
+    folders["dev_label_null"] = {
+        "train.jsonl": good_train,
+        "dev.jsonl": _rows(*_good(1), {"text": "word1", "label": None}, *_good(4)),
+    }
     csv_good = "text,label\n" + "".join(f"word{i % 7} river,{'yes' if i % 2 else 'no'}\n" for i in range(12))
     folders["csv_valid"] = {"train.csv": csv_good, "dev.csv": csv_good}
     folders["csv_empty_text"] = {"train.csv": "text,label\nword1,yes\n,no\nword2,yes\n", "dev.csv": csv_good}
@@ -89,8 +93,10 @@ def _squad(answers: Any, qas_extra: dict[str, Any] | None = None) -> str:
     context = "word1 river word2 stone"
     qas = [{"id": "q1", "question": "Which river?", "answers": [{"text": "river", "answer_start": 6}]},
            {"id": "q2", "question": "Which stone?", "answers": answers, **(qas_extra or {})}]  # fmt: skip
-    return json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]},
-                      indent=1)  # fmt: skip
+    return json.dumps(
+        {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]},
+        indent=1,
+    )
 
 
 def _other_tasks() -> dict[str, dict[str, str]]:
@@ -100,13 +106,23 @@ def _other_tasks() -> dict[str, dict[str, str]]:
     empty = "8\tg\tf\t2012\t8\ts\ts\t\tword2 stone\t3.0\n"
     return {
         "race_article_null": {"train.jsonl": _race(None), "dev.jsonl": _race("word1 river.")},
-        "race_question_list": {"train.jsonl": _race("word1 river.", ["q"]), "dev.jsonl": _race("word1 river.")},
-        "squad_answers_null": {"train.json": _squad(None), "dev.json": _squad([{"text": "stone", "answer_start": 18}])},
-        "squad_qas_object": {"train.json": _squad([], {"is_impossible": "no"}),
-                             "dev.json": _squad([{"text": "stone", "answer_start": 18}])},
-        "stsb_empty_text": {"train.tsv": stsb + "".join(rows[:2]) + empty + "".join(rows[2:]),
-                            "dev.tsv": stsb + "".join(rows)},
-    }  # fmt: skip
+        "race_question_list": {
+            "train.jsonl": _race("word1 river.", ["q"]),
+            "dev.jsonl": _race("word1 river."),
+        },
+        "squad_answers_null": {
+            "train.json": _squad(None),
+            "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+        },
+        "squad_qas_object": {
+            "train.json": _squad([], {"is_impossible": "no"}),
+            "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+        },
+        "stsb_empty_text": {
+            "train.tsv": stsb + "".join(rows[:2]) + empty + "".join(rows[2:]),
+            "dev.tsv": stsb + "".join(rows),
+        },
+    }
 
 
 # Copies of the fine-tuned model (best/) with one value of finetune_config.json or config.json changed.
@@ -155,7 +171,7 @@ def _damaged_weights(whole: bytes) -> dict[str, bytes]:
                 }
             },
             b"\0" * 16,
-        ),  # fmt: skip
+        ),
         "w_offsets_past_end": _safetensors_header(
             {
                 "albert.embeddings.word_embeddings.weight": {
@@ -165,7 +181,7 @@ def _damaged_weights(whole: bytes) -> dict[str, bytes]:
                 }
             },
             b"\0" * 16,
-        ),  # fmt: skip
+        ),
     }
 
 
@@ -217,11 +233,30 @@ def _token_model(d: Path, p: dict[str, Path]) -> None:
     """A token classification model fine-tuned for one step (its best/ is `tok_model`)."""
     root = Path(__file__).resolve().parents[1]
     run = subprocess.run(
-        [sys.executable, "-m", "albert_lm.cli", "finetune", "--task", "token-classification", "--model",
-         str(p["run"]), "--data", str(d / "tokens_valid"), "--output", str(d / "tok_run"), "--max-steps", "1",
-         "--batch-size", "4", "--no-tensorboard", "--no-plot"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "albert_lm.cli",
+            "finetune",
+            "--task",
+            "token-classification",
+            "--model",
+            str(p["run"]),
+            "--data",
+            str(d / "tokens_valid"),
+            "--output",
+            str(d / "tok_run"),
+            "--max-steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--no-tensorboard",
+            "--no-plot",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     if run.returncode != 0:
         raise SystemExit(f"building the token classification model failed:\n{run.stderr[-2000:]}")
     shutil.move(str(d / "tok_run" / "best"), str(d / "tok_model"))
@@ -238,21 +273,59 @@ class _Commands:
         self.p, self.out, self.best = p, out, p["ft"] / "best"
         self.i = {k[2:]: v for k, v in p.items() if k.startswith("i:")}
 
-    def ft(self, data: Path, *more: str, task: str = "classification", model: Path | None = None,
-           o: str | None = None) -> list[str]:  # fmt: skip
-        return ["finetune", "--task", task, "--model", str(model or self.p["run"]), "--data", str(data),
-                "--output", o or self.out("ft"), "--max-steps", "1", "--batch-size", "4", "--no-tensorboard",
-                "--no-plot", *more]  # fmt: skip
+    def ft(
+        self,
+        data: Path,
+        *more: str,
+        task: str = "classification",
+        model: Path | None = None,
+        o: str | None = None,
+    ) -> list[str]:
+        return [
+            "finetune",
+            "--task",
+            task,
+            "--model",
+            str(model or self.p["run"]),
+            "--data",
+            str(data),
+            "--output",
+            o or self.out("ft"),
+            "--max-steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--no-tensorboard",
+            "--no-plot",
+            *more,
+        ]
 
     def ev(self, data: Path | None = None, model: Path | None = None, o: str | None = None) -> list[str]:
-        return ["evaluate", "--task", "classification", "--model", str(model or self.best), "--data",
-                str(data or self.p["task"]), "--output", o or self.out("ev")]  # fmt: skip
+        return [
+            "evaluate",
+            "--task",
+            "classification",
+            "--model",
+            str(model or self.best),
+            "--data",
+            str(data or self.p["task"]),
+            "--output",
+            o or self.out("ev"),
+        ]
 
     def pr(
         self, inp: Path | None = None, model: Path | None = None, *more: str, o: str | None = None
     ) -> list[str]:
-        return ["predict", "--model", str(model or self.best), "--input", str(inp or self.p["rows.jsonl"]),
-                "--output", o or self.out("p.jsonl"), *more]  # fmt: skip
+        return [
+            "predict",
+            "--model",
+            str(model or self.best),
+            "--input",
+            str(inp or self.p["rows.jsonl"]),
+            "--output",
+            o or self.out("p.jsonl"),
+            *more,
+        ]
 
     def ex(self, model: Path | None = None, o: str | None = None) -> list[str]:
         return ["export", "--model", str(model or self.best), "--output", o or self.out("ex")]
@@ -279,12 +352,21 @@ def _task_rows(c: _Commands) -> Cases:
     i, k = c.i, "18 task rows"
     cs: Cases = [
         (k, c.ft(i[name]), "refuse", ["train.jsonl:3", column])
-        for name, column in (("text_null", "text"), ("text_missing", "text"), ("text_list", "text"),
-                             ("text_object", "text"), ("label_null", "label"), ("label_missing", "label"),
-                             ("label_list", "label"), ("pair_object", "text_pair"))
-    ]  # fmt: skip
-    cs += [(k, c.ft(i[name], task="token-classification"), "refuse", ["train.jsonl:3", column])
-           for name, column in (("tokens_null", "tokens"), ("tokens_with_null", "tokens"), ("tags_null", "tags"))]  # fmt: skip
+        for name, column in (
+            ("text_null", "text"),
+            ("text_missing", "text"),
+            ("text_list", "text"),
+            ("text_object", "text"),
+            ("label_null", "label"),
+            ("label_missing", "label"),
+            ("label_list", "label"),
+            ("pair_object", "text_pair"),
+        )
+    ]
+    cs += [
+        (k, c.ft(i[name], task="token-classification"), "refuse", ["train.jsonl:3", column])
+        for name, column in (("tokens_null", "tokens"), ("tokens_with_null", "tokens"), ("tags_null", "tags"))
+    ]
     cs += [
         (k, c.ft(i["dev_text_null"]), "refuse", ["dev.jsonl:2", "text"]),
         (k, c.ev(i["dev_text_null"]), "refuse", ["dev.jsonl:2", "text"]),
@@ -308,8 +390,10 @@ def _task_rows(c: _Commands) -> Cases:
 def _model_settings(c: _Commands) -> Cases:
     """19. a fine-tuned model's finetune_config.json and config.json: the file and the field named."""
     i, k = c.i, "19 model settings"
-    cs: Cases = [(k, c.pr(model=i[name]), "refuse", ["finetune_config.json", key])
-                 for name, (key, _) in FINETUNE_CONFIG_EDITS.items()]  # fmt: skip
+    cs: Cases = [
+        (k, c.pr(model=i[name]), "refuse", ["finetune_config.json", key])
+        for name, (key, _) in FINETUNE_CONFIG_EDITS.items()
+    ]
     cs += [
         (k, c.pr(model=i[name]), "refuse", ["config.json", key]) for name, (key, _) in CONFIG_EDITS.items()
     ]
@@ -317,12 +401,16 @@ def _model_settings(c: _Commands) -> Cases:
         (k, c.ev(model=i["ftc_seq_string"]), "refuse", ["finetune_config.json", "max_seq_length"]),
         (k, c.ev(model=i["ftc_batch_string"]), "refuse", ["finetune_config.json", "eval_batch_size"]),
         (k, c.ex(model=i["ftc_seq_string"]), "refuse", ["finetune_config.json", "max_seq_length"]),
-        (k, c.ft(c.p["task"], model=i["ftc_fingerprint_number"]), "refuse",
-         ["finetune_config.json", "tokenizer_fingerprint"]),
+        (
+            k,
+            c.ft(c.p["task"], model=i["ftc_fingerprint_number"]),
+            "refuse",
+            ["finetune_config.json", "tokenizer_fingerprint"],
+        ),
         (k, c.ft(c.p["task"], model=i["cfg_hidden_string"]), "refuse", ["config.json", "hidden_size"]),
         (k, c.ex(model=i["cfg_activation_unknown"]), "refuse", ["config.json", "hidden_act"]),
         (k, c.embed(i["cfg_dropout_over_one"]), "refuse", ["config.json", "hidden_dropout_prob"]),
-    ]  # fmt: skip
+    ]
     return cs
 
 
@@ -352,21 +440,28 @@ def _write_limits(c: _Commands) -> Cases:
         f"write_weights(Path({c.out('w')!r}) / 'model.safetensors', {{'w': torch.zeros(4096)}})"
     )
     return [
-        (k, ["@fsize", "20000", *c.ft(c.p["task"], o="@here/o")], "refuse", ["File too large", "model.safetensors"]),
+        (
+            k,
+            ["@fsize", "20000", *c.ft(c.p["task"], o="@here/o")],
+            "refuse",
+            ["File too large", "model.safetensors"],
+        ),
         (k, ["@fsize", "20000", *c.ex(o="@here/o")], "refuse", ["File too large", "model.onnx"]),
         (k, ["@fsize", "1000000", *c.ex(o="@here/o")], "either", ["File too large"]),
         (k, ["@fsize", "100", *c.pr(o="@here/o.jsonl")], "refuse", ["File too large", "o.jsonl"]),
         (k, ["@fsize", "200", *c.ev(o="@here/o")], "refuse", ["File too large", "predictions"]),
         (k, ["@python", weights], "refuse", ["model.safetensors", "File too large"]),
         (k, c.ex(o="/sys/albert-hostile-export"), "refuse", ["/sys/albert-hostile-export"]),
-    ]  # fmt: skip
+    ]
 
 
 def _nested(c: _Commands) -> Cases:
     """22. JSON nested deeper than the parser goes, in task rows, predict inputs and model files."""
     i, k = c.i, "22 nested rows"
-    fields = ("from albert_lm.deploy.inputs import Fields\n"
-              "Fields('rows.csv').strings({'options': '[' * 100000}, 'options', 7)")  # fmt: skip
+    fields = (
+        "from albert_lm.deploy.inputs import Fields\n"
+        "Fields('rows.csv').strings({'options': '[' * 100000}, 'options', 7)"
+    )
     return [
         (k, c.ft(i["deep_train"]), "refuse", ["train.jsonl:2"]),
         (k, c.ft(i["deep_dev"]), "refuse", ["dev.jsonl:2"]),

@@ -67,8 +67,11 @@ def albert(
     env = dict(
         os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", **(env or {})
     )
-    command = [sys.executable, "-c", API_WRAPPER, argv[1]] if argv[0] == "@python" else [
-        sys.executable, "-m", "albert_lm.cli", *argv]  # fmt: skip
+    command = (
+        [sys.executable, "-c", API_WRAPPER, argv[1]]
+        if argv[0] == "@python"
+        else [sys.executable, "-m", "albert_lm.cli", *argv]
+    )
 
     def limit() -> None:
         import resource
@@ -98,16 +101,35 @@ def corpus(path: Path, seed: int) -> Path:
     rng = random.Random(seed)
     syll = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
     words = ["".join(rng.choice(syll) for _ in range(rng.randint(1, 3))) for _ in range(300)]
-    docs = ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(4, 15))) + "." for _ in range(8))
-            for _ in range(150)]  # fmt: skip
+    docs = [
+        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(4, 15))) + "." for _ in range(8))
+        for _ in range(150)
+    ]
     path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     return path
 
 
 def build_world(w: Path) -> dict[str, Path]:
     """The inputs every case reads (built once; a finished world is reused)."""
-    p = {name: w / name for name in ("a.txt", "b.txt", "tok_a", "tok_b", "data_a", "data_b", "run", "task",
-                                     "ft", "glue", "rows.jsonl", "bad.txt", "empty.txt", "binary.bin")}  # fmt: skip
+    p = {
+        name: w / name
+        for name in (
+            "a.txt",
+            "b.txt",
+            "tok_a",
+            "tok_b",
+            "data_a",
+            "data_b",
+            "run",
+            "task",
+            "ft",
+            "glue",
+            "rows.jsonl",
+            "bad.txt",
+            "empty.txt",
+            "binary.bin",
+        )
+    }
     if (w / "READY").is_file():
         return p
     shutil.rmtree(w, ignore_errors=True)
@@ -115,21 +137,80 @@ def build_world(w: Path) -> dict[str, Path]:
     corpus(p["a.txt"], 0)
     corpus(p["b.txt"], 1)
     for x in "ab":
-        must(["tokenizer", "train", "--input", str(p[f"{x}.txt"]), "--vocab-size", "120", "--output",
-              str(p[f"tok_{x}"])])  # fmt: skip
-        must(["data", "create", "--input", str(p[f"{x}.txt"]), "--tokenizer", str(p[f"tok_{x}"]), "--output",
-              str(p[f"data_{x}"]), "--max-seq-length", "48", "--eval-fraction", "0.2", "--workers", "1",
-              "--no-progress"])  # fmt: skip
-    must(["pretrain", "--data", str(p["data_a"]), "--output", str(p["run"]), "--preset", "albert-tiny", *OVER,
-          "--batch-size", "4", "--max-steps", "2", "--save-every", "1", "--no-tensorboard", "--no-plot"])  # fmt: skip
+        must(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(p[f"{x}.txt"]),
+                "--vocab-size",
+                "120",
+                "--output",
+                str(p[f"tok_{x}"]),
+            ]
+        )
+        must(
+            [
+                "data",
+                "create",
+                "--input",
+                str(p[f"{x}.txt"]),
+                "--tokenizer",
+                str(p[f"tok_{x}"]),
+                "--output",
+                str(p[f"data_{x}"]),
+                "--max-seq-length",
+                "48",
+                "--eval-fraction",
+                "0.2",
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+    must(
+        [
+            "pretrain",
+            "--data",
+            str(p["data_a"]),
+            "--output",
+            str(p["run"]),
+            "--preset",
+            "albert-tiny",
+            *OVER,
+            "--batch-size",
+            "4",
+            "--max-steps",
+            "2",
+            "--save-every",
+            "1",
+            "--no-tensorboard",
+            "--no-plot",
+        ]
+    )
     p["task"].mkdir()
     for split, n in (("train", 40), ("dev", 20)):
         rows = [
             json.dumps({"text": f"word{i % 7} river", "label": "yes" if i % 2 else "no"}) for i in range(n)
         ]
         (p["task"] / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
-    must(["finetune", "--task", "classification", "--model", str(p["run"]), "--data", str(p["task"]),
-          "--output", str(p["ft"]), "--max-steps", "2", "--batch-size", "8"])  # fmt: skip
+    must(
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            str(p["run"]),
+            "--data",
+            str(p["task"]),
+            "--output",
+            str(p["ft"]),
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "8",
+        ]
+    )
     for task in ("CoLA", "SST-2", "MRPC", "STS-B", "RTE"):
         src, dst = SHARED / "glue" / task, p["glue"] / task
         dst.mkdir(parents=True)
@@ -162,39 +243,119 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
         return str(scratch / f"{next(n):04d}-{name}")
 
     def pre(data: Path, o: str, *more: str) -> list[str]:
-        return ["pretrain", "--data", str(data), "--output", o, "--preset", "albert-tiny", *OVER, "--batch-size",
-                "4", "--max-steps", "1", "--no-tensorboard", "--no-plot", *more]  # fmt: skip
+        return [
+            "pretrain",
+            "--data",
+            str(data),
+            "--output",
+            o,
+            "--preset",
+            "albert-tiny",
+            *OVER,
+            "--batch-size",
+            "4",
+            "--max-steps",
+            "1",
+            "--no-tensorboard",
+            "--no-plot",
+            *more,
+        ]
 
     def ft(o: str, *more: str, model: Path = p["run"], data: Path = p["task"]) -> list[str]:
-        return ["finetune", "--task", "classification", "--model", str(model), "--data", str(data),
-                "--output", o, "--max-steps", "1", "--batch-size", "8", *more]  # fmt: skip
+        return [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            str(model),
+            "--data",
+            str(data),
+            "--output",
+            o,
+            "--max-steps",
+            "1",
+            "--batch-size",
+            "8",
+            *more,
+        ]
 
     def tok(o: str, *more: str, inp: Path = p["a.txt"]) -> list[str]:
         return ["tokenizer", "train", "--input", str(inp), "--vocab-size", "120", "--output", o, *more]
 
     def dc(o: str, *more: str, inp: tuple[Path, ...] = (p["a.txt"],), tk: Path = p["tok_a"]) -> list[str]:
-        return ["data", "create", "--input", *map(str, inp), "--tokenizer", str(tk), "--output", o,
-                "--max-seq-length", "48", "--no-progress", *more]  # fmt: skip
+        return [
+            "data",
+            "create",
+            "--input",
+            *map(str, inp),
+            "--tokenizer",
+            str(tk),
+            "--output",
+            o,
+            "--max-seq-length",
+            "48",
+            "--no-progress",
+            *more,
+        ]
 
     best = p["ft"] / "best"  # the fine-tuned model (its run folder is p["ft"])
 
     def ev(o: str, *more: str, model: Path = best) -> list[str]:
-        return ["evaluate", "--task", "classification", "--model", str(model), "--data", str(p["task"]),
-                "--output", o, *more]  # fmt: skip
+        return [
+            "evaluate",
+            "--task",
+            "classification",
+            "--model",
+            str(model),
+            "--data",
+            str(p["task"]),
+            "--output",
+            o,
+            *more,
+        ]
 
     def pr(o: str, *more: str, inp: Path = p["rows.jsonl"], model: Path = best) -> list[str]:
         return ["predict", "--model", str(model), "--input", str(inp), "--output", o, *more]
 
     def gl(o: str, *more: str, model: Path = p["run"]) -> list[str]:
-        return ["glue", "--model", str(model), "--data", str(p["glue"]), "--output", o, "--tasks", "rte",
-                "--seeds", "1", "--learning-rates", "1e-4", "--epochs", "1", "--workers", "1", *more]  # fmt: skip
+        return [
+            "glue",
+            "--model",
+            str(model),
+            "--data",
+            str(p["glue"]),
+            "--output",
+            o,
+            "--tasks",
+            "rte",
+            "--seeds",
+            "1",
+            "--learning-rates",
+            "1e-4",
+            "--epochs",
+            "1",
+            "--workers",
+            "1",
+            *more,
+        ]
 
     def ex(o: str, *more: str, model: Path = best) -> list[str]:
         return ["export", "--model", str(model), "--output", o, *more]
 
     def rp(o: str, *more: str) -> list[str]:
-        return ["reproduce", "sharing", "--data", str(p["data_a"]), "--output", o, "--max-steps", "1",
-                "--seeds", "1", *more]  # fmt: skip
+        return [
+            "reproduce",
+            "sharing",
+            "--data",
+            str(p["data_a"]),
+            "--output",
+            o,
+            "--max-steps",
+            "1",
+            "--seeds",
+            "1",
+            *more,
+        ]
 
     cs: list[Case] = []
 
@@ -205,12 +366,20 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     for extra in ((), ("--overwrite",)):
         add("1 output vs input", pre(p["data_a"], str(p["data_a"] / "train"), *extra), "refuse", "--data")
         add("1 output vs input", pre(p["data_a"], str(p["data_a"]), *extra), "refuse", "--data")
-        add("1 output vs input", pre(p["data_a"], str(p["run"] / "x"), "--init-from", str(p["run"]), *extra),
-            "refuse", "--init-from")  # fmt: skip
+        add(
+            "1 output vs input",
+            pre(p["data_a"], str(p["run"] / "x"), "--init-from", str(p["run"]), *extra),
+            "refuse",
+            "--init-from",
+        )
         add("1 output vs input", ft(str(p["run"]), *extra), "refuse", "--model")
         add("1 output vs input", ft(str(p["task"]), *extra), "refuse", "--data")
-        add("1 output vs input", ft(str(p["ft"] / "best" / "x"), *extra, model=p["ft"] / "best"), "refuse",
-            "--model")  # fmt: skip
+        add(
+            "1 output vs input",
+            ft(str(p["ft"] / "best" / "x"), *extra, model=p["ft"] / "best"),
+            "refuse",
+            "--model",
+        )
         add(
             "1 output vs input", tok(str(p["tok_a"] / "x"), *extra, inp=p["tok_a"] / "spiece.model"), "refuse"
         )
@@ -227,8 +396,12 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     add("1 output vs input", dc(str(p["tok_a"])), "refuse", "--tokenizer")
     add("1 output vs input", dc(str(p["tok_a"] / "data")), "refuse", "--tokenizer")
     add("1 output vs input", tok(str(p["a.txt"])), "refuse")
-    add("1 output vs input", ["bench", "--only", "gemm", "--data", str(p["a.txt"].parent), "--json", str(p["a.txt"])],
-        "refuse", "--data")  # fmt: skip
+    add(
+        "1 output vs input",
+        ["bench", "--only", "gemm", "--data", str(p["a.txt"].parent), "--json", str(p["a.txt"])],
+        "refuse",
+        "--data",
+    )
 
     # 2. special files as outputs
     for target, expect in (("/dev/full", "refuse"), ("/dev/null", "either")):
@@ -242,14 +415,29 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     add("2 special outputs", pre(p["data_a"], "/dev/null"), "refuse")
 
     # 3. damaged data files: every file a run reads is checked
-    for rel in ("word_start.npy", "train/00000/tokens.npy", "train/00000/offsets.npy", "train/00000/labels.npy",
-                "train/00000/a_lens.npy", "spiece.model", "manifest.json"):  # fmt: skip
+    for rel in (
+        "word_start.npy",
+        "train/00000/tokens.npy",
+        "train/00000/offsets.npy",
+        "train/00000/labels.npy",
+        "train/00000/a_lens.npy",
+        "spiece.model",
+        "manifest.json",
+    ):
         add("3 damaged files", ["@damage", rel, *pre(Path("@copy"), out())], "refuse", rel.split("/")[-1])
 
     # 4. two writers (a held lock on the output)
     # reproduce writes (and locks) one folder per ablation inside its --output: the lock is held there
-    for argv in (pre(p["data_a"], "@locked"), ft("@locked"), tok("@locked"), dc("@locked"), gl("@locked"),
-                 ex("@locked"), ["@lock-sub", "sharing", *rp("@locked")], ev("@locked")):  # fmt: skip
+    for argv in (
+        pre(p["data_a"], "@locked"),
+        ft("@locked"),
+        tok("@locked"),
+        dc("@locked"),
+        gl("@locked"),
+        ex("@locked"),
+        ["@lock-sub", "sharing", *rp("@locked")],
+        ev("@locked"),
+    ):
         add("4 two writers", argv, "refuse", "another albert command")
 
     # 5-6. reused work and tokenizers that do not match
@@ -306,24 +494,48 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     add("8 values (glue)", gl(out(), "--learning-rates", "1e-4,abc"), "refuse", "learning")
     add("8 values (glue)", gl(out(), "--tasks", "mnli"), "refuse", "tasks")
     add("8 values (reproduce)", rp(out(), "--seeds", "1,x"), "refuse", "seeds")
-    add("8 values (recipe)", ["@recipe", '{"tokenizer": {"vocab_size": "big"}}', *tok(out(), "--recipe", "@file")],
-        "refuse", "vocab_size")  # fmt: skip
-    add("8 values (recipe)", ["@recipe", '{"tokenizer": {"vocab_sise": 100}}', *tok(out(), "--recipe", "@file")],
-        "refuse", "vocab_sise")  # fmt: skip
+    add(
+        "8 values (recipe)",
+        ["@recipe", '{"tokenizer": {"vocab_size": "big"}}', *tok(out(), "--recipe", "@file")],
+        "refuse",
+        "vocab_size",
+    )
+    add(
+        "8 values (recipe)",
+        ["@recipe", '{"tokenizer": {"vocab_sise": 100}}', *tok(out(), "--recipe", "@file")],
+        "refuse",
+        "vocab_sise",
+    )
 
     # 9. environments
-    for argv in (pre(p["data_a"], "/sys/albert-hostile"), ft("/sys/albert-hostile"), tok("/sys/albert-hostile"),
-                 dc("/sys/albert-hostile"), ex("/sys/albert-hostile"), gl("/sys/albert-hostile"),
-                 ev("/sys/albert-hostile"), rp("/sys/albert-hostile")):  # fmt: skip
+    for argv in (
+        pre(p["data_a"], "/sys/albert-hostile"),
+        ft("/sys/albert-hostile"),
+        tok("/sys/albert-hostile"),
+        dc("/sys/albert-hostile"),
+        ex("/sys/albert-hostile"),
+        gl("/sys/albert-hostile"),
+        ev("/sys/albert-hostile"),
+        rp("/sys/albert-hostile"),
+    ):
         add("9 environment", argv, "refuse", "/sys/albert-hostile")
     if not _has_cuda():
-        for argv in (ft(out(), "--device", "cuda"), pr(out(), "--device", "cuda"), ev(out(), "--device", "cuda"),
-                     pre(p["data_a"], out(), "--device", "cuda"), gl(out(), "--device", "cuda")):  # fmt: skip
+        for argv in (
+            ft(out(), "--device", "cuda"),
+            pr(out(), "--device", "cuda"),
+            ev(out(), "--device", "cuda"),
+            pre(p["data_a"], out(), "--device", "cuda"),
+            gl(out(), "--device", "cuda"),
+        ):
             add("9 environment", argv, "refuse", "cuda")
 
     # 10. errors inside workers
-    add("10 worker errors", dc(out(), "--workers", "2", inp=(p["a.txt"], p["bad.txt"], p["b.txt"])), "refuse",
-        "bad.txt")  # fmt: skip
+    add(
+        "10 worker errors",
+        dc(out(), "--workers", "2", inp=(p["a.txt"], p["bad.txt"], p["b.txt"])),
+        "refuse",
+        "bad.txt",
+    )
     add("10 worker errors", tok(out(), inp=p["bad.txt"]), "refuse", "bad.txt")
     add("10 worker errors", ["@broken-glue", *gl(out(), "--workers", "2")], "refuse", "train.tsv")
 
@@ -407,8 +619,12 @@ def link_output(here: Path, kind: str) -> tuple[Path, object]:
     """A symbolic link as an output (`kind` in LINK_TARGETS) and the check that writing through it kept
     the link and reached its target."""
     link = here / "link-out"
-    target = {"file": here / "target.txt", "dangling": here / "new-target.txt", "folder": here / "target-dir",
-              "stdout": Path("/proc/self/fd/1")}[kind]  # fmt: skip
+    target = {
+        "file": here / "target.txt",
+        "dangling": here / "new-target.txt",
+        "folder": here / "target-dir",
+        "stdout": Path("/proc/self/fd/1"),
+    }[kind]
     if kind == "file":
         target.write_text("the user's file\n")
     if kind == "folder":
@@ -497,10 +713,16 @@ def prepare(case: Case, p: dict[str, Path], scratch: Path, i: int) -> Run:
         argv = [str(folder) if a == "@locked" else a for a in argv]
         held = folder / lock_sub if lock_sub else folder
         hold = subprocess.Popen(
-            [sys.executable, "-c", f"import time\nfrom albert_lm.files import folder_lock\nwith folder_lock({str(held)!r}):\n"
-             "    print('held', flush=True); time.sleep(3600)"],
-            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                f"import time\nfrom albert_lm.files import folder_lock\nwith folder_lock({str(held)!r}):\n"
+                "    print('held', flush=True); time.sleep(3600)",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
         assert hold.stdout is not None and hold.stdout.readline().strip() == "held"
     run.argv, run.hold = argv, hold
     return run

@@ -25,13 +25,18 @@ from typing import Any
 FAMILY = "teachers and caches"
 DEEP = "[" * 100_000 + "]" * 100_000  # far past the json module's recursion limit
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-BERT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=128)  # fmt: skip
+BERT = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
 STUDENT = ["--model-override", "hidden_size=32", "--model-override", "embedding_size=16", "--model-override",
            "num_attention_heads=2", "--model-override", "intermediate_size=64", "--model-override",
            "num_hidden_layers=2", "--model-override", "max_position_embeddings=64"]  # fmt: skip
-QUICK = ["--max-steps", "2", "--warmup-steps", "1", "--batch-size", "8", "--log-every", "1", "--eval-every", "2", "--precision", "fp32",
-         "--no-tensorboard", "--no-plot", "-q"]  # fmt: skip
+QUICK = ["--max-steps", "2", "--warmup-steps", "1", "--batch-size", "8", "--log-every", "1", "--eval-every", "2",
+         "--precision", "fp32", "--no-tensorboard", "--no-plot", "-q"]  # fmt: skip
 # Bad teachers: name -> (the good teacher it copies, what is changed). Each is refused by every command.
 SENTENCE_VARIANTS = ("no-tokenizer", "tokenizer-config-only", "tiny-vocabulary", "foreign-vocabulary",
                      "tokenizer-larger-than-model", "vocab-not-text", "tokenizer-json-broken",
@@ -85,9 +90,11 @@ def _bert(folder: Path, vocab: list[str], num_labels: int | None = None) -> Path
 
 def _sentence_files(folder: Path) -> None:
     """sentence-transformers' pooling files: mean pooling, normalized."""
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]  # fmt: skip
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
     (folder / "modules.json").write_text(json.dumps(modules))
     (folder / "1_Pooling").mkdir()
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
@@ -114,8 +121,11 @@ def _tokenizer_variant(f: Path, name: str, world: Path) -> None:
         if name == "no-tokenizer":
             (f / "tokenizer_config.json").unlink()
     elif name in ("tiny-vocabulary", "foreign-vocabulary", "tokenizer-larger-than-model"):
-        words = {"tiny-vocabulary": ["a", "b"], "foreign-vocabulary": [f"english{i}" for i in range(150)],
-                 "tokenizer-larger-than-model": [f"extra{i}" for i in range(1000)]}[name]  # fmt: skip
+        words = {
+            "tiny-vocabulary": ["a", "b"],
+            "foreign-vocabulary": [f"english{i}" for i in range(150)],
+            "tokenizer-larger-than-model": [f"extra{i}" for i in range(1000)],
+        }[name]
         if name == "tokenizer-larger-than-model":
             words = (f / "vocab.txt").read_text().split()[len(SPECIALS) :] + words
         (f / "tokenizer.json").unlink()
@@ -166,8 +176,11 @@ def _config_variant(f: Path, name: str, world: Path) -> None:
     elif name == "unknown-model-type":
         _edit_json(config, model_type="hostile-bert")
     elif name == "remote-code":
-        _edit_json(config, model_type="hostile-bert", auto_map={"AutoConfig": "modeling_hostile.C",
-                   "AutoModel": "modeling_hostile.M"})  # fmt: skip
+        _edit_json(
+            config,
+            model_type="hostile-bert",
+            auto_map={"AutoConfig": "modeling_hostile.C", "AutoModel": "modeling_hostile.M"},
+        )
         (f / "modeling_hostile.py").write_text(f"open({str(world / MARKER)!r}, 'w').write('ran')\n")
     elif name == "hidden-size-string":
         _edit_json(config, hidden_size="32")
@@ -187,8 +200,10 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
     """A sentence teacher and a task teacher of the world's words, a bad copy of one of them per
     variant, and a teacher cache filled by a general distillation (what the cache cases edit)."""
     d = world / "teachers"
-    made = {f"t:{n}": d / n for n in ("sentence", "task", "cache", "remote-code-known-type",
-                                      *SENTENCE_VARIANTS, *TASK_VARIANTS)}  # fmt: skip
+    made = {
+        f"t:{n}": d / n
+        for n in ("sentence", "task", "cache", "remote-code-known-type", *SENTENCE_VARIANTS, *TASK_VARIANTS)
+    }
     if (d / "READY").is_file():
         return made
     shutil.rmtree(d, ignore_errors=True)
@@ -221,15 +236,48 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
 def _general(
     p: dict[str, Path], teacher: Path | str, output: str, cache: Path | str, *more: str
 ) -> list[str]:
-    return ["distill", "general", "--teacher", str(teacher), "--text", str(p["a.txt"]), "--tokenizer",
-            str(p["tok_a"]), "--output", output, "--cache", str(cache), "--max-segments", "300", *STUDENT,
-            *QUICK, *more]  # fmt: skip
+    return [
+        "distill",
+        "general",
+        "--teacher",
+        str(teacher),
+        "--text",
+        str(p["a.txt"]),
+        "--tokenizer",
+        str(p["tok_a"]),
+        "--output",
+        output,
+        "--cache",
+        str(cache),
+        "--max-segments",
+        "300",
+        *STUDENT,
+        *QUICK,
+        *more,
+    ]
 
 
 def _task(p: dict[str, Path], teacher: Path | str, output: str, cache: Path | str, *more: str) -> list[str]:
-    return ["distill", "task", "--task", "classification", "--model", str(p["run"]), "--teacher", str(teacher),
-            "--data", str(p["task"]), "--output", output, "--cache", str(cache), "--max-seq-length", "32", *QUICK,
-            *more]  # fmt: skip
+    return [
+        "distill",
+        "task",
+        "--task",
+        "classification",
+        "--model",
+        str(p["run"]),
+        "--teacher",
+        str(teacher),
+        "--data",
+        str(p["task"]),
+        "--output",
+        output,
+        "--cache",
+        str(cache),
+        "--max-seq-length",
+        "32",
+        *QUICK,
+        *more,
+    ]
 
 
 def _fill_cache(d: Path, p: dict[str, Path]) -> None:
@@ -308,8 +356,17 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
     """The family's cases: teachers that cannot teach (refused, naming the folder and the file), caches
     edited between runs (rebuilt, or refused naming the file), two runs on one cache, valid runs."""
     cs: list[tuple[str, list[str], str, list[str]]] = []
-    t = {name: p[f"t:{name}"] for name in ("sentence", "task", "cache", "remote-code-known-type",
-                                           *SENTENCE_VARIANTS, *TASK_VARIANTS)}  # fmt: skip
+    t = {
+        name: p[f"t:{name}"]
+        for name in (
+            "sentence",
+            "task",
+            "cache",
+            "remote-code-known-type",
+            *SENTENCE_VARIANTS,
+            *TASK_VARIANTS,
+        )
+    }
     named = {  # what the refusal must name besides the teacher folder
         "no-tokenizer": "tokenizer.json", "tokenizer-config-only": "vocab.txt", "tiny-vocabulary": "vocab.txt",
         "foreign-vocabulary": "[UNK]", "tokenizer-larger-than-model": "vocab_size", "vocab-not-text": "vocab.txt",
@@ -344,8 +401,14 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
         "foreign-vocabulary",
         "config-deep",
     ):  # task distillation reads teachers alike
-        cs.append((klass["tokenizer" if "token" in name or "vocab" in name else "other"],
-                   _task(p, t[name], out("out"), out("cache")), "refuse", [str(t[name]), named[name]]))  # fmt: skip
+        cs.append(
+            (
+                klass["tokenizer" if "token" in name or "vocab" in name else "other"],
+                _task(p, t[name], out("out"), out("cache")),
+                "refuse",
+                [str(t[name]), named[name]],
+            )
+        )
     cs.append(
         ("teachers: files", _general(p, t["remote-code-known-type"], out("out"), out("cache")), "either", [])
     )
@@ -364,13 +427,31 @@ def _api_cases(t: dict[str, Path]) -> list[tuple[str, list[str], str, list[str]]
     """The teachers' Python API: the same checks as the commands."""
     head = "import torch\nfrom albert_lm.distill.teacher import SentenceTeacher, TaskTeacher\n"
     return [
-        ("teachers: API", ["@python", head + f"SentenceTeacher({str(t['no-tokenizer'])!r}, torch.device('cpu'))(['ba ke di'])"],
-         "refuse", [str(t["no-tokenizer"])]),
-        ("teachers: API", ["@python", head + f"TaskTeacher({str(t['no-head'])!r}, torch.device('cpu'))([('ba ke', None)])"],
-         "refuse", [str(t["no-head"]), "classifier"]),
-        ("teachers: API", ["@python", head + f"TaskTeacher({str(t['pickle-bin'])!r}, torch.device('cpu'))([('ba ke', None)])"],
-         "refuse", [str(t["pickle-bin"]), "pytorch_model.bin"]),
-    ]  # fmt: skip
+        (
+            "teachers: API",
+            [
+                "@python",
+                head + f"SentenceTeacher({str(t['no-tokenizer'])!r}, torch.device('cpu'))(['ba ke di'])",
+            ],
+            "refuse",
+            [str(t["no-tokenizer"])],
+        ),
+        (
+            "teachers: API",
+            ["@python", head + f"TaskTeacher({str(t['no-head'])!r}, torch.device('cpu'))([('ba ke', None)])"],
+            "refuse",
+            [str(t["no-head"]), "classifier"],
+        ),
+        (
+            "teachers: API",
+            [
+                "@python",
+                head + f"TaskTeacher({str(t['pickle-bin'])!r}, torch.device('cpu'))([('ba ke', None)])",
+            ],
+            "refuse",
+            [str(t["pickle-bin"]), "pytorch_model.bin"],
+        ),
+    ]
 
 
 def _cache_cases(
@@ -386,6 +467,12 @@ def _cache_cases(
         cs.append(("teachers: caches", ["@python", code], "either", mention))
     cache = out("cache")
     argvs = [_general(p, t["sentence"], out("out"), cache) for _ in range(2)]
-    cs.append(("teachers: caches", ["@python", TWO_RUNS.format(argvs=argvs, cache=cache, good=str(t["cache"]))],
-               "ok", []))  # fmt: skip
+    cs.append(
+        (
+            "teachers: caches",
+            ["@python", TWO_RUNS.format(argvs=argvs, cache=cache, good=str(t["cache"]))],
+            "ok",
+            [],
+        )
+    )
     return cs

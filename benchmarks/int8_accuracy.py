@@ -43,9 +43,17 @@ def main() -> None:
             for kind in ("fp32", "int8"):
                 out = Path(tmp) / f"{kind}.jsonl"
                 spec = task.spec  # type: ignore[attr-defined]
-                predict(PredictConfig(model=model, input=str(dev), output=str(out), format="tsv",
-                                      text_column=spec.text_a, text_pair_column=spec.text_b or "-",
-                                      int8=kind == "int8"))  # fmt: skip
+                predict(
+                    PredictConfig(
+                        model=model,
+                        input=str(dev),
+                        output=str(out),
+                        format="tsv",
+                        text_column=spec.text_a,
+                        text_pair_column=spec.text_b or "-",
+                        int8=kind == "int8",
+                    )
+                )
                 labels = [json.loads(line)["label"] for line in out.read_text().splitlines()]
                 scores[kind] = task.score(examples, [label_names(name).index(x) for x in labels])
             export_onnx(model, Path(tmp) / "onnx", int8=True)

@@ -68,9 +68,14 @@ def markdown(report: dict) -> str:
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for key, label in (("probes", "probe hits (of 5)"), ("more_probes", "more probe hits (of 20)")):
-        lines.append(f"| {label} | " + " | ".join(
-            str(sum(p["hit"] for p in report["arms"][a][key])) if report["arms"][a].get(key) else "-"
-            for a in arms) + " |")  # fmt: skip
+        lines.append(
+            f"| {label} | "
+            + " | ".join(
+                str(sum(p["hit"] for p in report["arms"][a][key])) if report["arms"][a].get(key) else "-"
+                for a in arms
+            )
+            + " |"
+        )
     for task, (name, metric) in GLUE5.items():
         cells = []
         for a in arms:
@@ -78,8 +83,10 @@ def markdown(report: dict) -> str:
             r = g["tasks"].get(task) if g else None
             cells.append(f"{100 * r['mean']:.1f} +- {100 * r['std']:.1f}" if r else "-")
         lines.append(f"| {name} {metric} | " + " | ".join(cells) + " |")
-    cells = [f"**{report['arms'][a]['glue']['average']['score']:.1f}**" if report["arms"][a].get("glue") else "-"
-             for a in arms]  # fmt: skip
+    cells = [
+        f"**{report['arms'][a]['glue']['average']['score']:.1f}**" if report["arms"][a].get("glue") else "-"
+        for a in arms
+    ]
     lines.append("| GLUE-5 | " + " | ".join(cells) + " |")
     lines.append(f"\nUnigram guess on the same held-out positions: {report['unigram_mlm_acc']:.4f}.")
     return "\n".join(lines)
@@ -124,8 +131,12 @@ def main() -> None:
     for name, folder in arms:
         arm: dict = {"folder": str(folder), "glue": glue(folder)}
         if name != "random init":
-            arm.update(held_out=held_out(folder, a.data), probes=probes(folder),
-                       more_probes=probes(folder, MORE_PROBES), curve=curve(folder))  # fmt: skip
+            arm.update(
+                held_out=held_out(folder, a.data),
+                probes=probes(folder),
+                more_probes=probes(folder, MORE_PROBES),
+                curve=curve(folder),
+            )
         report["arms"][name] = arm
         print(name, json.dumps({k: v for k, v in arm.items() if k in ("held_out",)}), flush=True)
     (a.output / "quality.json").write_text(json.dumps(report, indent=1))

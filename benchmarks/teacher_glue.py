@@ -81,11 +81,18 @@ def main() -> None:
     args = p.parse_args()
     try:
         cfg = GlueConfig(
-            model=args.model, data=args.data, output=args.output, tasks=args.tasks, seeds=args.seeds,
-            learning_rates=args.learning_rates, epochs=args.epochs, batch_size=args.batch_size,
-            max_seq_length=args.max_seq_length, max_train_examples=args.max_train_examples,
+            model=args.model,
+            data=args.data,
+            output=args.output,
+            tasks=args.tasks,
+            seeds=args.seeds,
+            learning_rates=args.learning_rates,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            max_seq_length=args.max_seq_length,
+            max_train_examples=args.max_train_examples,
             max_eval_examples=args.max_eval_examples,
-        )  # fmt: skip
+        )
     except ValueError as e:
         p.error(str(e))
     jobs = [(t, r, s) for t in cfg.task_list() for r in cfg.rates() for s in cfg.seed_list()]

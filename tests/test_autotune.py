@@ -214,7 +214,10 @@ def test_kernel_bf16_and_bench_tests_pass_under_avx2_emulation(tmp_path):
         "ALBERT_LM_EMULATED": "1",
         "ALBERT_LM_CACHE_DIR": str(tmp_path / "cache"),
     }
-    probe = "from albert_lm.kernels import hardware, onednn; import torch; print(hardware.isa_level(), onednn.primitive_works(torch.bfloat16))"
+    probe = (
+        "from albert_lm.kernels import hardware, onednn; import torch; "
+        "print(hardware.isa_level(), onednn.primitive_works(torch.bfloat16))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root, capture_output=True, text=True)
     assert out.stdout.split() == ["avx2", "False"], out.stderr  # the emulation took hold
     run = subprocess.run(

@@ -71,11 +71,45 @@ def world(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("world")
     w = {"root": d, "corpus": _corpus(d / "a.txt", 0), "corpus_b": _corpus(d / "b.txt", 1)}
     for name, corpus in (("a", w["corpus"]), ("b", w["corpus_b"])):
-        assert main(["tokenizer", "train", "--input", str(corpus), "--vocab-size", "120", "--output",
-                     str(d / f"tok_{name}")]) == 0  # fmt: skip
-        assert main(["data", "create", "--input", str(corpus), "--tokenizer", str(d / f"tok_{name}"),
-                     "--output", str(d / f"data_{name}"), "--max-seq-length", "48", "--eval-fraction", "0.2",
-                     "--shard-mb", "0.01", "--workers", "1", "--no-progress"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "tokenizer",
+                    "train",
+                    "--input",
+                    str(corpus),
+                    "--vocab-size",
+                    "120",
+                    "--output",
+                    str(d / f"tok_{name}"),
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "data",
+                    "create",
+                    "--input",
+                    str(corpus),
+                    "--tokenizer",
+                    str(d / f"tok_{name}"),
+                    "--output",
+                    str(d / f"data_{name}"),
+                    "--max-seq-length",
+                    "48",
+                    "--eval-fraction",
+                    "0.2",
+                    "--shard-mb",
+                    "0.01",
+                    "--workers",
+                    "1",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         w[f"tok_{name}"], w[f"data_{name}"] = d / f"tok_{name}", d / f"data_{name}"
     w["run"] = d / "run"
     assert main(_pretrain(w["data_a"], w["run"], "--max-steps", "2", "--save-every", "1")) == 0
@@ -97,14 +131,48 @@ BASE_CONFIG = {"preset": "albert-tiny", "model_overrides": {k: int(v) for k, v i
 
 def _pretrain(data: Path, out: Path, *more: str) -> list[str]:
     over = [x for kv in TINY for x in ("--model-override", kv)]
-    return ["pretrain", "--data", str(data), "--output", str(out), "--preset", "albert-tiny", *over,
-            "--batch-size", "4", "--warmup-steps", "1", "--learning-rate", "0.005", "--log-every", "1",
-            "--no-tensorboard", "--no-plot", "--max-steps", "2", *more]  # fmt: skip
+    return [
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--preset",
+        "albert-tiny",
+        *over,
+        "--batch-size",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--learning-rate",
+        "0.005",
+        "--log-every",
+        "1",
+        "--no-tensorboard",
+        "--no-plot",
+        "--max-steps",
+        "2",
+        *more,
+    ]
 
 
 def _finetune(model: Path, data: Path, out: Path, *more: str) -> list[str]:
-    return ["finetune", "--task", "classification", "--model", str(model), "--data", str(data),
-            "--output", str(out), "--max-steps", "2", "--batch-size", "8", *more]  # fmt: skip
+    return [
+        "finetune",
+        "--task",
+        "classification",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "8",
+        *more,
+    ]
 
 
 # --------------------------------------------------------------------------- settings: types and ranges
@@ -134,14 +202,44 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(w
     ):
         refused(capsys, [*_pretrain(world["data_a"], out), *flags], text)
         assert not out.exists()
-    for flags, text in ((["--epochs", "0"], "epochs"), (["--learning-rate", "-1"], "learning_rate"),
-                        (["--dropout", "1.5"], "dropout")):  # fmt: skip
+    for flags, text in (
+        (["--epochs", "0"], "epochs"),
+        (["--learning-rate", "-1"], "learning_rate"),
+        (["--dropout", "1.5"], "dropout"),
+    ):
         refused(capsys, _finetune(world["run"], world["task"], out, *flags), text)
         assert not out.exists()
-    refused(capsys, ["data", "create", "--input", str(world["corpus"]), "--tokenizer", str(world["tok_a"]),
-                     "--output", str(out), "--workers", "-3"], "--workers")  # fmt: skip
-    refused(capsys, ["glue", "--model", str(world["run"]), "--data", str(tmp_path), "--output", str(out),
-                     "--seeds", "1,x"], "seeds")  # fmt: skip
+    refused(
+        capsys,
+        [
+            "data",
+            "create",
+            "--input",
+            str(world["corpus"]),
+            "--tokenizer",
+            str(world["tok_a"]),
+            "--output",
+            str(out),
+            "--workers",
+            "-3",
+        ],
+        "--workers",
+    )
+    refused(
+        capsys,
+        [
+            "glue",
+            "--model",
+            str(world["run"]),
+            "--data",
+            str(tmp_path),
+            "--output",
+            str(out),
+            "--seeds",
+            "1,x",
+        ],
+        "seeds",
+    )
     assert not out.exists()
 
 
@@ -160,7 +258,7 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(w
             "model_overrides",
             "adam_beta1",
         ]
-    ),  # fmt: skip
+    ),
     value=st.one_of(
         st.none(),
         st.booleans(),
@@ -168,7 +266,7 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(w
         st.floats(allow_nan=True),
         st.text(max_size=5),
         st.lists(st.integers(), max_size=2),
-    ),  # fmt: skip
+    ),
 )
 def test_any_json_value_in_a_config_file_is_accepted_or_refused_with_a_value_error(field, value):
     """Config files reach the dataclass through one check: never a TypeError or a deeper failure."""
@@ -186,15 +284,30 @@ def test_any_json_value_in_a_config_file_is_accepted_or_refused_with_a_value_err
 def test_a_model_never_meets_another_vocabulary_of_the_same_size(world, capsys, tmp_path):
     run, data_b = world["run"], world["data_b"]
     # resume a run on data made with another tokenizer
-    refused(capsys, [*_pretrain(data_b, run, "--max-steps", "2", "--save-every", "1"), "--resume"],
-            "fingerprint", "--resume", untouched=(run,))  # fmt: skip
+    refused(
+        capsys,
+        [*_pretrain(data_b, run, "--max-steps", "2", "--save-every", "1"), "--resume"],
+        "fingerprint",
+        "--resume",
+        untouched=(run,),
+    )
     # warm start from a model with another tokenizer
-    refused(capsys, _pretrain(data_b, tmp_path / "warm", "--init-from", str(run), "--max-steps", "1"),
-            "--init-from", "fingerprint", untouched=(run,))  # fmt: skip
+    refused(
+        capsys,
+        _pretrain(data_b, tmp_path / "warm", "--init-from", str(run), "--max-steps", "1"),
+        "--init-from",
+        "fingerprint",
+        untouched=(run,),
+    )
     assert not (tmp_path / "warm").exists()
     # fine-tune with --tokenizer overriding the model's own
-    refused(capsys, [*_finetune(run, world["task"], tmp_path / "ft"), "--tokenizer", str(world["tok_b"])],
-            "--tokenizer", "own tokenizer", untouched=(run,))  # fmt: skip
+    refused(
+        capsys,
+        [*_finetune(run, world["task"], tmp_path / "ft"), "--tokenizer", str(world["tok_b"])],
+        "--tokenizer",
+        "own tokenizer",
+        untouched=(run,),
+    )
     assert not (tmp_path / "ft").exists()
     # the same vocabulary passed again is fine
     assert main([*_finetune(run, world["task"], tmp_path / "ft"), "--tokenizer", str(world["tok_a"])]) == 0
@@ -202,12 +315,29 @@ def test_a_model_never_meets_another_vocabulary_of_the_same_size(world, capsys, 
 
 def test_data_that_does_not_fit_the_model_is_refused_before_training(world, capsys, tmp_path):
     out = tmp_path / "out"
-    refused(capsys, [*_pretrain(world["data_a"], out), "--model-override", "max_position_embeddings=32"],
-            "32 positions", "48 tokens")  # fmt: skip
+    refused(
+        capsys,
+        [*_pretrain(world["data_a"], out), "--model-override", "max_position_embeddings=32"],
+        "32 positions",
+        "48 tokens",
+    )
     assert not out.exists()
     big = tmp_path / "tok_big"
-    assert main(["tokenizer", "train", "--input", str(world["corpus"]), "--vocab-size", "160",
-                 "--output", str(big)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(world["corpus"]),
+                "--vocab-size",
+                "160",
+                "--output",
+                str(big),
+            ]
+        )
+        == 0
+    )
     refused(capsys, [*_finetune(world["run"], world["task"], out), "--tokenizer", str(big)], "160 pieces")
 
 
@@ -215,48 +345,119 @@ def test_data_that_does_not_fit_the_model_is_refused_before_training(world, caps
 def test_another_run_in_the_output_folder_is_never_overwritten(world, capsys, tmp_path):
     run = world["run"]
     # pretrain into a folder holding a run (with checkpoints; then a finished run without them)
-    refused(capsys, _pretrain(world["data_a"], run), "holds another run", "--resume", "--overwrite",
-            untouched=(run,))  # fmt: skip
+    refused(
+        capsys,
+        _pretrain(world["data_a"], run),
+        "holds another run",
+        "--resume",
+        "--overwrite",
+        untouched=(run,),
+    )
     finished = tmp_path / "finished"
     finished.mkdir()
     for name in ("model.safetensors", "config.json", "pretrain_config.json", "spiece.model"):
         (finished / name).write_bytes((run / name).read_bytes())
-    refused(capsys, _pretrain(world["data_a"], finished), "holds another run", "a finished run",
-            untouched=(finished,))  # fmt: skip
-    refused(capsys, [*_pretrain(world["data_a"], finished), "--resume"], "no checkpoint to resume",
-            untouched=(finished,))  # fmt: skip
+    refused(
+        capsys,
+        _pretrain(world["data_a"], finished),
+        "holds another run",
+        "a finished run",
+        untouched=(finished,),
+    )
+    refused(
+        capsys,
+        [*_pretrain(world["data_a"], finished), "--resume"],
+        "no checkpoint to resume",
+        untouched=(finished,),
+    )
     # output = an input
     refused(capsys, _pretrain(world["data_a"], world["data_a"]), "--data", untouched=(world["data_a"],))
     refused(capsys, _finetune(run, world["task"], run), "--model", untouched=(run,))
     # fine-tune into a folder holding another fine-tuning run
     ft = tmp_path / "ft"
     assert main(_finetune(run, world["task"], ft)) == 0
-    refused(capsys, _finetune(run, world["task"], ft, "--seed", "2"), "holds another run", "best/",
-            "--overwrite", untouched=(ft,))  # fmt: skip
+    refused(
+        capsys,
+        _finetune(run, world["task"], ft, "--seed", "2"),
+        "holds another run",
+        "best/",
+        "--overwrite",
+        untouched=(ft,),
+    )
     # a tokenizer folder
-    refused(capsys, ["tokenizer", "train", "--input", str(world["corpus"]), "--vocab-size", "120",
-                     "--output", str(world["tok_a"])], "already holds a tokenizer", "--overwrite",
-            untouched=(world["tok_a"],))  # fmt: skip
+    refused(
+        capsys,
+        [
+            "tokenizer",
+            "train",
+            "--input",
+            str(world["corpus"]),
+            "--vocab-size",
+            "120",
+            "--output",
+            str(world["tok_a"]),
+        ],
+        "already holds a tokenizer",
+        "--overwrite",
+        untouched=(world["tok_a"],),
+    )
     # data create into a folder an interrupted run of other settings left behind
     stale = tmp_path / "stale"
     stale.mkdir()
     (stale / ".albert-data-plan.json").write_text(json.dumps({"plan_id": "0123"}))
-    refused(capsys, ["data", "create", "--input", str(world["corpus"]), "--tokenizer", str(world["tok_a"]),
-                     "--output", str(stale), "--workers", "1", "--no-progress"], ".albert-data-plan.json",
-            "unfinished", untouched=(stale,))  # fmt: skip
+    refused(
+        capsys,
+        [
+            "data",
+            "create",
+            "--input",
+            str(world["corpus"]),
+            "--tokenizer",
+            str(world["tok_a"]),
+            "--output",
+            str(stale),
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+        ".albert-data-plan.json",
+        "unfinished",
+        untouched=(stale,),
+    )
     # --overwrite replaces, when asked
     assert main(_finetune(run, world["task"], ft, "--seed", "2", "--overwrite")) == 0
-    assert main(["tokenizer", "train", "--input", str(world["corpus"]), "--vocab-size", "120",
-                 "--output", str(tmp_path / "tok"), "--overwrite"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(world["corpus"]),
+                "--vocab-size",
+                "120",
+                "--output",
+                str(tmp_path / "tok"),
+                "--overwrite",
+            ]
+        )
+        == 0
+    )
 
 
 def test_resume_with_changed_settings_is_refused(world, capsys):
     run = world["run"]
-    for flags, field in ((["--batch-size", "8"], "batch_size"),
-                         (["--model-override", "num_hidden_layers=3"], "model_overrides"),
-                         (["--learning-rate", "0.01"], "learning_rate")):  # fmt: skip
-        refused(capsys, [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"),
-                         "--resume", *flags], field, "--init-from", untouched=(run,))  # fmt: skip
+    for flags, field in (
+        (["--batch-size", "8"], "batch_size"),
+        (["--model-override", "num_hidden_layers=3"], "model_overrides"),
+        (["--learning-rate", "0.01"], "learning_rate"),
+    ):
+        refused(
+            capsys,
+            [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"), "--resume", *flags],
+            field,
+            "--init-from",
+            untouched=(run,),
+        )
 
 
 # --------------------------------------------------------------------------- damaged files
@@ -285,32 +486,74 @@ def test_damaged_data_and_state_files_are_refused_before_the_first_step(world, c
     import torch
 
     torch.save({"hello": 1}, state)
-    refused(capsys, [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"), "--resume"],
-            str(state), "missing")  # fmt: skip
+    refused(
+        capsys,
+        [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"), "--resume"],
+        str(state),
+        "missing",
+    )
     # --eval-text that is not text; evaluate --predictions on a JSON that is not SQuAD
     refused(capsys, [*_pretrain(world["data_a"], tmp_path / "o"), "--eval-text", sys.executable], "not UTF-8")
     fake = tmp_path / "fake.json"
     fake.write_text(json.dumps({"data": [{"title": "x"}]}))
     preds = tmp_path / "preds.json"
     preds.write_text("{}")
-    refused(capsys, ["evaluate", "--task", "squad1", "--data", str(fake), "--predictions", str(preds)],
-            str(fake), "not a SQuAD file")  # fmt: skip
+    refused(
+        capsys,
+        ["evaluate", "--task", "squad1", "--data", str(fake), "--predictions", str(preds)],
+        str(fake),
+        "not a SQuAD file",
+    )
 
 
 # --------------------------------------------------------------------------- failing loud in training
 def test_a_non_finite_loss_stops_the_run_with_an_error_and_no_final_model(world, capsys, tmp_path):
     out = tmp_path / "nan"
-    msg = refused(capsys, _pretrain(world["data_a"], out, "--optimizer", "adamw", "--learning-rate", "1e30",
-                                    "--max-steps", "20", "--save-every", "1000"), "not finite", "step")  # fmt: skip
+    msg = refused(
+        capsys,
+        _pretrain(
+            world["data_a"],
+            out,
+            "--optimizer",
+            "adamw",
+            "--learning-rate",
+            "1e30",
+            "--max-steps",
+            "20",
+            "--save-every",
+            "1000",
+        ),
+        "not finite",
+        "step",
+    )
     assert "no checkpoint was saved" in msg
     assert not (out / "model.safetensors").exists()
 
 
 def test_empty_eval_split_is_no_evaluation_not_zero(world, tmp_path):
     data = tmp_path / "data"
-    assert main(["data", "create", "--input", str(world["corpus"]), "--tokenizer", str(world["tok_a"]),
-                 "--output", str(data), "--max-seq-length", "48", "--eval-fraction", "0", "--workers", "1",
-                 "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "data",
+                "create",
+                "--input",
+                str(world["corpus"]),
+                "--tokenizer",
+                str(world["tok_a"]),
+                "--output",
+                str(data),
+                "--max-seq-length",
+                "48",
+                "--eval-fraction",
+                "0",
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "run"
     assert main(_pretrain(data, out, "--max-steps", "1")) == 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -321,8 +564,13 @@ def test_a_signal_saves_and_exits_with_the_shells_code(world, tmp_path):
     out = tmp_path / "run"
     argv = _pretrain(world["data_a"], out, "--max-steps", "100000", "--save-every", "100000")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "albert_lm.cli", *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "albert_lm.cli", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not ((out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -357,11 +605,37 @@ def test_tokenizer_training_uses_long_lines_and_is_byte_reproducible(tmp_path):
     long = tmp_path / "long.txt"
     long.write_text((paragraphs.replace("\n", " ") + "\n") * 3)
     assert min(len(line) for line in long.read_text().splitlines()) > 4192
-    assert main(["tokenizer", "train", "--input", str(long), "--vocab-size", "120", "--output",
-                 str(tmp_path / "t1")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(long),
+                "--vocab-size",
+                "120",
+                "--output",
+                str(tmp_path / "t1"),
+            ]
+        )
+        == 0
+    )
     assert AlbertTokenizer.from_pretrained(tmp_path / "t1").vocab_size == 120  # trained on the long lines
-    assert main(["tokenizer", "train", "--input", str(long), "--vocab-size", "120", "--output",
-                 str(tmp_path / "t2")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(long),
+                "--vocab-size",
+                "120",
+                "--output",
+                str(tmp_path / "t2"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "t1" / "spiece.model").read_bytes() == (tmp_path / "t2" / "spiece.model").read_bytes()
     assert str(tmp_path) not in (tmp_path / "t1" / "spiece.model").read_bytes().decode("latin-1")
 
@@ -388,9 +662,22 @@ def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
         )
         == 0
     )
-    for argv in (["tokenizer", "train", "--input", str(bad), "--vocab-size", "20", "--output", str(tmp_path / "t2")],
-                 ["data", "create", "--input", str(bad), "--tokenizer", str(tmp_path / "t"), "--output",
-                  str(tmp_path / "d"), "--workers", "1", "--no-progress"]):  # fmt: skip
+    for argv in (
+        ["tokenizer", "train", "--input", str(bad), "--vocab-size", "20", "--output", str(tmp_path / "t2")],
+        [
+            "data",
+            "create",
+            "--input",
+            str(bad),
+            "--tokenizer",
+            str(tmp_path / "t"),
+            "--output",
+            str(tmp_path / "d"),
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+    ):
         line = refused(capsys, argv, "UTF-8", "--skip-invalid-utf8")
         group = build_parser()._subparsers._group_actions[0].choices[argv[0]]  # type: ignore[union-attr]
         help_text = group._subparsers._group_actions[0].choices[argv[1]].format_help()  # type: ignore[union-attr]
@@ -398,7 +685,7 @@ def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
             assert flag in help_text, (flag, line)
 
 
-# --------------------------------------------------------------------------- pretrain --text (task-adaptive pretraining)
+# -------------------------------------------------------------------------- pretrain --text (task-adaptive pretraining)
 def test_continued_pretraining_on_plain_text_is_one_command(world, capsys, tmp_path):
     from albert_lm.data.tokenizer import AlbertTokenizer
 

@@ -51,8 +51,19 @@ def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def test_every_command_is_walked():
     commands = _commands()
-    for words in ("tokenizer train", "data create", "pretrain", "convert", "finetune", "glue", "evaluate",
-                  "predict", "export", "reproduce", "bench"):  # fmt: skip
+    for words in (
+        "tokenizer train",
+        "data create",
+        "pretrain",
+        "convert",
+        "finetune",
+        "glue",
+        "evaluate",
+        "predict",
+        "export",
+        "reproduce",
+        "bench",
+    ):
         assert words in commands
 
 

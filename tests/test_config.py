@@ -10,8 +10,12 @@ from albert_lm import PRESETS, AlbertConfig
 
 
 def test_presets_match_paper_table_1():
-    for name, (h, layers) in {"albert-base": (768, 12), "albert-large": (1024, 24),
-                              "albert-xlarge": (2048, 24), "albert-xxlarge": (4096, 12)}.items():  # fmt: skip
+    for name, (h, layers) in {
+        "albert-base": (768, 12),
+        "albert-large": (1024, 24),
+        "albert-xlarge": (2048, 24),
+        "albert-xxlarge": (4096, 12),
+    }.items():
         c = AlbertConfig.from_preset(name)
         assert (c.hidden_size, c.num_hidden_layers, c.embedding_size) == (h, layers, 128)
         assert c.intermediate_size == 4 * h and c.num_attention_heads == h // 64
@@ -41,8 +45,17 @@ def test_transformers_reads_our_config_and_we_read_theirs(tmp_path):
     ours = AlbertConfig.from_preset("albert-base", num_hidden_groups=2)
     ours.save_pretrained(tmp_path / "ours")
     theirs = transformers.AlbertConfig.from_pretrained(tmp_path / "ours")
-    for field in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_groups", "inner_group_num",
-                  "intermediate_size", "hidden_act", "layer_norm_eps", "num_attention_heads"):  # fmt: skip
+    for field in (
+        "vocab_size",
+        "embedding_size",
+        "hidden_size",
+        "num_hidden_groups",
+        "inner_group_num",
+        "intermediate_size",
+        "hidden_act",
+        "layer_norm_eps",
+        "num_attention_heads",
+    ):
         assert getattr(theirs, field) == getattr(ours, field), field
     theirs.save_pretrained(tmp_path / "theirs")
     back = AlbertConfig.from_pretrained(tmp_path / "theirs")

@@ -271,7 +271,12 @@ def test_damaged_tarball_and_refused_outputs(release, tmp_path, capsys):
     assert not (release / "out").exists()
     assert _convert(release, tmp_path / "full", "--overwrite") == 0
     assert sorted(p.name for p in (tmp_path / "full").iterdir()) == [
-        "README.md", "config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]  # fmt: skip
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "spiece.model",
+        "tokenizer_config.json",
+    ]
 
 
 def test_reader_refuses_what_it_cannot_read(tmp_path):
@@ -460,8 +465,10 @@ def test_gzip_bombs_are_refused_before_they_are_unpacked(release, tmp_path, caps
     # before its index, or a stray member: refused by the archive's size (the floor lowered, so that
     # a regression unpacks 64 MiB here, not gigabytes)
     monkeypatch.setattr(tf_archive, "_FLOOR", 1 << 20)
-    for name, members in (("first", [(data[0][0], 64 << 20), *rest, *index]),
-                          ("stray", [*files, ("albert_tiny/notes.bin", 64 << 20)])):  # fmt: skip
+    for name, members in (
+        ("first", [(data[0][0], 64 << 20), *rest, *index]),
+        ("stray", [*files, ("albert_tiny/notes.bin", 64 << 20)]),
+    ):
         bomb = _gzip_bomb(tmp_path / f"{name}.tar.gz", members)
         _refused(capsys, bomb, tmp_path / "out", str(bomb), "gzip bomb", "67,108,864 bytes")
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".tar.gz")) == ["albert_tiny"]

@@ -35,7 +35,8 @@ def test_lines_format_documents(tmp_path: Path) -> None:
 def test_paragraphs_format_splits_sentences_not_paragraphs(tmp_path: Path) -> None:
     f = tmp_path / "book.txt"
     f.write_text(
-        "CHAPTER I\n\n\u201cThey may surmise something, but they don't\ninterfere. Of course, it pays Mr. Daniels.\u201d\n"
+        "CHAPTER I\n\n\u201cThey may surmise something, but they don't\n"
+        "interfere. Of course, it pays Mr. Daniels.\u201d\n"
         "He left.\n\n    THE END\n",
         encoding="utf-8",
     )

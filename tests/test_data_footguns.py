@@ -193,8 +193,13 @@ def test_a_vocabulary_too_large_names_the_most_and_leaves_no_folder(
 ):
     corpus, _ = tiny_corpus_and_tokenizer
     out = tmp_path / "new" / "deeper" / "tok"
-    message = refused(capsys, ["tokenizer", "train", "--input", str(corpus), "--vocab-size", "30000", "--output", str(out)],
-                      "--vocab-size 30000", "this text supports at most", "smaller --vocab-size")  # fmt: skip
+    message = refused(
+        capsys,
+        ["tokenizer", "train", "--input", str(corpus), "--vocab-size", "30000", "--output", str(out)],
+        "--vocab-size 30000",
+        "this text supports at most",
+        "smaller --vocab-size",
+    )
     most = int(message.split("at most ")[1].split()[0])
     assert 14 < most < 30000
     assert not (tmp_path / "new").exists()  # neither --output nor the folders above it that the run made
@@ -206,8 +211,22 @@ def test_a_failed_overwrite_leaves_the_tokenizer_that_was_there(tiny_corpus_and_
     out.mkdir()
     for f in tok.iterdir():
         (out / f.name).write_bytes(f.read_bytes())
-    refused(capsys, ["tokenizer", "train", "--input", str(corpus), "--vocab-size", "30000", "--output", str(out),
-                     "--overwrite"], "at most", untouched=(out,))  # fmt: skip
+    refused(
+        capsys,
+        [
+            "tokenizer",
+            "train",
+            "--input",
+            str(corpus),
+            "--vocab-size",
+            "30000",
+            "--output",
+            str(out),
+            "--overwrite",
+        ],
+        "at most",
+        untouched=(out,),
+    )
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in tok.iterdir())
 
 
@@ -216,8 +235,11 @@ def test_gutenberg_markers_without_strip_gutenberg_give_a_hint(tmp_path, caplog)
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     body = "\n".join(_sentences(400))
-    book = _write(tmp_path / "book.txt", f"The Project Gutenberg eBook\n\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n"
-                  f"{body}\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nlicence text\n")  # fmt: skip
+    book = _write(
+        tmp_path / "book.txt",
+        f"The Project Gutenberg eBook\n\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n"
+        f"{body}\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nlicence text\n",
+    )
     plain = _sentence_per_line(tmp_path / "plain.txt")
     with caplog.at_level(logging.WARNING, logger="albert_lm.data.corpus"):
         train_tokenizer([book, plain], tmp_path / "t1", vocab_size=100, num_threads=1)
@@ -262,6 +284,23 @@ def test_an_explicit_format_is_read_as_before(tiny_corpus_and_tokenizer, tmp_pat
 def test_a_failed_data_create_leaves_no_folder(tiny_corpus_and_tokenizer, tmp_path, capsys):
     corpus, tok = tiny_corpus_and_tokenizer
     out = tmp_path / "new" / "data"
-    refused(capsys, ["data", "create", "--input", str(corpus), "--tokenizer", str(tok), "--output", str(out),
-                     "--max-seq-length", "48", "--max-line-bytes", "10", "--no-progress"], "--max-line-bytes 10")  # fmt: skip
+    refused(
+        capsys,
+        [
+            "data",
+            "create",
+            "--input",
+            str(corpus),
+            "--tokenizer",
+            str(tok),
+            "--output",
+            str(out),
+            "--max-seq-length",
+            "48",
+            "--max-line-bytes",
+            "10",
+            "--no-progress",
+        ],
+        "--max-line-bytes 10",
+    )
     assert not (tmp_path / "new").exists()

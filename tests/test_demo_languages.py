@@ -71,8 +71,9 @@ def test_prepare_texts_cuts_gutenberg_headers_where_a_file_has_them(tmp_path):
     body = "Es war einmal ein König.\n\nDer König hatte drei Töchter.\n"
     (books / "a.txt").write_text(
         "The Project Gutenberg eBook\r\n\r\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\r\n"
-        + body + "*** END OF THE PROJECT GUTENBERG EBOOK X ***\r\nlicence text\r\n"
-    )  # fmt: skip
+        + body
+        + "*** END OF THE PROJECT GUTENBERG EBOOK X ***\r\nlicence text\r\n"
+    )
     (books / "b.txt").write_text(body)
     copies = demo.prepare_texts([books], tmp_path / "text")
     assert [c.name for c in copies] == ["0000_a.txt", "0001_b.txt"]
@@ -87,8 +88,10 @@ def _german_text(n: int = 1500) -> str:
     small = ["der", "die", "das", "und", "ist", "war", "nicht", "mit", "auf", "ein"]
     paragraphs = []
     for _ in range(n // 5):
-        sents = [" ".join(rng.choice(words + small) for _ in range(rng.randint(5, 12))).capitalize() + "."
-                 for _ in range(5)]  # fmt: skip
+        sents = [
+            " ".join(rng.choice(words + small) for _ in range(rng.randint(5, 12))).capitalize() + "."
+            for _ in range(5)
+        ]
         paragraphs.append(" ".join(sents))
     return "\n\n".join(paragraphs) + "\n"
 
@@ -97,8 +100,9 @@ def _german_text(n: int = 1500) -> str:
 def test_german_demo_end_to_end_keeps_case_and_accents(tmp_path, one_thread):
     text = tmp_path / "de.txt"
     text.write_text(_german_text())
-    report = demo.run_demo(tmp_path / "out", max_steps=3, files=[text], language="de", eval_every=2,
-                           batch_size=4, vocab_size=60)  # fmt: skip
+    report = demo.run_demo(
+        tmp_path / "out", max_steps=3, files=[text], language="de", eval_every=2, batch_size=4, vocab_size=60
+    )
     assert report["language"] == "de" and len(report["probes"]) == 5 and report["more_probes"] == []
     assert report["settings"]["data"]["input_format"] == "auto"
     tok = AlbertTokenizer.from_pretrained(tmp_path / "out" / "tokenizer")

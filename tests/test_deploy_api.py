@@ -52,8 +52,9 @@ def run(command: str, args: list[str], capsys) -> tuple[int, list[dict], str]:
 
 
 def sst2(saved, **changes):
-    return saved(AlbertForSequenceClassification, {"task": "sst2", "labels": ["0", "1"]}, num_labels=2,
-                 **changes)  # fmt: skip
+    return saved(
+        AlbertForSequenceClassification, {"task": "sst2", "labels": ["0", "1"]}, num_labels=2, **changes
+    )
 
 
 # --------------------------------------------------------------------------- predict
@@ -198,8 +199,20 @@ def test_embed_pooling_normalize_npy_and_input_order(saved, tmp_path, capsys):
     assert code == 0 and len(rows[0]["embedding"]) == 32
     code, _, err = run("embed", ["--model", str(mlm), "--text", "Kala.", "--pooling", "pooler"], capsys)
     assert code == 1 and "no pooler weights" in err
-    code, _, err = run("embed", ["--model", str(folder), "--input", str(src), "--keep-columns", "text",
-                                 "--output", str(tmp_path / "k.npy")], capsys)  # fmt: skip
+    code, _, err = run(
+        "embed",
+        [
+            "--model",
+            str(folder),
+            "--input",
+            str(src),
+            "--keep-columns",
+            "text",
+            "--output",
+            str(tmp_path / "k.npy"),
+        ],
+        capsys,
+    )
     assert code == 1 and "--keep-columns writes into JSON Lines" in err
     code, _, err = run("embed", ["--model", str(folder)], capsys)
     assert code == 1 and "no texts: give --input FILE" in err
@@ -248,8 +261,13 @@ def exported(saved, tmp_path):
     model, folder = sst2(saved)
     out = tmp_path / "sst2-onnx"
     env = {**os.environ, "PYTHONWARNINGS": "default"}
-    done = subprocess.run([sys.executable, "-m", "albert_lm.cli", "export", "--model", str(folder), "--output",
-                           str(out)], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "albert_lm.cli", "export", "--model", str(folder), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return model, out, done.stdout + done.stderr
 

@@ -40,8 +40,14 @@ def _bert(folder: Path, vocab: list[str], num_labels: int | None = None, seed: i
 
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    kw = dict(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-              intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    kw = dict(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(seed)
     if num_labels is None:
         model = BertModel(BertConfig(**kw))
@@ -69,9 +75,11 @@ def world(tiny_corpus_and_tokenizer, tmp_path_factory) -> SimpleNamespace:
     words = sorted({w.strip(".").lower() for s in sentences for w in s.split()})
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]
     sentence_teacher = _bert(root / "teacher", vocab)
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]  # fmt: skip
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
     (sentence_teacher / "modules.json").write_text(json.dumps(modules))
     (sentence_teacher / "1_Pooling").mkdir()
     (sentence_teacher / "1_Pooling" / "config.json").write_text(
@@ -89,14 +97,39 @@ def world(tiny_corpus_and_tokenizer, tmp_path_factory) -> SimpleNamespace:
         lines = [json.dumps({"text": s, "label": "pos" if len(s) % 2 else "neg"}) for s in part]
         (task / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
     (root / "extra.txt").write_text("\n".join(sentences[110:150]) + "\n")
-    return SimpleNamespace(root=root, corpus=corpus, tok=tok, teacher=sentence_teacher, sts=root / "sts.tsv",
-                           task=task, extra=root / "extra.txt", task_teacher=_bert(root / "task_teacher", vocab, 2),
-                           vocab=vocab, cache=root / "cache")  # fmt: skip
+    return SimpleNamespace(
+        root=root,
+        corpus=corpus,
+        tok=tok,
+        teacher=sentence_teacher,
+        sts=root / "sts.tsv",
+        task=task,
+        extra=root / "extra.txt",
+        task_teacher=_bert(root / "task_teacher", vocab, 2),
+        vocab=vocab,
+        cache=root / "cache",
+    )
 
 
 def _general(w: SimpleNamespace, out: Path, *extra: str, student: list[str] = TINY_STUDENT) -> list[str]:
-    args = ["distill", "general", "--teacher", str(w.teacher), "--text", str(w.corpus), "--tokenizer", str(w.tok),
-            "--output", str(out), "--cache", str(w.cache), "--max-segments", "400", "--eval-segments", "20"]  # fmt: skip
+    args = [
+        "distill",
+        "general",
+        "--teacher",
+        str(w.teacher),
+        "--text",
+        str(w.corpus),
+        "--tokenizer",
+        str(w.tok),
+        "--output",
+        str(out),
+        "--cache",
+        str(w.cache),
+        "--max-segments",
+        "400",
+        "--eval-segments",
+        "20",
+    ]
     for o in student:
         args += ["--model-override", o]
     return [*args, *QUICK, *extra]
@@ -106,8 +139,15 @@ def _student(w: SimpleNamespace, folder: Path, **changes) -> Path:
     """A fresh tiny ALBERT folder with the student tokenizer (as `albert distill general` writes one)."""
     from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertTokenizer
 
-    values = dict(vocab_size=200, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    values = dict(
+        vocab_size=200,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     AlbertForPreTraining(AlbertConfig(**{**values, **changes})).save_pretrained(folder)
     AlbertTokenizer.from_pretrained(w.tok).save_pretrained(folder)
@@ -122,8 +162,16 @@ def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
     assert teacher.forward_batches > before  # the cache was empty: the teacher ran
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["step"] == 6 and not summary["interrupted"] and "sts_spearman" in summary
-    for name in ("config.json", "model.safetensors", "spiece.model", "tokenizer_config.json", "distill_head.safetensors",
-                 "distill_config.json", "distill_results.json", "metrics.jsonl"):  # fmt: skip
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "spiece.model",
+        "tokenizer_config.json",
+        "distill_head.safetensors",
+        "distill_config.json",
+        "distill_results.json",
+        "metrics.jsonl",
+    ):
         assert (out / name).is_file(), name
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert records[0]["split"] == "teacher" and "sts_pearson" in records[0]
@@ -151,8 +199,21 @@ def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
     hf = transformers.AlbertModel.from_pretrained(out)
     assert hf.config.hidden_size == 32
     (tmp_path / "texts.txt").write_text("Ba ke di.\nMo ru sa ve.\n")
-    assert main(["embed", "--model", str(out), "--input", str(tmp_path / "texts.txt"), "--output",
-                 str(tmp_path / "e.npy"), "-q"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "embed",
+                "--model",
+                str(out),
+                "--input",
+                str(tmp_path / "texts.txt"),
+                "--output",
+                str(tmp_path / "e.npy"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert np.load(tmp_path / "e.npy").shape == (2, 32)
 
 
@@ -174,8 +235,13 @@ sys.exit(main(sys.argv[2:]))
 
 def _run(script: Path, kill_at: int, args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.run([sys.executable, str(script), str(kill_at), *args], env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(script), str(kill_at), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_sigterm_saves_then_resume_continues_exactly(world, tmp_path):
@@ -265,16 +331,47 @@ def test_the_named_teacher_is_found_or_named_for_install():
 def _task(
     w: SimpleNamespace, student: Path, out: Path, *extra: str, teacher_dir: Path | None = None
 ) -> list[str]:
-    return ["distill", "task", "--task", "classification", "--model", str(student), "--teacher",
-            str(teacher_dir or w.task_teacher), "--data", str(w.task), "--output", str(out), "--cache", str(w.cache),
-            *QUICK, *extra]  # fmt: skip
+    return [
+        "distill",
+        "task",
+        "--task",
+        "classification",
+        "--model",
+        str(student),
+        "--teacher",
+        str(teacher_dir or w.task_teacher),
+        "--data",
+        str(w.task),
+        "--output",
+        str(out),
+        "--cache",
+        str(w.cache),
+        *QUICK,
+        *extra,
+    ]
 
 
 def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):
     student = _student(world, tmp_path / "general")
     out = tmp_path / "sst"
-    assert main(_task(world, student, out, "--max-steps", "6", "--eval-every", "3", "--extra-text",
-                      str(world.extra), "--learning-rate", "0.003")) == 0  # fmt: skip
+    assert (
+        main(
+            _task(
+                world,
+                student,
+                out,
+                "--max-steps",
+                "6",
+                "--eval-every",
+                "3",
+                "--extra-text",
+                str(world.extra),
+                "--learning-rate",
+                "0.003",
+            )
+        )
+        == 0
+    )
     saved = json.loads((out / "best" / "finetune_config.json").read_text())
     assert saved["task"] == "classification" and saved["labels"] == ["neg", "pos"]
     results = json.loads((out / "eval_results.json").read_text())
@@ -283,8 +380,21 @@ def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):
     train = [r for r in records if r["split"] == "train"]
     assert train[-1]["distill_loss"] < train[0]["distill_loss"]  # it learns the teacher
     capsys.readouterr()
-    assert main(["predict", "--model", str(out / "best"), "--input", str(world.extra), "--output",
-                 str(tmp_path / "p.jsonl"), "-q"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(out / "best"),
+                "--input",
+                str(world.extra),
+                "--output",
+                str(tmp_path / "p.jsonl"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(ln) for ln in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert len(rows) == 40 and {r["label"] for r in rows} <= {"neg", "pos"}
     assert (
@@ -309,8 +419,9 @@ def test_teacher_labels_are_matched_by_name():
     task = TextClassificationTask(labels=("neg", "pos"))
     swapped = SimpleNamespace(name="t", labels=["pos", "neg"], num_labels=2, regression=False)
     assert teacher_columns(swapped, task) == [1, 0]
-    assert teacher_columns(SimpleNamespace(name="t", labels=["LABEL_0", "LABEL_1"], num_labels=2, regression=False),
-                           task) == [0, 1]  # fmt: skip
+    assert teacher_columns(
+        SimpleNamespace(name="t", labels=["LABEL_0", "LABEL_1"], num_labels=2, regression=False), task
+    ) == [0, 1]
     sst2 = SimpleNamespace(name="t", labels=["positive", "negative"], num_labels=2, regression=False)
     assert teacher_columns(sst2, GlueTask("sst2")) == [1, 0]  # GLUE's conventional names
     with pytest.raises(ValueError, match="a regression"):
@@ -329,15 +440,23 @@ def test_refusals_are_one_line_and_write_nothing(world, tmp_path, capsys):
     out = tmp_path / "out"
     not_a_model = tmp_path / "empty_teacher"
     not_a_model.mkdir()
-    _refused([*_general(world, out)[:2], "--teacher", str(not_a_model), *_general(world, out)[4:]], out, capsys,
-             "no config.json")  # fmt: skip
+    _refused(
+        [*_general(world, out)[:2], "--teacher", str(not_a_model), *_general(world, out)[4:]],
+        out,
+        capsys,
+        "no config.json",
+    )
     decoder = tmp_path / "gpt"
     decoder.mkdir()
     (decoder / "config.json").write_text(
         json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})
     )
-    _refused([*_general(world, out)[:2], "--teacher", str(decoder), *_general(world, out)[4:]], out, capsys,
-             "not an encoder")  # fmt: skip
+    _refused(
+        [*_general(world, out)[:2], "--teacher", str(decoder), *_general(world, out)[4:]],
+        out,
+        capsys,
+        "not an encoder",
+    )
     (tmp_path / "empty.txt").write_text("")
     args = _general(world, out)
     args[args.index("--text") + 1] = str(tmp_path / "empty.txt")
@@ -350,8 +469,12 @@ def test_refusals_are_one_line_and_write_nothing(world, tmp_path, capsys):
     del args[args.index("--tokenizer") : args.index("--tokenizer") + 2]
     _refused(args, out, capsys, "--tokenizer DIR")
     three = _bert(tmp_path / "three_labels", world.vocab, 3)
-    _refused(_task(world, _student(world, tmp_path / "s2"), out, teacher_dir=three), out, capsys,
-             "3 labels (neg, pos, odd), the task classification has 2 labels")  # fmt: skip
+    _refused(
+        _task(world, _student(world, tmp_path / "s2"), out, teacher_dir=three),
+        out,
+        capsys,
+        "3 labels (neg, pos, odd), the task classification has 2 labels",
+    )
     held = _student(world, tmp_path / "s3")
     transformers.AlbertForSequenceClassification.from_pretrained(held, num_labels=3).save_pretrained(held)
     _refused(_task(world, held, out), out, capsys, "cannot hold the teacher's labels")
@@ -374,8 +497,19 @@ def test_help_lists_both_commands(capsys):
     with pytest.raises(SystemExit):
         main(["distill", "general", "--help"])
     text = capsys.readouterr().out
-    for flag in ("--teacher", "--text", "--cache", "--sts", "--embedding-weight", "--relation-weight", "--mlm-weight",
-                 "--time-budget", "--resume", "--model-override", "--recipe"):  # fmt: skip
+    for flag in (
+        "--teacher",
+        "--text",
+        "--cache",
+        "--sts",
+        "--embedding-weight",
+        "--relation-weight",
+        "--mlm-weight",
+        "--time-budget",
+        "--resume",
+        "--model-override",
+        "--recipe",
+    ):
         assert flag in text, flag
     with pytest.raises(SystemExit):
         main(["distill", "task", "--help"])

@@ -247,9 +247,17 @@ def test_race_end_to_end(albert_data, tiny_model, tmp_path):
     # the shared RACE-M dev file stands in for both train and dev (one file for every split)
     out = tmp_path / "out"
     results = _finetune_cli(
-        "race", tiny_model, albert_data / "race" / "race_middle_dev.jsonl", out,
-        "--max-seq-length", "96", "--max-eval-examples", "40", "--batch-size", "4",
-    )  # fmt: skip
+        "race",
+        tiny_model,
+        albert_data / "race" / "race_middle_dev.jsonl",
+        out,
+        "--max-seq-length",
+        "96",
+        "--max-eval-examples",
+        "40",
+        "--batch-size",
+        "4",
+    )
     assert 0.0 <= results["accuracy"] <= 1.0
     rows = (out / "predictions" / "dev_predictions.jsonl").read_text().splitlines()
     assert len(rows) == 40 and json.loads(rows[0])["answer"] in "ABCD"

@@ -33,10 +33,19 @@ def tiny_model(albert_data, tmp_path_factory, tiny_config) -> Path:
 
 def _config(model: Path, data: Path, out: Path, **kw) -> GlueConfig:
     values = dict(
-        model=str(model), data=str(data / "glue"), output=str(out), tasks="rte,stsb", seeds="1,2",
-        learning_rates="1e-3,3e-3", epochs=1.0, batch_size=8, max_seq_length=64, max_train_examples=16,
-        max_eval_examples=24, workers=2,
-    )  # fmt: skip
+        model=str(model),
+        data=str(data / "glue"),
+        output=str(out),
+        tasks="rte,stsb",
+        seeds="1,2",
+        learning_rates="1e-3,3e-3",
+        epochs=1.0,
+        batch_size=8,
+        max_seq_length=64,
+        max_train_examples=16,
+        max_eval_examples=24,
+        workers=2,
+    )
     values.update(kw)
     return GlueConfig(**values)
 

@@ -194,8 +194,15 @@ def test_base_model_folder_loads_into_a_head(tmp_path, caplog):
 
 
 def test_sharing_transformers_cannot_express_is_saved_natively(tmp_path):
-    cfg = AlbertConfig(vocab_size=99, embedding_size=8, hidden_size=16, num_hidden_layers=3,
-                       num_attention_heads=4, intermediate_size=32, sharing="attention")  # fmt: skip
+    cfg = AlbertConfig(
+        vocab_size=99,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=32,
+        sharing="attention",
+    )
     model = albert_lm.AlbertForPreTraining(cfg).eval()
     with pytest.raises(ValueError, match="cannot be expressed in transformers"):
         model.save_pretrained(tmp_path / "hf", layout="transformers")
@@ -212,8 +219,15 @@ def test_sharing_transformers_cannot_express_is_saved_natively(tmp_path):
 
 
 def test_bert_like_config_without_projection_exports_exactly(tmp_path):
-    cfg = AlbertConfig(vocab_size=99, embedding_size=16, hidden_size=16, num_hidden_layers=2,
-                       num_attention_heads=4, intermediate_size=32, sharing="none")  # fmt: skip
+    cfg = AlbertConfig(
+        vocab_size=99,
+        embedding_size=16,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=32,
+        sharing="none",
+    )
     ours = albert_lm.AlbertModel(cfg).eval()
     randomize(ours)
     ours.save_pretrained(tmp_path)

@@ -33,22 +33,46 @@ def kit(tmp_path_factory) -> dict[str, Path]:
     cut = raw.index(b"\n", len(raw) // 2) + 1
     (d / "bad.txt").write_bytes(raw[:cut] + b"caf\xe9 \xff\xfe broken\n" + raw[cut:])
     kit["bad"], kit["bad_line"] = d / "bad.txt", raw[:cut].count(b"\n") + 1
-    assert main(["tokenizer", "train", "--input", str(kit["c0"]), "--vocab-size", "120",
-                 "--output", str(d / "tok")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(kit["c0"]),
+                "--vocab-size",
+                "120",
+                "--output",
+                str(d / "tok"),
+            ]
+        )
+        == 0
+    )
     kit["tok"] = d / "tok"
     return kit
 
 
 def _create(kit: dict, out: Path, *inputs: Path, more: tuple[str, ...] = ()) -> list[str]:
     files = [str(p) for p in inputs] or [str(kit["c0"])]
-    return ["data", "create", "--input", *files, "--tokenizer", str(kit["tok"]), "--output", str(out), *FAST,
-            *more]  # fmt: skip
+    return [
+        "data",
+        "create",
+        "--input",
+        *files,
+        "--tokenizer",
+        str(kit["tok"]),
+        "--output",
+        str(out),
+        *FAST,
+        *more,
+    ]
 
 
 def _cli(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     """`albert ARGS` in a fresh process (a hang fails the test at `timeout` instead of blocking it)."""
-    return subprocess.run([sys.executable, "-m", "albert_lm.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "albert_lm.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _one_line_error(proc: subprocess.CompletedProcess, *expected: str) -> str:
@@ -191,7 +215,7 @@ def test_data_create_output_apart_from_inputs(kit, tmp_path, capsys) -> None:
                 *FAST,
             ],
             "lies inside the --tokenizer folder",
-        ),  # fmt: skip
+        ),
         (
             [
                 "data",
@@ -205,7 +229,7 @@ def test_data_create_output_apart_from_inputs(kit, tmp_path, capsys) -> None:
                 *FAST,
             ],
             "is the --tokenizer",
-        ),  # fmt: skip
+        ),
         (
             [
                 "data",
@@ -219,7 +243,7 @@ def test_data_create_output_apart_from_inputs(kit, tmp_path, capsys) -> None:
                 *FAST,
             ],
             "holds the --tokenizer",
-        ),  # fmt: skip
+        ),
     ]
     for argv, message in cases:
         refused(capsys, argv, message, untouched=tuple(p for p in keep if p.is_dir()))
@@ -235,8 +259,12 @@ def test_tokenizer_train_output_apart_from_inputs(kit, tmp_path, capsys) -> None
     (old / "spiece.vocab").write_bytes(kit["c0"].read_bytes())  # a text file named like ours, given as input
     train = ["tokenizer", "train", "--vocab-size", "120"]
     refused(capsys, [*train, "--input", str(text), "--output", str(text)], "is the --input")
-    refused(capsys, [*train, "--input", str(old / "spiece.vocab"), "--output", str(old), "--overwrite"],
-            "holds the --input", untouched=(old,))  # fmt: skip
+    refused(
+        capsys,
+        [*train, "--input", str(old / "spiece.vocab"), "--output", str(old), "--overwrite"],
+        "holds the --input",
+        untouched=(old,),
+    )
     refused(capsys, [*train, "--input", str(text), "--output", str(tmp_path / "in.txt" / "x")], "in.txt")
     assert text.read_bytes() == kit["c0"].read_bytes()
 
@@ -246,8 +274,11 @@ def test_second_writer_is_refused(kit, tmp_path, capsys) -> None:
     out = tmp_path / "out"
     with folder_lock(out):
         refused(capsys, _create(kit, out, more=("--workers", "1")), "another albert command is writing there")
-        refused(capsys, ["tokenizer", "train", "--input", str(kit["c0"]), "--vocab-size", "120", "--output",
-                         str(out)], "another albert command is writing there")  # fmt: skip
+        refused(
+            capsys,
+            ["tokenizer", "train", "--input", str(kit["c0"]), "--vocab-size", "120", "--output", str(out)],
+            "another albert command is writing there",
+        )
         assert not any(out.iterdir())
     assert main(_create(kit, out, more=("--workers", "1"))) == 0  # the lock went with its holder
 

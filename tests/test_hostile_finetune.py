@@ -65,14 +65,48 @@ def world(tmp_path_factory, tiny_corpus_and_tokenizer, albert_data) -> dict[str,
 
 
 def _finetune(w, out, *extra) -> list[str]:
-    return ["finetune", "--task", "rte", "--model", str(w["pre"]), "--data", str(w["rte"]), "--output",
-            str(out), *FT, *extra]  # fmt: skip
+    return [
+        "finetune",
+        "--task",
+        "rte",
+        "--model",
+        str(w["pre"]),
+        "--data",
+        str(w["rte"]),
+        "--output",
+        str(out),
+        *FT,
+        *extra,
+    ]
 
 
 def _glue(w, out, *extra, model=None) -> list[str]:
-    return ["glue", "--model", str(model or w["pre"]), "--data", str(w["glue"]), "--output", str(out),
-            "--tasks", "rte", "--seeds", "1", "--learning-rates", "1e-3", "--epochs", "1", "--batch-size", "8",
-            "--max-seq-length", "48", "--max-train-examples", "8", "--workers", "1", *extra]  # fmt: skip
+    return [
+        "glue",
+        "--model",
+        str(model or w["pre"]),
+        "--data",
+        str(w["glue"]),
+        "--output",
+        str(out),
+        "--tasks",
+        "rte",
+        "--seeds",
+        "1",
+        "--learning-rates",
+        "1e-3",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--max-seq-length",
+        "48",
+        "--max-train-examples",
+        "8",
+        "--workers",
+        "1",
+        *extra,
+    ]
 
 
 def _evaluate(w, *extra, model=None) -> list[str]:
@@ -83,10 +117,27 @@ def _evaluate(w, *extra, model=None) -> list[str]:
 def test_an_output_that_is_holds_or_lies_in_an_input_is_refused(world, capsys, tmp_path):
     w = world
     keep = (w["root"],)
-    refused(capsys, ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output",
-                     str(w["input"])], "--output", "is the --input", untouched=keep)  # fmt: skip
-    refused(capsys, ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output",
-                     str(w["best"] / "x.jsonl")], "inside the --model", untouched=keep)  # fmt: skip
+    refused(
+        capsys,
+        ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output", str(w["input"])],
+        "--output",
+        "is the --input",
+        untouched=keep,
+    )
+    refused(
+        capsys,
+        [
+            "predict",
+            "--model",
+            str(w["best"]),
+            "--input",
+            str(w["input"]),
+            "--output",
+            str(w["best"] / "x.jsonl"),
+        ],
+        "inside the --model",
+        untouched=keep,
+    )
     # evaluate: into the run that holds the model, into the model, into the data
     refused(
         capsys, _evaluate(w, "--output", str(w["ft"]), "--overwrite"), "holds the --model", untouched=keep
@@ -94,13 +145,21 @@ def test_an_output_that_is_holds_or_lies_in_an_input_is_refused(world, capsys, t
     refused(capsys, _evaluate(w, "--output", str(w["best"])), "is the --model", untouched=keep)
     refused(capsys, _evaluate(w, "--output", str(w["rte"] / "out")), "inside the --data", untouched=keep)
     # finetune: --overwrite never deletes an input
-    for out, text in ((w["pre"], "is the --model"), (w["root"], "holds the --model"),
-                      (w["rte"], "is the --data"), (w["rte"] / "o", "inside the --data")):  # fmt: skip
+    for out, text in (
+        (w["pre"], "is the --model"),
+        (w["root"], "holds the --model"),
+        (w["rte"], "is the --data"),
+        (w["rte"] / "o", "inside the --data"),
+    ):
         refused(capsys, _finetune(w, out, "--overwrite"), text, untouched=keep)
     tok = tmp_path / "tok"
     shutil.copytree(w["tok"], tok)
-    refused(capsys, _finetune(w, tok, "--overwrite", "--tokenizer", str(tok)), "is the --tokenizer",
-            untouched=(tok, w["root"]))  # fmt: skip
+    refused(
+        capsys,
+        _finetune(w, tok, "--overwrite", "--tokenizer", str(tok)),
+        "is the --tokenizer",
+        untouched=(tok, w["root"]),
+    )
     refused(capsys, _glue(w, w["pre"]), "is the --model", untouched=keep)
     refused(capsys, _glue(w, w["glue"] / "out"), "inside the --data", untouched=keep)
 
@@ -111,8 +170,13 @@ def test_evaluate_replaces_earlier_results_only_with_overwrite(world, capsys, tm
     other_run.mkdir()
     (other_run / "eval_results.json").write_text('{"accuracy": 0.9}\n')
     (other_run / "notes.txt").write_text("mine\n")
-    refused(capsys, _evaluate(w, "--output", str(other_run)), "eval_results.json", "--overwrite",
-            untouched=(other_run,))  # fmt: skip
+    refused(
+        capsys,
+        _evaluate(w, "--output", str(other_run)),
+        "eval_results.json",
+        "--overwrite",
+        untouched=(other_run,),
+    )
     assert main(_evaluate(w, "--output", str(other_run), "--overwrite")) == 0
     assert json.loads((other_run / "eval_results.json").read_text()) != {"accuracy": 0.9}
     assert (other_run / "notes.txt").read_text() == "mine\n"
@@ -191,8 +255,11 @@ def test_an_output_that_is_a_link_writes_its_target_and_keeps_the_link(world, ca
 # --------------------------------------------------------------------------- 3. two writers
 def test_a_second_writer_of_one_folder_is_refused(world, capsys, tmp_path):
     w = world
-    for argv, out in ((_finetune(w, tmp_path / "f"), tmp_path / "f"), (_glue(w, tmp_path / "g"), tmp_path / "g"),
-                      (_evaluate(w, "--output", str(tmp_path / "e")), tmp_path / "e")):  # fmt: skip
+    for argv, out in (
+        (_finetune(w, tmp_path / "f"), tmp_path / "f"),
+        (_glue(w, tmp_path / "g"), tmp_path / "g"),
+        (_evaluate(w, "--output", str(tmp_path / "e")), tmp_path / "e"),
+    ):
         with folder_lock(out):
             refused(capsys, argv, "another albert command is writing there")
         assert not (out / "eval_results.json").exists()
@@ -248,19 +315,50 @@ def test_a_tokenizer_that_is_not_the_models_is_refused(world, capsys, tmp_path):
     swapped = tmp_path / "swapped"
     shutil.copytree(w["best"], swapped)
     shutil.copy(w["tok_b"] / "spiece.model", swapped / "spiece.model")  # same size, other pieces
-    refused(capsys, ["predict", "--model", str(swapped), "--input", str(w["input"])], "fingerprint",
-            "replaced")  # fmt: skip
+    refused(
+        capsys, ["predict", "--model", str(swapped), "--input", str(w["input"])], "fingerprint", "replaced"
+    )
     refused(capsys, _evaluate(w, model=swapped), "fingerprint")
-    refused(capsys, ["finetune", "--task", "rte", "--model", str(swapped), "--data", str(w["rte"]), "--output",
-                     str(tmp_path / "o"), *FT], "fingerprint")  # fmt: skip
+    refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "rte",
+            "--model",
+            str(swapped),
+            "--data",
+            str(w["rte"]),
+            "--output",
+            str(tmp_path / "o"),
+            *FT,
+        ],
+        "fingerprint",
+    )
     # a model folder without its own tokenizer: --tokenizer must have as many pieces as embedding rows
     bare = tmp_path / "bare"
     shutil.copytree(w["pre"], bare)
     (bare / "spiece.model").unlink()
     train_tokenizer([w["root"] / "other.txt"], tmp_path / "tok150", vocab_size=150, num_threads=1)
-    refused(capsys, ["finetune", "--task", "rte", "--model", str(bare), "--data", str(w["rte"]), "--output",
-                     str(tmp_path / "o"), "--tokenizer", str(tmp_path / "tok150"), *FT],
-            "150 pieces", "200 rows")  # fmt: skip
+    refused(
+        capsys,
+        [
+            "finetune",
+            "--task",
+            "rte",
+            "--model",
+            str(bare),
+            "--data",
+            str(w["rte"]),
+            "--output",
+            str(tmp_path / "o"),
+            "--tokenizer",
+            str(tmp_path / "tok150"),
+            *FT,
+        ],
+        "150 pieces",
+        "200 rows",
+    )
     small = tmp_path / "small"
     shutil.copytree(w["best"], small)
     shutil.copy(tmp_path / "tok150" / "spiece.model", small / "spiece.model")
@@ -273,8 +371,11 @@ def test_a_model_without_the_head_is_refused(world, capsys):
     w = world
     refused(capsys, _evaluate(w, model=w["pre"]), str(w["pre"]), "no trained AlbertForSequenceClassification")
     # a classifier with another number of outputs than the task's labels
-    refused(capsys, ["evaluate", "--task", "stsb", "--model", str(w["best"]), "--data", str(w["rte"])],
-            "2 outputs")  # fmt: skip
+    refused(
+        capsys,
+        ["evaluate", "--task", "stsb", "--model", str(w["best"]), "--data", str(w["rte"])],
+        "2 outputs",
+    )
 
 
 def test_a_transformers_classifier_is_read_as_transformers_reads_it(
@@ -284,9 +385,11 @@ def test_a_transformers_classifier_is_read_as_transformers_reads_it(
     _, tok = tiny_corpus_and_tokenizer
     texts = tmp_path / "in.txt"
     texts.write_text("kala bime to\ndunora pesi kalo bu vemi\n")
-    for kind, extra in (("single", dict(num_labels=3, id2label={0: "neg", 1: "neu", 2: "pos"})),
-                        ("regression", dict(num_labels=1)),
-                        ("multi", dict(num_labels=2, problem_type="multi_label_classification"))):  # fmt: skip
+    for kind, extra in (
+        ("single", dict(num_labels=3, id2label={0: "neg", 1: "neu", 2: "pos"})),
+        ("regression", dict(num_labels=1)),
+        ("multi", dict(num_labels=2, problem_type="multi_label_classification")),
+    ):
         torch.manual_seed(0)
         config = transformers.AlbertConfig(**{**TINY_MODEL, "vocab_size": 200}, **extra)
         theirs = transformers.AlbertForSequenceClassification(config).eval()
@@ -316,8 +419,11 @@ def test_zero_or_negative_counts_are_refused(world, capsys):
     for option in ("--max-seq-length", "--batch-size"):
         for value in ("0", "-3"):
             refused(capsys, _evaluate(w, option, value), option, "at least 1")
-    refused(capsys, ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--batch-size", "0"],
-            "batch_size")  # fmt: skip
+    refused(
+        capsys,
+        ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--batch-size", "0"],
+        "batch_size",
+    )
     refused(capsys, _finetune(w, w["root"] / "z", "--eval-every", "0"), "eval_every")
     refused(capsys, _glue(w, w["root"] / "z", "--seeds", "1,x"), "seeds")
     assert not (w["root"] / "z").exists()
@@ -328,8 +434,11 @@ def test_zero_or_negative_counts_are_refused(world, capsys):
 def test_a_device_this_machine_lacks_is_a_clean_refusal(world, capsys, tmp_path):
     w = world
     refused(capsys, _finetune(w, tmp_path / "o", "--device", "cuda"), "--device cuda", "no CUDA")
-    refused(capsys, ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--device", "cuda"],
-            "no CUDA")  # fmt: skip
+    refused(
+        capsys,
+        ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--device", "cuda"],
+        "no CUDA",
+    )
     refused(capsys, _evaluate(w, "--device", "cuda"), "no CUDA")
     refused(capsys, _glue(w, tmp_path / "g", "--device", "cuda"), "no CUDA")
     with pytest.raises(SystemExit) as bad:  # not a device name at all: argparse's usage error, exit 2
@@ -342,8 +451,11 @@ def test_an_output_that_cannot_be_written_is_a_clean_error(world, capsys, stand_
     w = world
     bad = str(stand_ins.unwritable)
     refused(capsys, _finetune(w, bad), bad)
-    refused(capsys, ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output",
-                     f"{bad}/p.jsonl"], bad)  # fmt: skip
+    refused(
+        capsys,
+        ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output", f"{bad}/p.jsonl"],
+        bad,
+    )
     refused(capsys, _evaluate(w, "--output", bad), bad)
 
 

@@ -92,8 +92,11 @@ def test_classification_rows_that_are_not_text_are_refused(tmp_path, row, column
 def test_a_missing_column_is_named_with_the_columns_the_row_has(tmp_path):
     path = tmp_path / "train.csv"
     path.write_text("sentence,label\nword1,yes\n")
-    with pytest.raises(InputError, match=r"train.csv:2: missing value for column 'text' \(the row has no such "
-                       r"column: 'sentence', 'label'\)"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"train.csv:2: missing value for column 'text' \(the row has no such "
+        r"column: 'sentence', 'label'\)",
+    ):
         get_task("classification").read(path, "train")
 
 
@@ -332,8 +335,15 @@ def _limited(code: str, limit: int, cwd: Path) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd,
-                          preexec_fn=fsize, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        preexec_fn=fsize,
+        timeout=300,
+    )
 
 
 def test_weights_cut_short_by_a_file_size_limit_are_an_oserror_naming_the_file(tmp_path):
@@ -354,7 +364,10 @@ def test_export_under_a_file_size_limit_names_the_output_and_the_cause(models, t
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
     out = tmp_path / "o"
-    code = f"from albert_lm.cli import main\nraise SystemExit(main(['export', '--model', {str(models['best'])!r}, '--output', {str(out)!r}]))"
+    code = (
+        "from albert_lm.cli import main\n"
+        f"raise SystemExit(main(['export', '--model', {str(models['best'])!r}, '--output', {str(out)!r}]))"
+    )
     run = _limited(code, 20_000, tmp_path)
     line = next(ln for ln in run.stderr.splitlines() if "error:" in ln)
     assert run.returncode == 1 and "Traceback" not in run.stderr
@@ -369,8 +382,12 @@ def test_export_refuses_a_fine_tuned_model_whose_settings_are_damaged(capsys, mo
     pytest.importorskip("onnxscript")
     model = _copy(models, tmp_path)
     _edit_json(model / "finetune_config.json", max_seq_length="abc")
-    refused(capsys, ["export", "--model", str(model), "--output", str(tmp_path / "o")], "finetune_config.json",
-            "max_seq_length")  # fmt: skip
+    refused(
+        capsys,
+        ["export", "--model", str(model), "--output", str(tmp_path / "o")],
+        "finetune_config.json",
+        "max_seq_length",
+    )
     assert not (tmp_path / "o").exists()
 
 
@@ -385,8 +402,14 @@ def test_a_list_column_nested_too_deeply_is_named():
 def test_glue_summary_names_a_finished_run_whose_results_were_damaged(tmp_path):
     from albert_lm.training.glue_grid import GLUE5, GlueConfig, run_folder, summarize
 
-    cfg = GlueConfig(model="m", data=str(tmp_path), output=str(tmp_path / "out"), tasks="rte", seeds="1",
-                     learning_rates="1e-4")  # fmt: skip
+    cfg = GlueConfig(
+        model="m",
+        data=str(tmp_path),
+        output=str(tmp_path / "out"),
+        tasks="rte",
+        seeds="1",
+        learning_rates="1e-4",
+    )
     results = run_folder(cfg, "rte", 1e-4, 1) / "eval_results.json"
     results.parent.mkdir(parents=True)
     metric = GLUE5["rte"][1]

@@ -55,10 +55,15 @@ def test_a_folder_lock_refuses_a_second_writer_and_dies_with_its_process(tmp_pat
         pass
     # A holder that is killed leaves nothing locked.
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from albert_lm.files import folder_lock\n"
-         f"with folder_lock({str(out)!r}):\n    print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from albert_lm.files import folder_lock\n"
+            f"with folder_lock({str(out)!r}):\n    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     with pytest.raises(FileExistsError), folder_lock(out):
         pass
@@ -86,11 +91,19 @@ def test_pretrain_never_writes_into_or_deletes_its_inputs(world, capsys, tmp_pat
         capsys, [*_pretrain(holder / "data", holder), "--overwrite"], "holds the --data", untouched=(holder,)
     )
     shutil.copytree(data, holder / "elsewhere")
-    refused(capsys, [*_pretrain(holder / "elsewhere", holder), "--overwrite"], "holds the --data",
-            untouched=(holder,))  # fmt: skip
+    refused(
+        capsys,
+        [*_pretrain(holder / "elsewhere", holder), "--overwrite"],
+        "holds the --data",
+        untouched=(holder,),
+    )
     model = world["run"]
-    refused(capsys, [*_pretrain(data, model / "sub"), "--init-from", str(model)], "lies inside the --init-from",
-            untouched=(model,))  # fmt: skip
+    refused(
+        capsys,
+        [*_pretrain(data, model / "sub"), "--init-from", str(model)],
+        "lies inside the --init-from",
+        untouched=(model,),
+    )
 
 
 def test_a_second_pretraining_run_on_the_same_output_is_refused(world, capsys, tmp_path):  # noqa: F811
@@ -153,10 +166,26 @@ def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  #
     ):
         out = tmp_path / f"data-{code}"
         p = subprocess.Popen(
-            [sys.executable, "-m", "albert_lm.cli", "data", "create", "--input", str(big), "--tokenizer",
-             str(world["tok_a"]), "--output", str(out), "--workers", "1", "--no-progress"],
-            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "albert_lm.cli",
+                "data",
+                "create",
+                "--input",
+                str(big),
+                "--tokenizer",
+                str(world["tok_a"]),
+                "--output",
+                str(out),
+                "--workers",
+                "1",
+                "--no-progress",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
         _wait_for(out, p)  # the output folder exists: handlers installed, the examples being made
         assert p.poll() is None, "finished before the signal: make the input larger"
         p.send_signal(sig)
@@ -167,10 +196,23 @@ def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  #
     bigger = tmp_path / "bigger.txt"
     bigger.write_text(text * 1500)
     p = subprocess.Popen(
-        [sys.executable, "-m", "albert_lm.cli", "tokenizer", "train", "--input", str(bigger), "--vocab-size", "150",
-         "--output", str(tmp_path / "tok")],
-        stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "albert_lm.cli",
+            "tokenizer",
+            "train",
+            "--input",
+            str(bigger),
+            "--vocab-size",
+            "150",
+            "--output",
+            str(tmp_path / "tok"),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     time.sleep(8)  # start-up, then SentencePiece at work on 90 MB of text
     assert p.poll() is None, p.communicate()[1][-2000:]
     p.send_signal(signal.SIGINT)

@@ -44,14 +44,47 @@ def test_commands_refuse_deeply_nested_json_in_one_line(tmp_path, capsys, tiny_c
         ["pretrain", "--data", str(tmp_path), "--output", str(out), "--config", str(deep)],
         "deep.json",
     )
-    refused(capsys, ["tokenizer", "train", "--input", str(corpus), "--output", str(out), "--recipe", str(deep)],
-            "deep.json")  # fmt: skip
-    refused(capsys, ["pretrain", "--data", str(tmp_path), "--output", str(out), "--preset", "albert-tiny",
-                     "--model-override", "hidden_size=" + "[" * 5000], "hidden_size")  # fmt: skip
+    refused(
+        capsys,
+        ["tokenizer", "train", "--input", str(corpus), "--output", str(out), "--recipe", str(deep)],
+        "deep.json",
+    )
+    refused(
+        capsys,
+        [
+            "pretrain",
+            "--data",
+            str(tmp_path),
+            "--output",
+            str(out),
+            "--preset",
+            "albert-tiny",
+            "--model-override",
+            "hidden_size=" + "[" * 5000,
+        ],
+        "hidden_size",
+    )
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"text": "a line of text"}\n{"text": ' + DEEP + "}\n")
-    refused(capsys, ["data", "create", "--input", str(rows), "--tokenizer", str(tok), "--output", str(out),
-                     "--workers", "1", "--no-progress"], "rows.jsonl", "line 2", "nested too deeply")  # fmt: skip
+    refused(
+        capsys,
+        [
+            "data",
+            "create",
+            "--input",
+            str(rows),
+            "--tokenizer",
+            str(tok),
+            "--output",
+            str(out),
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+        "rows.jsonl",
+        "line 2",
+        "nested too deeply",
+    )
     assert not out.exists()
 
 
@@ -91,8 +124,12 @@ def test_an_empty_string_in_a_settings_file_is_refused_naming_the_field(capsys, 
     config = tmp_path / "run.json"
     config.write_text(json.dumps({"model": "", "task": "classification"}))
     corpus = _corpus(tmp_path / "c.txt", 0)
-    refused(capsys, ["finetune", "--config", str(config), "--data", str(corpus), "--output", str(tmp_path / "o")],
-            "model", "non-empty")  # fmt: skip
+    refused(
+        capsys,
+        ["finetune", "--config", str(config), "--data", str(corpus), "--output", str(tmp_path / "o")],
+        "model",
+        "non-empty",
+    )
 
 
 # --------------------------------------------------------------------------- the last resort
@@ -202,5 +239,8 @@ def test_records_without_text_are_counted_never_dropped_silently(capsys, tmp_pat
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["summary"]["records_without_text"] == 2
     (tmp_path / "none.jsonl").write_text("\n".join([json.dumps({"text": None})] * 5) + "\n")
-    refused(capsys, [*argv, "--input", str(tmp_path / "none.jsonl"), "--output", str(tmp_path / "b")],
-            "5 records had a null or empty text field")  # fmt: skip
+    refused(
+        capsys,
+        [*argv, "--input", str(tmp_path / "none.jsonl"), "--output", str(tmp_path / "b")],
+        "5 records had a null or empty text field",
+    )

@@ -34,8 +34,13 @@ transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-BERT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=128)  # fmt: skip
+BERT = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
 STUDENT = ["hidden_size=32", "num_attention_heads=2", "intermediate_size=64", "embedding_size=16",
            "num_hidden_layers=2", "max_position_embeddings=64"]  # fmt: skip
 QUICK = ["--max-steps", "2", "--warmup-steps", "1", "--batch-size", "8", "--precision", "fp32", "--no-tensorboard",
@@ -69,27 +74,76 @@ def world(tiny_corpus_and_tokenizer, tmp_path_factory) -> SimpleNamespace:
         (task / f"{name}.jsonl").write_text("\n".join(rows) + "\n")
     student = root / "student"
     torch.manual_seed(0)
-    values = dict(vocab_size=200, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    values = dict(
+        vocab_size=200,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertTokenizer
 
     AlbertForPreTraining(AlbertConfig(**values)).save_pretrained(student)
     AlbertTokenizer.from_pretrained(tok).save_pretrained(student)
-    return SimpleNamespace(root=root, corpus=corpus, tok=tok, vocab=vocab, task=task, student=student,
-                           sentence=_bert(root / "sentence", vocab), task_teacher=_bert(root / "task_teacher", vocab, True))  # fmt: skip
+    return SimpleNamespace(
+        root=root,
+        corpus=corpus,
+        tok=tok,
+        vocab=vocab,
+        task=task,
+        student=student,
+        sentence=_bert(root / "sentence", vocab),
+        task_teacher=_bert(root / "task_teacher", vocab, True),
+    )
 
 
 def _general(w: SimpleNamespace, teacher_dir: Path, out: Path, cache: Path) -> list[str]:
-    args = ["distill", "general", "--teacher", str(teacher_dir), "--text", str(w.corpus), "--tokenizer", str(w.tok),
-            "--output", str(out), "--cache", str(cache), "--max-segments", "200", "--eval-segments", "10", *QUICK]  # fmt: skip
+    args = [
+        "distill",
+        "general",
+        "--teacher",
+        str(teacher_dir),
+        "--text",
+        str(w.corpus),
+        "--tokenizer",
+        str(w.tok),
+        "--output",
+        str(out),
+        "--cache",
+        str(cache),
+        "--max-segments",
+        "200",
+        "--eval-segments",
+        "10",
+        *QUICK,
+    ]
     for o in STUDENT:
         args += ["--model-override", o]
     return args
 
 
 def _task(w: SimpleNamespace, teacher_dir: Path, out: Path, cache: Path) -> list[str]:
-    return ["distill", "task", "--task", "classification", "--model", str(w.student), "--teacher", str(teacher_dir),
-            "--data", str(w.task), "--output", str(out), "--cache", str(cache), "--max-seq-length", "32", *QUICK]  # fmt: skip
+    return [
+        "distill",
+        "task",
+        "--task",
+        "classification",
+        "--model",
+        str(w.student),
+        "--teacher",
+        str(teacher_dir),
+        "--data",
+        str(w.task),
+        "--output",
+        str(out),
+        "--cache",
+        str(cache),
+        "--max-seq-length",
+        "32",
+        *QUICK,
+    ]
 
 
 def _copy(source: Path, folder: Path) -> Path:
@@ -123,8 +177,13 @@ def test_a_teacher_whose_tokenizer_cannot_read_the_text_is_refused(world, tmp_pa
 # --------------------------------------------------------------------------- 2. the task teacher's head
 def test_a_task_teacher_without_a_trained_classifier_is_refused(world, tmp_path, capsys):
     out = tmp_path / "out"
-    line = refused(capsys, _task(world, world.sentence, out, tmp_path / "cache"), str(world.sentence / "model.safetensors"),
-                   "classifier.weight", "classifier.bias")  # fmt: skip
+    line = refused(
+        capsys,
+        _task(world, world.sentence, out, tmp_path / "cache"),
+        str(world.sentence / "model.safetensors"),
+        "classifier.weight",
+        "classifier.bias",
+    )
     assert "random" in line
     as_bin = _copy(world.sentence, tmp_path / "bin")  # the same, saved by torch.save
     from safetensors.torch import load_file
@@ -177,9 +236,11 @@ DAMAGE = {  # name: (what is done to a copy of the sentence teacher, the file th
     "tokenizer config nested too deeply": (
         lambda f: (f / "tokenizer_config.json").write_text("[" * 100_000 + "]" * 100_000), "tokenizer_config.json",
         "nested"),
-    "a vocabulary that is not text": (lambda f: ((f / "tokenizer.json").unlink(), (f / "vocab.txt").write_bytes(bytes(range(256)) * 4)),
+    "a vocabulary that is not text": (lambda f: ((f / "tokenizer.json").unlink(),
+                                                 (f / "vocab.txt").write_bytes(bytes(range(256)) * 4)),
                                       "vocab.txt", "UTF-8"),
-    "weights that give NaN": (lambda f: (f / "model.safetensors").write_bytes(_renamed(f / "model.safetensors", nan=True)),
+    "weights that give NaN": (lambda f: (f / "model.safetensors").write_bytes(
+                                  _renamed(f / "model.safetensors", nan=True)),
                               "model.safetensors", "not finite"),
 }  # fmt: skip
 
@@ -253,8 +314,16 @@ def _refill(cache: TeacherCache, calls: list[int]) -> np.ndarray:
     again = TeacherCache(
         cache.folder.parent, "sentence", "teacher-key", TEXTS, 2, "float32", {"teacher": "t"}
     )
-    return np.asarray(distill_cache.cached_teacher_outputs(
-        again, lambda b: (calls.append(len(b)), np.array([_value(t) for t in b]))[1], 4, None, "t", progress=False))  # fmt: skip
+    return np.asarray(
+        distill_cache.cached_teacher_outputs(
+            again,
+            lambda b: (calls.append(len(b)), np.array([_value(t) for t in b]))[1],
+            4,
+            None,
+            "t",
+            progress=False,
+        )
+    )
 
 
 def test_a_cache_edited_between_runs_is_computed_again(small_chunks, tmp_path, caplog):

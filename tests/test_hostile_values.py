@@ -28,11 +28,45 @@ def two_data(tmp_path_factory) -> dict[str, Path]:
     w: dict[str, Path] = {"root": d}
     for name, seed in (("a", 0), ("b", 1)):
         corpus = _corpus(d / f"{name}.txt", seed)
-        assert main(["tokenizer", "train", "--input", str(corpus), "--vocab-size", "120", "--output",
-                     str(d / f"tok_{name}")]) == 0  # fmt: skip
-        assert main(["data", "create", "--input", str(corpus), "--tokenizer", str(d / f"tok_{name}"),
-                     "--output", str(d / f"data_{name}"), "--max-seq-length", "48", "--eval-fraction", "0.2",
-                     "--shard-mb", "0.01", "--workers", "1", "--no-progress"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "tokenizer",
+                    "train",
+                    "--input",
+                    str(corpus),
+                    "--vocab-size",
+                    "120",
+                    "--output",
+                    str(d / f"tok_{name}"),
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "data",
+                    "create",
+                    "--input",
+                    str(corpus),
+                    "--tokenizer",
+                    str(d / f"tok_{name}"),
+                    "--output",
+                    str(d / f"data_{name}"),
+                    "--max-seq-length",
+                    "48",
+                    "--eval-fraction",
+                    "0.2",
+                    "--shard-mb",
+                    "0.01",
+                    "--workers",
+                    "1",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         w[f"data_{name}"] = d / f"data_{name}"
     import shutil
 
@@ -42,8 +76,15 @@ def two_data(tmp_path_factory) -> dict[str, Path]:
     from albert_lm.model.encoder import AlbertModel
 
     torch.manual_seed(0)
-    config = AlbertConfig(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    config = AlbertConfig(
+        vocab_size=120,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     w["model"] = d / "model"
     AlbertModel(config).save_pretrained(w["model"])
     shutil.copy(d / "tok_a" / "spiece.model", w["model"] / "spiece.model")
@@ -67,8 +108,21 @@ def test_a_time_budget_without_a_unit_is_refused_asking_for_one(two_data, capsys
     for bad in ("0s", "1" + "0" * 400 + "h", "", "-5m"):
         with pytest.raises(ValueError, match="time budget"):
             parse_duration(bad)
-    refused(capsys, ["pretrain", "--data", str(two_data["data_a"]), "--output", str(tmp_path / "run"),
-                     "--preset", "albert-tiny", "--time-budget", "10"], "10s, 10m or 10h")  # fmt: skip
+    refused(
+        capsys,
+        [
+            "pretrain",
+            "--data",
+            str(two_data["data_a"]),
+            "--output",
+            str(tmp_path / "run"),
+            "--preset",
+            "albert-tiny",
+            "--time-budget",
+            "10",
+        ],
+        "10s, 10m or 10h",
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -108,8 +162,12 @@ def test_reproduce_numbers_that_would_mean_something_else_are_refused(
 def test_export_numbers_that_would_mean_something_else_are_refused(
     two_data, capsys, tmp_path, more, expected
 ):
-    refused(capsys, ["export", "--model", str(two_data["model"]), "--output", str(tmp_path / "onnx"), *more],
-            expected, untouched=(two_data["model"],))  # fmt: skip
+    refused(
+        capsys,
+        ["export", "--model", str(two_data["model"]), "--output", str(tmp_path / "onnx"), *more],
+        expected,
+        untouched=(two_data["model"],),
+    )
     assert not (tmp_path / "onnx").exists()
 
 
@@ -119,8 +177,12 @@ def test_an_opset_the_exporter_cannot_write_is_refused_not_recorded(two_data, ca
     out = tmp_path / "onnx"
     # torch's exporter writes opset 18 and converts down; where it cannot, it used to keep 18 and the
     # export recorded the opset asked for
-    line = refused(capsys, ["export", "--model", str(two_data["model"]), "--output", str(out), "--opset", "16"],
-                   "--opset 16", "cannot write")  # fmt: skip
+    line = refused(
+        capsys,
+        ["export", "--model", str(two_data["model"]), "--output", str(out), "--opset", "16"],
+        "--opset 16",
+        "cannot write",
+    )
     assert "wrote opset" in line and not out.exists()
     assert main(["export", "--model", str(two_data["model"]), "--output", str(out), "--opset", "17"]) == 0
     import onnx
@@ -140,12 +202,26 @@ def test_reproduce_reuses_a_cell_only_when_its_fingerprint_matches(two_data, cap
     assert set(record["fingerprint"]) == {"tokenizer", "data", "model", "settings"}
     before = folder_hash(cells / "all-shared")
     # another tokenizer's data: the cells trained on A's would be scored on B's ids
-    refused(capsys, _reproduce(two_data["data_b"], out), "cell all-shared", "tokenizer fingerprint", "--overwrite",
-            untouched=(cells, two_data["data_a"], two_data["data_b"]))  # fmt: skip
-    refused(capsys, [*_reproduce(two_data["data_a"], out), "--model-override", "hidden_act=relu"],
-            "model hidden_act", untouched=(cells,))  # fmt: skip
-    refused(capsys, [*_reproduce(two_data["data_a"], out), "--recipe", "gpu-10min"], "settings",
-            untouched=(cells,))  # fmt: skip
+    refused(
+        capsys,
+        _reproduce(two_data["data_b"], out),
+        "cell all-shared",
+        "tokenizer fingerprint",
+        "--overwrite",
+        untouched=(cells, two_data["data_a"], two_data["data_b"]),
+    )
+    refused(
+        capsys,
+        [*_reproduce(two_data["data_a"], out), "--model-override", "hidden_act=relu"],
+        "model hidden_act",
+        untouched=(cells,),
+    )
+    refused(
+        capsys,
+        [*_reproduce(two_data["data_a"], out), "--recipe", "gpu-10min"],
+        "settings",
+        untouched=(cells,),
+    )
     # the same run again: kept, nothing trained
     assert main(_reproduce(two_data["data_a"], out)) == 0
     assert folder_hash(cells / "all-shared") == before
@@ -161,16 +237,23 @@ def test_reproduce_reuses_a_cell_only_when_its_fingerprint_matches(two_data, cap
 def test_a_cell_finished_by_another_process_is_checked_too(two_data, capsys, tmp_path):
     out = tmp_path / "paper"
     assert main([*_reproduce(two_data["data_a"], out), "--cells", "not-shared"]) == 0
-    refused(capsys, [*_reproduce(two_data["data_b"], out), "--cells", "all-shared"], "cell not-shared",
-            "--overwrite --cells not-shared")  # fmt: skip
+    refused(
+        capsys,
+        [*_reproduce(two_data["data_b"], out), "--cells", "all-shared"],
+        "cell not-shared",
+        "--overwrite --cells not-shared",
+    )
     assert not (out / "layers" / "cells" / "all-shared").exists()  # refused before training its own cell
 
 
 # --------------------------------------------------------------------------- 3. outputs apart from inputs
 def test_export_output_that_is_holds_or_lies_in_the_model_is_refused(two_data, capsys, tmp_path):
     model = two_data["model"]
-    for out, text in ((model, "model folder"), (model / "onnx", "inside the --model"),
-                      (model.parent, "holds the --model")):  # fmt: skip
+    for out, text in (
+        (model, "model folder"),
+        (model / "onnx", "inside the --model"),
+        (model.parent, "holds the --model"),
+    ):
         for more in ([], ["--overwrite"]):
             refused(
                 capsys,
@@ -247,8 +330,12 @@ def test_a_bench_worker_error_is_one_line_and_exit_1_within_seconds(tmp_path, ca
         "not a tokenizer\n"
     )  # the worker's export fails
     start = time.monotonic()
-    line = refused(capsys, ["bench", "--preset", "albert-tiny", "--only", "onnx", "--repeats", "1", "--data",
-                            str(data)], "bench worker (ours", "not a SentencePiece model")  # fmt: skip
+    line = refused(
+        capsys,
+        ["bench", "--preset", "albert-tiny", "--only", "onnx", "--repeats", "1", "--data", str(data)],
+        "bench worker (ours",
+        "not a SentencePiece model",
+    )
     assert time.monotonic() - start < 120
     assert "failed on 'ready'" in line
     left = subprocess.run(["pgrep", "-f", "albert_lm.bench.runner worker"], capture_output=True, text=True)
@@ -270,8 +357,12 @@ def test_compare_stops_both_workers_on_a_failing_one():
 
 # --------------------------------------------------------------------------- 5. honest output
 def _facts(native: bool, bf16: float, fp32: float) -> dict:
-    return {"isa": "avx512_bf16", "native_bf16": native, "autotune": True,
-            "gemm_bf16_vs_fp32": {"bf16_gflops": bf16, "fp32_gflops": fp32}}  # fmt: skip
+    return {
+        "isa": "avx512_bf16",
+        "native_bf16": native,
+        "autotune": True,
+        "gemm_bf16_vs_fp32": {"bf16_gflops": bf16, "fp32_gflops": fp32},
+    }
 
 
 def test_the_bf16_verdict_follows_the_measured_rates():

@@ -99,8 +99,25 @@ def _own_data(folder: Path) -> Path:
 def test_finetune_evaluate_and_predict_take_hub_ids(hub, tiny_model, tmp_path, capsys, caplog):
     commit = put_in_cache(hub, "org/tiny", tiny_model)
     data, out = _own_data(tmp_path / "data"), tmp_path / "ft"
-    args = ["finetune", "--task", "classification", "--model", "org/tiny", "--data", str(data), "--output",
-            str(out), "--max-steps", "2", "--batch-size", "8", "--max-seq-length", "32", "--precision", "fp32"]  # fmt: skip
+    args = [
+        "finetune",
+        "--task",
+        "classification",
+        "--model",
+        "org/tiny",
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--max-seq-length",
+        "32",
+        "--precision",
+        "fp32",
+    ]
     with caplog.at_level(logging.INFO, logger="albert_lm.hub"):
         assert main(args) == 0
     assert f"--model: hub org/tiny@main (commit {commit}), cached at" in caplog.text
@@ -147,9 +164,19 @@ def test_a_missing_id_is_one_clear_error(hub, tiny_model, tmp_path, capsys):
     rows.write_text("kala\n")
     for argv in (
         ["predict", "--model", "org/absent", "--input", str(rows)],
-        ["finetune", "--task", "rte", "--model", "org/absent", "--data", str(rows), "--output", str(tmp_path / "o")],
+        [
+            "finetune",
+            "--task",
+            "rte",
+            "--model",
+            "org/absent",
+            "--data",
+            str(rows),
+            "--output",
+            str(tmp_path / "o"),
+        ],
         ["glue", "--model", "org/absent", "--data", str(tmp_path), "--output", str(tmp_path / "g")],
-    ):  # fmt: skip
+    ):
         assert main(argv) == 1  # bad input: albert_lm.cli.main's code for every refused input
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -24,8 +24,16 @@ def pretrained(tmp_path, tiny_config, tiny_corpus_and_tokenizer):
 
 
 def test_rows_in_memory_fine_tune_and_predict(pretrained, tmp_path):
-    metrics = albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", max_steps=4,
-                                      batch_size=8, precision="fp32", device="cpu")  # fmt: skip
+    metrics = albert_lm.finetune_rows(
+        pretrained,
+        ROWS * 8,
+        ROWS,
+        tmp_path / "run",
+        max_steps=4,
+        batch_size=8,
+        precision="fp32",
+        device="cpu",
+    )
     assert 0.0 <= metrics["accuracy"] <= 1.0
     best = tmp_path / "run" / "best"
     saved = json.loads((best / "finetune_config.json").read_text())

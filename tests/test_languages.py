@@ -200,8 +200,20 @@ def test_the_english_default_still_removes_accents_and_options_win_over_the_lang
     en = AlbertTokenizer.from_pretrained(tmp_path / "en")
     assert (en.do_lower_case, en.keep_accents) == (True, False)
     assert en.decode(en.encode("Schön", add_special_tokens=False)) == "schon"
-    _train(["--input", str(corpus), "--language", "de", "--no-cased", "--no-keep-accents", "--vocab-size",
-            "50", "--output", str(tmp_path / "de")])  # fmt: skip
+    _train(
+        [
+            "--input",
+            str(corpus),
+            "--language",
+            "de",
+            "--no-cased",
+            "--no-keep-accents",
+            "--vocab-size",
+            "50",
+            "--output",
+            str(tmp_path / "de"),
+        ]
+    )
     de = AlbertTokenizer.from_pretrained(tmp_path / "de")
     assert (de.do_lower_case, de.keep_accents) == (True, False)
     with pytest.raises(SystemExit):  # argparse refuses it, naming the choices
@@ -239,16 +251,70 @@ def test_data_and_model_of_different_rules_are_refused(tmp_path, capsys) -> None
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     (other / "tokenizer_config.json").write_text(json.dumps({**config, "keep_accents": False}))
     for tok, data in ((tmp_path / "tok", "data"), (other, "data-other")):
-        assert main(["data", "create", "--input", str(corpus), "--tokenizer", str(tok), "--output",
-                     str(tmp_path / data), "--max-seq-length", "32", "--workers", "1", "--no-progress"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "data",
+                    "create",
+                    "--input",
+                    str(corpus),
+                    "--tokenizer",
+                    str(tok),
+                    "--output",
+                    str(tmp_path / data),
+                    "--max-seq-length",
+                    "32",
+                    "--workers",
+                    "1",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
     assert manifest["tokenizer"]["keep_accents"] is True
     run = tmp_path / "run"
-    assert main(["pretrain", "--data", str(tmp_path / "data"), "--output", str(run), "--preset", "albert-tiny",
-                 "--max-steps", "2", "--batch-size", "4", "--warmup-steps", "1", "--seed", "1"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "pretrain",
+                "--data",
+                str(tmp_path / "data"),
+                "--output",
+                str(run),
+                "--preset",
+                "albert-tiny",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--warmup-steps",
+                "1",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["pretrain", "--init-from", str(run), "--data", str(tmp_path / "data-other"), "--output",
-                 str(tmp_path / "run2"), "--preset", "albert-tiny", "--max-steps", "2"]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "pretrain",
+                "--init-from",
+                str(run),
+                "--data",
+                str(tmp_path / "data-other"),
+                "--output",
+                str(tmp_path / "run2"),
+                "--preset",
+                "albert-tiny",
+                "--max-steps",
+                "2",
+            ]
+        )
+        == 1
+    )
     assert "fingerprint" in capsys.readouterr().err
 
 
@@ -403,15 +469,31 @@ def test_damaged_compressed_text_names_the_file_and_the_offset_in_the_text(tmp_p
         "empty.txt.gz": "no text in it after decompressing",
     }
     for name, message in cases.items():
-        for command in (["tokenizer", "train", "--vocab-size", "50"], ["data", "create", "--tokenizer",
-                        str(_tiny_tokenizer(tmp_path)), "--no-progress"]):  # fmt: skip
+        for command in (
+            ["tokenizer", "train", "--vocab-size", "50"],
+            ["data", "create", "--tokenizer", str(_tiny_tokenizer(tmp_path)), "--no-progress"],
+        ):
             out = tmp_path / "out"
             assert main([*command, "--input", str(tmp_path / name), "--output", str(out)]) == 1
             err = capsys.readouterr().err
             assert message in err and name in err and "Traceback" not in err, (name, err)
             shutil.rmtree(out, ignore_errors=True)
-    assert main(["tokenizer", "train", "--input", str(tmp_path / "bad.txt.gz"), "--skip-invalid-utf8",
-                 "--vocab-size", "27", "--output", str(tmp_path / "skipped")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(tmp_path / "bad.txt.gz"),
+                "--skip-invalid-utf8",
+                "--vocab-size",
+                "27",
+                "--output",
+                str(tmp_path / "skipped"),
+            ]
+        )
+        == 0
+    )
 
 
 def _tiny_tokenizer(tmp_path: Path) -> Path:
@@ -450,8 +532,28 @@ def test_json_lines_a_document_a_record_with_the_text_column(tmp_path, capsys) -
         d for b in plan_blocks([path], 1024) for d in iter_documents(b, "lines", stats, text_column="content")
     ]
     assert got == docs and stats.documents == len(docs)  # a record is a document, never joined or cut
-    assert main(["data", "create", "--input", str(path), "--tokenizer", str(tok), "--output", str(tmp_path / "d"),
-                 "--text-field", "content", "--format", "lines", "--max-seq-length", "32", "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "data",
+                "create",
+                "--input",
+                str(path),
+                "--tokenizer",
+                str(tok),
+                "--output",
+                str(tmp_path / "d"),
+                "--text-field",
+                "content",
+                "--format",
+                "lines",
+                "--max-seq-length",
+                "32",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "d" / "manifest.json").read_text())["config"]["text_column"] == "content"
     with pytest.raises(
         ValueError, match="line [0-9]+: no field 'text' \\(its fields: id, content\\); pass --text-column"
@@ -564,11 +666,49 @@ def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
     _train(
         ["--input", str(corpus), "--language", lang, "--vocab-size", size, "--output", str(tmp_path / "tok")]
     )
-    assert main(["data", "create", "--input", str(corpus), "--tokenizer", str(tmp_path / "tok"), "--output",
-                 str(tmp_path / "data"), "--max-seq-length", "32", "--eval-fraction", "0.1", "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "data",
+                "create",
+                "--input",
+                str(corpus),
+                "--tokenizer",
+                str(tmp_path / "tok"),
+                "--output",
+                str(tmp_path / "data"),
+                "--max-seq-length",
+                "32",
+                "--eval-fraction",
+                "0.1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "run"
-    assert main(["pretrain", "--data", str(tmp_path / "data"), "--output", str(run), "--preset", "albert-tiny",
-                 "--max-steps", "3", "--batch-size", "4", "--warmup-steps", "1", "--seed", "2"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "pretrain",
+                "--data",
+                str(tmp_path / "data"),
+                "--output",
+                str(run),
+                "--preset",
+                "albert-tiny",
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "4",
+                "--warmup-steps",
+                "1",
+                "--seed",
+                "2",
+            ]
+        )
+        == 0
+    )
     tok = AlbertTokenizer.from_pretrained(run)  # the model folder keeps the language's rule
     assert (tok.do_lower_case, tok.keep_accents) == (LANGUAGES[lang].do_lower_case, True)
     # fine-tuning and prediction on text of the same script, the rule carried through
@@ -581,12 +721,45 @@ def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         )
     ft = tmp_path / "ft"
-    assert main(["finetune", "--task", "classification", "--model", str(run), "--data", str(task), "--output",
-                 str(ft), "--max-steps", "2", "--batch-size", "8", "--no-plot", "-q"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--model",
+                str(run),
+                "--data",
+                str(task),
+                "--output",
+                str(ft),
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "8",
+                "--no-plot",
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert AlbertTokenizer.from_pretrained(ft / "best").keep_accents
     (tmp_path / "in.txt").write_text("\n".join(lines[30:33]) + "\n", encoding="utf-8")
-    assert main(["predict", "--model", str(ft / "best"), "--input", str(tmp_path / "in.txt"), "--output",
-                 str(tmp_path / "p.jsonl"), "-q"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(ft / "best"),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--output",
+                str(tmp_path / "p.jsonl"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 3
 
 

@@ -81,8 +81,9 @@ def test_mlm_decoder_is_tied_to_input_embeddings(tiny):
     model = albert_lm.AlbertForMaskedLM(tiny())
     assert model.predictions.decoder.weight is model.albert.embeddings.word_embeddings.weight
     assert model.albert.embeddings.word_embeddings.weight[0].abs().sum() == 0  # pad row stays zero
-    assert model.num_parameters() == len(torch.nn.utils.parameters_to_vector(
-        {id(p): p for p in model.parameters()}.values()))  # fmt: skip
+    assert model.num_parameters() == len(
+        torch.nn.utils.parameters_to_vector({id(p): p for p in model.parameters()}.values())
+    )
 
 
 def test_padding_does_not_change_the_unpadded_tokens(tiny):

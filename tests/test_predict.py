@@ -158,8 +158,11 @@ def test_multiple_choice_matches_transformers(make_model, tmp_path, capsys):
     hf = transformers.AlbertForMultipleChoice.from_pretrained(model).eval()
     row = {"context": TEXTS[1], "question": "Kala _ bime?", "options": ["to", "tura", "mepa", "lodi"]}
     src = tmp_path / "mc.csv"
-    src.write_text('context,question,options\n"{}","{}","{}"\n'.format(
-        row["context"], row["question"], json.dumps(row["options"]).replace('"', '""')))  # fmt: skip
+    src.write_text(
+        'context,question,options\n"{}","{}","{}"\n'.format(
+            row["context"], row["question"], json.dumps(row["options"]).replace('"', '""')
+        )
+    )
     code, rows, _ = run(["--model", str(model), "--input", str(src)], capsys)
     assert code == 0 and len(rows) == 1
     tok = AlbertTokenizer.from_pretrained(model)
@@ -183,8 +186,16 @@ def test_multiple_choice_matches_transformers(make_model, tmp_path, capsys):
 def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path, capsys, caplog):
     model = make_model(AlbertForSequenceClassification, "classification", labels=("a", "b"), num_labels=2)
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"text": "Kala."}) + "\n" + json.dumps({"txt": "Bime."}) + "\n"
-                   + json.dumps({"text": ["not", "text"]}) + "\n" + json.dumps({"text": "To."}) + "\n")  # fmt: skip
+    src.write_text(
+        json.dumps({"text": "Kala."})
+        + "\n"
+        + json.dumps({"txt": "Bime."})
+        + "\n"
+        + json.dumps({"text": ["not", "text"]})
+        + "\n"
+        + json.dumps({"text": "To."})
+        + "\n"
+    )
     out = tmp_path / "out.jsonl"
     code, _, err = run(["--model", str(model), "--input", str(src), "--output", str(out)], capsys)
     assert code == 1 and f"{src}:2: missing or empty column 'text'" in err and "Traceback" not in err

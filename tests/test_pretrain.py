@@ -265,9 +265,14 @@ def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):
 def test_bf16_gradient_checkpointing_and_dropout_off(tmp_path, one_thread):
     overrides = {**TINY_MODEL, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
     cfg = tiny_run(
-        tmp_path, max_steps=4, save_every=0, precision="bf16", gradient_checkpointing=True,
-        dropout_off_step=2, model_overrides=overrides,
-    )  # fmt: skip
+        tmp_path,
+        max_steps=4,
+        save_every=0,
+        precision="bf16",
+        gradient_checkpointing=True,
+        dropout_off_step=2,
+        model_overrides=overrides,
+    )
     r = pretrain(cfg, train_dataset=SyntheticData())
     assert r.step == 4 and torch.isfinite(torch.tensor(r.final_metrics["loss"]))
     model = AlbertForPreTraining.from_pretrained(tmp_path)
@@ -502,10 +507,21 @@ def book_data(albert_data, tmp_path_factory) -> Path:
 
 def test_loss_falls_over_50_steps_on_real_text(albert_data, book_data, tmp_path, one_thread):
     cfg = PretrainConfig(
-        data=str(book_data), output=str(tmp_path / "run"), preset="albert-tiny", max_steps=50, batch_size=8,
-        learning_rate=0.01, warmup_steps=5, log_every=5, save_every=0, eval_batches=10, tensorboard=False,
-        plot=False, eval_text=str(albert_data / "pretrain/wikitext-2/valid.txt"), precision="fp32",
-    )  # fmt: skip
+        data=str(book_data),
+        output=str(tmp_path / "run"),
+        preset="albert-tiny",
+        max_steps=50,
+        batch_size=8,
+        learning_rate=0.01,
+        warmup_steps=5,
+        log_every=5,
+        save_every=0,
+        eval_batches=10,
+        tensorboard=False,
+        plot=False,
+        eval_text=str(albert_data / "pretrain/wikitext-2/valid.txt"),
+        precision="fp32",
+    )
     result = pretrain(cfg)
     train = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in train if r["split"] == "train"]

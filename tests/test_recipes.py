@@ -58,8 +58,20 @@ def test_bad_recipes_are_clear_errors(tmp_path, capsys):
     with pytest.raises(ValueError, match="bad.json: unknown section"):
         recipe(str(bad))
     bad.write_text(json.dumps({"data": {"max_ngramz": 2}}))
-    code = main(["data", "create", "--input", "x.txt", "--tokenizer", "t", "--output", str(tmp_path / "o"),
-                 "--recipe", str(bad)])  # fmt: skip
+    code = main(
+        [
+            "data",
+            "create",
+            "--input",
+            "x.txt",
+            "--tokenizer",
+            "t",
+            "--output",
+            str(tmp_path / "o"),
+            "--recipe",
+            str(bad),
+        ]
+    )
     assert code == 1 and "unknown data field(s) max_ngramz" in capsys.readouterr().err
 
 
@@ -67,8 +79,23 @@ def test_bad_recipes_are_clear_errors(tmp_path, capsys):
 def test_data_create_takes_the_recipes_block_size(name, tiny_corpus_and_tokenizer, tmp_path):
     corpus, tok = tiny_corpus_and_tokenizer
     out = tmp_path / "data"
-    code = main(["data", "create", "--recipe", name, "--input", str(corpus), "--tokenizer",
-                 str(tok / "spiece.model"), "--output", str(out), "--workers", "1", "--no-progress"])  # fmt: skip
+    code = main(
+        [
+            "data",
+            "create",
+            "--recipe",
+            name,
+            "--input",
+            str(corpus),
+            "--tokenizer",
+            str(tok / "spiece.model"),
+            "--output",
+            str(out),
+            "--workers",
+            "1",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert json.dumps(manifest).count('"block_bytes": ' + str(recipe(name)["data"]["block_bytes"])) >= 1

@@ -217,9 +217,15 @@ def test_sentence_table_and_plot_with_several_seeds(tmp_path):
     from albert_lm.paper.verdicts import verdicts
 
     def run(seed: int, nsp: float, sop: float) -> dict:
-        return {"seed": seed, "steps": 300, "seconds": 60.0, "parameters": 1000, "majority": {"sop": 0.52, "nsp": 0.57},
-                "held_out": {"mlm_acc": 0.2, "mlm_loss": 5.0, "sentence_acc": sop},
-                "held_out_nsp": {"mlm_acc": 0.2, "mlm_loss": 5.0, "sentence_acc": nsp}}  # fmt: skip
+        return {
+            "seed": seed,
+            "steps": 300,
+            "seconds": 60.0,
+            "parameters": 1000,
+            "majority": {"sop": 0.52, "nsp": 0.57},
+            "held_out": {"mlm_acc": 0.2, "mlm_loss": 5.0, "sentence_acc": sop},
+            "held_out_nsp": {"mlm_acc": 0.2, "mlm_loss": 5.0, "sentence_acc": nsp},
+        }
 
     runs = {
         1: {"none": run(1, 0.55, 0.48), "nsp": run(1, 0.66, 0.54), "sop": run(1, 0.58, 0.60)},

@@ -134,8 +134,11 @@ def test_pretraining_checkpoints_and_final_model_carry_cards_with_their_scores(t
     pretrain(cfg, train_dataset=SyntheticData(), eval_dataset=SyntheticData(n=16, seed=1))
     assert (out / "README.md").read_text() == USERS_README
     assert (out / "training_curves.png").read_bytes().startswith(b"\x89PNG")  # drawn by the shared code
-    evals = {r["step"]: r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
-             if r["split"] == "eval"}  # fmt: skip
+    evals = {
+        r["step"]: r
+        for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+        if r["split"] == "eval"
+    }
     assert sorted(evals) == [3, 6]
     for step in (3, 6):
         card = (out / f"checkpoint-{step}" / "README.md").read_text()

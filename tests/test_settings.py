@@ -85,8 +85,9 @@ def _subparser(*path: str) -> argparse.ArgumentParser:
 
 
 def test_the_cli_default_is_the_dataclass_default():
-    args = build_parser().parse_args(["data", "create", "--input", "x", "--tokenizer", "t", "--output", "o",
-                                      "--max-seq-length", "64"])  # fmt: skip
+    args = build_parser().parse_args(
+        ["data", "create", "--input", "x", "--tokenizer", "t", "--output", "o", "--max-seq-length", "64"]
+    )
     cfg = DataConfig(**option_values(args, DataConfig))
     assert (cfg.masked_lm_prob, cfg.max_ngram, cfg.input_format) == (0.15, 3, "auto")
     args = build_parser().parse_args(

@@ -282,8 +282,13 @@ def test_race_jsonl_and_original_layout(albert_data, tmp_path):
     # the original release: RACE/dev/{middle,high}/N.txt, one article with several questions each
     for level in ("middle", "high"):
         (tmp_path / "dev" / level).mkdir(parents=True)
-        doc = {"id": f"{level}1.txt", "article": "Tom has a cat.", "questions": ["Tom has a _.", "Who?"],
-               "options": [["cat", "dog", "cow", "pig"], ["Tom", "Ann", "Bob", "Sue"]], "answers": ["A", "A"]}  # fmt: skip
+        doc = {
+            "id": f"{level}1.txt",
+            "article": "Tom has a cat.",
+            "questions": ["Tom has a _.", "Who?"],
+            "options": [["cat", "dog", "cow", "pig"], ["Tom", "Ann", "Bob", "Sue"]],
+            "answers": ["A", "A"],
+        }
         (tmp_path / "dev" / level / "1.txt").write_text(json.dumps(doc))
     folder = task.split_file(tmp_path, "dev")
     examples = read_race_folder(folder)

@@ -37,8 +37,14 @@ def test_finetune_warmup_longer_than_the_run_is_fitted(caplog):
 
 def _pace(device: str, steps: int, per_step: float, budget: str | None = None) -> SimpleNamespace:
     cfg = SimpleNamespace(max_steps=steps, time_budget=budget)
-    return SimpleNamespace(step=0, elapsed_s=0.0, cfg=cfg, d=SimpleNamespace(main=True),
-                           device=SimpleNamespace(type=device), per_step=per_step)  # fmt: skip
+    return SimpleNamespace(
+        step=0,
+        elapsed_s=0.0,
+        cfg=cfg,
+        d=SimpleNamespace(main=True),
+        device=SimpleNamespace(type=device),
+        per_step=per_step,
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,8 +75,28 @@ def test_learning_rate_help_figures_are_computed(capsys):
 def sop_data(tmp_path_factory, tiny_corpus_and_tokenizer) -> Path:
     corpus, tok = tiny_corpus_and_tokenizer
     out = tmp_path_factory.mktemp("footgun") / "data"
-    assert main(["data", "create", "--input", str(corpus), "--tokenizer", str(tok), "--output", str(out),
-                 "--max-seq-length", "32", "--dupe-factor", "1", "--workers", "1", "-q"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "data",
+                "create",
+                "--input",
+                str(corpus),
+                "--tokenizer",
+                str(tok),
+                "--output",
+                str(out),
+                "--max-seq-length",
+                "32",
+                "--dupe-factor",
+                "1",
+                "--workers",
+                "1",
+                "-q",
+            ]
+        )
+        == 0
+    )
     return out
 
 

@@ -26,24 +26,31 @@ def bench_options(p: argparse.ArgumentParser) -> None:
     )  # = bench.PARTS (not imported: --help stays fast)
     p.add_argument("--only", nargs="+", choices=parts, default=parts)
     p.add_argument(
-        "--precisions", choices=("auto", "fp32", "bf16", "all"), default="auto", dest="precision",
+        "--precisions",
+        choices=("auto", "fp32", "bf16", "all"),
+        default="auto",
+        dest="precision",
         help="which precisions to time: auto (default) is fp32, plus bf16 where this CPU measures it fast; "
         "all = both",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--same-process",
         action="store_true",
         help="run ours and transformers in this one process instead of a worker process each",
     )
     add_word(
-        p, "device", help="cpu: the suite above; cuda: pretraining step and inference in bf16 against "
+        p,
+        "device",
+        help="cpu: the suite above; cuda: pretraining step and inference in bf16 against "
         "transformers on this GPU, with MFU and peak memory (--only, --precisions and --same-process do not "
         "apply); auto (default): cuda when there is a GPU, else cpu",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--compile", choices=("both", "no", "yes"), default="both",
+        "--compile",
+        choices=("both", "no", "yes"),
+        default="both",
         help="--device cuda: rows without torch.compile, with it, or both (default)",
-    )  # fmt: skip
+    )
     p.add_argument("--json", help="also write the results to this JSON file")
 
 

@@ -202,9 +202,17 @@ def alternate(
 
 
 def row(
-    name: str, compiled: bool, steps: dict[str, Step], tokens: int, flops: float, peak: float | None,
-    repeats: int, warmup: int, check: str, device: torch.device,
-) -> dict[str, Any]:  # fmt: skip
+    name: str,
+    compiled: bool,
+    steps: dict[str, Step],
+    tokens: int,
+    flops: float,
+    peak: float | None,
+    repeats: int,
+    warmup: int,
+    check: str,
+    device: torch.device,
+) -> dict[str, Any]:
     """One table row: tokens/s (median), MFU, peak memory per side, ours/theirs ratio."""
     t0 = time.perf_counter()
     times = alternate(steps, repeats, warmup, device)
@@ -269,9 +277,15 @@ def run_cuda_suite(
 
 
 def _row(
-    config: AlbertConfig, kind: str, batch: int, seq: int, compiled: bool, device: torch.device,
-    peak: float | None, repeats: int,
-) -> dict[str, Any]:  # fmt: skip
+    config: AlbertConfig,
+    kind: str,
+    batch: int,
+    seq: int,
+    compiled: bool,
+    device: torch.device,
+    peak: float | None,
+    repeats: int,
+) -> dict[str, Any]:
     """One row: a pretraining step (3x the forward's FLOPs) or an inference forward, both sides."""
     if kind == "inference":
         steps, diff = inference_calls(config, batch, seq, compiled, device)

@@ -111,8 +111,10 @@ def bf16_line(facts: dict[str, Any]) -> str:
         return f"bf16 not faster than fp32 here ({rates})"
     if facts.get("native_bf16"):
         return f"bf16 fast here ({rates})"
-    return (f"bf16 fast here by measurement ({rates}), though oneDNN's bf16 primitive does not run: "
-            "albert's --precision auto stays on fp32")  # fmt: skip
+    return (
+        f"bf16 fast here by measurement ({rates}), though oneDNN's bf16 primitive does not run: "
+        "albert's --precision auto stays on fp32"
+    )
 
 
 def precisions(choice: str, facts: dict[str, Any] | None = None) -> tuple[str, ...]:
@@ -280,7 +282,8 @@ def format_table(result: dict[str, Any]) -> str:
         out.append("")
     if result["rows"]:
         out += [
-            "| workload | precision | albert-lm | transformers | ratio | of GEMM limit | peak RSS MiB (ours / theirs) | check |",
+            "| workload | precision | albert-lm | transformers | ratio | of GEMM limit "
+            "| peak RSS MiB (ours / theirs) | check |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in result["rows"]:
@@ -288,9 +291,11 @@ def format_table(result: dict[str, Any]) -> str:
             rss = r["rss_mib"]
             mem = f"{rss.get('ours') or 0:.0f} / {rss.get('theirs') or 0:.0f}" if rss else ""
             out.append(
-                f"| {r['workload']} | {r['precision']} | {r['ours_rate']:.0f} {r['unit']} ({_range(r['work'], r['ours'])}) "
-                f"| {r['theirs_rate']:.0f} ({_range(r['work'], r['theirs'])}) | {r['ratio']:.2f}x | {frac} | {mem} | {r['check']} |"
-            )  # fmt: skip
+                f"| {r['workload']} | {r['precision']} "
+                f"| {r['ours_rate']:.0f} {r['unit']} ({_range(r['work'], r['ours'])}) "
+                f"| {r['theirs_rate']:.0f} ({_range(r['work'], r['theirs'])}) | {r['ratio']:.2f}x | {frac} | {mem} "
+                f"| {r['check']} |"
+            )
         out.append("")
     if result["ablations"]:
         out += ["| choice switched off | precision | on | off | gain |", "|---|---|---|---|---|"]

@@ -51,8 +51,12 @@ class _Worker:
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "albert_lm.bench.sides", "worker", *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            bufsize=1,
+        )
         try:
             self._call("ready")
         except BaseException:

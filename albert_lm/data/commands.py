@@ -31,27 +31,39 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--vocab-size", type=int, help="pieces in the model (default: the recipe's, else 30000)")
     add_recipe_option(t)
     t.add_argument(
-        "--language", choices=tuple(LANGUAGES), help="the language's case, accent and character-coverage "
+        "--language",
+        choices=tuple(LANGUAGES),
+        help="the language's case, accent and character-coverage "
         "defaults (docs/data.md#languages; default: en, the released ALBERT models' rule)",
-    )  # fmt: skip
+    )
     t.add_argument(
-        "--cased", action=argparse.BooleanOptionalAction, default=None,
+        "--cased",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="keep upper case (default: lower-case the text, except --language de)",
-    )  # fmt: skip
+    )
     t.add_argument(
-        "--keep-accents", action=argparse.BooleanOptionalAction, default=None,
+        "--keep-accents",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="keep accents and other combining marks (default: removed for English, kept for any --language "
         "other than en)",
-    )  # fmt: skip
+    )
     t.add_argument(
-        "--character-coverage", type=float, metavar="X", help="share of the text's characters given pieces "
+        "--character-coverage",
+        type=float,
+        metavar="X",
+        help="share of the text's characters given pieces "
         "of their own, the rest <unk> (default: 0.99995 for English, 1.0 for small alphabets, 0.9995 for "
         "zh and ja)",
-    )  # fmt: skip
+    )
     t.add_argument(
-        "--input-sentence-size", type=int, metavar="N", help="lines SentencePiece trains on, a uniform sample "
+        "--input-sentence-size",
+        type=int,
+        metavar="N",
+        help="lines SentencePiece trains on, a uniform sample "
         "of the corpus (default 10000000; memory grows with it, not with the corpus)",
-    )  # fmt: skip
+    )
     t.add_argument(
         "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
     )
@@ -79,9 +91,11 @@ def add_text_column(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     default = argparse.SUPPRESS if suppress else "text"
     if not suppress:
         p.add_argument(
-            "--text-column", default=default, metavar="NAME",
+            "--text-column",
+            default=default,
+            metavar="NAME",
             help=f"{field_docs(DataConfig)['text_column']} (default text)",
-        )  # fmt: skip
+        )
     p.add_argument("--text-field", dest="text_column", default=default, help=argparse.SUPPRESS)
 
 
@@ -166,10 +180,13 @@ def data_create_options(d: argparse.ArgumentParser) -> None:
 
     add_recipe_option(d)
     add_options(
-        d, DataConfig, skip=("block_bytes", "shard_bytes"), suppress=True,
+        d,
+        DataConfig,
+        skip=("block_bytes", "shard_bytes"),
+        suppress=True,
         choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": INPUT_FORMATS},
         flags={"input_format": "--format"},
-    )  # fmt: skip
+    )
     add_text_column(d, suppress=True)
     d.add_argument("--shard-mb", type=float, default=4.0, help="input MB per shard (default 4)")
     d.add_argument("--workers", type=int, default=None, help="processes (default: CPU count)")

@@ -338,9 +338,15 @@ def _block_records(
     """The record texts of a block of JSON Lines (or Parquet rows), checked; counts into `stats`."""
     counts: dict[str, int] = {}
     yield from iter_records(
-        block.path, data, block.start, text_column, lambda pos: _line_of(block, data, pos, text_column),
-        skip_invalid_utf8, max_line_bytes, counts,
-    )  # fmt: skip
+        block.path,
+        data,
+        block.start,
+        text_column,
+        lambda pos: _line_of(block, data, pos, text_column),
+        skip_invalid_utf8,
+        max_line_bytes,
+        counts,
+    )
     stats.lines += counts.get("lines", 0)
     stats.skipped_invalid_utf8 += counts.get("skipped_invalid_utf8", 0)
     stats.without_text += counts.get("without_text", 0)

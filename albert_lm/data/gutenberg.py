@@ -65,5 +65,8 @@ def warn_gutenberg_markers(paths: Sequence[str | os.PathLike]) -> None:
         logger.warning(
             "%d of %d input files hold Project Gutenberg's START marker (%s%s): their header and licence "
             "text will be trained on; pass --strip-gutenberg to keep only the text between the markers",
-            len(marked), len(paths), ", ".join(marked[:3]), more,
-        )  # fmt: skip
+            len(marked),
+            len(paths),
+            ", ".join(marked[:3]),
+            more,
+        )

@@ -51,8 +51,10 @@ LANGUAGES: dict[str, Language] = {
     "de": Language(False, True, 1.0, "cased (nouns are capitalized), accents kept (ä ö ü ß)"),
     "fr": Language(True, True, 1.0, "lower-cased, accents kept (é è à ç: où is not ou)"),
     "ru": Language(True, True, 1.0, "lower-cased, accents kept (й and ё are letters of their own)"),
-    "zh": Language(True, True, 0.9995, "Latin text lower-cased, no accents removed; coverage for a large character set", False),
-    "ja": Language(True, True, 0.9995, "accents kept (dakuten: が is not か); coverage for a large character set", False),
+    "zh": Language(True, True, 0.9995, "Latin text lower-cased, no accents removed; coverage for a large "
+                   "character set", False),
+    "ja": Language(True, True, 0.9995, "accents kept (dakuten: が is not か); coverage for a large character "
+                   "set", False),
     "th": Language(True, True, 1.0, "accents kept (Thai vowel and tone marks are combining characters)", False),
 }  # fmt: skip
 

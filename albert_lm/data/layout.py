@@ -170,6 +170,9 @@ def input_formats(blocks: Sequence[Block], input_format: str, text_column: str =
         logger.warning(
             "--format lines reads every line as a sentence, but %d of %d input files look like prose: "
             "%s%s; pass --format paragraphs (or auto) for such files",
-            len(prose), len(bodies), "; ".join(prose[:3]), more,
-        )  # fmt: skip
+            len(prose),
+            len(bodies),
+            "; ".join(prose[:3]),
+            more,
+        )
     return formats

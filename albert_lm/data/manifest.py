@@ -37,8 +37,10 @@ def build_manifest(
             skipped_invalid += m["read"]["skipped_invalid_utf8"]
             without_text += m["read"].get("without_text", 0)
         total.add(st)
-        shards = [{"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
-                  for m in ms]  # fmt: skip
+        shards = [
+            {"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
+            for m in ms
+        ]
         splits[split] = {"examples": st.examples, "shards": shards}
     if total.examples == 0:
         raise ValueError(

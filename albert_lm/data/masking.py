@@ -126,9 +126,15 @@ def mask_sequence(
         return ids.copy(), np.zeros(0, np.int64), np.zeros(0, ids.dtype)
     starts, ends = word_spans(ids, word_start, special)
     chosen = choose_masked_tokens(
-        starts.tolist(), ends.tolist(), n_maskable, UniformStream(rng),
-        masked_lm_prob, max_predictions, max_ngram, span_log,
-    )  # fmt: skip
+        starts.tolist(),
+        ends.tolist(),
+        n_maskable,
+        UniformStream(rng),
+        masked_lm_prob,
+        max_predictions,
+        max_ngram,
+        span_log,
+    )
     positions = np.array(sorted(chosen), dtype=np.int64)
     return replace_masked(ids, positions, rng, vocab_size, mask_id), positions, ids[positions]
 

@@ -111,6 +111,12 @@ def warn_unreachable(tok: RuledVocabulary, config_name: str) -> None:
             "%s: %d of %d pieces hold upper-case or accented letters (e.g. %s) that this tokenizer's rule "
             "(do_lower_case %s, keep_accents %s) never produces, and no %s says otherwise: was it trained "
             "with --cased or --keep-accents? Keep the %s written beside the model by `albert tokenizer train`",
-            tok.model_file, len(unreachable), tok.vocab_size, " ".join(unreachable[:5]),
-            tok.do_lower_case, tok.keep_accents, config_name, config_name,
-        )  # fmt: skip
+            tok.model_file,
+            len(unreachable),
+            tok.vocab_size,
+            " ".join(unreachable[:5]),
+            tok.do_lower_case,
+            tok.keep_accents,
+            config_name,
+            config_name,
+        )

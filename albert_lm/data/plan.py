@@ -64,8 +64,11 @@ def plan_shards(inputs: list[str], cfg: DataConfig) -> Plan:
     if cfg.eval_fraction > 0 and not _near(share, cfg.eval_fraction):
         logger.warning(
             "held out %.2f%% of the text for evaluation where --eval-fraction %g asked for %.2f%%: %s",
-            100 * share, cfg.eval_fraction, 100 * cfg.eval_fraction, _why_far(blocks, unit),
-        )  # fmt: skip
+            100 * share,
+            cfg.eval_fraction,
+            100 * cfg.eval_fraction,
+            _why_far(blocks, unit),
+        )
     shards: dict[str, list[list[Block]]] = {}
     for split in SPLITS:
         shards[split] = []
@@ -95,8 +98,12 @@ def _held_out(inputs: list[str], blocks: list[Block], cfg: DataConfig) -> tuple[
     joined, joined_ids = _join(fine, _choose(len(fine), cfg), cfg.block_bytes)
     logger.info(
         "held-out split drawn on %d blocks of ~%d bytes (%d blocks of up to ~%d bytes held out %.2f%%)",
-        len(fine), unit, len(blocks), cfg.block_bytes, 100 * _share(blocks, eval_ids),
-    )  # fmt: skip
+        len(fine),
+        unit,
+        len(blocks),
+        cfg.block_bytes,
+        100 * _share(blocks, eval_ids),
+    )
     return joined, joined_ids, unit
 
 

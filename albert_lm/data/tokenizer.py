@@ -140,8 +140,9 @@ class AlbertTokenizer:
     @functools.cached_property
     def fingerprint(self) -> str:
         """The vocabulary's identity: a hash of every piece with its score and type, and of the
-        normalization rule (case, accents, spaces). Equal for copies and for the same training repeated; differs for any other vocabulary of
-        the same size. Compared wherever a model meets data or a tokenizer (docs/errors.md)."""
+        normalization rule (case, accents, spaces). Equal for copies and for the same training
+        repeated; differs for any other vocabulary of the same size. Compared wherever a model meets
+        data or a tokenizer (docs/errors.md)."""
         rule = f"lower={self.do_lower_case};accents={self.keep_accents}"
         if not self.remove_space:  # added later: fingerprints of the usual rule stay as they were
             rule += ";space=kept"

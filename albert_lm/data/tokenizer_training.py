@@ -177,8 +177,12 @@ def _train(
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
-        _in_thread(lambda: spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model,
-                                                          **settings), sentences.halt)  # fmt: skip
+        _in_thread(
+            lambda: spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences), model_writer=model, **settings
+            ),
+            sentences.halt,
+        )
     except RuntimeError as e:
         if sentences.error is not None:  # the reader's own error (bad input, Ctrl-C), not SentencePiece's
             raise sentences.error from None
@@ -189,11 +193,17 @@ def _train(
         raise sentences.error
     tok = _write(out, model.getvalue(), rule)
     if sentences.split:
-        logger.info("%d lines over %d bytes were split at sentence ends to fit SentencePiece's limit",
-                    sentences.split, MAX_SENTENCE_BYTES)  # fmt: skip
+        logger.info(
+            "%d lines over %d bytes were split at sentence ends to fit SentencePiece's limit",
+            sentences.split,
+            MAX_SENTENCE_BYTES,
+        )
     if sentences.lines > settings["input_sentence_size"]:
-        logger.info("SentencePiece trained on a uniform sample of %d of the %d lines (input_sentence_size)",
-                    settings["input_sentence_size"], sentences.lines)  # fmt: skip
+        logger.info(
+            "SentencePiece trained on a uniform sample of %d of the %d lines (input_sentence_size)",
+            settings["input_sentence_size"],
+            sentences.lines,
+        )
     _warn_small_vocabulary(tok)
     logger.info("trained a %d-piece unigram model on %d lines -> %s", tok.vocab_size, sentences.lines, out)
     return tok
@@ -225,8 +235,11 @@ def _warn_small_vocabulary(tok: AlbertTokenizer) -> None:
         logger.warning(
             "%d of the %d pieces are single characters: the vocabulary has little room for words; for a "
             "large character set (Chinese, Japanese) give a --vocab-size of a few times the characters "
-            "(e.g. %d)", single, tok.vocab_size, 4 * single,
-        )  # fmt: skip
+            "(e.g. %d)",
+            single,
+            tok.vocab_size,
+            4 * single,
+        )
 
 
 def _write(out: Path, model: bytes, rule: Rule) -> AlbertTokenizer:

@@ -23,9 +23,14 @@ logger = logging.getLogger(__name__)
 
 
 def run_pool(
-    work: Callable[[Any], Any], tasks: Sequence[Any], workers: int, load: Callable[..., None],
-    load_args: tuple, progress: Any, command: str,
-) -> list[Any]:  # fmt: skip
+    work: Callable[[Any], Any],
+    tasks: Sequence[Any],
+    workers: int,
+    load: Callable[..., None],
+    load_args: tuple,
+    progress: Any,
+    command: str,
+) -> list[Any]:
     """`work(task)` for every task on `workers` processes, each set up by `load(*load_args, counts)`
     (`counts`: a queue the work puts byte counts into, shown on `progress`, a tqdm bar). Results in
     the order they finish. `command` names the command in the errors."""

@@ -75,8 +75,9 @@ class Predictor:
         context for question answering), or a row dict keyed as predict's input columns (text,
         text_pair, tokens, question, context, options)."""
         if self._task is None:
-            self._task = load_task_model(self.folder, self.device, self.precision, self.int8,
-                                         self.max_seq_length, self.batch_size)  # fmt: skip
+            self._task = load_task_model(
+                self.folder, self.device, self.precision, self.int8, self.max_seq_length, self.batch_size
+            )
         tm = self._task
         rows = [(n, _row(item, tm.task.head, n)) for n, item in enumerate(_listed(inputs, "inputs"), start=1)]
         got = examples_of(tm.task, rows, Fields("inputs"))
@@ -85,15 +86,17 @@ class Predictor:
     def fill_mask(self, texts: Sequence[str], top_k: int = 5) -> list[dict[str, Any]]:
         """One dict per text, as `albert fill-mask` writes it: the top-k candidates of each [MASK]."""
         if self._filler is None:
-            self._filler = MaskFiller(self.folder, self.device, self.precision, self.max_seq_length,
-                                      self.batch_size)  # fmt: skip
+            self._filler = MaskFiller(
+                self.folder, self.device, self.precision, self.max_seq_length, self.batch_size
+            )
         return self._filler.fill(_texts(texts), top_k)
 
     def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = False) -> np.ndarray:
         """(len(texts), hidden size) float32, row i the embedding of texts[i], as `albert embed` makes it."""
         if self._embedder is None:
-            self._embedder = Embedder(self.folder, self.device, self.precision, self.max_seq_length,
-                                      self.batch_size)  # fmt: skip
+            self._embedder = Embedder(
+                self.folder, self.device, self.precision, self.max_seq_length, self.batch_size
+            )
         return self._embedder.embed(_texts(texts), pooling, normalize)
 
 

@@ -17,9 +17,12 @@ from albert_lm.settings import VOCABULARY, add_config_option, add_options, field
 def predict_options(p: argparse.ArgumentParser) -> None:
     add_config_option(p, "prediction")
     add_options(
-        p, PredictConfig, required=("model", "input"), suppress=True,
+        p,
+        PredictConfig,
+        required=("model", "input"),
+        suppress=True,
         metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
-    )  # fmt: skip
+    )
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -62,9 +65,14 @@ def _texts_options(p: argparse.ArgumentParser, cls: type) -> None:
     shared = {k: v for k, v in field_docs(TextsConfig).items() if k not in VOCABULARY}
     add_config_option(p, "this command's")
     add_options(
-        p, cls, skip=("text",), required=("model",), helps=shared, suppress=True,
+        p,
+        cls,
+        skip=("text",),
+        required=("model",),
+        helps=shared,
+        suppress=True,
         metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
-    )  # fmt: skip
+    )
     p.add_argument(
         "--text",
         action="append",

@@ -7,14 +7,14 @@ one the encoder's `last_hidden_state`. Inputs `input_ids`, `attention_mask`, `to
 captured by PyTorch's own exporter (`torch.onnx.export(dynamo=True)`) with albert-lm's CPU kernel
 choices off (plain matmuls: the graph is the model, not this machine's tuning), at `opset`.
 
-The output folder gets model.onnx (and model.int8.onnx with `int8`: ONNX Runtime's transformer
-optimizer, then its dynamic quantization with int8 weights per channel; the optimizer's fused
-SkipLayerNormalization / FastGelu ops are ONNX Runtime's own, so that file is for ONNX Runtime), the tokenizer (spiece.model, tokenizer_config.json) and the
-model's config.json / finetune_config.json, so `predict`-style code can pair them. Before anything is
-kept, ONNX Runtime runs the graph on inputs of two shapes, padding included, and the outputs must be
-within `tolerance` of PyTorch's (fp32), and at cosine >= 0.9 for int8 (a warning below 0.99: tiny or
-untrained models lose more to int8 than trained ones); otherwise nothing is written and the error says
-by how much. The folder is filled under a temporary name and renamed.
+The output folder gets model.onnx (and model.int8.onnx with `int8`: ONNX Runtime's transformer optimizer,
+then its dynamic quantization with int8 weights per channel; the optimizer's fused SkipLayerNormalization
+/ FastGelu ops are ONNX Runtime's own, so that file is for ONNX Runtime), the tokenizer (spiece.model,
+tokenizer_config.json) and the model's config.json / finetune_config.json, so `predict`-style code can
+pair them. Before anything is kept, ONNX Runtime runs the graph on inputs of two shapes, padding
+included, and the outputs must be within `tolerance` of PyTorch's (fp32), and at cosine >= 0.9 for int8
+(a warning below 0.99: tiny or untrained models lose more to int8 than trained ones); otherwise nothing
+is written and the error says by how much. The folder is filled under a temporary name and renamed.
 
 The exporter and ONNX Runtime's tools log each step (about 70 lines for a tiny model, more for a big
 one); they are kept to their errors unless the root logger is at DEBUG (`albert -v export`).
@@ -196,11 +196,22 @@ def _export_locked(
         for name in COPIED:
             if (model_dir / name).is_file():
                 shutil.copy(model_dir / name, tmp / name)
-        (tmp / "export.json").write_text(json.dumps({
-            "format": "onnx", "opset": opset, "inputs": list(INPUTS), "outputs": names,
-            "max_abs_diff_fp32": diff, "int8_cosine": cosine, "torch": torch.__version__,
-            "onnxruntime": ort.__version__,
-        }, indent=1) + "\n")  # fmt: skip
+        (tmp / "export.json").write_text(
+            json.dumps(
+                {
+                    "format": "onnx",
+                    "opset": opset,
+                    "inputs": list(INPUTS),
+                    "outputs": names,
+                    "max_abs_diff_fp32": diff,
+                    "int8_cosine": cosine,
+                    "torch": torch.__version__,
+                    "onnxruntime": ort.__version__,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     logger.info("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
     return ExportResult(out, names, diff, cosine)
 
@@ -300,10 +311,16 @@ def _capture(graph: _Graph, config: AlbertConfig, choices: bool, path: Path, ops
     with kernels.plain_matmuls(), warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the exporter's notes on axis names and opset conversions
         torch.onnx.export(
-            graph, tuple(example[k] for k in INPUTS), str(path), input_names=list(INPUTS),
-            output_names=graph.outputs, dynamic_shapes={k: axes for k in INPUTS}, dynamo=True,
-            opset_version=opset, verbose=False,
-        )  # fmt: skip
+            graph,
+            tuple(example[k] for k in INPUTS),
+            str(path),
+            input_names=list(INPUTS),
+            output_names=graph.outputs,
+            dynamic_shapes={k: axes for k in INPUTS},
+            dynamo=True,
+            opset_version=opset,
+            verbose=False,
+        )
 
 
 def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, references: list) -> float:
@@ -321,8 +338,12 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
 
     optimized = folder / "model.optimized.onnx"
     with _quiet("onnxruntime", "onnxruntime.transformers"):
-        graph = optimize_model(str(folder / "model.onnx"), model_type="bert",
-                               num_heads=config.num_attention_heads, hidden_size=config.hidden_size)  # fmt: skip
+        graph = optimize_model(
+            str(folder / "model.onnx"),
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+        )
         graph.save_model_to_file(str(optimized))
         quantize_dynamic(optimized, folder / "model.int8.onnx", weight_type=QuantType.QInt8, per_channel=True)
     optimized.unlink()
@@ -332,8 +353,11 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
             f"the int8 graph's outputs are at cosine {cosine:.4f} to fp32 (< {INT8_FAIL}): not exported"
         )
     if cosine < INT8_WARN:
-        logger.warning("the int8 graph's outputs are at cosine %.4f to fp32: check its accuracy on your "
-                       "dev set before you ship it", cosine)  # fmt: skip
+        logger.warning(
+            "the int8 graph's outputs are at cosine %.4f to fp32: check its accuracy on your "
+            "dev set before you ship it",
+            cosine,
+        )
     return cosine
 
 

@@ -86,9 +86,11 @@ class MaskFiller:
         limit = self.setup.max_len - 1  # room for [SEP]
         if positions[-1] >= limit:
             raise InputError(
-                name, f"{MASK} number {len(positions)} is at token {positions[-1] + 1}, past the "
-                f"{self.setup.max_len} tokens of --max-seq-length", line=line,
-            )  # fmt: skip
+                name,
+                f"{MASK} number {len(positions)} is at token {positions[-1] + 1}, past the "
+                f"{self.setup.max_len} tokens of --max-seq-length",
+                line=line,
+            )
         return [*ids[:limit], tok.sep_token_id], positions
 
     def fill(
@@ -119,11 +121,16 @@ class MaskFiller:
         tok, masks = self.setup.tokenizer, []
         for p_row, id_row in zip(values.tolist(), ids.tolist(), strict=True):
             pieces = tok.convert_ids_to_tokens(id_row)
-            masks.append([
-                {"token": str(piece).replace(WORD_START, " ").strip() or str(piece), "id": i,
-                 "probability": round(float(p), 6)}
-                for piece, i, p in zip(pieces, id_row, p_row, strict=True)
-            ])  # fmt: skip
+            masks.append(
+                [
+                    {
+                        "token": str(piece).replace(WORD_START, " ").strip() or str(piece),
+                        "id": i,
+                        "probability": round(float(p), 6),
+                    }
+                    for piece, i, p in zip(pieces, id_row, p_row, strict=True)
+                ]
+            )
         parts = text.split(MASK)
         filled = parts[0] + "".join(m[0]["token"] + rest for m, rest in zip(masks, parts[1:], strict=True))
         return {"line": line, "masks": masks, "filled": filled}

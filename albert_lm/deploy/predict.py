@@ -105,8 +105,14 @@ class Columns:
 
     @classmethod
     def of(cls, cfg: PredictConfig) -> Columns:
-        return cls(cfg.text_column, cfg.text_pair_column, cfg.tokens_column, cfg.question_column,
-                   cfg.context_column, cfg.options_column)  # fmt: skip
+        return cls(
+            cfg.text_column,
+            cfg.text_pair_column,
+            cfg.tokens_column,
+            cfg.question_column,
+            cfg.context_column,
+            cfg.options_column,
+        )
 
 
 # --------------------------------------------------------------------------- the model's task
@@ -333,8 +339,11 @@ def _label_record(tm: TaskModel, x: np.ndarray, line: int) -> dict[str, Any]:
     if task.problem_type == "multi_label_classification":  # each label on its own: sigmoid, >= 0.5 given
         p = 1.0 / (1.0 + np.exp(-x))
         probs = {str(name): round(float(v), 6) for name, v in zip(labels, p, strict=True)}
-        return {"line": line, "labels": [str(n) for n, v in zip(labels, p, strict=True) if v >= 0.5],
-                "probabilities": probs}  # fmt: skip
+        return {
+            "line": line,
+            "labels": [str(n) for n, v in zip(labels, p, strict=True) if v >= 0.5],
+            "probabilities": probs,
+        }
     p = _softmax(x)
     probs = {str(name): round(float(v), 6) for name, v in zip(labels, p, strict=True)}
     return {"line": line, "label": str(labels[int(p.argmax())]), "probabilities": probs}

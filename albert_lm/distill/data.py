@@ -3,10 +3,11 @@ token ids, and batches.
 
 Sentences are read with albert-lm's corpus readers (`albert_lm.data.corpus`: `--format auto` per file,
 `--strip-gutenberg`, the same input checks as `albert data create`), whitespace collapsed, kept from
-`min_words` words (a character counted as a word in Chinese, Japanese, Thai), cut at MAX_WORDS words, each distinct sentence once, up to `max_segments`. They depend
-on the files and these settings only, not on the student, so every student on the same text shares one
-teacher cache entry. The held-out sentences are chosen by content (the smallest hashes), so the same ones
-are held out whatever the seed or the order of the files.
+`min_words` words (a character counted as a word in Chinese, Japanese, Thai), cut at MAX_WORDS words,
+each distinct sentence once, up to `max_segments`. They depend on the files and these settings only, not
+on the student, so every student on the same text shares one teacher cache entry. The held-out sentences
+are chosen by content (the smallest hashes), so the same ones are held out whatever the seed or the order
+of the files.
 """
 
 from __future__ import annotations
@@ -42,9 +43,13 @@ MAX_WORDS = 96  # a longer "sentence" (a list, a table, an unsplit paragraph) is
 
 
 def read_sentences(
-    files: Sequence[str | os.PathLike], input_format: str, strip_gutenberg: bool, min_words: int,
-    max_segments: int, progress: bool = True,
-) -> list[str]:  # fmt: skip
+    files: Sequence[str | os.PathLike],
+    input_format: str,
+    strip_gutenberg: bool,
+    min_words: int,
+    max_segments: int,
+    progress: bool = True,
+) -> list[str]:
     """Distinct sentences of the files, in reading order (module docstring). None: a clear error."""
     if not files:
         raise ValueError("no text: give --text FILE ... (plain-text files to distil on)")
@@ -81,8 +86,13 @@ def read_sentences(
 def held_out(sentences: Sequence[str], count: int) -> np.ndarray:
     """(len(sentences),) bool: the `count` sentences with the smallest hashes (at most a tenth)."""
     n = min(count, len(sentences) // 10)
-    keys = np.array([int.from_bytes(hashlib.sha256(s.encode("utf-8", "surrogatepass")).digest()[:8], "big")
-                     for s in sentences], dtype=np.uint64)  # fmt: skip
+    keys = np.array(
+        [
+            int.from_bytes(hashlib.sha256(s.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+            for s in sentences
+        ],
+        dtype=np.uint64,
+    )
     mask = np.zeros(len(sentences), dtype=bool)
     if n:
         mask[np.argsort(keys, kind="stable")[:n]] = True
@@ -143,8 +153,16 @@ class Masker:
         for b in range(len(ids)):
             n = int((ids[b] != self.special[2]).sum())
             cap = max(1, int(np.ceil(n * self.prob)))
-            new, pos, lab = mask_sequence(ids[b, :n], self.word_start, rng, self.vocab, self.prob, cap,
-                                          mask_id=self.mask_id, special_ids=self.special[:2])  # fmt: skip
+            new, pos, lab = mask_sequence(
+                ids[b, :n],
+                self.word_start,
+                rng,
+                self.vocab,
+                self.prob,
+                cap,
+                mask_id=self.mask_id,
+                special_ids=self.special[:2],
+            )
             masked[b, :n], labels[b, pos] = new, lab
         return torch.from_numpy(masked), torch.from_numpy(labels)
 
@@ -157,5 +175,8 @@ def read_sts(path: str | os.PathLike) -> tuple[list[str], list[str], np.ndarray]
             (f for f in (file / "dev.tsv", file / "STS-B" / "dev.tsv") if f.is_file()), file / "dev.tsv"
         )
     examples = read_glue_tsv(file, GLUE_TASKS["stsb"])
-    return ([e.text_a for e in examples], [e.text_b or "" for e in examples],
-            np.array([float(e.label) for e in examples if e.label is not None], dtype=np.float64))  # fmt: skip
+    return (
+        [e.text_a for e in examples],
+        [e.text_b or "" for e in examples],
+        np.array([float(e.label) for e in examples if e.label is not None], dtype=np.float64),
+    )

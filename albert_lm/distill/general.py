@@ -103,10 +103,17 @@ class GeneralDistiller(Distiller):
     model: AlbertForPreTraining
 
     def __init__(
-        self, cfg: GeneralDistillConfig, out: Path, device: torch.device, precision: str,
-        tokenizer: AlbertTokenizer, model: AlbertForPreTraining, text: _Text, sts: dict[str, Any] | None,
+        self,
+        cfg: GeneralDistillConfig,
+        out: Path,
+        device: torch.device,
+        precision: str,
+        tokenizer: AlbertTokenizer,
+        model: AlbertForPreTraining,
+        text: _Text,
+        sts: dict[str, Any] | None,
         teacher: dict[str, Any],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.cfg, self.out, self.device, self.precision = cfg, out, device, precision
         self.tokenizer, self.model, self.text, self.sts, self.teacher = tokenizer, model, text, sts, teacher
         self.projection = nn.Linear(model.config.hidden_size, text.targets.shape[1]).to(device)
@@ -252,8 +259,11 @@ class GeneralDistiller(Distiller):
             "every setting": f"`{CONFIG_FILE}` beside this card; the projection to the teacher's space in "
                              f"`{HEAD_FILE}`",
         }  # fmt: skip
-        scores = {("zero-shot STS-B " + k.removeprefix("sts_")) if k.startswith("sts_") else f"held-out {k}": v
-                  for k, v in last.items() if isinstance(v, float)}  # fmt: skip
+        scores = {
+            ("zero-shot STS-B " + k.removeprefix("sts_")) if k.startswith("sts_") else f"held-out {k}": v
+            for k, v in last.items()
+            if isinstance(v, float)
+        }
         title = f"ALBERT distilled from {self.teacher['name']}"
         write_model_card(self.out, title=title, made_by=made_by, scores=scores)
 
@@ -310,8 +320,12 @@ def _read_sts(cfg: GeneralDistillConfig) -> dict[str, Any] | None:
     first, second, gold = read_sts(cfg.sts)
     sentences = sorted(set(first) | set(second))
     row = {s: i for i, s in enumerate(sentences)}
-    return {"sentences": sentences, "first": np.array([row[s] for s in first]),
-            "second": np.array([row[s] for s in second]), "gold": gold}  # fmt: skip
+    return {
+        "sentences": sentences,
+        "first": np.array([row[s] for s in first]),
+        "second": np.array([row[s] for s in second]),
+        "gold": gold,
+    }
 
 
 def _teacher_sts(
@@ -319,14 +333,24 @@ def _teacher_sts(
 ) -> None:
     """The teacher's own STS-B scores (its vectors cached like the training text's), in sts["teacher"]."""
     sentences = sts["sentences"]
-    cache = TeacherCache(root, "sentence", teacher.fingerprint, sentences, teacher.dim, "float16",
-                         {"teacher": cfg.teacher, "what": f"pooled vectors of {cfg.sts}"})  # fmt: skip
+    cache = TeacherCache(
+        root,
+        "sentence",
+        teacher.fingerprint,
+        sentences,
+        teacher.dim,
+        "float16",
+        {"teacher": cfg.teacher, "what": f"pooled vectors of {cfg.sts}"},
+    )
     vectors = cached_teacher_outputs(
         cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences], "teacher: STS-B"
     )
     sts["teacher"] = sts_scores(np.asarray(vectors, dtype=np.float32), sts)
-    logger.info("teacher on STS-B: spearman %.4f, pearson %.4f", sts["teacher"]["sts_spearman"],
-                sts["teacher"]["sts_pearson"])  # fmt: skip
+    logger.info(
+        "teacher on STS-B: spearman %.4f, pearson %.4f",
+        sts["teacher"]["sts_spearman"],
+        sts["teacher"]["sts_pearson"],
+    )
 
 
 def _build_model(cfg: GeneralDistillConfig, mc: AlbertConfig, latest: Path | None) -> AlbertForPreTraining:
@@ -358,10 +382,18 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
         cfg.text, cfg.input_format, cfg.strip_gutenberg, cfg.min_words, cfg.max_segments, progress
     )
     sts = _read_sts(cfg)
-    cache = TeacherCache(root, "sentence", teacher.fingerprint, sentences, teacher.dim, "float16",
-                         {"teacher": cfg.teacher, "what": "pooled sentence vectors", "files": cfg.text})  # fmt: skip
-    targets = cached_teacher_outputs(cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences],
-                                     "teacher", progress)  # fmt: skip
+    cache = TeacherCache(
+        root,
+        "sentence",
+        teacher.fingerprint,
+        sentences,
+        teacher.dim,
+        "float16",
+        {"teacher": cfg.teacher, "what": "pooled sentence vectors", "files": cfg.text},
+    )
+    targets = cached_teacher_outputs(
+        cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences], "teacher", progress
+    )
     if sts is not None:
         _teacher_sts(cfg, teacher, root, sts)
     text = _Text(sentences, held_out(sentences, cfg.eval_segments), Encoded.of(tokenizer, sentences), targets)
@@ -371,9 +403,14 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
         out = prepare_output(cfg, latest)
         model = _build_model(cfg, mc, latest).to(device)
         d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about)
-        logger.info("student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
-                    model.albert.num_parameters() / 1e6, len(sentences), int(text.held.sum()), cfg.teacher,
-                    precision)  # fmt: skip
+        logger.info(
+            "student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
+            model.albert.num_parameters() / 1e6,
+            len(sentences),
+            int(text.held.sum()),
+            cfg.teacher,
+            precision,
+        )
         if latest is None and sts is not None:
             _record_teacher(out, sts["teacher"])
         return train(d, latest)

@@ -265,9 +265,13 @@ def _log(loop: _Loop, bar: Any) -> dict[str, Any]:
     record: dict[str, Any] = {k: v / n for k, v in loop.sums.items()}
     record.update(lr=lr, examples_per_s=loop.seen / max(loop.compute_s, 1e-9), epoch=loop.epoch)
     loop.metrics.write({"step": loop.step, "split": "train", **record, "elapsed_s": round(loop.elapsed_s, 1)})
-    logger.info("step %d | %s | lr %.3g | %.0f examples/s", loop.step, " | ".join(
-        f"{k} {v:.4g}" for k, v in record.items() if k not in ("lr", "examples_per_s", "epoch")), lr,
-        record["examples_per_s"])  # fmt: skip
+    logger.info(
+        "step %d | %s | lr %.3g | %.0f examples/s",
+        loop.step,
+        " | ".join(f"{k} {v:.4g}" for k, v in record.items() if k not in ("lr", "examples_per_s", "epoch")),
+        lr,
+        record["examples_per_s"],
+    )
     bar.set_postfix(step=loop.step, loss=f"{record.get('loss', 0.0):.4f}")
     loop.sums, loop.seen, loop.compute_s = {}, 0, 0.0
     return record
@@ -312,8 +316,13 @@ def _run(loop: _Loop, stop: StopFlag) -> DistillResult:
     d, cfg = loop.d, loop.d.cfg
     budget_s = cfg.time_budget_s
     # Progress in steps, or with a time budget in seconds of it (the step count is then only a cap).
-    bar = tqdm(total=round(budget_s) if budget_s else d.total_steps, unit="s" if budget_s else "step",
-               initial=round(loop.elapsed_s) if budget_s else loop.step, desc="distill", disable=None)  # fmt: skip
+    bar = tqdm(
+        total=round(budget_s) if budget_s else d.total_steps,
+        unit="s" if budget_s else "step",
+        initial=round(loop.elapsed_s) if budget_s else loop.step,
+        desc="distill",
+        disable=None,
+    )
     limit = d.total_steps
     last: dict[str, Any] = {}
     with bar:
@@ -335,8 +344,11 @@ def _run(loop: _Loop, stop: StopFlag) -> DistillResult:
             if stopping or (cfg.save_every and loop.step % cfg.save_every == 0) or end:
                 _save(loop)
             if stopping:
-                logger.info("stopped by %s at step %d; continue with --resume", signal.Signals(stop.signum or 15).name,
-                            loop.step)  # fmt: skip
+                logger.info(
+                    "stopped by %s at step %d; continue with --resume",
+                    signal.Signals(stop.signum or 15).name,
+                    loop.step,
+                )
                 return DistillResult(d.out, loop.step, True, last, stop.signum)
     if done:
         logger.info("time budget %s spent at step %d: schedule complete", cfg.time_budget, loop.step)
@@ -353,8 +365,17 @@ def plot_run(out: Path) -> Path | None:
         "loss": {"train": [(r["step"], r["loss"]) for r in train if "loss" in r],
                  "eval": [(r["step"], r["loss"]) for r in evals if "loss" in r]},
     }  # fmt: skip
-    scores = sorted({k for r in evals for k, v in r.items() if isinstance(v, float) and not k.endswith("loss")
-                     and k != "elapsed_s" and not k.startswith("teacher_")})  # fmt: skip
+    scores = sorted(
+        {
+            k
+            for r in evals
+            for k, v in r.items()
+            if isinstance(v, float)
+            and not k.endswith("loss")
+            and k != "elapsed_s"
+            and not k.startswith("teacher_")
+        }
+    )
     for key in scores[:3]:
         panels[key] = {"eval": [(r["step"], r[key]) for r in evals if key in r]}
     panels["learning rate"] = {"train": [(r["step"], r["lr"]) for r in train if "lr" in r]}

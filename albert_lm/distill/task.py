@@ -172,9 +172,17 @@ class TaskDistiller(Distiller):
     cfg: TaskDistillConfig
 
     def __init__(
-        self, cfg: TaskDistillConfig, fcfg: FinetuneConfig, out: Path, device: torch.device, precision: str,
-        task: Task, tokenizer: AlbertTokenizer, model: AlbertPreTrainedModel, data: _Data,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: TaskDistillConfig,
+        fcfg: FinetuneConfig,
+        out: Path,
+        device: torch.device,
+        precision: str,
+        task: Task,
+        tokenizer: AlbertTokenizer,
+        model: AlbertPreTrainedModel,
+        data: _Data,
+    ) -> None:
         self.cfg, self.fcfg, self.out, self.device, self.precision = cfg, fcfg, out, device, precision
         self.task, self.tokenizer, self.model, self.data = task, tokenizer, model, data
         self.trainable = model
@@ -219,8 +227,9 @@ class TaskDistiller(Distiller):
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, Any]:
         pad = self.tokenizer.pad_token_id
-        results, preds = evaluate_sets(self.task, self.model, self.data.dev, 2 * self.cfg.batch_size, pad,
-                                       self.device, self.precision)  # fmt: skip
+        results, preds = evaluate_sets(
+            self.task, self.model, self.data.dev, 2 * self.cfg.batch_size, pad, self.device, self.precision
+        )
         main = results.get(self.task.main_metric, float(step)) if self.data.dev else float(step)
         record = {"step": step, **results}
         if self.best is None or main > self.best:
@@ -248,8 +257,15 @@ class TaskDistiller(Distiller):
         similar length, 2 x --batch-size), warm (after the evaluations)."""
         features = self.data.dev[0].features
         t0 = time.perf_counter()
-        run_model(self.model, features, 2 * self.cfg.batch_size, self.tokenizer.pad_token_id, self.device,
-                  self.precision, desc="timing")  # fmt: skip
+        run_model(
+            self.model,
+            features,
+            2 * self.cfg.batch_size,
+            self.tokenizer.pad_token_id,
+            self.device,
+            self.precision,
+            desc="timing",
+        )
         return len(features) / (time.perf_counter() - t0)
 
     def write_files(self, folder: Path) -> None:
@@ -272,9 +288,14 @@ class TaskDistiller(Distiller):
                 result["student_speedup"] = speed / teacher_speed
         result["teacher"] = self.cfg.teacher
         write_json(self.out / "eval_results.json", result)
-        logger.info("best %s = %s at step %s (teacher: %s); model in %s", self.task.main_metric,
-                    self.best_record.get(self.task.main_metric), self.best_record.get("step"),
-                    self.data.teacher_dev.get(self.task.main_metric), self.out / "best")  # fmt: skip
+        logger.info(
+            "best %s = %s at step %s (teacher: %s); model in %s",
+            self.task.main_metric,
+            self.best_record.get(self.task.main_metric),
+            self.best_record.get("step"),
+            self.data.teacher_dev.get(self.task.main_metric),
+            self.out / "best",
+        )
         return result
 
 
@@ -284,13 +305,28 @@ def finetune_settings(cfg: TaskDistillConfig) -> FinetuneConfig:
     predict` and `albert evaluate` read back."""
     assert cfg.task and cfg.model and cfg.data  # required by the command line (TASK_REQUIRED)
     return FinetuneConfig(
-        task=cfg.task, model=cfg.model, data=cfg.data, output=str(Path(cfg.output) / "best"), max_steps=cfg.max_steps,
-        batch_size=cfg.batch_size, learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
-        max_seq_length=cfg.max_seq_length, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
-        dropout=cfg.dropout, classifier_dropout=cfg.classifier_dropout, seed=cfg.seed, precision=cfg.precision,
-        device=cfg.device, max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples,
-        text_column=cfg.text_column, text_pair_column=cfg.text_pair_column, label_column=cfg.label_column,
-    ).resolved()  # fmt: skip
+        task=cfg.task,
+        model=cfg.model,
+        data=cfg.data,
+        output=str(Path(cfg.output) / "best"),
+        max_steps=cfg.max_steps,
+        batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        warmup_steps=cfg.warmup_steps,
+        max_seq_length=cfg.max_seq_length,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        dropout=cfg.dropout,
+        classifier_dropout=cfg.classifier_dropout,
+        seed=cfg.seed,
+        precision=cfg.precision,
+        device=cfg.device,
+        max_train_examples=cfg.max_train_examples,
+        max_eval_examples=cfg.max_eval_examples,
+        text_column=cfg.text_column,
+        text_pair_column=cfg.text_pair_column,
+        label_column=cfg.label_column,
+    ).resolved()
 
 
 def _teacher_outputs(
@@ -298,8 +334,15 @@ def _teacher_outputs(
 ) -> tuple[np.ndarray, float | None]:
     """(the teacher's outputs for `texts`, in the task's label order; its examples/s when it computed
     them, on the machine that filled the cache)."""
-    cache = TeacherCache(root, "logits", teacher.fingerprint, texts, teacher.num_labels, "float32",
-                         {"teacher": teacher.name, "what": what})  # fmt: skip
+    cache = TeacherCache(
+        root,
+        "logits",
+        teacher.fingerprint,
+        texts,
+        teacher.num_labels,
+        "float32",
+        {"teacher": teacher.name, "what": what},
+    )
     lengths = [len(a) + len(b or "") for a, b in texts]
     values = cached_teacher_outputs(cache, teacher, batch_size, lengths, f"teacher: {what}")
     seconds = cache.teacher_seconds()
@@ -324,8 +367,9 @@ def _read(
         logger.warning(
             "the teacher labels the %d training examples only (no --augment, no --extra-text): on the text "
             "it was fine-tuned on, its targets say little beyond the gold labels; on SST-2 that cost the "
-            "student 3.5 points against --augment 8 (docs/distill.md)", len(train),
-        )  # fmt: skip
+            "student 3.5 points against --augment 8 (docs/distill.md)",
+            len(train),
+        )
     features = task.featurize(
         [*train, *unlabelled(task, extra)], tokenizer, cfg.max_seq_length, training=True
     )
@@ -337,14 +381,24 @@ def _read(
     )
     teacher_dev: dict[str, float] = {}
     for s in dev:
-        out, speed = _teacher_outputs(teacher, [texts_of(e) for e in s.examples], columns, root, f"{task.name} {s.split}",
-                               cfg.teacher_batch_size)  # fmt: skip
+        out, speed = _teacher_outputs(
+            teacher,
+            [texts_of(e) for e in s.examples],
+            columns,
+            root,
+            f"{task.name} {s.split}",
+            cfg.teacher_batch_size,
+        )
         preds = task.predict(s.examples, s.features, [{"logits": row} for row in out])
         teacher_dev.update({k + s.suffix: v for k, v in task.score(s.examples, preds).items()})
         if speed is not None and s is dev[0]:
             teacher_dev["dev_examples_per_s"] = speed
-    logger.info("%d training examples + %d extra texts (--extra-text, --augment); teacher on dev: %s", len(train), len(extra),
-                json.dumps(teacher_dev, sort_keys=True))  # fmt: skip
+    logger.info(
+        "%d training examples + %d extra texts (--extra-text, --augment); teacher on dev: %s",
+        len(train),
+        len(extra),
+        json.dumps(teacher_dev, sort_keys=True),
+    )
     return _Data(features, gold, targets, dev, teacher_dev)
 
 
@@ -371,6 +425,11 @@ def distill_task(cfg: TaskDistillConfig) -> DistillResult:
         torch.manual_seed(cfg.seed)
         model = load_for_task(task, latest or str(cfg.model), fcfg).to(device)
         d = TaskDistiller(cfg, fcfg, out, device, precision, task, tokenizer, model, data)
-        logger.info("student %s: %.2fM parameters, %d steps, teacher %s", cfg.model, model.num_parameters() / 1e6,
-                    d.total_steps, cfg.teacher)  # fmt: skip
+        logger.info(
+            "student %s: %.2fM parameters, %d steps, teacher %s",
+            cfg.model,
+            model.num_parameters() / 1e6,
+            d.total_steps,
+            cfg.teacher,
+        )
         return train(d, latest)

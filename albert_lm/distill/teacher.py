@@ -93,23 +93,26 @@ class _Teacher:
         files = vocabulary_files(self.folder)
         if not files:
             raise InputError(
-                self.folder, f"--teacher: no tokenizer there (none of {', '.join(VOCAB_FILES)}): transformers "
+                self.folder,
+                f"--teacher: no tokenizer there (none of {', '.join(VOCAB_FILES)}): transformers "
                 "would read every word as unknown; copy the teacher's tokenizer files into the folder",
-            )  # fmt: skip
+            )
         file = self.folder / files[0]
         with loading(file, "--teacher: its tokenizer does not load"):
             tokenizer = transformers_module().AutoTokenizer.from_pretrained(self.folder, **SAFE_LOADING)
         size, rows = len(tokenizer), getattr(self.hf_config, "vocab_size", None)
         if isinstance(rows, int) and size > rows:
             raise InputError(
-                file, f"--teacher: its tokenizer has {size} tokens, the model {rows} embedding rows (config.json "
+                file,
+                f"--teacher: its tokenizer has {size} tokens, the model {rows} embedding rows (config.json "
                 "vocab_size): it is not this model's tokenizer",
-            )  # fmt: skip
+            )
         if size < MIN_VOCABULARY:
             raise InputError(
-                file, f"--teacher: its tokenizer knows {size} tokens only (at least {MIN_VOCABULARY} expected): "
+                file,
+                f"--teacher: its tokenizer knows {size} tokens only (at least {MIN_VOCABULARY} expected): "
                 "not the tokenizer the teacher was trained with",
-            )  # fmt: skip
+            )
         return tokenizer
 
     def check_reads(self, texts: Sequence[str]) -> None:
@@ -127,10 +130,11 @@ class _Teacher:
         total, unknown = sum(map(len, rows)), sum(list(row).count(unknown_id) for row in rows)
         if total and unknown > MAX_UNKNOWN_SHARE * total:
             raise InputError(
-                file, f"--teacher: its tokenizer reads {unknown / total:.0%} of the text's tokens as "
+                file,
+                f"--teacher: its tokenizer reads {unknown / total:.0%} of the text's tokens as "
                 f"{tokenizer.unk_token} (e.g. in {sample[0][:60]!r}): it does not know this text's words; give "
                 "a teacher whose tokenizer covers the text's language",
-            )  # fmt: skip
+            )
 
     @functools.cached_property
     def model(self) -> Any:
@@ -145,8 +149,12 @@ class _Teacher:
         try:
             with loading(weights, f"--teacher: {self.model_class} does not load the weights"):
                 model, info = cls.from_pretrained(
-                    self.folder, config=self.hf_config, output_loading_info=True, weights_only=True, **SAFE_LOADING
-                )  # fmt: skip
+                    self.folder,
+                    config=self.hf_config,
+                    output_loading_info=True,
+                    weights_only=True,
+                    **SAFE_LOADING,
+                )
         finally:
             transformers.utils.logging.set_verbosity(verbosity)
         missing = sorted(
@@ -155,9 +163,10 @@ class _Teacher:
         if missing:
             shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
             raise InputError(
-                weights, f"--teacher: {shown} not in the weights: transformers would start them from random "
+                weights,
+                f"--teacher: {shown} not in the weights: transformers would start them from random "
                 f"numbers and the teacher would teach noise; {self.missing_hint}",
-            )  # fmt: skip
+            )
         model = model.float()  # fp32 whatever dtype it was saved in
         logger.info(
             "teacher %s: %s, %.1fM parameters", self.name, type(model).__name__, model.num_parameters() / 1e6
@@ -168,8 +177,9 @@ class _Teacher:
         pairs = None if b is None or all(x is None for x in b) else [x or "" for x in b]
         if not self.reads_checked:
             self.check_reads([*a, *(pairs or [])])
-        batch = self.tokenizer(list(a), pairs, padding=True, truncation=True, max_length=self.max_length,
-                               return_tensors="pt")  # fmt: skip
+        batch = self.tokenizer(
+            list(a), pairs, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def _forward(self, inputs: dict[str, torch.Tensor]) -> Any:
@@ -187,9 +197,9 @@ class _Teacher:
     def _finite(self, out: np.ndarray) -> np.ndarray:
         if not np.isfinite(out).all():
             raise InputError(
-                weights_file(self.folder), "--teacher: its outputs are not finite numbers (NaN or infinity): "
-                "damaged weights",
-            )  # fmt: skip
+                weights_file(self.folder),
+                "--teacher: its outputs are not finite numbers (NaN or infinity): damaged weights",
+            )
         return out
 
 
@@ -204,8 +214,14 @@ class SentenceTeacher(_Teacher):
         self.dim = int(getattr(self.hf_config, "hidden_size", 0) or 0)
         if self.dim <= 0:
             raise InputError(self.folder / "config.json", "--teacher: no hidden_size: not an encoder config")
-        logger.info("teacher %s: %s pooling%s (%s), inputs up to %d tokens", name, self.pooling.mode,
-                    ", normalized" if self.pooling.normalize else "", self.pooling.source, self.max_length)  # fmt: skip
+        logger.info(
+            "teacher %s: %s pooling%s (%s), inputs up to %d tokens",
+            name,
+            self.pooling.mode,
+            ", normalized" if self.pooling.normalize else "",
+            self.pooling.source,
+            self.max_length,
+        )
 
     @functools.cached_property
     def fingerprint(self) -> str:

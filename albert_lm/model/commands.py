@@ -10,10 +10,12 @@ import argparse
 
 def convert_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--from-tf", required=True, metavar="SRC",
+        "--from-tf",
+        required=True,
+        metavar="SRC",
         help="google-research's release: the .tar.gz as downloaded, its extracted folder, a checkpoint "
         "prefix (.../model.ckpt-best) or a TF-Hub module folder",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--output", required=True, metavar="DIR", help="new or empty folder for the converted model"
     )
@@ -40,6 +42,8 @@ def run_convert(args: argparse.Namespace) -> int:
         args.from_tf, args.output, config=args.config, tokenizer=args.tokenizer, overwrite=args.overwrite
     )
     skipped = f"; {len(r.skipped)} optimizer slots skipped" if r.skipped else ""
-    print(f"{r.folder}: {r.architecture}, {r.parameters:,} parameters in {r.tensors} tensors "
-          f"from the {r.kind}{skipped}")  # fmt: skip
+    print(
+        f"{r.folder}: {r.architecture}, {r.parameters:,} parameters in {r.tensors} tensors "
+        f"from the {r.kind}{skipped}"
+    )
     return 0

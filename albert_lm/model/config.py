@@ -83,9 +83,19 @@ class AlbertConfig:
             self.hidden_act in ACTIVATIONS,
             f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}",
         )
-        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-                     "num_attention_heads", "intermediate_size", "inner_group_num", "max_position_embeddings",
-                     "type_vocab_size", "num_labels"):  # fmt: skip
+        for name in (
+            "vocab_size",
+            "embedding_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_hidden_groups",
+            "num_attention_heads",
+            "intermediate_size",
+            "inner_group_num",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "num_labels",
+        ):
             need(int(getattr(self, name)) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         need(
             self.hidden_size % self.num_attention_heads == 0,

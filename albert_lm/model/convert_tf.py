@@ -105,9 +105,12 @@ def _plan(
     and the config (`config_file`, named in the messages) disagree, both are named."""
     blocks = config.num_hidden_groups * config.inner_group_num
     if blocks * _BLOCK_TENSORS > len(bundle.entries):  # before the names of that many are made
-        raise CheckpointError(bundle.index, f"{len(bundle.entries)} tensors, too few for {config_file}'s "
-                              f"num_hidden_groups={config.num_hidden_groups} x inner_group_num="
-                              f"{config.inner_group_num} ({_BLOCK_TENSORS} tensors each)")  # fmt: skip
+        raise CheckpointError(
+            bundle.index,
+            f"{len(bundle.entries)} tensors, too few for {config_file}'s "
+            f"num_hidden_groups={config.num_hidden_groups} x inner_group_num="
+            f"{config.inner_group_num} ({_BLOCK_TENSORS} tensors each)",
+        )
     expected = tensor_map(config)
     names = list(bundle.entries)
     scope = "module/" if names and all(n.startswith("module/") or _SLOT.search(n) for n in names) else ""
@@ -123,24 +126,36 @@ def _plan(
         else:
             unknown.append(name)
     if unknown:
-        raise CheckpointError(bundle.index, "tensors that are neither ALBERT weights for "
-                              f"{config_file} nor optimizer slots: {', '.join(unknown[:10])}"
-                              + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""))  # fmt: skip
+        raise CheckpointError(
+            bundle.index,
+            "tensors that are neither ALBERT weights for "
+            f"{config_file} nor optimizer slots: {', '.join(unknown[:10])}"
+            + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""),
+        )
     missing = [n for n in expected if n not in found and not expected[n][0].startswith(tuple(_HEADS))]
     if missing:
-        raise CheckpointError(bundle.index, f"the encoder is incomplete for {config_file} "
-                              f"(num_hidden_groups={config.num_hidden_groups}, inner_group_num="
-                              f"{config.inner_group_num}); missing: {', '.join(missing[:10])}")  # fmt: skip
+        raise CheckpointError(
+            bundle.index,
+            f"the encoder is incomplete for {config_file} "
+            f"(num_hidden_groups={config.num_hidden_groups}, inner_group_num="
+            f"{config.inner_group_num}); missing: {', '.join(missing[:10])}",
+        )
     plan: dict[str, Planned] = {}
     for bare, name in found.items():
         hf, transpose, shape = expected[bare]
         if bundle.entries[name].dtype not in _WEIGHT_DTYPES:
-            raise CheckpointError(bundle.index, f"tensor {name!r} is {bundle.entries[name].dtype}: ALBERT's "
-                                  "weights are floating point (float32, float16 or bfloat16), and casting "
-                                  "it would change what it holds")  # fmt: skip
+            raise CheckpointError(
+                bundle.index,
+                f"tensor {name!r} is {bundle.entries[name].dtype}: ALBERT's "
+                "weights are floating point (float32, float16 or bfloat16), and casting "
+                "it would change what it holds",
+            )
         if bundle.entries[name].shape != shape:
-            raise CheckpointError(bundle.index, f"tensor {name!r} has shape {bundle.entries[name].shape}, "
-                                  f"expected {shape} from {config_file}")  # fmt: skip
+            raise CheckpointError(
+                bundle.index,
+                f"tensor {name!r} has shape {bundle.entries[name].shape}, "
+                f"expected {shape} from {config_file}",
+            )
         plan[hf] = Planned(name, transpose, shape[::-1] if transpose else shape)
     if config.embedding_size == config.hidden_size:
         # modeling.py has no E -> H projection when E == H; transformers always has one: the identity.
@@ -150,8 +165,9 @@ def _plan(
     return plan, skipped, _architecture(bundle, expected, plan)
 
 
-def _architecture(bundle: TensorBundle, expected: dict[str, tuple[str, bool, tuple[int, ...]]],
-                  plan: dict[str, Planned]) -> str:  # fmt: skip
+def _architecture(
+    bundle: TensorBundle, expected: dict[str, tuple[str, bool, tuple[int, ...]]], plan: dict[str, Planned]
+) -> str:
     has = {
         head: all(hf in plan for hf, _, _ in expected.values() if hf.startswith(p))
         for p, head in _HEADS.items()
@@ -199,9 +215,12 @@ def _check_finite(array: np.ndarray, name: str, bundle: TensorBundle, chunk: int
             what = "NaN" if np.isnan(flat[at]) else "an infinity"
             if bundle.entries[name].dtype == "float64":
                 what += " as float32"
-            raise CheckpointError(bundle.data_file(name), f"tensor {name!r} holds {what} (value #{at:,} "
-                                  f"of {flat.size:,}): a diverged or damaged checkpoint; only finite "
-                                  "weights are converted")  # fmt: skip
+            raise CheckpointError(
+                bundle.data_file(name),
+                f"tensor {name!r} holds {what} (value #{at:,} "
+                f"of {flat.size:,}): a diverged or damaged checkpoint; only finite "
+                "weights are converted",
+            )
 
 
 def _global_step(bundle: TensorBundle) -> int | None:
@@ -211,8 +230,10 @@ def _global_step(bundle: TensorBundle) -> int | None:
         return None
     entry = bundle.entries[name]
     if entry.dtype not in ("int64", "int32") or math.prod(entry.shape) != 1:
-        raise CheckpointError(bundle.index, f"tensor {name!r} is {entry.dtype} of shape {entry.shape}: a "
-                              "step counter is one integer")  # fmt: skip
+        raise CheckpointError(
+            bundle.index,
+            f"tensor {name!r} is {entry.dtype} of shape {entry.shape}: a step counter is one integer",
+        )
     return int(bundle.read(name).reshape(-1)[0])
 
 
@@ -226,14 +247,19 @@ def _beside(folder: Path) -> list[Path]:
 def _find_prefix(folder: Path) -> Path:
     indexes = sorted(p for depth in ("*", "*/*", "*/*/*") for p in folder.glob(depth + ".index"))
     if not indexes:
-        raise CheckpointError(folder, f"no TensorFlow checkpoint (*.index) in it; it holds "
-                              f"{describe_folder(folder)}")  # fmt: skip
+        raise CheckpointError(
+            folder, f"no TensorFlow checkpoint (*.index) in it; it holds {describe_folder(folder)}"
+        )
     prefixes = [p.with_suffix("") for p in indexes]
     best = [p for p in prefixes if p.name in ("model.ckpt-best", "variables")]
     if len(prefixes) == 1 or len(best) == 1:
         return (best or prefixes)[0]
-    raise CheckpointError(folder, "several checkpoints: " + ", ".join(str(p) for p in prefixes)
-                          + "; give the one to convert as --from-tf PREFIX (the path without .index)")  # fmt: skip
+    raise CheckpointError(
+        folder,
+        "several checkpoints: "
+        + ", ".join(str(p) for p in prefixes)
+        + "; give the one to convert as --from-tf PREFIX (the path without .index)",
+    )
 
 
 def _find_one(places: list[Path], names: tuple[str, ...], what: str, option: str) -> Path:
@@ -242,8 +268,14 @@ def _find_one(places: list[Path], names: tuple[str, ...], what: str, option: str
             if (place / name).is_file():
                 return place / name
     looked = ", ".join(str(p) for p in places)
-    hint = (" (google-research's Chinese models ship a WordPiece vocab_chinese.txt, which albert-lm's "
-            "SentencePiece tokenizer does not read)") if option == "--tokenizer" else ""  # fmt: skip
+    hint = (
+        (
+            " (google-research's Chinese models ship a WordPiece vocab_chinese.txt, which albert-lm's "
+            "SentencePiece tokenizer does not read)"
+        )
+        if option == "--tokenizer"
+        else ""
+    )
     raise FileNotFoundError(f"no {what} ({' or '.join(names)}) in {looked}{hint}; give one with {option}")
 
 
@@ -260,8 +292,9 @@ def locate(source: Path, scratch: Path, config: Path | None, tokenizer: Path | N
     elif not source.exists():
         raise FileNotFoundError(f"{source}: no such file or folder")
     else:
-        raise FileNotFoundError(f"{source}: not a tarball, a folder or a checkpoint prefix "
-                                "(PREFIX.index missing)")  # fmt: skip
+        raise FileNotFoundError(
+            f"{source}: not a tarball, a folder or a checkpoint prefix (PREFIX.index missing)"
+        )
     if prefix.name == "variables" and prefix.parent.name == "variables":
         kind = "tf-hub module" if kind == "folder" else kind
     places = _beside(prefix.parent)
@@ -311,13 +344,17 @@ def _opt(path: str | os.PathLike | None) -> Path | None:
 
 
 def _convert(found: Source, out: Path, given: Path) -> ConvertResult:
-    logger.info("converting %s %s (config %s, tokenizer %s)", found.kind, found.prefix, found.config,
-                found.tokenizer)  # fmt: skip
+    logger.info(
+        "converting %s %s (config %s, tokenizer %s)", found.kind, found.prefix, found.config, found.tokenizer
+    )
     model_config = google_config(found.config)
     tok = AlbertTokenizer(found.tokenizer, do_lower_case=True, remove_space=True, keep_accents=False)
     if tok.vocab_size != model_config.vocab_size:
-        raise CheckpointError(found.tokenizer, f"{tok.vocab_size} pieces, but {found.config} says vocab_size "
-                              f"{model_config.vocab_size}: not this model's tokenizer")  # fmt: skip
+        raise CheckpointError(
+            found.tokenizer,
+            f"{tok.vocab_size} pieces, but {found.config} says vocab_size "
+            f"{model_config.vocab_size}: not this model's tokenizer",
+        )
     bundle = TensorBundle(found.prefix)
     plan, skipped, arch = _plan(bundle, model_config, found.config)
     for name in skipped:  # not converted, but a damaged byte there is a damaged download: say so
@@ -348,5 +385,11 @@ def _write_card(
         "pretraining steps": f"{step:,} (the checkpoint's global_step)" if step is not None else None,
         "conversion": "weights copied as they are (TF kernels transposed), no TensorFlow involved",
     }
-    write_model_card(tmp, title=f"ALBERT converted from {given.name}", made_by=made_by, config=config,
-                     location=out, replaces=out)  # fmt: skip
+    write_model_card(
+        tmp,
+        title=f"ALBERT converted from {given.name}",
+        made_by=made_by,
+        config=config,
+        location=out,
+        replaces=out,
+    )

@@ -212,9 +212,10 @@ def load_model(
     require_head: bool = False,
     **overrides: Any,
 ):
-    """`cls` with the weights of the folder at `path` (or of a hub id's snapshot, `albert_lm.hub`). Heads the checkpoint lacks are initialised fresh
-    with a warning, unless `require_head` (a model to evaluate or predict with, not to train): then a
-    checkpoint without trained weights of `cls`'s head is refused, naming the folder."""
+    """`cls` with the weights of the folder at `path` (or of a hub id's snapshot, `albert_lm.hub`).
+    Heads the checkpoint lacks are initialised fresh with a warning, unless `require_head` (a model to
+    evaluate or predict with, not to train): then a checkpoint without trained weights of `cls`'s head
+    is refused, naming the folder."""
     folder = Path(path)
     if not folder.is_dir():  # a hub id (commands resolve theirs first; this serves the Python API)
         folder = resolve_model(path)
@@ -233,8 +234,9 @@ def load_model(
     else:
         state = from_transformers(raw, config)
         if not config.has_projection and "albert.encoder.embedding_projection.weight" in state:
-            logger.info("%s: E == H with a trained embedding_hidden_mapping_in: kept (embedding_projection)",
-                        file)  # fmt: skip
+            logger.info(
+                "%s: E == H with a trained embedding_hidden_mapping_in: kept (embedding_projection)", file
+            )
             config = dataclasses.replace(config, embedding_projection=True)
     model = cls(config)
     expected = {n: t for n, t in _full_state(model).items() if n != _TIED}
@@ -248,9 +250,14 @@ def load_model(
 
 
 def _check_fit(
-    cls: type, config: AlbertConfig, folder: Path, file: Path, state: dict[str, torch.Tensor],
-    expected: dict[str, torch.Tensor], require_head: bool,
-) -> None:  # fmt: skip
+    cls: type,
+    config: AlbertConfig,
+    folder: Path,
+    file: Path,
+    state: dict[str, torch.Tensor],
+    expected: dict[str, torch.Tensor],
+    require_head: bool,
+) -> None:
     """The checkpoint's tensors fit `cls`'s body exactly (else an error listing every misfit); a head it
     lacks is refused under `require_head`, else initialised fresh with a warning."""
     missing = [n for n in expected if n not in state]
@@ -263,8 +270,10 @@ def _check_fit(
     missing_body = [n for n in missing if not n.startswith(_HEAD_PREFIXES)]
     unexpected_body = [n for n in unexpected if not n.startswith(_HEAD_PREFIXES)]
     if missing_body or unexpected_body or wrong:
-        lines = [f"{file}: checkpoint does not fit {cls.__name__} ({config.sharing=}, "
-                 f"num_hidden_groups={config.num_hidden_groups}, inner_group_num={config.inner_group_num}):"]  # fmt: skip
+        lines = [
+            f"{file}: checkpoint does not fit {cls.__name__} ({config.sharing=}, "
+            f"num_hidden_groups={config.num_hidden_groups}, inner_group_num={config.inner_group_num}):"
+        ]
         lines += [f"  missing: {n}" for n in missing_body]
         lines += [f"  unexpected: {n}" for n in unexpected_body]
         lines += [f"  wrong shape: {w}" for w in wrong]

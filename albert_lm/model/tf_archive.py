@@ -47,18 +47,26 @@ class _Unpacking:
             raise CheckpointError(self.archive, f"over {_MAX_MEMBERS:,} members: not a checkpoint archive")
         need = self.needs.get(path)
         if need is not None and member.size > need:
-            raise CheckpointError(self.archive, f"member {member.name!r} holds {member.size:,} bytes, but its "
-                                  f"checkpoint's index puts only {need:,} there: a damaged archive")  # fmt: skip
+            raise CheckpointError(
+                self.archive,
+                f"member {member.name!r} holds {member.size:,} bytes, but its "
+                f"checkpoint's index puts only {need:,} there: a damaged archive",
+            )
         self.total += member.size
         if self.total > self.limit:
-            raise CheckpointError(self.archive, f"member {member.name!r} ({member.size:,} bytes) takes what the "
-                                  f"archive unpacks to past {self.limit:,} bytes, {_EXPANSION} times its "
-                                  "size: no checkpoint compresses that well (a gzip bomb?); nothing was "
-                                  "unpacked past the bound")  # fmt: skip
+            raise CheckpointError(
+                self.archive,
+                f"member {member.name!r} ({member.size:,} bytes) takes what the "
+                f"archive unpacks to past {self.limit:,} bytes, {_EXPANSION} times its "
+                "size: no checkpoint compresses that well (a gzip bomb?); nothing was "
+                "unpacked past the bound",
+            )
         free = shutil.disk_usage(self.into).free - _DISK_MARGIN
         if member.size > free:
-            raise OSError(f"{self.archive}: member {member.name!r} needs {member.size:,} bytes to unpack, "
-                          f"and the disk of --output has {max(free, 0):,} free (less a margin)")  # fmt: skip
+            raise OSError(
+                f"{self.archive}: member {member.name!r} needs {member.size:,} bytes to unpack, "
+                f"and the disk of --output has {max(free, 0):,} free (less a margin)"
+            )
 
     def learn(self, path: str, target: Path) -> None:
         """Note what an index member says its data files hold (a damaged index is named later, when the
@@ -81,18 +89,25 @@ def _member_path(archive: Path, member: tarfile.TarInfo) -> str | None:
     name = member.name
     parts = [p for p in PurePosixPath(name).parts if p not in ("", ".")]
     if name.startswith(("/", "\\")) or ".." in parts or re.match(r"[A-Za-z]:", name):
-        raise CheckpointError(archive, f"member {name!r}: an absolute path, or one climbing out with '..'; "
-                              "a checkpoint archive holds relative paths only")  # fmt: skip
+        raise CheckpointError(
+            archive,
+            f"member {name!r}: an absolute path, or one climbing out with '..'; "
+            "a checkpoint archive holds relative paths only",
+        )
     if member.issym() or member.islnk():
         kind = "symbolic" if member.issym() else "hard"
-        raise CheckpointError(archive, f"member {name!r} is a {kind} link (to {member.linkname!r}); a "
-                              "checkpoint archive holds plain files only")  # fmt: skip
+        raise CheckpointError(
+            archive,
+            f"member {name!r} is a {kind} link (to {member.linkname!r}); a "
+            "checkpoint archive holds plain files only",
+        )
     if member.isdir():
         return None
     if not member.isfile() or not parts:
         kind = "a pipe (FIFO)" if member.isfifo() else "a device" if member.isdev() else "not a plain file"
-        raise CheckpointError(archive, f"member {name!r} is {kind}; a checkpoint archive holds plain "
-                              "files only")  # fmt: skip
+        raise CheckpointError(
+            archive, f"member {name!r} is {kind}; a checkpoint archive holds plain files only"
+        )
     return "/".join(parts)
 
 
@@ -136,8 +151,9 @@ def _unpack(tar: tarfile.TarFile, member: tarfile.TarInfo, tarball: Path, target
             target.parent.mkdir(parents=True, exist_ok=True)
             out = stack.enter_context(open(target, "wb"))
         except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:
-            raise CheckpointError(tarball, f"member {member.name!r}: its path clashes with another "
-                                  f"member's ({e.strerror})") from None  # fmt: skip
+            raise CheckpointError(
+                tarball, f"member {member.name!r}: its path clashes with another member's ({e.strerror})"
+            ) from None
         with _reading(tarball):
             source = tar.extractfile(member)
         assert source is not None  # a plain file

@@ -271,9 +271,10 @@ class TensorBundle:
             size, end = file.stat().st_size, entry.offset + entry.size
             if size < end:
                 raise CheckpointError(
-                    file, f"truncated: {size:,} bytes, but the index puts tensor {entry.name!r} at bytes "
+                    file,
+                    f"truncated: {size:,} bytes, but the index puts tensor {entry.name!r} at bytes "
                     f"{entry.offset:,}..{end:,}",
-                )  # fmt: skip
+                )
 
     def data_file(self, name: str) -> Path:
         """The data file holding tensor `name`."""

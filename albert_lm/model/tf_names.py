@@ -47,16 +47,25 @@ def google_config(file: Path) -> AlbertConfig:
         raise CheckpointError(file, "no integer vocab_size (is this google-research's albert_config.json?)")
     unknown = sorted(set(d) - set(_SAME_FIELDS) - set(_OFF_FIELDS) - {"vocab_size", "hidden_act"})
     if unknown:
-        raise CheckpointError(file, f"unknown field(s) {', '.join(unknown)}: not part of google-research's "
-                              "AlbertConfig, so their meaning is unknown; remove them if they are notes")  # fmt: skip
+        raise CheckpointError(
+            file,
+            f"unknown field(s) {', '.join(unknown)}: not part of google-research's "
+            "AlbertConfig, so their meaning is unknown; remove them if they are notes",
+        )
     for name, off in _OFF_FIELDS.items():
         if name in d and d[name] != off:
-            raise CheckpointError(file, f"{name} = {d[name]!r}: albert-lm implements only {name} = {off!r} "
-                                  "(google-research's default); this model cannot be converted faithfully")  # fmt: skip
+            raise CheckpointError(
+                file,
+                f"{name} = {d[name]!r}: albert-lm implements only {name} = {off!r} "
+                "(google-research's default); this model cannot be converted faithfully",
+            )
     act = d.get("hidden_act", "gelu")
     if act not in _ACTIVATIONS:
-        raise CheckpointError(file, f"hidden_act {act!r}: albert-lm implements {', '.join(_ACTIVATIONS)} of "
-                              "google-research's activations")  # fmt: skip
+        raise CheckpointError(
+            file,
+            f"hidden_act {act!r}: albert-lm implements {', '.join(_ACTIVATIONS)} of "
+            "google-research's activations",
+        )
     values = {k: d.get(k, default) for k, default in _SAME_FIELDS.items()}
     for k, v in values.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -64,11 +73,15 @@ def google_config(file: Path) -> AlbertConfig:
         if k.endswith("_prob") and not 0 <= v < 1:
             raise CheckpointError(file, f"{k} must be a probability in [0, 1), got {v!r}")
     if isinstance(values["num_hidden_layers"], int) and values["num_hidden_layers"] > _MAX_LAYERS:
-        raise CheckpointError(file, f"num_hidden_layers = {values['num_hidden_layers']:,}: more than "
-                              f"{_MAX_LAYERS:,}, not a google-research ALBERT")  # fmt: skip
+        raise CheckpointError(
+            file,
+            f"num_hidden_layers = {values['num_hidden_layers']:,}: more than "
+            f"{_MAX_LAYERS:,}, not a google-research ALBERT",
+        )
     try:
-        return AlbertConfig(vocab_size=d["vocab_size"], hidden_act=_ACTIVATIONS[act], layer_norm_eps=1e-12,
-                            **values)  # fmt: skip
+        return AlbertConfig(
+            vocab_size=d["vocab_size"], hidden_act=_ACTIVATIONS[act], layer_norm_eps=1e-12, **values
+        )
     except ValueError as e:
         raise CheckpointError(file, str(e)) from e
 
@@ -83,12 +96,12 @@ def tensor_map(config: AlbertConfig) -> dict[str, tuple[str, bool, tuple[int, ..
             "albert.embeddings.token_type_embeddings.weight",
             False,
             (config.type_vocab_size, e),
-        ),  # fmt: skip
+        ),
         "bert/embeddings/position_embeddings": (
             "albert.embeddings.position_embeddings.weight",
             False,
             (config.max_position_embeddings, e),
-        ),  # fmt: skip
+        ),
         "bert/embeddings/LayerNorm/gamma": ("albert.embeddings.LayerNorm.weight", False, (e,)),
         "bert/embeddings/LayerNorm/beta": ("albert.embeddings.LayerNorm.bias", False, (e,)),
         "bert/pooler/dense/kernel": ("albert.pooler.weight", True, (h, h)),

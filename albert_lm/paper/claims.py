@@ -67,7 +67,7 @@ EMBEDDING = Claim(
         "E32-all-shared": "E 128: 12M, Avg 80.1",
         "E64-all-shared": "E 256: 16M, Avg 79.6",
         "E128-all-shared": "E 768: 31M, Avg 79.8",
-    },  # fmt: skip
+    },
 )
 
 SHARING = Claim(
@@ -81,7 +81,7 @@ SHARING = Claim(
         "attention": "64M, Avg 81.7",
         "ffn": "38M, Avg 80.2",
         "none": "89M, Avg 81.6",
-    },  # fmt: skip
+    },
 )
 
 SENTENCE = Claim(
@@ -106,7 +106,7 @@ LAYERS = Claim(
     (
         Cell("all-shared", model={"embedding_size": 32, "sharing": "all"}),
         Cell("not-shared", model={"embedding_size": 32, "sharing": "none"}),
-    ),  # fmt: skip
+    ),
     measures=("mlm", "layers"),
 )
 
@@ -124,7 +124,7 @@ DROPOUT = Claim(
             steps_of="dropout-0.1",
             dropout_off_at=0.5,
         ),
-    ),  # fmt: skip
+    ),
 )
 
 DEPTH = Claim(
@@ -144,7 +144,7 @@ DEPTH = Claim(
             budget=0.5,
             init_from="L3-half-time",
         ),
-    ),  # fmt: skip
+    ),
 )
 
 CLAIMS: dict[str, Claim] = {c.name: c for c in (EMBEDDING, SHARING, SENTENCE, LAYERS, DROPOUT, DEPTH)}

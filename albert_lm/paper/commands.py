@@ -14,13 +14,20 @@ def reproduce_options(p: argparse.ArgumentParser) -> None:
         "claim", choices=list(CLAIMS), help="; ".join(f"{c.name}: {c.title}" for c in CLAIMS.values())
     )
     add_options(
-        p, ReproduceConfig, skip=("claim", "model_overrides"), required=("data",),
+        p,
+        ReproduceConfig,
+        skip=("claim", "model_overrides"),
+        required=("data",),
         metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR", "seeds": "LIST"},
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--model-override", action="append", default=[], metavar="KEY=VALUE", dest="model_overrides",
+        "--model-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="model_overrides",
         help="change one model config field in every cell, e.g. hidden_size=256 (repeatable)",
-    )  # fmt: skip
+    )
 
 
 def run_reproduce(args: argparse.Namespace) -> int:

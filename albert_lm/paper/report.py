@@ -76,8 +76,9 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
     cells = result["cells"]
     layers = any("layers" in c for c in cells.values())
     sentence = any("held_out_nsp" in c for c in cells.values())
-    fig, axes = plt.subplots(1, 3 if layers else 2 if sentence else 1, figsize=(15 if layers else 10, 4),
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, 3 if layers else 2 if sentence else 1, figsize=(15 if layers else 10, 4), squeeze=False
+    )
     ax = axes[0][0]
     names = list(cells)
     means, spread = _bars(cells, "held_out", "mlm_acc")

@@ -94,10 +94,26 @@ def _seconds(seconds: float) -> str:
 
 # Settings of a cell's run that do not change what it learns (where it writes, how often it saves...),
 # left out of its fingerprint; the data is in it by content (tokenizer fingerprint, manifest), not path.
-_NOT_FINGERPRINTED = frozenset({
-    "data", "output", "resume", "overwrite", "save_every", "keep_last", "eval_every", "eval_batches",
-    "eval_text", "log_every", "device", "tensorboard", "plot", "dist_timeout_s", "init_from", "model_overrides",
-})  # fmt: skip
+_NOT_FINGERPRINTED = frozenset(
+    {
+        "data",
+        "output",
+        "resume",
+        "overwrite",
+        "save_every",
+        "keep_last",
+        "eval_every",
+        "eval_batches",
+        "eval_text",
+        "log_every",
+        "device",
+        "tensorboard",
+        "plot",
+        "dist_timeout_s",
+        "init_from",
+        "model_overrides",
+    }
+)
 
 
 @functools.cache
@@ -150,8 +166,12 @@ def check_reuse(
     if not differs:
         return True
     if cfg.overwrite and cell.name in cfg.selected_cells():
-        logger.warning("%s (seed %d): trained earlier with %s; --overwrite: training it again", cell.name, seed,
-                       "; ".join(differs))  # fmt: skip
+        logger.warning(
+            "%s (seed %d): trained earlier with %s; --overwrite: training it again",
+            cell.name,
+            seed,
+            "; ".join(differs),
+        )
         return False
     folder = cell_folder(cfg, cell.name, seed)
     how = (
@@ -330,8 +350,11 @@ def _reproduce(cfg: ReproduceConfig, claim: Claim, out: Path) -> dict[str, Any]:
                 waiting.append(cell.name if len(seeds) == 1 else f"{cell.name} (seed {seed})")
         runs[seed] = cells
     if waiting:
-        logger.info("%s: cells %s not finished yet; the table is written by the run that finds them done",
-                    claim.name, ", ".join(waiting))  # fmt: skip
+        logger.info(
+            "%s: cells %s not finished yet; the table is written by the run that finds them done",
+            claim.name,
+            ", ".join(waiting),
+        )
         return {"claim": claim.name, "waiting_for": waiting}
     measure(cfg, claim, runs)
     cells = combine(runs)

@@ -46,12 +46,16 @@ def _sharing(cells: Cells) -> list[str]:
     p = {n: cells[n]["parameters"] for n in a}
     figures = ", ".join(f"{n} {v:.4f}" for n, v in a.items())
     return [
-        _line(a["none"] - a["ffn"] > a["none"] - a["attention"],
-              f"sharing the FFN costs more than sharing attention (held-out MLM accuracy {figures})"),
-        _line(p["none"] > p["attention"] > p["ffn"] > p["all"],
-              "parameters: not-shared > shared-attention > shared-FFN > all-shared "
-              f"({', '.join(f'{n} {v / 1e6:.2f}M' for n, v in p.items())})"),
-    ]  # fmt: skip
+        _line(
+            a["none"] - a["ffn"] > a["none"] - a["attention"],
+            f"sharing the FFN costs more than sharing attention (held-out MLM accuracy {figures})",
+        ),
+        _line(
+            p["none"] > p["attention"] > p["ffn"] > p["all"],
+            "parameters: not-shared > shared-attention > shared-FFN > all-shared "
+            f"({', '.join(f'{n} {v / 1e6:.2f}M' for n, v in p.items())})",
+        ),
+    ]
 
 
 def _sentence(cells: Cells) -> list[str]:
@@ -62,11 +66,15 @@ def _sentence(cells: Cells) -> list[str]:
     table = "; ".join(f"{n}-trained NSP {nsp_on[n]:.3f} / SOP {sop_on[n]:.3f}" for n in cells)
     base = f"always-the-same-answer NSP {nsp_base:.3f} / SOP {sop_base:.3f}"
     return [
-        _line(nsp_on["nsp"] > nsp_base + 0.05 and sop_on["nsp"] < sop_base + 0.05,
-              f"NSP-trained beats chance on NSP by 5 points and stays within 5 of chance on SOP ({table}; {base})"),
-        _line(sop_on["sop"] > max(sop_on["nsp"], sop_base) + 0.05 and nsp_on["sop"] > nsp_base,
-              "SOP-trained beats the NSP-trained model and chance on SOP by 5 points, and chance on NSP"),
-    ]  # fmt: skip
+        _line(
+            nsp_on["nsp"] > nsp_base + 0.05 and sop_on["nsp"] < sop_base + 0.05,
+            f"NSP-trained beats chance on NSP by 5 points and stays within 5 of chance on SOP ({table}; {base})",
+        ),
+        _line(
+            sop_on["sop"] > max(sop_on["nsp"], sop_base) + 0.05 and nsp_on["sop"] > nsp_base,
+            "SOP-trained beats the NSP-trained model and chance on SOP by 5 points, and chance on NSP",
+        ),
+    ]
 
 
 def _layers(cells: Cells) -> list[str]:
@@ -86,24 +94,33 @@ def _layers(cells: Cells) -> list[str]:
 def _dropout(cells: Cells) -> list[str]:
     a = {n: _acc(cells, n) for n in cells}
     return [
-        _line(a["no-dropout"] > a["dropout-0.1"],
-              f"no dropout beats dropout 0.1 ({a['no-dropout']:.4f} against {a['dropout-0.1']:.4f})"),
-        _line(a["dropout-off-halfway"] > a["dropout-0.1"],
-              f"dropout switched off halfway beats keeping it ({a['dropout-off-halfway']:.4f})"),
-    ]  # fmt: skip
+        _line(
+            a["no-dropout"] > a["dropout-0.1"],
+            f"no dropout beats dropout 0.1 ({a['no-dropout']:.4f} against {a['dropout-0.1']:.4f})",
+        ),
+        _line(
+            a["dropout-off-halfway"] > a["dropout-0.1"],
+            f"dropout switched off halfway beats keeping it ({a['dropout-off-halfway']:.4f})",
+        ),
+    ]
 
 
 def _depth(cells: Cells) -> list[str]:
     a = {n: _acc(cells, n) for n in cells}
     steps = [a[f"L{n}"] for n in (1, 3, 6, 12)]
     return [
-        _line(steps == sorted(steps),
-              "at equal steps, deeper all-shared models are better up to 12 layers (L1 / L3 / L6 / L12 "
-              + " / ".join(f"{x:.4f}" for x in steps) + ")"),
-        _line(a["L12-grown-from-L3"] > a["L12"],
-              f"at equal time, 12 layers grown from a 3-layer model beat 12 from scratch "
-              f"({a['L12-grown-from-L3']:.4f} against {a['L12']:.4f})"),
-    ]  # fmt: skip
+        _line(
+            steps == sorted(steps),
+            "at equal steps, deeper all-shared models are better up to 12 layers (L1 / L3 / L6 / L12 "
+            + " / ".join(f"{x:.4f}" for x in steps)
+            + ")",
+        ),
+        _line(
+            a["L12-grown-from-L3"] > a["L12"],
+            f"at equal time, 12 layers grown from a 3-layer model beat 12 from scratch "
+            f"({a['L12-grown-from-L3']:.4f} against {a['L12']:.4f})",
+        ),
+    ]
 
 
 RULES: dict[str, Callable[[Cells], list[str]]] = {
@@ -151,7 +168,9 @@ def verdicts(claim: str, cells: Cells, per_seed: list[Cells] | None = None) -> l
         lines = counted
     steps = [int(c["steps"]) for c in cells.values() if isinstance(c.get("steps"), int | float)]
     if steps and min(steps) < MIN_STEPS:
-        why = (f"{min(steps)} steps in the shortest cell, under {MIN_STEPS}: at this length the differences "
-               "between cells are noise; train longer (--time-budget or --max-steps)")  # fmt: skip
+        why = (
+            f"{min(steps)} steps in the shortest cell, under {MIN_STEPS}: at this length the differences "
+            "between cells are noise; train longer (--time-budget or --max-steps)"
+        )
         lines = [_undecided(line, why) if _learnt(line) else line for line in lines]
     return lines

@@ -313,9 +313,14 @@ def evaluate_model(
 
 
 def _eval_config(
-    task_name: str, model_dir: Path, data: Path, output: str | Path | None, batch_size: int | None,
-    max_seq_length: int | None, device: str,
-) -> tuple[dict[str, Any], FinetuneConfig]:  # fmt: skip
+    task_name: str,
+    model_dir: Path,
+    data: Path,
+    output: str | Path | None,
+    batch_size: int | None,
+    max_seq_length: int | None,
+    device: str,
+) -> tuple[dict[str, Any], FinetuneConfig]:
     """(the model's saved fine-tuning settings, the settings to evaluate with): the saved ones, with this
     task, folders, device and the sizes given here."""
     saved = read_saved_settings(model_dir)

@@ -115,9 +115,16 @@ def _finetune(
     trainer = _Trainer.build(run, model, train_features, rng, warmup, total)
     logger.info(
         "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
-        cfg.task, len(train_features), total, warmup, steps_per_epoch, cfg.batch_size,
-        cfg.gradient_accumulation_steps, cfg.learning_rate, device,
-    )  # fmt: skip
+        cfg.task,
+        len(train_features),
+        total,
+        warmup,
+        steps_per_epoch,
+        cfg.batch_size,
+        cfg.gradient_accumulation_steps,
+        cfg.learning_rate,
+        device,
+    )
     best = _train(run, trainer, total, steps_per_epoch)
     _predict_test_sets(run)
     write_json(out / "eval_results.json", best.record)
@@ -233,8 +240,10 @@ def _fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
     if max_seq_length > model_config.max_position_embeddings:
         logger.warning(
             "max_seq_length %d > the model's %d positions: using %d",
-            max_seq_length, model_config.max_position_embeddings, model_config.max_position_embeddings,
-        )  # fmt: skip
+            max_seq_length,
+            model_config.max_position_embeddings,
+            model_config.max_position_embeddings,
+        )
         cfg.max_seq_length = model_config.max_position_embeddings
     device = pick_device(cfg.device)
     cfg.precision = resolved_precision(cfg.precision, device)
@@ -319,8 +328,9 @@ def _train(run: _Run, trainer: _Trainer, total: int, steps_per_epoch: int) -> _E
     the run log (`FinetuneLog`) gets every log line and evaluation, OUTPUT/best and OUTPUT/predictions the
     best. Returns the best."""
     run.out.mkdir(parents=True, exist_ok=True)
-    log = FinetuneLog(run.out, [run.task.main_metric + s.suffix for s in run.dev_sets], run.cfg.tensorboard,
-                      run.cfg.plot)  # fmt: skip
+    log = FinetuneLog(
+        run.out, [run.task.main_metric + s.suffix for s in run.dev_sets], run.cfg.tensorboard, run.cfg.plot
+    )
     try:
         return _steps(run, trainer, log, total, steps_per_epoch)
     finally:
@@ -391,8 +401,15 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> No
             settings["model_given"] = run.model_given  # the hub id; "model" is its snapshot (by commit)
         write_json(tmp / SAVED_FILE, settings)
         write_json(tmp / "eval_results.json", best.record)
-        write_finetune_card(tmp, run.cfg, run.task, best.record, steps=run.steps, location=run.out / "best",
-                            model_given=run.model_given)  # fmt: skip
+        write_finetune_card(
+            tmp,
+            run.cfg,
+            run.task,
+            best.record,
+            steps=run.steps,
+            location=run.out / "best",
+            model_given=run.model_given,
+        )
     for s in run.dev_sets:
         run.task.write_predictions(s.examples, best.predictions[s.split], run.out / "predictions", s.split)
 

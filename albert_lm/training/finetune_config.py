@@ -143,13 +143,26 @@ class FinetuneConfig:
             raise ValueError(f"unknown task {self.task!r}; choose one of: {', '.join(TASK_DEFAULTS)}")
         check_ranges(
             self,
-            at_least_one=("max_steps", "batch_size", "eval_batch_size", "max_seq_length", "gradient_accumulation_steps",
-                          "log_every", "eval_every", "max_train_examples", "max_eval_examples", "doc_stride",
-                          "max_query_length", "n_best", "max_answer_length", "max_qa_length"),
+            at_least_one=(
+                "max_steps",
+                "batch_size",
+                "eval_batch_size",
+                "max_seq_length",
+                "gradient_accumulation_steps",
+                "log_every",
+                "eval_every",
+                "max_train_examples",
+                "max_eval_examples",
+                "doc_stride",
+                "max_query_length",
+                "n_best",
+                "max_answer_length",
+                "max_qa_length",
+            ),
             positive=("epochs", "learning_rate", "max_grad_norm"),
             non_negative=("warmup_steps", "weight_decay", "seed"),
             fraction=("dropout", "classifier_dropout"),
-        )  # fmt: skip
+        )
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(
                 f"max_seq_length {self.max_seq_length}: expected at least 8 ([CLS], [SEP] and some text)"

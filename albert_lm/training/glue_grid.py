@@ -96,9 +96,16 @@ class GlueConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         check_ranges(
-            self, at_least_one=("batch_size", "max_seq_length", "max_train_examples", "max_eval_examples", "workers"),
+            self,
+            at_least_one=(
+                "batch_size",
+                "max_seq_length",
+                "max_train_examples",
+                "max_eval_examples",
+                "workers",
+            ),
             positive=("epochs",),
-        )  # fmt: skip
+        )
         self.task_list()
         self.rates()
         self.seed_list()
@@ -132,13 +139,24 @@ def run_folder(cfg: GlueConfig, task: str, rate: float, seed: int) -> Path:
 
 def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneConfig:
     return FinetuneConfig(
-        task=task, model=cfg.model, data=str(Path(cfg.data) / GLUE5[task][0]),
-        output=str(run_folder(cfg, task, rate, seed)), learning_rate=rate, seed=seed, epochs=cfg.epochs,
-        batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, device=glue_device(cfg),
-        max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples,
-        precision=cfg.precision, log_every=10**9, tensorboard=False, plot=False,  # dozens of short runs
+        task=task,
+        model=cfg.model,
+        data=str(Path(cfg.data) / GLUE5[task][0]),
+        output=str(run_folder(cfg, task, rate, seed)),
+        learning_rate=rate,
+        seed=seed,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        max_seq_length=cfg.max_seq_length,
+        device=glue_device(cfg),
+        max_train_examples=cfg.max_train_examples,
+        max_eval_examples=cfg.max_eval_examples,
+        precision=cfg.precision,
+        log_every=10**9,
+        tensorboard=False,
+        plot=False,  # dozens of short runs
         overwrite=True,  # only unfinished runs are run: what an interrupted one left is glue's own, redone
-    )  # fmt: skip
+    )
 
 
 def _one_thread() -> None:
@@ -232,9 +250,11 @@ def run_record(cfg: GlueConfig, base: dict[str, Any], task: str, rate: float, se
     for name in _NOT_RECORDED:
         settings.pop(name)
     return {
-        "model": base["model"], "tokenizer": base["tokenizer"], "data": base["data"][task],
+        "model": base["model"],
+        "tokenizer": base["tokenizer"],
+        "data": base["data"][task],
         "settings": settings,
-    }  # fmt: skip
+    }
 
 
 def _finished(cfg: GlueConfig, job: tuple[str, float, int], record: dict[str, Any]) -> bool:
@@ -309,8 +329,16 @@ def _execute(
         # A failed run fails the suite here, with its own error (the iterator re-raises it).
         for n, ((task, rate, seed), record) in enumerate(pool.imap_unordered(_run, jobs), start=1):
             score = record.get(GLUE5[task][1])
-            logger.info("glue %d/%d: %s lr %g seed %d -> %s %.4f", n, len(todo), task, rate, seed,
-                        GLUE5[task][1], score)  # fmt: skip
+            logger.info(
+                "glue %d/%d: %s lr %g seed %d -> %s %.4f",
+                n,
+                len(todo),
+                task,
+                rate,
+                seed,
+                GLUE5[task][1],
+                score,
+            )
         pool.close()
     except BaseException:
         pool.terminate()
@@ -365,8 +393,11 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
     average = 100 * statistics.fmean(r["mean"] for r in rows.values())
     baseline = 100 * statistics.fmean(r["majority"] for r in rows.values())
     name = "GLUE-5" if set(rows) == set(GLUE5) else f"average of {len(rows)}"
-    return {"settings": asdict(cfg), "tasks": rows, "average": {"name": name, "score": average,
-                                                                "majority": baseline}}  # fmt: skip
+    return {
+        "settings": asdict(cfg),
+        "tasks": rows,
+        "average": {"name": name, "score": average, "majority": baseline},
+    }
 
 
 def _score(results: Path, metric: str) -> float:

@@ -73,8 +73,10 @@ def finetune_rows(
     from albert_lm.training.finetune import finetune  # torch: only when a run starts
 
     if task not in _IN_MEMORY_TASKS:
-        raise ValueError(f"task {task!r}: rows in memory are for {', '.join(_IN_MEMORY_TASKS)}; GLUE, SQuAD and "
-                         "RACE read their own files (albert finetune --data)")  # fmt: skip
+        raise ValueError(
+            f"task {task!r}: rows in memory are for {', '.join(_IN_MEMORY_TASKS)}; GLUE, SQuAD and "
+            "RACE read their own files (albert finetune --data)"
+        )
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.rows-") as tmp:

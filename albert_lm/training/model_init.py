@@ -79,8 +79,12 @@ def warm_start(model: nn.Module, source: str | os.PathLike, init_from_group0: bo
         else:
             fresh.append(name)
     if fresh:
-        logger.warning("warm start from %s: %d tensors keep their fresh initialisation: %s",
-                       source, len(fresh), ", ".join(fresh[:8]) + (" ..." if len(fresh) > 8 else ""))  # fmt: skip
+        logger.warning(
+            "warm start from %s: %d tensors keep their fresh initialisation: %s",
+            source,
+            len(fresh),
+            ", ".join(fresh[:8]) + (" ..." if len(fresh) > 8 else ""),
+        )
     else:
         logger.info("warm start: every tensor copied from %s", source)
     return fresh

@@ -67,10 +67,16 @@ class PretrainingObjective(nn.Module):
             sop_correct = (sop_logits.argmax(-1) == sop_target).sum()
         tokens = batch["attention_mask"].sum()
         stats = torch.stack(
-            [mlm_sum.detach(), torch.tensor(float(n_mlm), device=logits.device), mlm_correct.float(),
-             sop_sum.detach(), torch.tensor(float(n_sop), device=logits.device), sop_correct.float(),
-             tokens.float()]
-        )  # fmt: skip
+            [
+                mlm_sum.detach(),
+                torch.tensor(float(n_mlm), device=logits.device),
+                mlm_correct.float(),
+                sop_sum.detach(),
+                torch.tensor(float(n_sop), device=logits.device),
+                sop_correct.float(),
+                tokens.float(),
+            ]
+        )
         return loss, stats
 
 

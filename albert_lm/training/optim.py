@@ -277,8 +277,12 @@ def fit_warmup(warmup_steps: int, total_steps: int, fraction: float, what: str) 
     logging.getLogger("albert_lm").warning(
         "%s: warm-up of %d steps is not shorter than the run (%d steps): the learning rate would never reach "
         "its peak; warming up over %d steps instead (%.1f%% of the run). Set --warmup-steps to choose.",
-        what, warmup_steps, total_steps, fitted, 100 * fraction,
-    )  # fmt: skip
+        what,
+        warmup_steps,
+        total_steps,
+        fitted,
+        100 * fraction,
+    )
     return fitted
 
 

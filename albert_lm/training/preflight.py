@@ -25,12 +25,27 @@ from albert_lm.training.pretrain_config import PretrainConfig
 
 # What a resumed run may change: where it reads and writes, how often it logs, saves and evaluates, and
 # where it runs. Anything else changed would make the run's record differ from what ran.
-RESUME_MAY_CHANGE = frozenset({
-    "data", "output", "resume", "overwrite", "save_every", "keep_last", "eval_every", "eval_batches",
-    "eval_text", "log_every", "device", "precision", "tensorboard", "plot", "dist_timeout_s",
-    "gradient_checkpointing",
-    "max_steps",  # a finished run extended: the schedule becomes the longer run's (pretrain_setup)
-})  # fmt: skip
+RESUME_MAY_CHANGE = frozenset(
+    {
+        "data",
+        "output",
+        "resume",
+        "overwrite",
+        "save_every",
+        "keep_last",
+        "eval_every",
+        "eval_batches",
+        "eval_text",
+        "log_every",
+        "device",
+        "precision",
+        "tensorboard",
+        "plot",
+        "dist_timeout_s",
+        "gradient_checkpointing",
+        "max_steps",  # a finished run extended: the schedule becomes the longer run's (pretrain_setup)
+    }
+)
 
 # Files that mark a folder as a pretraining run's (besides checkpoint-N folders).
 RUN_FILES = ("pretrain_config.json", "model.safetensors", "metrics.jsonl")

@@ -362,8 +362,12 @@ class PaceHint:
             return
         per_step = (run.elapsed_s - self.mark) / self.MEASURED
         hours = per_step * (run.cfg.max_steps - run.step) / 3600
-        logger.info("%.2f s per step: the %d steps left take about %.1f hours here", per_step,
-                    run.cfg.max_steps - run.step, hours)  # fmt: skip
+        logger.info(
+            "%.2f s per step: the %d steps left take about %.1f hours here",
+            per_step,
+            run.cfg.max_steps - run.step,
+            hours,
+        )
         if run.device.type == "cpu" and hours > 2:
             logger.warning(
                 "at this pace the run takes about %.0f hours on this CPU. A CPU pretrains a small model in a "
@@ -393,8 +397,13 @@ def pretrain(
     final: dict[str, float] = {}
     budget_s = cfg.time_budget_s
     # Progress in steps, or with a time budget in seconds of it (the step count is then only a cap).
-    bar = tqdm(total=round(budget_s) if budget_s else cfg.max_steps, disable=not d.main, desc="pretrain",
-               initial=round(run.elapsed_s) if budget_s else run.step, unit="s" if budget_s else "step")  # fmt: skip
+    bar = tqdm(
+        total=round(budget_s) if budget_s else cfg.max_steps,
+        disable=not d.main,
+        desc="pretrain",
+        initial=round(run.elapsed_s) if budget_s else run.step,
+        unit="s" if budget_s else "step",
+    )
     clock, pace = time.monotonic(), PaceHint(run)
     try:
         done = budget_spent(run, budget_s)  # a resumed run may have spent it already
@@ -422,8 +431,12 @@ def pretrain(
                     logger.info("stopped by %s at step %d; continue with --resume", name, run.step)
                 return PretrainResult(run.out, run.step, True, final, stop.signum or signal.SIGTERM)
         if done and d.main:
-            logger.info("time budget %s spent at step %d (%.0f s): schedule complete", cfg.time_budget,
-                        run.step, run.elapsed_s)  # fmt: skip
+            logger.info(
+                "time budget %s spent at step %d (%.0f s): schedule complete",
+                cfg.time_budget,
+                run.step,
+                run.elapsed_s,
+            )
         final.update(
             run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step, run.elapsed_s)
         )

@@ -20,31 +20,66 @@ def pretrain_options(p: argparse.ArgumentParser) -> None:
     add_recipe_option(p)
     # Options not typed keep the config file's value (or the default): suppress=True.
     add_options(
-        p, PretrainConfig, skip=("model_overrides",), suppress=True,
-        metavars={"model_config": "FILE", "init_from": "MODEL", "eval_text": "FILE", "data": "DIR", "time_budget": "TIME"},
+        p,
+        PretrainConfig,
+        skip=("model_overrides",),
+        suppress=True,
+        metavars={
+            "model_config": "FILE",
+            "init_from": "MODEL",
+            "eval_text": "FILE",
+            "data": "DIR",
+            "time_budget": "TIME",
+        },
         helps={"learning_rate": _learning_rate_help(PretrainConfig)},
         groups={
             "data and output": ("data", "output", "resume", "overwrite"),
             "the model": ("preset", "model_config", "init_from", "init_from_group0", "projection_init_std"),
             "how long": ("max_steps", "time_budget"),
-            "batch and optimizer": ("batch_size", "gradient_accumulation_steps", "learning_rate", "warmup_steps",
-                                    "poly_power", "optimizer", "weight_decay", "adam_beta1", "adam_beta2",
-                                    "adam_epsilon", "bias_correction", "max_grad_norm"),
+            "batch and optimizer": (
+                "batch_size",
+                "gradient_accumulation_steps",
+                "learning_rate",
+                "warmup_steps",
+                "poly_power",
+                "optimizer",
+                "weight_decay",
+                "adam_beta1",
+                "adam_beta2",
+                "adam_epsilon",
+                "bias_correction",
+                "max_grad_norm",
+            ),
             "objective": ("sop_weight", "masked_lm_prob", "max_predictions_per_seq", "dropout_off_step"),
             "machine": ("precision", "device", "gradient_checkpointing", "dist_timeout_s", "seed"),
-            "checkpoints, evaluation and records": ("save_every", "keep_last", "eval_every", "eval_batches",
-                                                   "eval_text", "log_every", "tensorboard", "plot"),
+            "checkpoints, evaluation and records": (
+                "save_every",
+                "keep_last",
+                "eval_every",
+                "eval_batches",
+                "eval_text",
+                "log_every",
+                "tensorboard",
+                "plot",
+            ),
         },
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--model-override", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
-        dest="model_overrides", help="change one model config field, e.g. num_hidden_layers=24 (repeatable)",
-    )  # fmt: skip
+        "--model-override",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="KEY=VALUE",
+        dest="model_overrides",
+        help="change one model config field, e.g. num_hidden_layers=24 (repeatable)",
+    )
     p.add_argument(
-        "--text", nargs="+", metavar="PATH", help="text files, folders or globs instead of --data: with --init-from MODEL, "
+        "--text",
+        nargs="+",
+        metavar="PATH",
+        help="text files, folders or globs instead of --data: with --init-from MODEL, "
         "continued pretraining on your own text in one command (examples made with the model's tokenizer in "
         "OUTPUT/data; the recipe's data settings apply)",
-    )  # fmt: skip
+    )
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
@@ -80,8 +115,10 @@ def run_pretrain(args: argparse.Namespace) -> int:
     result = pretrain(cfg)
     print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
     if result.interrupted:  # saved, but not finished: scripts must not go on as if it had
-        print(f"albert pretrain: stopped at step {result.step} (checkpoint saved); continue with --resume",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"albert pretrain: stopped at step {result.step} (checkpoint saved); continue with --resume",
+            file=sys.stderr,
+        )
         return 128 + int(result.signum or 15)
     return 0
 

@@ -121,18 +121,40 @@ class PretrainConfig:
         check_fields(self)  # types and choices (precision and optimizer are Literals)
         device_name(self.device)
         if self.precision == "fp16":
-            raise ValueError("PretrainConfig: precision fp16 is not offered for pretraining (LAMB runs without "
-                             "loss scaling); use bf16 (auto picks it where it is fast) or fp32")  # fmt: skip
+            raise ValueError(
+                "PretrainConfig: precision fp16 is not offered for pretraining (LAMB runs without "
+                "loss scaling); use bf16 (auto picks it where it is fast) or fp32"
+            )
         check_ranges(
-            self, "PretrainConfig",
-            at_least_one=("max_steps", "batch_size", "gradient_accumulation_steps", "log_every", "eval_batches",
-                          "max_predictions_per_seq"),
-            non_negative=("warmup_steps", "save_every", "eval_every", "keep_last", "weight_decay", "sop_weight",
-                          "dropout_off_step"),
-            positive=("learning_rate", "adam_epsilon", "max_grad_norm", "poly_power", "dist_timeout_s",
-                      "projection_init_std"),
+            self,
+            "PretrainConfig",
+            at_least_one=(
+                "max_steps",
+                "batch_size",
+                "gradient_accumulation_steps",
+                "log_every",
+                "eval_batches",
+                "max_predictions_per_seq",
+            ),
+            non_negative=(
+                "warmup_steps",
+                "save_every",
+                "eval_every",
+                "keep_last",
+                "weight_decay",
+                "sop_weight",
+                "dropout_off_step",
+            ),
+            positive=(
+                "learning_rate",
+                "adam_epsilon",
+                "max_grad_norm",
+                "poly_power",
+                "dist_timeout_s",
+                "projection_init_std",
+            ),
             fraction=("adam_beta1", "adam_beta2", "masked_lm_prob"),
-        )  # fmt: skip
+        )
         if self.time_budget is not None:
             try:
                 parse_duration(self.time_budget)

@@ -143,8 +143,10 @@ def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
     if evaluation is None or len(evaluation) == 0:
         logger.warning(
             "no evaluation: the held-out split of %s is empty (too little text for --eval-fraction %s); "
-            "no held-out metrics will be reported", data, train.config.eval_fraction,
-        )  # fmt: skip
+            "no held-out metrics will be reported",
+            data,
+            train.config.eval_fraction,
+        )
         evaluation = None
     return train, evaluation, AlbertTokenizer.from_pretrained(data)
 
@@ -280,9 +282,14 @@ def _build_optimization(
     cfg: PretrainConfig, model: nn.Module
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     optimizer = build_optimizer(
-        model, cfg.optimizer, cfg.learning_rate, cfg.weight_decay,
-        (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_epsilon, cfg.bias_correction,
-    )  # fmt: skip
+        model,
+        cfg.optimizer,
+        cfg.learning_rate,
+        cfg.weight_decay,
+        (cfg.adam_beta1, cfg.adam_beta2),
+        cfg.adam_epsilon,
+        cfg.bias_correction,
+    )
     if cfg.time_budget is not None:  # decay over the budget's time, not over max_steps
         return optimizer, build_time_budget_scheduler(optimizer, cfg.warmup_steps, cfg.poly_power)
     warmup = fit_warmup(cfg.warmup_steps, cfg.max_steps, PAPER_WARMUP_FRACTION, "pretrain")
@@ -301,9 +308,13 @@ def _train_loader(
     dataset: Any, cfg: PretrainConfig, d: DistInfo, device: torch.device
 ) -> tuple[PretrainingSampler, DataLoader]:
     sampler = PretrainingSampler(
-        dataset, num_replicas=d.world, rank=d.rank, seed=cfg.seed,
-        batch_size=cfg.batch_size, accumulation=cfg.gradient_accumulation_steps,
-    )  # fmt: skip
+        dataset,
+        num_replicas=d.world,
+        rank=d.rank,
+        seed=cfg.seed,
+        batch_size=cfg.batch_size,
+        accumulation=cfg.gradient_accumulation_steps,
+    )
     if len(dataset) < sampler.global_batch:
         raise ValueError(
             f"training set has {len(dataset)} sequences, fewer than one global batch ({sampler.global_batch})"
@@ -347,9 +358,14 @@ def _say_if_extended(run: Run, latest: Path) -> None:
     factor = learning_rate_factor(run.step, warmup, cfg.max_steps, cfg.poly_power)
     logger.warning(
         "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's; at step %d "
-        "the rate is %.3g (%.0f%% of the peak)", cfg.max_steps, before, cfg.max_steps, run.step,
-        cfg.learning_rate * factor, 100 * factor,
-    )  # fmt: skip
+        "the rate is %.3g (%.0f%% of the peak)",
+        cfg.max_steps,
+        before,
+        cfg.max_steps,
+        run.step,
+        cfg.learning_rate * factor,
+        100 * factor,
+    )
 
 
 def _log_start(run: Run, train_dataset: Any) -> None:
@@ -360,17 +376,28 @@ def _log_start(run: Run, train_dataset: Any) -> None:
     logger.info(
         "pretraining %s (%.1fM parameters, %s) on %d sequences: %d steps, global batch %d (%d x %d x %d "
         "processes), ~%d tokens per step, %s, %s, lr %.3g",
-        cfg.model_config or cfg.preset, run.model.num_parameters() / 1e6,
+        cfg.model_config or cfg.preset,
+        run.model.num_parameters() / 1e6,
         sentence if cfg.sop_weight else f"masked LM only, {sentence} weight 0",
-        len(train_dataset), cfg.max_steps, global_batch, cfg.batch_size, cfg.gradient_accumulation_steps,
-        d.world, tokens_per_step, cfg.optimizer, cfg.precision, cfg.learning_rate,
-    )  # fmt: skip
+        len(train_dataset),
+        cfg.max_steps,
+        global_batch,
+        cfg.batch_size,
+        cfg.gradient_accumulation_steps,
+        d.world,
+        tokens_per_step,
+        cfg.optimizer,
+        cfg.precision,
+        cfg.learning_rate,
+    )
     masking = getattr(train_dataset, "config", None)
     if masking is not None:
         logger.info(
             "masking %.0f%% of training tokens (at most %d per sequence, n-grams up to %d)",
-            100 * masking.masked_lm_prob, masking.max_predictions_per_seq, masking.max_ngram,
-        )  # fmt: skip
+            100 * masking.masked_lm_prob,
+            masking.max_predictions_per_seq,
+            masking.max_ngram,
+        )
 
 
 def setup(
@@ -397,9 +424,15 @@ def setup(
 
 
 def _setup_locked(
-    cfg: PretrainConfig, device: torch.device, d: DistInfo, train_dataset: Any, eval_dataset: Any,
-    tokenizer: Any, latest: Path | None, lock: contextlib.ExitStack,
-) -> Run:  # fmt: skip
+    cfg: PretrainConfig,
+    device: torch.device,
+    d: DistInfo,
+    train_dataset: Any,
+    eval_dataset: Any,
+    tokenizer: Any,
+    latest: Path | None,
+    lock: contextlib.ExitStack,
+) -> Run:
     out = _prepare_output(cfg, d, latest)
     _seed_everything(cfg.seed)
     sentence_objective = getattr(train_dataset, "objective", "sop")
@@ -408,10 +441,21 @@ def _setup_locked(
     optimizer, scheduler = _build_optimization(cfg, model)
     sampler, loader = _train_loader(train_dataset, cfg, d, device)
     run = Run(
-        cfg, d, device, out, model, objective, _wrap(objective, device, d), optimizer, scheduler,
-        sampler, loader, tokenizer, acc=torch.zeros(len(STATS), dtype=torch.float64, device=device),
+        cfg,
+        d,
+        device,
+        out,
+        model,
+        objective,
+        _wrap(objective, device, d),
+        optimizer,
+        scheduler,
+        sampler,
+        loader,
+        tokenizer,
+        acc=torch.zeros(len(STATS), dtype=torch.float64, device=device),
         lock=lock,
-    )  # fmt: skip
+    )
     if latest is not None:
         _restore(run, latest)
     else:

@@ -80,9 +80,12 @@ def pretraining_settings(run: Run) -> dict[str, Any]:
         "model": cfg.model_config or f"preset {cfg.preset}" + (f" with {changed}" if changed else ""),
         "warm start from": cfg.init_from,
         "data": cfg.data,
-        "objective": f"masked LM + {sentence} (weight {cfg.sop_weight:g})" if cfg.sop_weight else "masked LM only",
+        "objective": f"masked LM + {sentence} (weight {cfg.sop_weight:g})"
+        if cfg.sop_weight
+        else "masked LM only",
         "masked tokens": f"{masking.masked_lm_prob:.0%}" if masking is not None else None,
-        "steps": f"{step:,}" + (f" (time budget {cfg.time_budget})" if cfg.time_budget else f" of {cfg.max_steps:,}"),
+        "steps": f"{step:,}"
+        + (f" (time budget {cfg.time_budget})" if cfg.time_budget else f" of {cfg.max_steps:,}"),
         "global batch": f"{global_batch} sequences of up to {seq} tokens",
         "sequences seen": f"{step * global_batch:,}",
         "tokens seen": f"up to {step * global_batch * seq:,} (sequences x their length cap)",
@@ -90,7 +93,7 @@ def pretraining_settings(run: Run) -> dict[str, Any]:
         "precision": cfg.precision,
         "seed": cfg.seed,
         "every setting": f"`{ckpt.CONFIG_FILE}` beside this card",
-    }  # fmt: skip
+    }
 
 
 # --------------------------------------------------------------------------- fine-tuning
