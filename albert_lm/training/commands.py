@@ -1,0 +1,347 @@
+"""The training stage's commands: `albert pretrain`, `finetune`, `glue` and `evaluate` (registered by
+`albert_lm.cli`).
+
+Like every command, it imports the training code only when it runs: building the parser stays free of torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from albert_lm.settings import (
+    add_config_option,
+    add_options,
+    add_recipe_option,
+    add_word,
+    load_settings,
+    option_values,
+    recipe_section,
+)
+
+FINETUNE_REQUIRED = ("task", "model", "data", "output")
+FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json
+GLUE_REQUIRED = ("model", "data", "output")
+
+
+def pretrain_options(p: argparse.ArgumentParser) -> None:
+    from albert_lm.training.pretrain_config import PretrainConfig
+
+    p.add_argument("--config", default=None, metavar="FILE", help="JSON file of pretraining settings")
+    add_recipe_option(p)
+    # Options not typed keep the config file's value (or the default): suppress=True.
+    add_options(
+        p,
+        PretrainConfig,
+        skip=("model_overrides",),
+        suppress=True,
+        metavars={
+            "model_config": "FILE",
+            "init_from": "MODEL",
+            "eval_text": "FILE",
+            "data": "DIR",
+            "time_budget": "TIME",
+        },
+        helps={"learning_rate": _learning_rate_help(PretrainConfig)},
+        groups={
+            "data and output": ("data", "output", "resume", "overwrite"),
+            "the model": ("preset", "model_config", "init_from", "init_from_group0", "projection_init_std"),
+            "how long": ("max_steps", "time_budget"),
+            "batch and optimizer": (
+                "batch_size",
+                "gradient_accumulation_steps",
+                "learning_rate",
+                "warmup_steps",
+                "poly_power",
+                "optimizer",
+                "weight_decay",
+                "adam_beta1",
+                "adam_beta2",
+                "adam_epsilon",
+                "bias_correction",
+                "max_grad_norm",
+            ),
+            "objective": ("sop_weight", "masked_lm_prob", "max_predictions_per_seq", "dropout_off_step"),
+            "machine": ("precision", "device", "gradient_checkpointing", "dist_timeout_s", "seed"),
+            "checkpoints, evaluation and records": (
+                "save_every",
+                "keep_last",
+                "eval_every",
+                "eval_batches",
+                "eval_text",
+                "log_every",
+                "tensorboard",
+                "plot",
+            ),
+        },
+    )
+    p.add_argument(
+        "--model-override",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="KEY=VALUE",
+        dest="model_overrides",
+        help="change one model config field, e.g. num_hidden_layers=24 (repeatable)",
+    )
+    p.add_argument(
+        "--text",
+        nargs="+",
+        metavar="PATH",
+        help="text files, folders or globs instead of --data: with --init-from MODEL, "
+        "continued pretraining on your own text in one command (examples made with the model's tokenizer in "
+        "OUTPUT/data; the recipe's data settings apply)",
+    )
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    """pretrain ALBERT (masked LM + SOP, LAMB) on a folder from `albert data create`
+
+    Pretrain ALBERT as the paper did (Section 4.1: MLM + SOP, LAMB, lr 0.00176 at batch 4096, warmup
+    then linear decay). Settings come from --config (a JSON of PretrainConfig fields, e.g. a run's
+    pretrain_config.json), then these options. Writes OUTPUT/checkpoint-STEP/ every --save-every steps
+    (transformers' layout + training state; the last --keep-last kept), the final model in OUTPUT/,
+    OUTPUT/metrics.jsonl, TensorBoard events and training_curves.png. SIGTERM/SIGINT save and exit;
+    --resume continues exactly. Several processes: `torchrun --nproc-per-node N -m albert_lm.cli
+    pretrain ...` (batch size is per process). The bundled demo is `albert demo`."""
+    import json
+
+    from albert_lm.training.pretrain import PretrainConfig, pretrain
+
+    given = option_values(args, PretrainConfig)
+    if given.get("resume") and not args.config and given.get("output"):
+        args.config = _run_settings(Path(given["output"]))  # `--output RUN --resume`: the run's own settings
+    if "model_overrides" in given:
+        given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
+    cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
+    cfg = _shape_from_init(cfg, args, given)
+    if args.text:
+        from albert_lm.training.pretrain_setup import data_from_text
+
+        cfg = data_from_text(cfg, args.text, recipe_section(args, "data"))
+    if cfg.data is None:
+        raise ValueError(
+            "no data: pass --data DIR (a folder made by `albert data create`), --text FILE with --init-from "
+            "MODEL, or a --config FILE that names data; `albert demo` runs the bundled demo"
+        )
+    result = pretrain(cfg)
+    print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
+    if result.interrupted:  # saved, but not finished: scripts must not go on as if it had
+        print(
+            f"albert pretrain: stopped at step {result.step} (checkpoint saved); continue with --resume",
+            file=sys.stderr,
+        )
+        return 128 + int(result.signum or 15)
+    return 0
+
+
+def _learning_rate_help(cls: Any) -> str:
+    """The rate's help with the square-root rule's figures computed, never typed by hand."""
+    figures = ", ".join(f"{cls.scaled_learning_rate(b):.2g} at {b}" for b in (64, 256, 512, 1024, 2048))
+    return (
+        "peak learning rate for your global batch B (batch-size x accumulation x processes). The paper's "
+        f"0.00176 is for 4096; scale it by sqrt(B / 4096) (LAMB's square-root rule): {figures} (default 0.00176)"
+    )
+
+
+def _run_settings(run: Path) -> str | None:
+    """The settings file of the run in `run`: its own (a finished run's), else its newest checkpoint's."""
+    if (run / "pretrain_config.json").is_file():
+        return str(run / "pretrain_config.json")
+    steps = [
+        (int(p.name.split("-")[1]), p) for p in run.glob("checkpoint-*") if p.name.split("-")[1].isdigit()
+    ]
+    for _, folder in sorted(steps, reverse=True):
+        if (folder / "pretrain_config.json").is_file():
+            return str(folder / "pretrain_config.json")
+    return None
+
+
+def _shape_from_init(cfg: Any, args: argparse.Namespace, given: dict) -> Any:
+    """`--init-from MODEL` with no shape asked for (no --preset or --model-config on the command line, in
+    the --config file or in the recipe) takes MODEL's shape, as a user means: building the default preset
+    instead would load none of MODEL's tensors. --model-override still changes it on request."""
+    import dataclasses
+
+    from albert_lm.files import read_json_object
+
+    if not cfg.init_from or cfg.resume:
+        return cfg
+    sources = [given, recipe_section(args, "pretrain")]
+    if args.config:
+        sources.append(read_json_object(args.config, "pretraining settings"))
+    if any(key in source for source in sources for key in ("preset", "model_config")):
+        return cfg
+    config = Path(cfg.init_from) / "config.json"
+    if not config.is_file():
+        raise FileNotFoundError(
+            f"--init-from {cfg.init_from}: no config.json there (expected a model folder)"
+        )
+    return dataclasses.replace(cfg, model_config=str(config))
+
+
+# --------------------------------------------------------------------------- albert finetune
+def finetune_options(p: argparse.ArgumentParser) -> None:
+    from albert_lm.tasks import TASK_NAMES  # numpy only: --help stays fast
+    from albert_lm.training.finetune_config import FinetuneConfig
+
+    add_config_option(p, "fine-tuning")
+    add_options(
+        p,
+        FinetuneConfig,
+        required=FINETUNE_REQUIRED,
+        choices={"task": TASK_NAMES},
+        suppress=True,
+        groups={
+            "what to fine-tune": ("task", "model", "data", "output", "tokenizer", "overwrite"),
+            "training": (
+                "max_steps",
+                "epochs",
+                "batch_size",
+                "learning_rate",
+                "warmup_steps",
+                "weight_decay",
+                "max_grad_norm",
+                "gradient_accumulation_steps",
+                "dropout",
+                "classifier_dropout",
+                "seed",
+            ),
+            "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
+            "machine": ("precision", "device"),
+            "evaluation and records": ("eval_every", "log_every", "tensorboard", "plot"),
+            "question answering and multiple choice": (
+                "doc_stride",
+                "max_query_length",
+                "n_best",
+                "max_answer_length",
+                "null_score_diff_threshold",
+                "max_qa_length",
+            ),
+            "your own data's columns": (
+                "text_column",
+                "text_pair_column",
+                "label_column",
+                "tokens_column",
+                "tags_column",
+            ),
+        },
+    )
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    """fine-tune a checkpoint on GLUE, SQuAD 1.1/2.0, RACE or your own CSV/JSONL data
+
+    Fine-tune an ALBERT checkpoint (a transformers-layout folder with spiece.model) on a downstream
+    task, evaluating on dev as it goes and keeping the best checkpoint in OUTPUT/best. Unset options
+    take google-research's per-task defaults (docs/finetune.md). Writes OUTPUT/eval_results.json,
+    OUTPUT/metrics.jsonl, TensorBoard events, training_curves.png and OUTPUT/predictions/; OUTPUT/best has
+    a model card (README.md) with the settings and dev scores."""
+    import json
+
+    from albert_lm.training.finetune import FinetuneConfig, finetune
+
+    cfg = load_settings(FinetuneConfig, args, FINETUNE_REQUIRED, ignored=FINETUNE_BOOKKEEPING)
+    print(json.dumps(finetune(cfg), sort_keys=True))
+    return 0
+
+
+# --------------------------------------------------------------------------- albert glue
+def glue_options(p: argparse.ArgumentParser) -> None:
+    from albert_lm.training.glue_grid import GlueConfig
+
+    add_config_option(p, "glue")
+    add_options(
+        p, GlueConfig, required=GLUE_REQUIRED, metavars={"model": "DIR", "data": "DIR"}, suppress=True
+    )
+
+
+def run_glue(args: argparse.Namespace) -> int:
+    """fine-tune one model on CoLA, SST-2, MRPC, STS-B and RTE (seeds x rates) and print the GLUE-5 table
+
+    Fine-tunes the model on each task with every rate of --learning-rates and --seeds seeds, one process
+    with one thread per run, --workers at a time; per task, the rate with the best mean dev score is kept
+    and its mean +- std over seeds reported, beside the majority-class score; GLUE-5 averages CoLA MCC,
+    SST-2 accuracy, MRPC accuracy, STS-B Pearson and RTE accuracy. Runs already finished in OUTPUT are
+    not run again. Writes OUTPUT/glue_results.json."""
+    from albert_lm.training.glue_grid import GlueConfig, format_table, run_glue
+
+    print(format_table(run_glue(load_settings(GlueConfig, args, GLUE_REQUIRED))))
+    return 0
+
+
+# --------------------------------------------------------------------------- albert evaluate
+def evaluate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True, help="task name (squad1, squad2, rte, ...)")
+    p.add_argument("--data", required=True, help="the dev file (SQuAD JSON) or the task's data folder")
+    p.add_argument("--predictions", help="SQuAD predictions JSON to score")
+    p.add_argument(
+        "--na-probs", help="SQuAD 2.0: JSON of question id -> no-answer probability (or null-score diff)"
+    )
+    p.add_argument(
+        "--na-prob-thresh",
+        type=float,
+        default=1.0,
+        help="SQuAD 2.0: predict no answer above this (default 1.0)",
+    )
+    p.add_argument(
+        "--model",
+        help="fine-tuned model folder (config.json, model.safetensors, spiece.model), or hub id "
+        "org/name[@rev]",
+    )
+    p.add_argument(
+        "--output",
+        help="with --model: also write eval_results.json and predictions/ into this folder (apart "
+        "from the model and the data)",
+    )
+    add_word(
+        p,
+        "overwrite",
+        help="with --output: replace the eval_results.json and predictions/ already there "
+        "(nothing else in the folder is touched)",
+    )
+    p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
+    p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
+    add_word(p, "device")
+    add_word(p, "precision")
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """score a SQuAD predictions file, or a fine-tuned model on a task's dev set
+
+    With --predictions: score a SQuAD predictions JSON (question id -> answer text) against the official
+    dev JSON as evaluate-v1.1.py / evaluate-v2.0.py do. With --model: run a fine-tuned model on the
+    task's dev set. Either way the metrics are printed as one JSON object on the last line."""
+    import json
+
+    if args.predictions and args.model:
+        raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model), not both")
+    if args.output and not args.model:
+        raise ValueError("--output goes with --model (the scores of --predictions are printed only)")
+    if args.predictions:
+        if args.task not in ("squad1", "squad2"):
+            raise ValueError(f"--predictions scores SQuAD files only; got --task {args.task}")
+        from albert_lm.tasks.squad import score_prediction_file
+
+        result = score_prediction_file(
+            args.data, args.predictions, args.task == "squad2", args.na_probs, args.na_prob_thresh
+        )
+    elif args.model:
+        from albert_lm.training.evaluation import evaluate_model
+
+        result = evaluate_model(
+            args.task,
+            args.model,
+            args.data,
+            args.output,
+            batch_size=args.batch_size,
+            max_seq_length=args.max_seq_length,
+            device=args.device,
+            precision=args.precision,
+            overwrite=args.overwrite,
+        )
+    else:
+        raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")
+    print(json.dumps(result, sort_keys=True))
+    return 0
