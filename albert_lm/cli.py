@@ -20,23 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from albert_lm import demo
 from albert_lm.bench import commands as bench_commands
 from albert_lm.data import commands as data_commands
 from albert_lm.deploy import commands as deploy_commands
 from albert_lm.distill import commands as distill_commands
 from albert_lm.model import commands as model_commands
 from albert_lm.paper import commands as paper_commands
-from albert_lm.settings import (
-    add_config_option,
-    add_options,
-    add_word,
-    load_settings,
-)
-from albert_lm.training import pretrain_commands
-
-FINETUNE_REQUIRED = ("task", "model", "data", "output")
-FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json
-GLUE_REQUIRED = ("model", "data", "output")
+from albert_lm.training import commands as training_commands
 
 Options = Callable[[argparse.ArgumentParser], None]
 # The commands in --help, in the order of the road: text -> tokenizer -> data -> model -> fine-tuned model
@@ -102,251 +93,25 @@ def command(words: str, options: Options) -> Callable[[Run], Run]:
     return register
 
 
-# --------------------------------------------------------------------------- albert convert (model stage)
+# --------------------------------------------------------------------------- every command, by stage
+# Each stage writes its commands (options and run) in its own commands module; they are registered here.
+command("tokenizer train", data_commands.tokenizer_train_options)(data_commands.run_tokenizer_train)
+command("data create", data_commands.data_create_options)(data_commands.run_data_create)
 command("convert", model_commands.convert_options)(model_commands.run_convert)
-
-
-# --------------------------------------------------------------------------- albert params
-def _params_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", action="append", help="count only these presets (repeatable)")
-
-
-@command("params", _params_options)
-def _run_params(args: argparse.Namespace) -> int:
-    """print parameter counts for the presets and the paper's ablation grid
-
-    Parameter counts of the presets (paper Table 1) and of the base-size ablation grid (embedding size E
-    x cross-layer sharing, paper Tables 3 and 4), counted on the meta device."""
-    from albert_lm.model.params import format_parameter_tables
-
-    presets = list(dict.fromkeys(args.preset)) if args.preset else None  # each once, in the order given
-    print(format_parameter_tables(presets))
-    return 0
-
-
-# --------------------------------------------------------------------------- albert finetune
-def _finetune_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.tasks import TASK_NAMES  # numpy only: --help stays fast
-    from albert_lm.training.finetune_config import FinetuneConfig
-
-    add_config_option(p, "fine-tuning")
-    add_options(
-        p,
-        FinetuneConfig,
-        required=FINETUNE_REQUIRED,
-        choices={"task": TASK_NAMES},
-        suppress=True,
-        groups={
-            "what to fine-tune": ("task", "model", "data", "output", "tokenizer", "overwrite"),
-            "training": (
-                "max_steps",
-                "epochs",
-                "batch_size",
-                "learning_rate",
-                "warmup_steps",
-                "weight_decay",
-                "max_grad_norm",
-                "gradient_accumulation_steps",
-                "dropout",
-                "classifier_dropout",
-                "seed",
-            ),
-            "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
-            "machine": ("precision", "device"),
-            "evaluation and records": ("eval_every", "log_every", "tensorboard", "plot"),
-            "question answering and multiple choice": (
-                "doc_stride",
-                "max_query_length",
-                "n_best",
-                "max_answer_length",
-                "null_score_diff_threshold",
-                "max_qa_length",
-            ),
-            "your own data's columns": (
-                "text_column",
-                "text_pair_column",
-                "label_column",
-                "tokens_column",
-                "tags_column",
-            ),
-        },
-    )
-
-
-@command("finetune", _finetune_options)
-def _run_finetune(args: argparse.Namespace) -> int:
-    """fine-tune a checkpoint on GLUE, SQuAD 1.1/2.0, RACE or your own CSV/JSONL data
-
-    Fine-tune an ALBERT checkpoint (a transformers-layout folder with spiece.model) on a downstream
-    task, evaluating on dev as it goes and keeping the best checkpoint in OUTPUT/best. Unset options
-    take google-research's per-task defaults (docs/finetune.md). Writes OUTPUT/eval_results.json,
-    OUTPUT/metrics.jsonl, TensorBoard events, training_curves.png and OUTPUT/predictions/; OUTPUT/best has
-    a model card (README.md) with the settings and dev scores."""
-    import json
-
-    from albert_lm.training.finetune import FinetuneConfig, finetune
-
-    cfg = load_settings(FinetuneConfig, args, FINETUNE_REQUIRED, ignored=FINETUNE_BOOKKEEPING)
-    print(json.dumps(finetune(cfg), sort_keys=True))
-    return 0
-
-
-# --------------------------------------------------------------------------- albert glue
-def _glue_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.training.glue_grid import GlueConfig
-
-    add_config_option(p, "glue")
-    add_options(
-        p, GlueConfig, required=GLUE_REQUIRED, metavars={"model": "DIR", "data": "DIR"}, suppress=True
-    )
-
-
-@command("glue", _glue_options)
-def _run_glue(args: argparse.Namespace) -> int:
-    """fine-tune one model on CoLA, SST-2, MRPC, STS-B and RTE (seeds x rates) and print the GLUE-5 table
-
-    Fine-tunes the model on each task with every rate of --learning-rates and --seeds seeds, one process
-    with one thread per run, --workers at a time; per task, the rate with the best mean dev score is kept
-    and its mean +- std over seeds reported, beside the majority-class score; GLUE-5 averages CoLA MCC,
-    SST-2 accuracy, MRPC accuracy, STS-B Pearson and RTE accuracy. Runs already finished in OUTPUT are
-    not run again. Writes OUTPUT/glue_results.json."""
-    from albert_lm.training.glue_grid import GlueConfig, format_table, run_glue
-
-    print(format_table(run_glue(load_settings(GlueConfig, args, GLUE_REQUIRED))))
-    return 0
-
-
-# --------------------------------------------------------------------------- albert evaluate
-def _evaluate_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True, help="task name (squad1, squad2, rte, ...)")
-    p.add_argument("--data", required=True, help="the dev file (SQuAD JSON) or the task's data folder")
-    p.add_argument("--predictions", help="SQuAD predictions JSON to score")
-    p.add_argument(
-        "--na-probs", help="SQuAD 2.0: JSON of question id -> no-answer probability (or null-score diff)"
-    )
-    p.add_argument(
-        "--na-prob-thresh",
-        type=float,
-        default=1.0,
-        help="SQuAD 2.0: predict no answer above this (default 1.0)",
-    )
-    p.add_argument(
-        "--model",
-        help="fine-tuned model folder (config.json, model.safetensors, spiece.model), or hub id "
-        "org/name[@rev]",
-    )
-    p.add_argument(
-        "--output",
-        help="with --model: also write eval_results.json and predictions/ into this folder (apart "
-        "from the model and the data)",
-    )
-    add_word(
-        p,
-        "overwrite",
-        help="with --output: replace the eval_results.json and predictions/ already there "
-        "(nothing else in the folder is touched)",
-    )
-    p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
-    p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
-    add_word(p, "device")
-    add_word(p, "precision")
-
-
-@command("evaluate", _evaluate_options)
-def _run_evaluate(args: argparse.Namespace) -> int:
-    """score a SQuAD predictions file, or a fine-tuned model on a task's dev set
-
-    With --predictions: score a SQuAD predictions JSON (question id -> answer text) against the official
-    dev JSON as evaluate-v1.1.py / evaluate-v2.0.py do. With --model: run a fine-tuned model on the
-    task's dev set. Either way the metrics are printed as one JSON object on the last line."""
-    import json
-
-    if args.predictions and args.model:
-        raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model), not both")
-    if args.output and not args.model:
-        raise ValueError("--output goes with --model (the scores of --predictions are printed only)")
-    if args.predictions:
-        if args.task not in ("squad1", "squad2"):
-            raise ValueError(f"--predictions scores SQuAD files only; got --task {args.task}")
-        from albert_lm.tasks.squad import score_prediction_file
-
-        result = score_prediction_file(
-            args.data, args.predictions, args.task == "squad2", args.na_probs, args.na_prob_thresh
-        )
-    elif args.model:
-        from albert_lm.training.evaluation import evaluate_model
-
-        result = evaluate_model(
-            args.task,
-            args.model,
-            args.data,
-            args.output,
-            batch_size=args.batch_size,
-            max_seq_length=args.max_seq_length,
-            device=args.device,
-            precision=args.precision,
-            overwrite=args.overwrite,
-        )
-    else:
-        raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")
-    print(json.dumps(result, sort_keys=True))
-    return 0
-
-
-# --------------------------------------------------------------------------- the stages' own commands
+command("params", model_commands.params_options)(model_commands.run_params)
+command("pretrain", training_commands.pretrain_options)(training_commands.run_pretrain)
+command("finetune", training_commands.finetune_options)(training_commands.run_finetune)
+command("glue", training_commands.glue_options)(training_commands.run_glue)
+command("evaluate", training_commands.evaluate_options)(training_commands.run_evaluate)
+command("distill general", distill_commands.general_options)(distill_commands.run_general)
+command("distill task", distill_commands.task_options)(distill_commands.run_task)
 command("predict", deploy_commands.predict_options)(deploy_commands.run_predict)
 command("fill-mask", deploy_commands.fill_mask_options)(deploy_commands.run_fill_mask)
 command("embed", deploy_commands.embed_options)(deploy_commands.run_embed)
 command("export", deploy_commands.export_options)(deploy_commands.run_export)
-command("reproduce", paper_commands.reproduce_options)(paper_commands.run_reproduce)
-command("tokenizer train", data_commands.tokenizer_train_options)(data_commands.run_tokenizer_train)
-command("data create", data_commands.data_create_options)(data_commands.run_data_create)
 command("bench", bench_commands.bench_options)(bench_commands.run_bench)
-command("distill general", distill_commands.general_options)(distill_commands.run_general)
-command("distill task", distill_commands.task_options)(distill_commands.run_task)
-
-
-# --------------------------------------------------------------------------- albert pretrain (training stage)
-command("pretrain", pretrain_commands.pretrain_options)(pretrain_commands.run_pretrain)
-
-
-# --------------------------------------------------------------------------- albert demo
-def _demo_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", default="runs/demo", help="output folder (default runs/demo)")
-    p.add_argument("--max-steps", type=int, default=None, help="training steps (default: the demo's)")
-    from albert_lm.data.languages import LANGUAGES
-
-    p.add_argument(
-        "--language",
-        choices=tuple(LANGUAGES),
-        default="en",
-        help="the text's language: its tokenizer rule "
-        "(docs/data.md#languages) and fill-mask probes (en, de, fr, ru, zh; default en; any other needs --text)",
-    )
-    p.add_argument(
-        "--text",
-        nargs="+",
-        metavar="FILE",
-        default=None,
-        help="text to use instead of the bundled English "
-        "books: files, folders or globs (Project Gutenberg headers cut where found)",
-    )
-
-
-@command("demo", _demo_options)
-def _run_demo(args: argparse.Namespace) -> int:
-    """train a tokenizer and albert-tiny on the bundled public-domain books (2.5 to 7.5 min on 2 CPU cores)
-
-    The end-to-end demo: trains a SentencePiece model and a 4-layer albert-tiny on a few MB of
-    public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), reports
-    MLM accuracy against a unigram guess and SOP accuracy against chance, and fills a mask."""
-    from pathlib import Path
-
-    from albert_lm.demo import run_demo
-
-    files = [Path(t) for t in args.text] if args.text else None
-    run_demo(args.output, max_steps=args.max_steps, files=files, language=args.language)
-    return 0
+command("reproduce", paper_commands.reproduce_options)(paper_commands.run_reproduce)
+command("demo", demo.demo_options)(demo.run_demo_command)
 
 
 # --------------------------------------------------------------------------- entry point

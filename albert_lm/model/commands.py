@@ -47,3 +47,20 @@ def run_convert(args: argparse.Namespace) -> int:
         f"from the {r.kind}{skipped}"
     )
     return 0
+
+
+# --------------------------------------------------------------------------- albert params
+def params_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", action="append", help="count only these presets (repeatable)")
+
+
+def run_params(args: argparse.Namespace) -> int:
+    """print parameter counts for the presets and the paper's ablation grid
+
+    Parameter counts of the presets (paper Table 1) and of the base-size ablation grid (embedding size E
+    x cross-layer sharing, paper Tables 3 and 4), counted on the meta device."""
+    from albert_lm.model.params import format_parameter_tables
+
+    presets = list(dict.fromkeys(args.preset)) if args.preset else None  # each once, in the order given
+    print(format_parameter_tables(presets))
+    return 0
