@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
 import re
 import textwrap
 import types
@@ -41,6 +42,7 @@ __all__ = [
     "add_config_option",
     "add_word",
     "load_settings",
+    "merge_settings",
     "add_options",
     "check_fields",
     "check_ranges",
@@ -404,28 +406,61 @@ def load_settings(
     recipe_name: str = "",
 ) -> Any:
     """`cls` from a recipe's section (`recipe_values`, of the recipe `recipe_name`), `--config FILE` (if
-    given) and the options typed (added with `suppress=True`): a typed option wins over the file, the file
-    over the recipe. `required` fields must come from one of them; keys in `ignored` are a saved run's
-    bookkeeping, skipped; any other key the file or the recipe has that `cls` lacks is an error naming it."""
+    given) and the options typed (added with `suppress=True`): `merge_settings` on the command line's
+    values."""
+    return merge_settings(
+        cls,
+        option_values(args, cls),
+        getattr(args, "config", None),
+        recipe_values,
+        recipe_name,
+        required,
+        ignored,
+    )
+
+
+def merge_settings(
+    cls: type,
+    given: Mapping[str, Any],
+    file: str | os.PathLike | None = None,
+    recipe_values: Mapping[str, Any] | None = None,
+    recipe_name: str = "",
+    required: Iterable[str] = (),
+    ignored: Iterable[str] = (),
+) -> Any:
+    """The one way every command's settings are made: a recipe's section, then a settings FILE (a run's
+    saved settings), then the values `given` (the options typed; None is "not given"): each wins over the
+    one before. `required` fields must come from one of them; keys in `ignored` are a saved run's
+    bookkeeping, skipped; any other key the file or the recipe has that `cls` lacks is an error naming it,
+    and a value the dataclass refuses is reported with where it came from (the recipe, the file or the
+    option)."""
+    known = {f.name for f in dataclasses.fields(cls)}
     values: dict[str, Any] = dict(recipe_values or {})
-    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
+    source = dict.fromkeys(values, recipe_file(recipe_name) if recipe_name else "recipe")
+    unknown = sorted(set(values) - known)
     if unknown:
-        raise InputError(recipe_file(recipe_name), f"unknown setting(s) {', '.join(unknown)}")
-    file = getattr(args, "config", None)
+        raise InputError(source[unknown[0]], f"unknown setting(s) {', '.join(unknown)}")
     if file:
         saved = read_json_object(file, "settings")
-        known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(saved) - known - set(ignored))
         if unknown:
             raise InputError(
                 file, f"unknown setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}"
             )
         values.update({k: v for k, v in saved.items() if k in known})
-    values.update(option_values(args, cls))
+        source.update(dict.fromkeys((k for k in saved if k in known), str(file)))
+    typed = {k: v for k, v in given.items() if v is not None}
+    values.update(typed)
+    source.update({k: "--" + k.replace("_", "-") for k in typed})
     missing = ["--" + r.replace("_", "-") for r in required if values.get(r) is None]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}: give it on the command line or in --config FILE")
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ValueError as e:  # the field's own check: say where the value came from
+        name = str(e).removeprefix(f"{cls.__name__}: ").split(":")[0].split(" ")[0]
+        where = source.get(name)
+        raise ValueError(f"{where}: {e}" if where and not str(e).startswith(where) else str(e)) from None
 
 
 def parse_duration(text: str) -> float:

@@ -52,7 +52,7 @@ def test_bad_recipes_are_clear_errors(tmp_path, capsys):
         recipe("cpu-1year")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"pretrain": {"max_stepz": 1}}))
-    with pytest.raises(ValueError, match="unknown pretraining field"):
+    with pytest.raises(ValueError, match="recipe: unknown setting"):
         PretrainConfig.load(recipe=recipe(str(bad))["pretrain"])
     bad.write_text(json.dumps({"training": {}}))
     with pytest.raises(ValueError, match="bad.json: unknown section"):

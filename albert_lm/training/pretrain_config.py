@@ -11,12 +11,17 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-from albert_lm.files import read_json_object
 from albert_lm.hub import resolve_model
-from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
+from albert_lm.settings import (
+    Precision,
+    check_fields,
+    check_ranges,
+    device_name,
+    merge_settings,
+    parse_duration,
+)
 
 
 @dataclass
@@ -198,33 +203,7 @@ class PretrainConfig:
         """A recipe's "pretrain" section, then a JSON file of PretrainConfig fields (e.g. a run's
         pretrain_config.json), then `overrides`: each wins over the one before. A hub id in `init_from`
         becomes its cached snapshot folder here (fetched if missing), so the run reads a folder."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {}
-        source: dict[str, str] = {}  # field -> where its value came from, for the error message
-        if recipe is not None:
-            unknown = sorted(set(recipe) - known)
-            if unknown:
-                raise ValueError(f"recipe: unknown pretraining field(s) {', '.join(unknown)}")
-            values.update(recipe)
-            source.update(dict.fromkeys(recipe, "recipe"))
-        if file is not None:
-            path = Path(file)
-            if not path.is_file():
-                raise FileNotFoundError(f"no pretraining config file at {path}")
-            from_file = read_json_object(path)
-            unknown = sorted(set(from_file) - known)
-            if unknown:
-                raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)}")
-            values.update(from_file)
-            source.update(dict.fromkeys(from_file, str(path)))
-        given = {k: v for k, v in overrides.items() if v is not None}
-        values.update(given)
-        source.update({k: "--" + k.replace("_", "-") for k in given})
-        try:
-            cfg = cls(**values)
-        except ValueError as e:
-            name = str(e).removeprefix("PretrainConfig: ").split(":")[0].split(" ")[0]
-            raise ValueError(f"{source[name]}: {e}" if name in source else str(e)) from None
+        cfg = merge_settings(cls, overrides, file, recipe)
         if cfg.init_from:
             cfg.init_from = str(resolve_model(cfg.init_from, "--init-from"))
         return cfg
