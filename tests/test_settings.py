@@ -117,3 +117,22 @@ def test_model_overrides_read_values_as_json_where_they_are():
     for bad in ("num_hidden_layers", "=3"):
         with pytest.raises(ValueError, match="KEY=VALUE"):
             PretrainConfig.parse_overrides([bad])
+
+
+def test_evaluate_and_reproduce_take_a_settings_file(tmp_path, capsys):
+    """`--config FILE` in every command that takes settings: its values stand where no option is typed,
+    a typed option wins, and a key the command does not know is refused naming the file."""
+    from test_bad_input import refused
+
+    config = tmp_path / "evaluate.json"
+    config.write_text(json.dumps({"task": "rte", "data": str(tmp_path)}))
+    # task and data come from the file: what is left missing is what to evaluate
+    refused(capsys, ["evaluate", "--config", str(config)], "give --predictions")
+    refused(capsys, ["evaluate", "--config", str(config), "--task", "squad1", "--predictions", "p.json",
+                     "--model", "m"], "not both")  # fmt: skip
+    config.write_text(json.dumps({"task": "rte", "data": str(tmp_path), "modle": "m"}))
+    refused(capsys, ["evaluate", "--config", str(config)], "evaluate.json", "modle")
+    paper = tmp_path / "reproduce.json"
+    paper.write_text(json.dumps({"data": str(tmp_path / "no-such-data"), "time_budget": "10"}))
+    refused(capsys, ["reproduce", "sharing", "--config", str(paper)], "time budget '10'")  # the file was read
+    refused(capsys, ["reproduce", "sharing"], "missing --data")

@@ -6,18 +6,20 @@ import argparse
 
 from albert_lm.paper.claims import CLAIMS
 from albert_lm.paper.config import ReproduceConfig
-from albert_lm.settings import add_options, option_values
+from albert_lm.settings import add_config_option, add_options, merge_settings, option_values
 
 
 def reproduce_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "claim", choices=list(CLAIMS), help="; ".join(f"{c.name}: {c.title}" for c in CLAIMS.values())
     )
+    add_config_option(p, "reproduce")
     add_options(
         p,
         ReproduceConfig,
         skip=("claim", "model_overrides"),
         required=("data",),
+        suppress=True,
         metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR", "seeds": "LIST"},
     )
     p.add_argument(
@@ -41,8 +43,9 @@ def run_reproduce(args: argparse.Namespace) -> int:
     from albert_lm.training.pretrain_config import PretrainConfig
 
     values = option_values(args, ReproduceConfig)
-    values["model_overrides"] = PretrainConfig.parse_overrides(args.model_overrides)
-    result = reproduce(ReproduceConfig(**values))
+    if args.model_overrides:  # typed ones win over a --config file's
+        values["model_overrides"] = PretrainConfig.parse_overrides(args.model_overrides)
+    result = reproduce(merge_settings(ReproduceConfig, values, args.config, required=("data",)))
     if result.get("waiting_for"):
         print(f"{result['claim']}: the cells given are done; waiting for {', '.join(result['waiting_for'])}")
         return 0

@@ -15,7 +15,7 @@ from albert_lm.settings import (
     add_config_option,
     add_options,
     add_recipe_option,
-    add_word,
+    field_docs,
     load_settings,
     option_values,
     recipe_section,
@@ -24,6 +24,7 @@ from albert_lm.settings import (
 FINETUNE_REQUIRED = ("task", "model", "data", "output")
 FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json
 GLUE_REQUIRED = ("model", "data", "output")
+EVALUATE_REQUIRED = ("task", "data")
 
 
 def pretrain_options(p: argparse.ArgumentParser) -> None:
@@ -273,38 +274,17 @@ def run_glue(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- albert evaluate
 def evaluate_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True, help="task name (squad1, squad2, rte, ...)")
-    p.add_argument("--data", required=True, help="the dev file (SQuAD JSON) or the task's data folder")
-    p.add_argument("--predictions", help="SQuAD predictions JSON to score")
-    p.add_argument(
-        "--na-probs", help="SQuAD 2.0: JSON of question id -> no-answer probability (or null-score diff)"
-    )
-    p.add_argument(
-        "--na-prob-thresh",
-        type=float,
-        default=1.0,
-        help="SQuAD 2.0: predict no answer above this (default 1.0)",
-    )
-    p.add_argument(
-        "--model",
-        help="fine-tuned model folder (config.json, model.safetensors, spiece.model), or hub id "
-        "org/name[@rev]",
-    )
-    p.add_argument(
-        "--output",
-        help="with --model: also write eval_results.json and predictions/ into this folder (apart "
-        "from the model and the data)",
-    )
-    add_word(
+    from albert_lm.training.finetune_config import EvaluateConfig
+
+    add_config_option(p, "evaluate")
+    add_options(
         p,
-        "overwrite",
-        help="with --output: replace the eval_results.json and predictions/ already there "
-        "(nothing else in the folder is touched)",
+        EvaluateConfig,
+        required=EVALUATE_REQUIRED,
+        suppress=True,
+        helps={"overwrite": field_docs(EvaluateConfig)["overwrite"]},
+        metavars={"model": "MODEL", "output": "OUTPUT"},
     )
-    p.add_argument("--batch-size", type=int, default=None, help="with --model: evaluation batch size")
-    p.add_argument("--max-seq-length", type=int, default=None, help="with --model: default: the task's")
-    add_word(p, "device")
-    add_word(p, "precision")
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -315,31 +295,34 @@ def run_evaluate(args: argparse.Namespace) -> int:
     task's dev set. Either way the metrics are printed as one JSON object on the last line."""
     import json
 
-    if args.predictions and args.model:
+    from albert_lm.training.finetune_config import EvaluateConfig
+
+    cfg = load_settings(EvaluateConfig, args, EVALUATE_REQUIRED)
+    if cfg.predictions and cfg.model:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model), not both")
-    if args.output and not args.model:
+    if cfg.output and not cfg.model:
         raise ValueError("--output goes with --model (the scores of --predictions are printed only)")
-    if args.predictions:
-        if args.task not in ("squad1", "squad2"):
-            raise ValueError(f"--predictions scores SQuAD files only; got --task {args.task}")
+    if cfg.predictions:
+        if cfg.task not in ("squad1", "squad2"):
+            raise ValueError(f"--predictions scores SQuAD files only; got --task {cfg.task}")
         from albert_lm.tasks.squad import score_prediction_file
 
         result = score_prediction_file(
-            args.data, args.predictions, args.task == "squad2", args.na_probs, args.na_prob_thresh
+            cfg.data, cfg.predictions, cfg.task == "squad2", cfg.na_probs, cfg.na_prob_thresh
         )
-    elif args.model:
+    elif cfg.model:
         from albert_lm.training.evaluation import evaluate_model
 
         result = evaluate_model(
-            args.task,
-            args.model,
-            args.data,
-            args.output,
-            batch_size=args.batch_size,
-            max_seq_length=args.max_seq_length,
-            device=args.device,
-            precision=args.precision,
-            overwrite=args.overwrite,
+            cfg.task,
+            cfg.model,
+            cfg.data,
+            cfg.output,
+            batch_size=cfg.batch_size,
+            max_seq_length=cfg.max_seq_length,
+            device=cfg.device,
+            precision=cfg.precision,
+            overwrite=cfg.overwrite,
         )
     else:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")

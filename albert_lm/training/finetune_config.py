@@ -257,3 +257,38 @@ def read_saved_settings(folder: str | Path) -> dict[str, Any]:
         if saved.get(name) is not None and not isinstance(saved[name], str):
             raise InputError(path, f"{name}: expected a string, got {json_repr(saved[name])}")
     return saved
+
+
+@dataclass
+class EvaluateConfig:
+    """Settings of `albert evaluate`: a SQuAD predictions file scored, or a fine-tuned model run on a
+    task's dev set."""
+
+    task: str
+    """task name (squad1, squad2, rte, ...)"""
+    data: str
+    """the dev file (SQuAD JSON) or the task's data folder"""
+    predictions: str | None = None
+    """SQuAD predictions JSON to score"""
+    na_probs: str | None = None
+    """SQuAD 2.0: JSON of question id -> no-answer probability (or null-score diff)"""
+    na_prob_thresh: float = 1.0
+    """SQuAD 2.0: predict no answer above this"""
+    model: str | None = None
+    """fine-tuned model folder (config.json, model.safetensors, spiece.model), or hub id org/name[@rev]"""
+    output: str | None = None
+    """with --model: also write eval_results.json and predictions/ into this folder (apart from the model
+    and the data)"""
+    overwrite: bool = False
+    """with --output: replace the eval_results.json and predictions/ already there (nothing else in the
+    folder is touched)"""
+    batch_size: int | None = None
+    """with --model: evaluation batch size"""
+    max_seq_length: int | None = None
+    """with --model: default: the task's"""
+    device: str = "auto"
+    precision: Precision = "auto"
+
+    def __post_init__(self) -> None:
+        check_fields(self, "evaluate")
+        device_name(self.device)
