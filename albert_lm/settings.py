@@ -316,8 +316,9 @@ def add_options(
 ) -> None:
     """One `--field-name` option per field of the dataclass `cls`, in field order.
 
-    `groups` (title -> field names) files options under headed sections of --help, in that order; the
-    fields no group names follow under "other options".
+    `groups` (title -> field names; by default the class's HELP_GROUPS, declared with its fields) files
+    options under headed sections of --help, in that order; the fields no group names follow under
+    "other options".
 
     `suppress`: options left out of the command line are absent from the parsed namespace (so a config
     file's values stand), otherwise they take the field's default. `required`: options that must be given.
@@ -329,7 +330,7 @@ def add_options(
     skip, required = set(skip), set(required)
     help_of, metavar_of, flag_of = dict(helps or {}), dict(metavars or {}), dict(flags or {})
     choices_of = dict(choices or {})
-    target = _grouper(parser, groups)
+    target = _grouper(parser, groups if groups is not None else getattr(cls, "HELP_GROUPS", None))
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue

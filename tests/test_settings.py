@@ -136,3 +136,26 @@ def test_evaluate_and_reproduce_take_a_settings_file(tmp_path, capsys):
     paper.write_text(json.dumps({"data": str(tmp_path / "no-such-data"), "time_budget": "10"}))
     refused(capsys, ["reproduce", "sharing", "--config", str(paper)], "time budget '10'")  # the file was read
     refused(capsys, ["reproduce", "sharing"], "missing --data")
+
+
+def test_every_field_of_a_grouped_settings_class_is_in_one_group():
+    """`--help` sections are declared with the settings (HELP_GROUPS): a new field must be filed under one
+    of them (an option shown under "other options" is one nobody placed), and under one only."""
+    import dataclasses
+
+    from albert_lm.distill.config import GeneralDistillConfig, TaskDistillConfig
+    from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.pretrain_config import PretrainConfig
+
+    # fields given their options by hand (not by add_options), so in no section of the class
+    by_hand = {"model_overrides", "text", "claim"}
+    for cls in (PretrainConfig, FinetuneConfig, GeneralDistillConfig, TaskDistillConfig):
+        grouped = [name for names in cls.HELP_GROUPS.values() for name in names]
+        fields = {f.name for f in dataclasses.fields(cls)} - by_hand
+        assert len(grouped) == len(set(grouped)), f"{cls.__name__}: a field in two sections"
+        assert not fields - set(grouped), (
+            f"{cls.__name__}: in no --help section: {sorted(fields - set(grouped))}"
+        )
+        assert not set(grouped) - fields, (
+            f"{cls.__name__}: sections name no field: {sorted(set(grouped) - fields)}"
+        )

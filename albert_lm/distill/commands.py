@@ -17,15 +17,6 @@ from albert_lm.settings import VOCABULARY, add_config_option, add_options, field
 GENERAL_REQUIRED = ("output",)
 TASK_REQUIRED = ("task", "model", "data", "teacher", "output")
 
-_COMMON_GROUPS = {
-    "how long": ("max_steps", "time_budget", "epochs"),
-    "batch and optimizer": ("batch_size", "learning_rate", "warmup_steps", "optimizer", "weight_decay",
-                            "max_grad_norm", "max_seq_length"),
-    "machine": ("precision", "device", "seed"),
-    "checkpoints, evaluation and records": ("save_every", "keep_last", "eval_every", "log_every", "tensorboard",
-                                           "plot", "resume", "overwrite"),
-}  # fmt: skip
-
 
 def _helps() -> dict[str, str]:
     """The attribute docstrings of the fields `cls` inherits (`add_options` reads a class's own only);
@@ -73,29 +64,6 @@ def general_options(p: argparse.ArgumentParser) -> None:
             "time_budget": "TIME",
             "output": "DIR",
         },
-        groups={
-            "teacher and text": (
-                "teacher",
-                "cache",
-                "teacher_batch_size",
-                "input_format",
-                "strip_gutenberg",
-                "min_words",
-                "max_segments",
-                "eval_segments",
-                "sts",
-                "output",
-            ),
-            "the student": ("tokenizer", "preset", "model_config", "init_from"),
-            "losses": (
-                "embedding_weight",
-                "embedding_loss",
-                "relation_weight",
-                "mlm_weight",
-                "masked_lm_prob",
-            ),
-            **_COMMON_GROUPS,
-        },
     )
     _text_option(
         _group(p, "teacher and text"),
@@ -133,23 +101,6 @@ def task_options(p: argparse.ArgumentParser) -> None:
             "cache": "DIR",
             "time_budget": "TIME",
             "output": "DIR",
-        },
-        groups={
-            "what to distil": (
-                "task",
-                "model",
-                "teacher",
-                "data",
-                "output",
-                "cache",
-                "teacher_batch_size",
-                "augment",
-            ),
-            "losses": ("temperature", "hard_label_weight"),
-            "the student": ("dropout", "classifier_dropout"),
-            "sizes": ("max_train_examples", "max_eval_examples"),
-            "your own data's columns": ("text_column", "text_pair_column", "label_column"),
-            **_COMMON_GROUPS,
         },
     )
     _text_option(

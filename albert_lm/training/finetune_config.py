@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from albert_lm.files import InputError, read_json_object
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, json_repr
@@ -56,6 +56,42 @@ _DEFAULT_WARMUP_FRACTION = 0.1
 @dataclass
 class FinetuneConfig:
     """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""
+
+    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "what to fine-tune": ("task", "model", "data", "output", "tokenizer", "overwrite"),
+        "training": (
+            "max_steps",
+            "epochs",
+            "batch_size",
+            "learning_rate",
+            "warmup_steps",
+            "weight_decay",
+            "max_grad_norm",
+            "gradient_accumulation_steps",
+            "dropout",
+            "classifier_dropout",
+            "seed",
+        ),
+        "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
+        "machine": ("precision", "device"),
+        "evaluation and records": ("eval_every", "log_every", "tensorboard", "plot"),
+        "question answering and multiple choice": (
+            "doc_stride",
+            "max_query_length",
+            "n_best",
+            "max_answer_length",
+            "null_score_diff_threshold",
+            "max_qa_length",
+        ),
+        "your own data's columns": (
+            "text_column",
+            "text_pair_column",
+            "label_column",
+            "tokens_column",
+            "tags_column",
+        ),
+    }
+    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
 
     task: str
     """the task (GLUE name, squad1, squad2, race, classification, token-classification)"""

@@ -11,7 +11,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from albert_lm.hub import resolve_model
 from albert_lm.settings import (
@@ -27,6 +27,39 @@ from albert_lm.settings import (
 @dataclass
 class PretrainConfig:
     """One pretraining run. Defaults are the paper's (Section 4.1) and google-research's flags."""
+
+    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "data and output": ("data", "output", "resume", "overwrite"),
+        "the model": ("preset", "model_config", "init_from", "init_from_group0", "projection_init_std"),
+        "how long": ("max_steps", "time_budget"),
+        "batch and optimizer": (
+            "batch_size",
+            "gradient_accumulation_steps",
+            "learning_rate",
+            "warmup_steps",
+            "poly_power",
+            "optimizer",
+            "weight_decay",
+            "adam_beta1",
+            "adam_beta2",
+            "adam_epsilon",
+            "bias_correction",
+            "max_grad_norm",
+        ),
+        "objective": ("sop_weight", "masked_lm_prob", "max_predictions_per_seq", "dropout_off_step"),
+        "machine": ("precision", "device", "gradient_checkpointing", "dist_timeout_s", "seed"),
+        "checkpoints, evaluation and records": (
+            "save_every",
+            "keep_last",
+            "eval_every",
+            "eval_batches",
+            "eval_text",
+            "log_every",
+            "tensorboard",
+            "plot",
+        ),
+    }
+    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
 
     data: str | None = None
     """folder from `albert data create` (holds spiece.model, train and eval splits)"""
