@@ -251,6 +251,7 @@ class TaskDistillConfig(DistillCommon):
             "cache",
             "teacher_batch_size",
             "augment",
+            "extra_text",
         ),
         "losses": ("temperature", "hard_label_weight"),
         "the student": ("dropout", "classifier_dropout"),
