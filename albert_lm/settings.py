@@ -18,21 +18,28 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import functools
-import inspect
-import math
 import os
-import re
-import textwrap
-import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from albert_lm.files import InputError, read_json_object
+from albert_lm.values import (  # noqa: F401 (the checks, importable from here as before)
+    PRECISIONS,
+    Precision,
+    _BadValue,
+    _describe,
+    _union_args,
+    check_fields,
+    check_ranges,
+    device_name,
+    field_docs,
+    json_repr,
+    parse_duration,
+    seed_list,
+)
 
 __all__ = [
     "DEVICE_HELP",
@@ -54,118 +61,10 @@ __all__ = [
 ]
 
 
-@functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstrings of a dataclass: the string literal right under each field."""
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):  # no source (frozen or zipped install): options without help
-        return {}
-    body = ast.parse(source).body[0]
-    assert isinstance(body, ast.ClassDef)
-    docs: dict[str, str] = {}
-    for node, after in zip(body.body, [*body.body[1:], None], strict=True):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(after.value.value.split())
-    return docs
-
-
 _METAVARS = {int: "N", float: "X"}
 # Shared options whose meaning a command states in its own field docstring (a seed's role, what the
 # time budget bounds); the flag, type and default still come from VOCABULARY.
 _OWN_HELP = ("seed", "seeds", "time_budget", "overwrite", "workers")
-
-
-def _union_args(hint: Any) -> tuple[Any, ...] | None:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return typing.get_args(hint)
-    return None
-
-
-def _matches(value: Any, hint: Any) -> bool:
-    """Whether `value` (from JSON or the command line) is of type `hint` as a config field means it:
-    no bool for an int, no string for a number, only finite floats."""
-    if hint is Any:
-        return True
-    if (args := _union_args(hint)) is not None:
-        return any(_matches(value, a) for a in args)
-    if typing.get_origin(hint) is typing.Literal:
-        return any(type(value) is type(c) and value == c for c in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is str:  # an empty string never stands for something else (the current folder, a default)
-        return isinstance(value, str) and value.strip() != ""
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    origin = typing.get_origin(hint) or hint
-    return isinstance(value, origin) if isinstance(origin, type) else True
-
-
-def _describe(hint: Any) -> str:
-    if (args := _union_args(hint)) is not None:
-        return " or ".join(_describe(a) for a in args)
-    if typing.get_origin(hint) is typing.Literal:
-        return "one of " + ", ".join(json_repr(c) for c in typing.get_args(hint))
-    names = {int: "an integer", float: "a finite number", str: "a non-empty string", bool: "true or false",
-             type(None): "null", dict: "a JSON object", list: "a list"}  # fmt: skip
-    return names.get(typing.get_origin(hint) or hint, str(hint))
-
-
-def json_repr(value: Any) -> str:
-    """A value as the user wrote it in JSON: "3" for a string, 3 for a number, null, true."""
-    import json
-
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-# Ranges `check_ranges` knows: (test, what the message says a value must be).
-_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "at_least_one": (lambda v: v >= 1, ">= 1"),
-    "positive": (lambda v: v > 0, "> 0"),
-    "non_negative": (lambda v: v >= 0, ">= 0"),
-    "fraction": (lambda v: 0 <= v < 1, "in [0, 1)"),
-}
-
-
-def check_ranges(obj: Any, where: str = "", **groups: Iterable[str]) -> None:
-    """Each field named in a group (`at_least_one`, `positive`, `non_negative`, `fraction`) holds a value
-    in that range, None aside; else one ValueError naming the field (after `check_fields`: types are
-    right by then)."""
-    for group, names in groups.items():
-        test, bound = _RANGES[group]
-        for name in names:
-            value = getattr(obj, name)
-            if value is not None and not test(value):
-                prefix = f"{where}: " if where else ""
-                raise ValueError(f"{prefix}{name} must be {bound}, got {value}")
-
-
-def check_fields(obj: Any, where: str = "") -> None:
-    """Refuse a dataclass instance whose fields do not hold their declared types: one ValueError naming
-    the field, the type expected and the value given (`where` prefixes it: a file, a config's name).
-    Config files, recipes, overrides and options all reach the configs' constructors, so this one check
-    covers them all."""
-    hints = typing.get_type_hints(type(obj))
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if not _matches(value, hints[f.name]):
-            prefix = f"{where}: " if where else ""
-            raise ValueError(f"{prefix}{f.name}: expected {_describe(hints[f.name])}, got {json_repr(value)}")
 
 
 def _option_type(hint: Any) -> tuple[Any, tuple[Any, ...] | None]:
@@ -184,34 +83,6 @@ def _option_type(hint: Any) -> tuple[Any, tuple[Any, ...] | None]:
 # A concept that several commands share has one flag, one type, one set of choices and one default,
 # written here once; `add_options` (dataclass settings) and `add_word` (hand-written options) both take
 # them from here, and tests/test_cli_vocabulary.py fails if a command names one of them another way.
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-Precision = typing.Literal["auto", "fp32", "bf16", "fp16"]  # the type of every settings field "precision"
-
-
-class _BadValue(argparse.ArgumentTypeError, ValueError):
-    """A value refused: argparse prints the message as it is; a settings check reads a ValueError."""
-
-
-def device_name(text: str) -> str:
-    """A --device value: auto, cpu, cuda or cuda:N (an argparse type; a ValueError names what is wrong)."""
-    value = str(text).strip().lower()
-    if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", value):
-        return value
-    raise _BadValue(f"device {text!r}: expected auto, cpu, cuda or cuda:N")
-
-
-def seed_list(text: str | int, option: str = "--seeds") -> list[int]:
-    """The seeds of a --seeds value ("1,2,3", or one number), in order, each once."""
-    seeds: list[int] = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not re.fullmatch(r"\d+", part):
-            raise ValueError(f"{option} {text!r}: expected comma-separated whole numbers >= 0, e.g. 1,2,3")
-        if int(part) not in seeds:
-            seeds.append(int(part))
-    return seeds
-
-
 DEVICE_HELP = "auto (default: CUDA when there is a GPU, else CPU), cpu, cuda or cuda:N"
 PRECISION_HELP = (
     "auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
@@ -462,28 +333,6 @@ def merge_settings(
         name = str(e).removeprefix(f"{cls.__name__}: ").split(":")[0].split(" ")[0]
         where = source.get(name)
         raise ValueError(f"{where}: {e}" if where and not str(e).startswith(where) else str(e)) from None
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in "90s", "45m", "1.5h" or "1h30m"; a ValueError otherwise.
-
-    A bare number ("10") is refused: read as seconds it would end a run meant to last 10 minutes or 10
-    hours almost at once, so the unit must be written."""
-    value = str(text).strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", value):
-        raise ValueError(
-            f"time budget {text!r}: give a unit, e.g. {value}s, {value}m or {value}h (a bare number is ambiguous)"
-        )
-    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", value)
-    if not value or parts is None:
-        raise ValueError(f"time budget {text!r}: expected e.g. 90s, 45m, 1.5h or 1h30m")
-    h, m, sec = (float(x) if x else 0.0 for x in parts.groups())
-    seconds = 3600 * h + 60 * m + sec
-    if not seconds > 0:
-        raise ValueError(f"time budget {text!r}: expected a positive duration")
-    if not math.isfinite(seconds):
-        raise ValueError(f"time budget {text!r}: expected a finite duration")
-    return seconds
 
 
 # --------------------------------------------------------------------------- recipes

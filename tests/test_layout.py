@@ -59,3 +59,13 @@ def test_no_import_circle():
         if node not in state:
             visit(node, [node])
     assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
+def test_no_module_over_450_lines():
+    """A module past this is two concepts in one room: split it along its seam."""
+    long = {
+        str(p.relative_to(ROOT.parent)): n
+        for p in ROOT.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"

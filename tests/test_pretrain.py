@@ -418,7 +418,7 @@ def test_bad_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="precision"):
         PretrainConfig(precision="fp8")
     bad.write_text("[1, 2]")
-    with pytest.raises(ValueError, match="expected a JSON object, got list"):
+    with pytest.raises(ValueError, match="expected a JSON object of settings, got list"):
         PretrainConfig.load(bad)
     bad.write_text('{"max_steps": 5,\n "seed": }')
     with pytest.raises(ValueError, match=r"run.json:2: not valid JSON"):

@@ -87,7 +87,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
     cfg = _shape_from_init(cfg, args, given)
     if args.text:
-        from albert_lm.training.pretrain_setup import data_from_text
+        from albert_lm.training.text_data import data_from_text
 
         cfg = data_from_text(cfg, args.text, recipe_section(args, "data"))
     if cfg.data is None:

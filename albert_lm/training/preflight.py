@@ -57,7 +57,7 @@ def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
     out = Path(cfg.output)
     inputs = {"--data": cfg.data, "--init-from": cfg.init_from, "--model-config": cfg.model_config,
               "--eval-text": cfg.eval_text}  # fmt: skip
-    # `pretrain --text` makes its examples in OUTPUT/data (pretrain_setup.data_from_text; it has already
+    # `pretrain --text` makes its examples in OUTPUT/data (text_data.data_from_text; it has already
     # done any --overwrite): the run's files go beside them. Under --overwrite they would be deleted.
     generated = out / "data"
     if cfg.data and Path(cfg.data).resolve() == generated.resolve() and not cfg.overwrite:

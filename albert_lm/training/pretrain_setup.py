@@ -151,55 +151,6 @@ def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
     return train, evaluation, AlbertTokenizer.from_pretrained(data)
 
 
-TEXT_DATA = "data"  # OUTPUT/data: the examples `pretrain --text` makes
-
-
-def data_from_text(
-    cfg: PretrainConfig, files: list[str], settings: dict[str, Any] | None = None, progress: bool = True
-) -> PretrainConfig:
-    """`albert pretrain --text FILE ... --init-from MODEL`: pretraining examples from plain text with the
-    model's own tokenizer, in OUTPUT/data (resumed like any `data create`), and `cfg` pointing at them:
-    continued (task- or domain-adaptive) pretraining in one command. `settings`: DataConfig fields (a
-    recipe's data section); sequences default to min(128, the model's positions), the layout of each
-    file is guessed (`--format auto`). `files`: files, folders or glob patterns."""
-    from albert_lm.data.corpus import check_input_file
-    from albert_lm.data.examples import DataConfig
-    from albert_lm.data.shards import create_pretraining_data
-    from albert_lm.data.sources import expand_inputs
-    from albert_lm.data.tokenizer import MODEL_FILE
-
-    if cfg.data is not None:
-        raise ValueError(
-            "give --data (examples made by `albert data create`) or --text (plain text), not both"
-        )
-    source = Path(cfg.output) if cfg.resume else None
-    if cfg.init_from:
-        source = resolve_model(cfg.init_from, "--init-from")  # a hub id: its cached snapshot
-    if source is None or not (source / MODEL_FILE).is_file():
-        raise ValueError(
-            "--text needs the tokenizer of the model it continues: --init-from a model folder holding "
-            f"{MODEL_FILE} (for a new model, make a tokenizer and data with `albert tokenizer train` and "
-            "`albert data create`)"
-        )
-    files = expand_inputs(files)  # folders and globs as `albert data create` takes them
-    for file in files:
-        check_input_file(Path(file))
-    positions = AlbertConfig.from_pretrained(source).max_position_embeddings
-    data_cfg = DataConfig(
-        **{"max_seq_length": min(128, positions), "input_format": "auto", **(settings or {})}
-    )
-    data_cfg.validate()
-    output = Path(cfg.output)
-    preflight.check_output(cfg, ckpt.latest_checkpoint(output))
-    if cfg.overwrite and output.is_dir():  # the old run goes now, so the new examples are not removed with it
-        logger.info("--overwrite: removing %s from %s", describe_folder(output), output)
-        clear_folder(output)
-        cfg = dataclasses.replace(cfg, overwrite=False)
-    out = output / TEXT_DATA
-    create_pretraining_data(files, source, out, data_cfg, num_workers=1, progress=progress)
-    return dataclasses.replace(cfg, data=str(out))
-
-
 def _check_inputs(
     cfg: PretrainConfig, latest: Path | None, train: Any, evaluation: Any, tokenizer: Any, d: DistInfo
 ) -> None:
