@@ -39,12 +39,12 @@ from albert_lm.training import checkpoint as ckpt
 from albert_lm.training.distributed import StopFlag
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, draw_curves
 from albert_lm.training.optim import (
-    TimeBudgetFactor,
     build_optimizer,
     build_scheduler,
     build_time_budget_scheduler,
     clip_by_global_norm,
     fit_warmup,
+    time_budget_spent,
 )
 
 logger = logging.getLogger(__name__)
@@ -284,15 +284,6 @@ def _evaluate(loop: _Loop) -> dict[str, Any]:
     return results
 
 
-def _budget_spent(loop: _Loop, budget_s: float | None) -> bool:
-    if budget_s is None:
-        return False
-    factor = loop.scheduler.lr_lambdas[0]
-    assert isinstance(factor, TimeBudgetFactor)  # build_time_budget_scheduler's
-    factor.progress = min(1.0, loop.elapsed_s / budget_s)
-    return loop.elapsed_s >= budget_s
-
-
 def train(d: Distiller, latest: Path | None) -> DistillResult:
     """Train `d` from step 0 or from `latest`; evaluate, save and finish (module docstring)."""
     optimizer, scheduler = _optimization(d)
@@ -326,14 +317,14 @@ def _run(loop: _Loop, stop: StopFlag) -> DistillResult:
     limit = d.total_steps
     last: dict[str, Any] = {}
     with bar:
-        done, clock = _budget_spent(loop, budget_s), time.monotonic()
+        done, clock = time_budget_spent(loop.scheduler, loop.elapsed_s, budget_s), time.monotonic()
         while loop.step < limit and not done:
             _take_step(loop)
             # The run's time: its steps and its evaluations and saves (counted with the next step), as
             # `albert pretrain` counts it.
             now = time.monotonic()
             loop.elapsed_s, clock = loop.elapsed_s + now - clock, now
-            done = _budget_spent(loop, budget_s)
+            done = time_budget_spent(loop.scheduler, loop.elapsed_s, budget_s)
             stopping = stop.signum is not None
             bar.update(min(round(loop.elapsed_s), bar.total) - bar.n if budget_s else 1)
             end = stopping or done or loop.step >= limit

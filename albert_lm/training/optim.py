@@ -332,3 +332,17 @@ def scale_learning_rate(batch_size: int, reference_lr: float = 1.76e-3, referenc
     if batch_size < 1:
         raise ValueError(f"batch size must be >= 1, got {batch_size}")
     return reference_lr * math.sqrt(batch_size / reference_batch)
+
+
+def time_budget_spent(
+    scheduler: torch.optim.lr_scheduler.LRScheduler, elapsed_s: float, budget_s: float | None
+) -> bool:
+    """With a time budget: set the schedule's progress from the time spent (the scheduler is
+    `build_time_budget_scheduler`'s) and say whether the budget is gone. Without one: False. The one
+    check of every loop bounded by time (pretraining, distillation)."""
+    if budget_s is None:
+        return False
+    factor = scheduler.lr_lambdas[0]  # type: ignore[attr-defined]
+    assert isinstance(factor, TimeBudgetFactor), "a time budget needs build_time_budget_scheduler"
+    factor.progress = min(1.0, elapsed_s / budget_s)
+    return elapsed_s >= budget_s

@@ -51,7 +51,7 @@ from albert_lm.training import run_cards
 from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics
 from albert_lm.training.objective import STATS, PretrainingObjective, summarize
-from albert_lm.training.optim import clip_by_global_norm
+from albert_lm.training.optim import clip_by_global_norm, time_budget_spent
 from albert_lm.training.pretrain_config import PretrainConfig
 from albert_lm.training.pretrain_setup import Run, setup
 
@@ -187,16 +187,11 @@ def check_step(run: Run, last: StepStats) -> None:
 
 
 def budget_spent(run: Run, budget_s: float | None) -> bool:
-    """With a time budget: agree on the time spent (the slowest rank's), set the schedule's progress from
-    it, and say whether the budget is gone. Without one: False."""
-    if budget_s is None:
-        return False
-    if run.d.world > 1:
+    """With a time budget: agree on the time spent (the slowest rank's), then `time_budget_spent`."""
+    if budget_s is not None and run.d.world > 1:
         spent = torch.tensor([run.elapsed_s], dtype=torch.float64, device=run.device)
         run.elapsed_s = float(all_reduce(spent, run.d, dist.ReduceOp.MAX).item())
-    factor = run.scheduler.lr_lambdas[0]  # type: ignore[attr-defined]  # a TimeBudgetFactor (setup)
-    factor.progress = min(1.0, run.elapsed_s / budget_s)
-    return run.elapsed_s >= budget_s
+    return time_budget_spent(run.scheduler, run.elapsed_s, budget_s)
 
 
 def stop_requested(stop: StopFlag, d: DistInfo, device: torch.device) -> bool:
