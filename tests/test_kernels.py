@@ -340,3 +340,26 @@ def test_every_config_activation_has_a_kernel_function():
     assert set(kernels.ACTIVATIONS) == set(ACTIVATIONS)
     x = torch.linspace(-3, 3, 7)
     torch.testing.assert_close(kernels.activation_fn("gelu_fast")(x), F.gelu(x, approximate="tanh"))
+
+
+def test_one_device_layer_for_every_loop(monkeypatch):
+    """`--device` means one thing everywhere: auto and cuda under torchrun are the process's own GPU,
+    cuda:N is GPU N, and the autocast of a precision is the same for training and inference."""
+    import torch
+
+    from albert_lm.kernels.device import autocast, pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    assert pick_device("auto") == torch.device("cuda", 2) == pick_device("cuda")
+    assert pick_device("cuda:1") == torch.device("cuda", 1) and pick_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match="4 CUDA GPU"):
+        pick_device("cuda:7")
+    monkeypatch.delenv("LOCAL_RANK")
+    assert pick_device("cuda") == torch.device("cuda")
+    cpu = torch.device("cpu")
+    with autocast(cpu, "bf16"):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with autocast(cpu, "fp32"):
+        assert not torch.is_autocast_enabled("cpu")

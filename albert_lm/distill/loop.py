@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from albert_lm.distill.config import RESUME_MAY_CHANGE, DistillCommon
 from albert_lm.files import check_output_apart, clear_folder, describe_folder, read_json_object
+from albert_lm.kernels.device import autocast
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training.distributed import StopFlag
@@ -105,9 +106,7 @@ class Distiller(abc.ABC):
         """Back to `state()` as a checkpoint saved it."""
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        if self.precision == "bf16":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast(self.device, self.precision)
 
 
 # --------------------------------------------------------------------------- the output folder

@@ -20,7 +20,8 @@ from tqdm import tqdm
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import write_json
 from albert_lm.hub import resolve_model
-from albert_lm.kernels.precision import Precision, resolve_precision
+from albert_lm.kernels.device import autocast as autocast_for
+from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import (
@@ -47,30 +48,6 @@ HEAD_CLASSES = {
 
 
 # --------------------------------------------------------------------------- running the model
-def pick_device(name: str) -> torch.device:
-    """`auto` -> cuda when torch sees a GPU, else cpu; a named device is checked to exist here, so a
-    machine without it is one clear error instead of a traceback at the first tensor moved."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as e:
-        raise ValueError(f"--device {name!r}: not a device name (auto, cpu, cuda, cuda:1, ...)") from e
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"--device {name}: torch sees no CUDA GPU on this machine; use --device cpu (or auto)"
-            )
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s) (cuda:0 to "
-                f"cuda:{torch.cuda.device_count() - 1})"
-            )
-    elif device.type != "cpu":
-        raise ValueError(f"--device {name}: expected auto, cpu or cuda[:N]")
-    return device
-
-
 def check_tokenizer_fits(
     tokenizer: AlbertTokenizer, model_dir: str | Path, config: AlbertConfig, recorded: str | None = None
 ) -> None:
@@ -108,26 +85,11 @@ def model_fingerprint(model_dir: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-def resolved_precision(precision: str, device: torch.device) -> Precision:
-    """`auto` -> bf16 where this device computes it fast, else fp32 (logged); others unchanged."""
-    resolved, why = resolve_precision(precision, device)
-    if precision == "auto":
-        logger.info("precision auto -> %s: %s", resolved, why)
-    return resolved
-
-
 def required(value: _T | None, name: str) -> _T:
     """A setting `FinetuneConfig.resolved()` fills in; None means the config was not resolved."""
     if value is None:
         raise ValueError(f"{name} is None: pass a resolved config (FinetuneConfig.resolved())")
     return value
-
-
-def autocast_for(device: torch.device, precision: str):
-    if precision == "fp32":
-        return torch.autocast(device.type, enabled=False)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device.type, dtype=dtype)
 
 
 @torch.no_grad()

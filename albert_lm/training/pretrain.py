@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 
 from albert_lm.data.dataset import evaluation_loader
 from albert_lm.files import write_json
+from albert_lm.kernels.device import autocast
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import run_cards
 from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
@@ -81,12 +82,6 @@ class StepStats:
 
 
 # --------------------------------------------------------------------------- one step
-def _autocast(cfg: PretrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
-    if cfg.precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -124,7 +119,7 @@ def train_step(
             else contextlib.nullcontext()
         )
         with sync:
-            with _autocast(cfg, device):
+            with autocast(device, cfg.precision):
                 loss, micro_stats = wrapped(batch)
             (loss / k_steps).backward()
         stats += micro_stats.double()
@@ -260,7 +255,7 @@ def evaluate(
     objective.eval()
     stats = torch.zeros(len(STATS), dtype=torch.float64, device=device)
     for batch in evaluation_loader(dataset, cfg.batch_size, cfg.eval_batches, d.rank, d.world):
-        with _autocast(cfg, device):
+        with autocast(device, cfg.precision):
             stats += objective(_to(batch, device))[1].double()
     objective.train(was_training)
     return summarize(all_reduce(stats, d), objective.sentence_weight)

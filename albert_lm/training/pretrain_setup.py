@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_eval_dataset
 from albert_lm.files import clear_folder, describe_folder, folder_lock, read_json_object
 from albert_lm.hub import resolve_model
+from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
@@ -89,14 +90,6 @@ class Run:
     lock: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # rank 0's hold on `out`
 
 
-def _resolve_device(cfg: PretrainConfig) -> torch.device:
-    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ValueError("device cuda asked for, but torch sees no CUDA device")
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device("cpu")
-
-
 def _resolved_precision(cfg: PretrainConfig, device: torch.device, d: DistInfo) -> PretrainConfig:
     """cfg with `auto` replaced by what it means here (logged; the saved config records what ran)."""
     if cfg.precision != "auto":
@@ -115,7 +108,7 @@ def _resolved_precision(cfg: PretrainConfig, device: torch.device, d: DistInfo) 
 
 def _start_process(cfg: PretrainConfig) -> tuple[PretrainConfig, torch.device, DistInfo]:
     """The device, the process group (under torchrun) and the precision, resolved."""
-    device = _resolve_device(cfg)
+    device = pick_device(cfg.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     d = init_distributed(device, cfg.dist_timeout_s)
