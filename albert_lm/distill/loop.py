@@ -33,10 +33,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from albert_lm.distill.config import RESUME_MAY_CHANGE, DistillCommon
-from albert_lm.files import check_output_apart, clear_folder, describe_folder, read_json_object
+from albert_lm.files import clear_folder, describe_folder
 from albert_lm.kernels.device import autocast
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
+from albert_lm.training import run_folder
 from albert_lm.training.distributed import StopFlag
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, draw_curves
 from albert_lm.training.optim import (
@@ -47,14 +48,20 @@ from albert_lm.training.optim import (
     fit_warmup,
     time_budget_spent,
 )
+from albert_lm.training.run_folder import RunKind
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "distill_config.json"
 WARMUP_FRACTION = 0.1  # of a run shorter than its --warmup-steps
-STATE_KEYS = ("step", "epoch", "position", "optimizer", "scheduler", "rng", "elapsed_s")
 # Files that mark a folder as a distillation run's (besides checkpoint-N folders).
-RUN_FILES = (CONFIG_FILE, "model.safetensors", METRICS_FILE, "best", "eval_results.json")
+DISTILLATION = RunKind(
+    "distillation",
+    (CONFIG_FILE, "model.safetensors", METRICS_FILE, "best", "eval_results.json"),
+    CONFIG_FILE,
+    RESUME_MAY_CHANGE,
+    state_keys=("step", "epoch", "position", "optimizer", "scheduler", "rng", "elapsed_s"),
+)
 
 
 @dataclass
@@ -114,38 +121,13 @@ def check_output(cfg: DistillCommon, inputs: dict[str, Any]) -> Path | None:
     """Before any work: the output is apart from the inputs, holds no other run (unless --resume or
     --overwrite) and, resumed, keeps its settings. Returns the checkpoint to resume from."""
     out = Path(cfg.output)
-    check_output_apart(out, inputs)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
-    latest = ckpt.latest_checkpoint(out)
-    finished = out.is_dir() and any((out / name).exists() for name in RUN_FILES)
-    if cfg.resume:
-        if latest is None and finished:
-            raise FileExistsError(
-                f"--output {out} holds a run with no checkpoint to resume from ({describe_folder(out)}): pass "
-                "--overwrite instead of --resume to replace it, or choose another --output"
-            )
-        if latest is not None:
-            _check_same_settings(cfg, latest)
-        return latest
-    if (latest is not None or finished) and not cfg.overwrite:
-        raise FileExistsError(
-            f"--output {out} holds another run ({describe_folder(out)}): pass --resume to continue it, "
-            "--overwrite to replace it, or choose another --output"
-        )
-    return None
-
-
-def _check_same_settings(cfg: DistillCommon, latest: Path) -> None:
-    saved = read_json_object(latest / CONFIG_FILE, "distillation settings")
-    now = json.loads(json.dumps(cfg.to_dict()))  # as the file holds them (tuples as lists)
-    changed = [k for k, v in now.items() if k not in RESUME_MAY_CHANGE and k in saved and saved[k] != v]
-    if changed:
-        diffs = "; ".join(f"{k}: {saved[k]!r} there, {now[k]!r} now" for k in changed)
-        raise ValueError(
-            f"--resume: the settings differ from the run in {latest} ({diffs}); a resumed run keeps its "
-            "settings: drop the change, or start a new run"
-        )
+    latest = ckpt.latest_checkpoint(out) if out.is_dir() else None
+    run_folder.check_output(
+        DISTILLATION, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
+    )
+    if cfg.resume and latest is not None:
+        run_folder.check_resume(DISTILLATION, latest, cfg.to_dict())
+    return latest if cfg.resume else None
 
 
 def prepare_output(cfg: DistillCommon, latest: Path | None) -> Path:
@@ -202,12 +184,7 @@ def _optimization(d: Distiller) -> tuple[torch.optim.Optimizer, torch.optim.lr_s
 
 
 def _restore(loop: _Loop, latest: Path) -> None:
-    state = ckpt.load_training_state(latest)
-    missing = [k for k in STATE_KEYS if k not in state]
-    if missing:
-        raise ValueError(
-            f"{latest / ckpt.STATE_FILE}: not a distillation state (missing {', '.join(missing)})"
-        )
+    state = run_folder.read_state(DISTILLATION, latest)
     loop.optimizer.load_state_dict(state["optimizer"])
     loop.scheduler.load_state_dict(state["scheduler"])
     loop.step, loop.epoch, loop.position = state["step"], state["epoch"], state["position"]

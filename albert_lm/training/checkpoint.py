@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 PREFIX = "checkpoint-"
 TMP_PREFIX = ".tmp-checkpoint-"
 STATE_FILE = "training_state.pt"
-CONFIG_FILE = "pretrain_config.json"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 _OLD = re.compile(rf"^\.{PREFIX}\d+\.old$")  # atomic_folder's name for a folder being replaced
 
@@ -118,10 +117,12 @@ def save_checkpoint(
     run_config: dict[str, Any] | None = None,
     save_extra: Callable[[Path], None] | None = None,
     keep_last: int = 5,
+    settings_file: str = "run_config.json",
 ) -> Path:
     """Write `output_dir/checkpoint-STEP/` atomically, then delete all but the newest `keep_last`.
 
     `model` must be the unwrapped model (not DDP): its `save_pretrained` writes the weights.
+    `run_config` is written as `settings_file` (the run's kind names it: `run_folder.RunKind`);
     `save_extra(folder)` writes anything else into the folder before the rename (the tokenizer).
     The same step saved again (e.g. SIGTERM right after a periodic save) replaces the earlier folder.
     """
@@ -133,7 +134,7 @@ def save_checkpoint(
         if save_extra is not None:
             save_extra(tmp)
         if run_config is not None:
-            write_json(tmp / CONFIG_FILE, run_config)
+            write_json(tmp / settings_file, run_config)
         # The state file goes last: a folder is "complete" when it holds it (see list_checkpoints).
         _save_durably(tmp / STATE_FILE, training_state)
     if keep_last > 0:

@@ -40,8 +40,6 @@ from tqdm import tqdm
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
 from albert_lm.files import (
     atomic_folder,
-    check_output_apart,
-    describe_folder,
     folder_lock,
     write_json,
 )
@@ -52,6 +50,7 @@ from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.glue import glue_id2label
 from albert_lm.tasks.task import Feature
+from albert_lm.training import run_folder
 from albert_lm.training.evaluation import (
     EvalSet,
     autocast_for,
@@ -69,6 +68,7 @@ from albert_lm.training.finetune_config import SAVED_FILE, FinetuneConfig, read_
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, FinetuneLog
 from albert_lm.training.optim import build_optimizer, build_scheduler, clip_by_global_norm
 from albert_lm.training.run_cards import write_finetune_card
+from albert_lm.training.run_folder import RunKind
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,7 @@ def _finetune(
 
 
 RUN_FILES = ("eval_results.json", METRICS_FILE, "best", "predictions", TENSORBOARD_DIR, CURVES_FILE)
+FINETUNING = RunKind("fine-tuning", RUN_FILES)  # no resume: --overwrite removes only these
 
 
 def _remove_run(out: Path) -> None:
@@ -159,14 +160,8 @@ def _check_folders(cfg: FinetuneConfig) -> None:
     model, out = Path(cfg.model), Path(cfg.output)
     if not (model / "config.json").is_file():
         raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
-    check_output_apart(out, {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer})
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
-    if out.is_dir() and not cfg.overwrite and any((out / name).exists() for name in RUN_FILES):
-        raise FileExistsError(
-            f"--output {out} holds another run ({describe_folder(out)}): pass --overwrite to replace it, "
-            "or choose another --output"
-        )
+    inputs = {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer}
+    run_folder.check_output(FINETUNING, out, inputs, overwrite=cfg.overwrite)
 
 
 def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:

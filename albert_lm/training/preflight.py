@@ -18,10 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from albert_lm.files import check_output_apart, describe_folder, read_json_object
 from albert_lm.model.config import AlbertConfig
-from albert_lm.training import checkpoint as ckpt
+from albert_lm.training import run_folder
 from albert_lm.training.pretrain_config import PretrainConfig
+from albert_lm.training.run_folder import RunKind
 
 # What a resumed run may change: where it reads and writes, how often it logs, saves and evaluates, and
 # where it runs. Anything else changed would make the run's record differ from what ran.
@@ -49,6 +49,15 @@ RESUME_MAY_CHANGE = frozenset(
 
 # Files that mark a folder as a pretraining run's (besides checkpoint-N folders).
 RUN_FILES = ("pretrain_config.json", "model.safetensors", "metrics.jsonl")
+SETTINGS_FILE = "pretrain_config.json"  # every setting of the run, in the output and in each checkpoint
+PRETRAINING = RunKind(
+    "pretraining",
+    RUN_FILES,
+    SETTINGS_FILE,
+    RESUME_MAY_CHANGE,
+    state_keys=("step", "epoch", "offset", "optimizer", "scheduler", "ranks"),  # what resuming reads
+    new_run_hint="start a new run from these weights with --init-from {latest}",
+)
 
 
 def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
@@ -62,41 +71,14 @@ def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
     generated = out / "data"
     if cfg.data and Path(cfg.data).resolve() == generated.resolve() and not cfg.overwrite:
         inputs.pop("--data")
-    check_output_apart(out, inputs)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
-    if cfg.resume and cfg.overwrite:
-        raise ValueError("--resume continues the run in --output, --overwrite replaces it: give one of them")
-    if not out.is_dir():
-        return
-    finished = any((out / name).exists() for name in RUN_FILES)
-    if cfg.resume:
-        if latest is None and finished:
-            raise FileExistsError(
-                f"--output {out} holds a run with no checkpoint to resume from ({describe_folder(out)}): "
-                "pass --overwrite instead of --resume to replace it, or choose another --output"
-            )
-        return
-    held = latest is not None or finished
-    if held and not cfg.overwrite:
-        what = f"checkpoint {latest.name}" if latest is not None else "a finished run"
-        raise FileExistsError(
-            f"--output {out} holds another run ({what}; {describe_folder(out)}): pass --resume to continue "
-            "it, --overwrite to replace it, or choose another --output"
-        )
+    run_folder.check_output(
+        PRETRAINING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
+    )
 
 
 def check_resume(cfg: PretrainConfig, latest: Path) -> None:
     """A resumed run keeps the settings it was started with (RESUME_MAY_CHANGE aside)."""
-    saved = read_json_object(latest / ckpt.CONFIG_FILE, "run configuration")
-    now = cfg.to_dict()
-    changed = [k for k, v in now.items() if k not in RESUME_MAY_CHANGE and k in saved and saved[k] != v]
-    if changed:
-        diffs = "; ".join(f"{k}: {saved[k]!r} there, {now[k]!r} now" for k in changed)
-        raise ValueError(
-            f"--resume: the settings differ from the run in {latest} ({diffs}). A resumed run keeps its "
-            f"settings: drop the change, or start a new run from these weights with --init-from {latest}"
-        )
+    run_folder.check_resume(PRETRAINING, latest, cfg.to_dict())
 
 
 def check_tokenizer(tokenizer: Any, folder: Path, option: str) -> None:

@@ -48,7 +48,7 @@ from albert_lm.data.dataset import evaluation_loader
 from albert_lm.files import write_json
 from albert_lm.kernels.device import autocast
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import run_cards
+from albert_lm.training import preflight, run_cards
 from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics
 from albert_lm.training.objective import STATS, PretrainingObjective, summarize
@@ -297,7 +297,14 @@ def save(run: Run) -> None:
         }  # fmt: skip
         extra = run_cards.checkpoint_extras(run)  # the tokenizer and the model card
         path = ckpt.save_checkpoint(
-            run.out, run.step, run.model, state, run.cfg.to_dict(), extra, run.cfg.keep_last
+            run.out,
+            run.step,
+            run.model,
+            state,
+            run.cfg.to_dict(),
+            extra,
+            run.cfg.keep_last,
+            preflight.SETTINGS_FILE,
         )
         logger.info("saved %s", path)
     if run.d.world > 1:
@@ -311,7 +318,7 @@ def save_final(run: Run) -> None:
         run.model.save_pretrained(run.out)
         if run.tokenizer is not None:
             run.tokenizer.save_pretrained(run.out)
-        write_json(run.out / ckpt.CONFIG_FILE, run.cfg.to_dict())
+        write_json(run.out / preflight.SETTINGS_FILE, run.cfg.to_dict())
         run_cards.final_cards(run)  # README.md: what the model is, how it was made, its scores
         logger.info("final model in %s", run.out)
 

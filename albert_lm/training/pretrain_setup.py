@@ -35,7 +35,7 @@ from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight
+from albert_lm.training import preflight, run_folder
 from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
 from albert_lm.training.monitor import MetricsLog
@@ -58,7 +58,6 @@ logger = logging.getLogger(__name__)
 # small model takes 50k+ a second on an H100: as many workers as the cores allow, up to 12, one core
 # left to the training process for each GPU process on the machine.
 CUDA_MAX_LOADER_WORKERS = 12
-STATE_KEYS = ("step", "epoch", "offset", "optimizer", "scheduler", "ranks")  # what resuming reads
 
 
 @dataclass
@@ -269,12 +268,7 @@ def _train_loader(
 
 def _restore(run: Run, latest: Path) -> None:
     """Continue from `latest`: optimizer, scheduler, data position, this rank's RNG and metric sums."""
-    state = ckpt.load_training_state(latest)
-    missing = [k for k in STATE_KEYS if k not in state]
-    if missing:
-        raise ValueError(
-            f"{latest / ckpt.STATE_FILE}: not a pretraining state (missing {', '.join(missing)})"
-        )
+    state = run_folder.read_state(preflight.PRETRAINING, latest)
     run.optimizer.load_state_dict(state["optimizer"])
     run.scheduler.load_state_dict(state["scheduler"])
     run.step, run.epoch, run.offset = state["step"], state["epoch"], state["offset"]
@@ -294,7 +288,7 @@ def _restore(run: Run, latest: Path) -> None:
 
 def _say_if_extended(run: Run, latest: Path) -> None:
     """A finished (or running) run given a larger --max-steps goes on under the longer run's schedule."""
-    before = read_json_object(latest / ckpt.CONFIG_FILE, "run configuration").get("max_steps")
+    before = read_json_object(latest / preflight.SETTINGS_FILE, "run configuration").get("max_steps")
     cfg = run.cfg
     if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget or not run.d.main:
         return

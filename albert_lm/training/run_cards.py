@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from albert_lm.model.card import write_model_card
 from albert_lm.training import checkpoint as ckpt
+from albert_lm.training import preflight
 
 if TYPE_CHECKING:
     from albert_lm.tasks import Task
@@ -92,7 +93,7 @@ def pretraining_settings(run: Run) -> dict[str, Any]:
         "optimizer": f"{cfg.optimizer}, peak learning rate {cfg.learning_rate:g}, warmup {cfg.warmup_steps} steps",
         "precision": cfg.precision,
         "seed": cfg.seed,
-        "every setting": f"`{ckpt.CONFIG_FILE}` beside this card",
+        "every setting": f"`{preflight.SETTINGS_FILE}` beside this card",
     }
 
 

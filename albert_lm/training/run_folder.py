@@ -1,0 +1,92 @@
+"""The run folder, one way for every loop (pretraining, fine-tuning, distillation): what marks a folder as
+a run's, refusing one that holds another run (unless `--resume` or `--overwrite`), what a resumed run may
+change, and the training state a resume reads back.
+
+Each loop describes its kind of run once (`RunKind`); the words a user reads are the same for all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from albert_lm.files import check_output_apart, describe_folder, read_json_object
+from albert_lm.training import checkpoint as ckpt
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """One kind of run: the files that mark a folder as one, its settings file, the settings a resumed
+    run may change, and the keys of its training state (checked when a resume reads it)."""
+
+    name: str  # "pretraining", "fine-tuning", "distillation"
+    run_files: tuple[str, ...]
+    settings_file: str = ""
+    may_change: frozenset[str] = frozenset()
+    state_keys: tuple[str, ...] = ()
+    new_run_hint: str = "start a new run"  # the way forward when a resume changes a setting ({latest})
+
+
+def check_output(
+    kind: RunKind,
+    out: Path,
+    inputs: Mapping[str, Any],
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    latest: Path | None = None,
+) -> None:
+    """Refuse an output that is, holds or lies inside an input (always), that is a file, or that holds
+    another run (unless `resume`, which continues the newest checkpoint `latest`, or `overwrite`)."""
+    check_output_apart(out, inputs)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in --output, --overwrite replaces it: give one of them")
+    if not out.is_dir():
+        return
+    finished = any((out / name).exists() for name in kind.run_files)
+    if resume:
+        if latest is None and finished:
+            raise FileExistsError(
+                f"--output {out} holds a run with no checkpoint to resume from ({describe_folder(out)}): "
+                "pass --overwrite instead of --resume to replace it, or choose another --output"
+            )
+        return
+    if (latest is not None or finished) and not overwrite:
+        # a kind that resumes says what there is to resume: a checkpoint, or a run finished without one
+        what = "" if not kind.state_keys else f"checkpoint {latest.name}; " if latest else "a finished run; "
+        resumable = "pass --resume to continue it, " if kind.state_keys else ""
+        raise FileExistsError(
+            f"--output {out} holds another run ({what}{describe_folder(out)}): {resumable}pass --overwrite "
+            "to replace it, or choose another --output"
+        )
+
+
+def check_resume(kind: RunKind, latest: Path, now: Mapping[str, Any]) -> None:
+    """A resumed run keeps the settings it was started with (`kind.may_change` aside): `now` against the
+    settings file saved in the checkpoint `latest`, compared as the file holds them (tuples as lists)."""
+    saved = read_json_object(latest / kind.settings_file, f"{kind.name} settings")
+    now = json.loads(json.dumps(dict(now)))
+    changed = [k for k, v in now.items() if k not in kind.may_change and k in saved and saved[k] != v]
+    if changed:
+        diffs = "; ".join(f"{k}: {saved[k]!r} there, {now[k]!r} now" for k in changed)
+        raise ValueError(
+            f"--resume: the settings differ from the run in {latest} ({diffs}). A resumed run keeps its "
+            f"settings: drop the change, or {kind.new_run_hint.format(latest=latest)}"
+        )
+
+
+def read_state(kind: RunKind, latest: Path) -> dict[str, Any]:
+    """The training state of checkpoint `latest` (read with weights_only), refused naming the file where
+    it is not this kind's (another program's file, or another loop's)."""
+    state = ckpt.load_training_state(latest)
+    missing = [k for k in kind.state_keys if k not in state]
+    if missing:
+        raise ValueError(
+            f"{latest / ckpt.STATE_FILE}: not a {kind.name} state (missing {', '.join(missing)})"
+        )
+    return state
