@@ -52,7 +52,7 @@ fi
 
 # 3. Random initialisation: the pretrained model's config.json, untrained, same tokenizer.
 rm -rf "$RUNS/random" "$RUNS/ft"
-"$PYTHON" benchmarks/random_init.py "$RUNS/pretrained" "$RUNS/random"
+"$PYTHON" benchmarks/experiments/random_init.py "$RUNS/pretrained" "$RUNS/random"
 
 # 4. Fine-tuning, identical for both arms: batch 32, max length 128, lr 3e-4 (tiny models want more
 #    than the paper's 1e-5..3e-5), seed 1, warmup = the task's default fraction, dropout = the task's

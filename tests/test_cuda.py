@@ -1,6 +1,6 @@
 """The CUDA paths: parity with transformers in fp32, bf16 forward and backward, exact resume, the
 multi-tensor LAMB and clipping. The GPU tests skip where torch sees no CUDA device (CI's machines);
-`benchmarks/gpu_check.sh` runs them on a GPU. The multi-tensor LAMB is also checked on the CPU."""
+`benchmarks/experiments/gpu_check.sh` runs them on a GPU. The multi-tensor LAMB is also checked on the CPU."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from albert_lm.training.optim import Lamb, clip_by_global_norm, parameter_groups
 
 TESTS = Path(__file__).resolve().parent
 cuda = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="no CUDA device (benchmarks/gpu_check.sh runs these)"
+    not torch.cuda.is_available(), reason="no CUDA device (benchmarks/experiments/gpu_check.sh runs these)"
 )
 
 SMALL = dict(TINY_MODEL, vocab_size=300, hidden_size=64, num_attention_heads=4, intermediate_size=128)

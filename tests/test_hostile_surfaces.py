@@ -165,10 +165,10 @@ def test_out_of_memory_is_one_line(capsys, monkeypatch):
 
 
 def test_the_harness_families_load(monkeypatch):
-    """benchmarks/hostile_round.py finds every family module beside it and each has its interface."""
+    """benchmarks/tools/hostile_round.py finds every family module beside it and each has its interface."""
     import importlib.util
 
-    file = Path(__file__).resolve().parents[1] / "benchmarks" / "hostile_round.py"
+    file = Path(__file__).resolve().parents[1] / "benchmarks" / "tools" / "hostile_round.py"
     spec = importlib.util.spec_from_file_location("hostile_round", file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

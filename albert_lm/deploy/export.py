@@ -331,7 +331,7 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
     (the shared layer's weights quantized once per use) that ran no faster than fp32 (691 against 704
     tokens/s at 8 x 128 on a Zen 3); after the optimizer (it fuses residual + LayerNorm and GELU and
     stores the shared weights once) the int8 file is 10.9 MiB and runs at 1151 tokens/s
-    (benchmarks/bench_int8.py, docs/deploy.md).
+    (benchmarks/timings/bench_int8.py, docs/deploy.md).
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model

@@ -137,7 +137,7 @@ def tune_cpu_allocator() -> bool:
 
     glibc hands blocks above its mmap threshold straight back to the kernel when freed, so a training
     step that frees and reallocates its activations takes hundreds of thousands of page faults (about
-    7% of an albert-base bf16 step here, benchmarks/bench_allocator.py). Raising the mmap threshold to
+    7% of an albert-base bf16 step here, benchmarks/timings/bench_allocator.py). Raising the mmap threshold to
     its 32 MiB maximum and the trim threshold to 1 GiB keeps those pages mapped. Process-wide, so the
     `albert` command calls it rather than the library; returns False where glibc is not the allocator.
     """

@@ -11,7 +11,7 @@ So nothing is chosen by CPU name:
 - among the paths that work, each product shape is timed once and the fastest kept (`albert_lm.kernels.autotune`,
   cached on disk per machine): the forward product (F.linear, oneDNN, oneDNN with a packed weight; in
   inference with the activation, fused where oneDNN can), and in training the grad-input and
-  grad-weight products (torch.mm or oneDNN). `benchmarks/bench_gemm.py` shows the rates on your machine.
+  grad-weight products (torch.mm or oneDNN). `benchmarks/timings/bench_gemm.py` shows the rates on your machine.
 No library exposes this as a module, so it is written here.
 
 `linear(x, weight, bias, activation)` is the one entry point:

@@ -7,7 +7,7 @@ Each gets `albert demo`'s whole pipeline and recipe (a 5000-piece tokenizer trai
 blocks held out, 2500 steps) in one process with one thread; OUTPUT/NAME/demo_results.json has held-out
 MLM accuracy on the corpus's own held-out blocks, the unigram guess and the probes.
 
-    python benchmarks/demo_corpus_size.py --data ../shared/data --output runs/demo-corpus [--corpora small]
+    python benchmarks/experiments/demo_corpus_size.py --data ../shared/data --output runs/demo-corpus [--corpora small]
 """
 
 from __future__ import annotations

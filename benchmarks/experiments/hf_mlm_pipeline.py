@@ -11,7 +11,7 @@ Both systems are scored on the same held-out examples: the eval split of the alb
 masked positions, MLM only). Writes OUTPUT/metrics.jsonl (minutes, step, held-out MLM loss and accuracy)
 and the final model in OUTPUT/ (transformers' folder, readable by albert-lm and `pipeline("fill-mask")`).
 
-    python benchmarks/hf_mlm_pipeline.py --data runs/demo/data --text albert_lm/demo_corpus/*.txt \\
+    python benchmarks/experiments/hf_mlm_pipeline.py --data runs/demo/data --text albert_lm/demo_corpus/*.txt \\
         --output runs/hf-mlm --minutes 10 --preset albert-tiny --seq 64 --batch-size 32 --lr 1e-3
 """
 

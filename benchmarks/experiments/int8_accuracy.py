@@ -4,7 +4,7 @@ For each `TASK=MODEL_DIR` pair (a finetune run's best/ on sst2, mrpc, ...): the 
 through `albert predict` (fp32 and --int8) and through the model exported by `albert export --int8`
 (model.int8.onnx in ONNX Runtime, the same features), scored with the task's metrics.
 
-    python benchmarks/int8_accuracy.py --glue ../shared/data/glue sst2=runs/sst2/best mrpc=runs/mrpc/best
+    python benchmarks/experiments/int8_accuracy.py --glue ../shared/data/glue sst2=runs/sst2/best mrpc=runs/mrpc/best
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # docs/paper.md, end to end on a CPU: the paper's ablations (`albert reproduce CLAIM`) on the shared books.
-#   1. a tokenizer by the recipe ($RECIPE, cpu-1h) on the 27 `small`-tier books (as benchmarks/quality.sh),
+#   1. a tokenizer by the recipe ($RECIPE, cpu-1h) on the 27 `small`-tier books (as benchmarks/experiments/quality.sh),
 #   2. SOP and NSP examples of the same books ($TIER: small, 10 MB; all, the 253 books) and tokenizer,
 #   3. `albert reproduce CLAIM` for each claim in $CLAIMS, $MINUTES of pretraining per cell (or exactly
 #      $MAX_STEPS steps per cell when set: equal steps, as the paper compares, whatever else the machine runs).
-# Usage: CLAIMS="sentence layers" MAX_STEPS=1500 bash benchmarks/paper.sh   (repository root, venv in .venv)
-#        CLAIMS=sharing MAX_STEPS=2500 SEEDS=1,2 bash benchmarks/paper.sh   (each cell at two seeds)
-#        CLAIMS= bash benchmarks/paper.sh   (the tokenizer and the data only, for `albert reproduce` by hand)
+# Usage: CLAIMS="sentence layers" MAX_STEPS=1500 bash benchmarks/experiments/paper.sh   (repository root, venv in .venv)
+#        CLAIMS=sharing MAX_STEPS=2500 SEEDS=1,2 bash benchmarks/experiments/paper.sh   (each cell at two seeds)
+#        CLAIMS= bash benchmarks/experiments/paper.sh   (the tokenizer and the data only, for `albert reproduce` by hand)
 # Everything goes to $RUNS; steps and cells already done there are not done again.
 set -euo pipefail
 

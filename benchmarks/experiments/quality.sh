@@ -3,15 +3,15 @@
 # transformers' own MLM pipeline at the same wall-clock budget?
 #   1. a tokenizer and SOP/MLM data from the shared Gutenberg books, by the recipe ($RECIPE, cpu-1h),
 #   2. side by side, one thread each, the same budget ($MINUTES): `albert pretrain --recipe $RECIPE` and
-#      benchmarks/hf_mlm_pipeline.py (AlbertForMaskedLM + DataCollatorForLanguageModeling + AdamW, the
+#      benchmarks/experiments/hf_mlm_pipeline.py (AlbertForMaskedLM + DataCollatorForLanguageModeling + AdamW, the
 #      same tokenizer, books and model shape),
 #   3. the same architecture untrained (random initialisation),
 #   4. `albert glue` on all three (CoLA, SST-2, MRPC, STS-B, RTE; seeds and rates below),
 #   5. with TAPT_MINUTES > 0, the task-adaptive row (d): the albert-lm model continued on the five tasks'
 #      training text (`albert pretrain --init-from MODEL --text FILE`), then `albert glue` on it,
-#   6. benchmarks/quality_report.py: held-out MLM of the pretrained models scored by one scorer on the
+#   6. benchmarks/experiments/quality_report.py: held-out MLM of the pretrained models scored by one scorer on the
 #      same examples, the GLUE table, the curves (PNG) and quality.json.
-# Usage: bash benchmarks/quality.sh   (repository root, venv in .venv; MINUTES=15 for a quicker pass)
+# Usage: bash benchmarks/experiments/quality.sh   (repository root, venv in .venv; MINUTES=15 for a quicker pass)
 # Everything goes to $RUNS; steps already done there are not done again (an interrupted pass continues).
 set -euo pipefail
 
@@ -57,7 +57,7 @@ if [[ ! -f $OURS/model.safetensors ]]; then
         --no-tensorboard "${resume[@]}" > "$RUNS/albert-lm-${MINUTES}m.log" 2>&1 &
 fi
 if [[ ! -f $THEIRS/model.safetensors ]]; then
-    "$PYTHON" benchmarks/hf_mlm_pipeline.py --data "$RUNS/data" --text "${ALL[@]}" --output "$THEIRS" \
+    "$PYTHON" benchmarks/experiments/hf_mlm_pipeline.py --data "$RUNS/data" --text "${ALL[@]}" --output "$THEIRS" \
         --minutes "$MINUTES" --threads 1 "${SHAPE[@]}" --seq 64 \
         --batch-size 32 --lr "$HF_LR" --eval-every-min 2 > "$RUNS/transformers-${MINUTES}m.log" 2>&1 &
 fi
@@ -66,7 +66,7 @@ wait
 # 3. Random initialisation: the albert-lm model's config.json, untrained (seed 1), the same tokenizer.
 RANDOM_INIT=$RUNS/random
 if [[ ! -f $RANDOM_INIT/model.safetensors ]]; then
-    "$PYTHON" benchmarks/random_init.py "$OURS" "$RANDOM_INIT"
+    "$PYTHON" benchmarks/experiments/random_init.py "$OURS" "$RANDOM_INIT"
 fi
 
 # 4. GLUE for each model (runs already finished are kept).
@@ -82,7 +82,7 @@ TAPT_MINUTES=${TAPT_MINUTES:-0}       # 0: left out
 tapt=()
 if (( TAPT_MINUTES > 0 )); then
     TAPT=$OURS-tapt-${TAPT_MINUTES}m
-    [[ -f $RUNS/tasks.txt ]] || "$PYTHON" benchmarks/task_text.py --glue "$DATA/glue" --output "$RUNS/tasks.txt"
+    [[ -f $RUNS/tasks.txt ]] || "$PYTHON" benchmarks/experiments/task_text.py --glue "$DATA/glue" --output "$RUNS/tasks.txt"
     if [[ ! -f $TAPT/model.safetensors ]]; then
         resume=(); [[ -d $TAPT ]] && compgen -G "$TAPT/checkpoint-*" > /dev/null && resume=(--resume)
         "$ALBERT" pretrain --recipe "$RECIPE" --init-from "$OURS" --text "$RUNS/tasks.txt" --output "$TAPT" \
@@ -95,5 +95,5 @@ if (( TAPT_MINUTES > 0 )); then
 fi
 
 # 6. The report.
-"$PYTHON" benchmarks/quality_report.py --data "$RUNS/data" --ours "$OURS" --theirs "$THEIRS" \
+"$PYTHON" benchmarks/experiments/quality_report.py --data "$RUNS/data" --ours "$OURS" --theirs "$THEIRS" \
     --random "$RANDOM_INIT" "${tapt[@]}" --output "$RUNS/report-${MINUTES}m"

@@ -1,4 +1,4 @@
-"""The report of benchmarks/quality.sh (docs/quality.md): held-out MLM, probes, GLUE and curves of an
+"""The report of benchmarks/experiments/quality.sh (docs/quality.md): held-out MLM, probes, GLUE and curves of an
 albert-lm run, a transformers-pipeline run and the random initialisation.
 
 One scorer for both pretrained models: transformers' AlbertForMaskedLM loaded from each folder, on every
@@ -7,7 +7,7 @@ by its own code. The five probes are the demo's, read with transformers' `pipeli
 numbers come from each arm's `albert glue` output (ARM-glue/glue_results.json). Writes OUTPUT/quality.json,
 OUTPUT/quality.md and OUTPUT/mlm_curves.png (held-out MLM accuracy against training minutes).
 
-    python benchmarks/quality_report.py --data runs/quality/data --ours runs/quality/albert-lm-60m \\
+    python benchmarks/experiments/quality_report.py --data runs/quality/data --ours runs/quality/albert-lm-60m \\
         --theirs runs/quality/transformers-60m --random runs/quality/random --output runs/quality/report-60m
 """
 

@@ -1,8 +1,8 @@
 """The random-initialisation arm of a pretrained-vs-random comparison: a model's architecture, untrained
 (torch seed 1), saved with the same spiece.model, so both arms fine-tune alike.
 
-    python benchmarks/random_init.py runs/pretrained runs/random              # the architecture of a model folder
-    python benchmarks/random_init.py --recipe gpu-10min --tokenizer tok/ runs/random   # that a recipe pretrains
+    python benchmarks/experiments/random_init.py runs/pretrained runs/random   # a model folder's architecture
+    python benchmarks/experiments/random_init.py --recipe gpu-10min --tokenizer tok/ runs/random   # a recipe's
 """
 
 import argparse

@@ -4,7 +4,7 @@
 # scored on dev beside the figures google-research published (docs/released.md).
 #
 # Usage, from the repository root, on a machine with network access (a GPU for the full settings):
-#   bash benchmarks/released.sh [--hub] [--seeds N] [--tasks LIST] [--output DIR] [--precision P] [--dry-run]
+#   bash benchmarks/experiments/released.sh [--hub] [--seeds N] [--tasks LIST] [--output DIR] [--precision P] [--dry-run]
 #
 #   --hub          fine-tune the hub id albert/albert-base-v2 (transformers' conversion of the same
 #                  weights): no download of the tarball, no `albert convert`

@@ -8,7 +8,7 @@ Scores, each as Pearson against the gold scores of GLUE's STS-B dev set (1500 pa
 docs/quality.md sets these beside fine-tuned STS-B: a fine-tuned model that scores below word overlap has
 not learnt to compare the two sentences at all, whatever its pretraining.
 
-    python benchmarks/sts_zero_shot.py --glue ../shared/data/glue MODEL [MODEL ...] [--random]
+    python benchmarks/experiments/sts_zero_shot.py --glue ../shared/data/glue MODEL [MODEL ...] [--random]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ line between): a sentence pair is its two sentences on two lines, in their order
 prediction has a real order to learn. Labels are never read; repeated texts are written once; dev and
 test files are never read.
 
-    python benchmarks/task_text.py --glue ../shared/data/glue --output runs/tapt/tasks.txt
+    python benchmarks/experiments/task_text.py --glue ../shared/data/glue --output runs/tapt/tasks.txt
 """
 
 from __future__ import annotations

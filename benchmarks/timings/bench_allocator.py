@@ -1,6 +1,6 @@
 """The glibc allocator setting of `albert` commands (`hardware.tune_cpu_allocator`): gain and page faults.
 
-    python benchmarks/bench_allocator.py --precision bf16
+    python benchmarks/timings/bench_allocator.py --precision bf16
 
 Runs albert-base pretraining steps (8 x 128, LAMB) for albert-lm and for transformers, each in a fresh
 child process with the default allocator and with the tuned one (a process-wide setting cannot be

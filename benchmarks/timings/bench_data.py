@@ -1,8 +1,8 @@
 """Benchmark of `albert data create` against raw SentencePiece encoding of the same text.
 
-    .venv/bin/python benchmarks/bench_data.py --tier small   # the 10 MB tier of the shared books
-    .venv/bin/python benchmarks/bench_data.py --tier all     # all 100 MB
-    .venv/bin/python benchmarks/bench_data.py --tier all --format lines   # same text, a sentence per line
+    .venv/bin/python benchmarks/timings/bench_data.py --tier small   # the 10 MB tier of the shared books
+    .venv/bin/python benchmarks/timings/bench_data.py --tier all     # all 100 MB
+    .venv/bin/python benchmarks/timings/bench_data.py --tier all --format lines   # same text, a sentence per line
 
 For the chosen books it measures
 1. the practical limit: SentencePiece (the released 30k model) encoding the books' text (Gutenberg headers
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("ALBERT_DATA", ROOT.parent / "shared" / "data"))
 
 

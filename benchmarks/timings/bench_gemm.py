@@ -1,6 +1,6 @@
 """This machine's matrix-multiply limits on a preset's shapes (the "of GEMM limit" column of `albert bench`).
 
-    python benchmarks/bench_gemm.py --preset albert-base --tokens 1024
+    python benchmarks/timings/bench_gemm.py --preset albert-base --tokens 1024
 
 Times (tokens x H) @ (H x 3H), (tokens x H) @ (H x 4H) and (tokens x 4H) @ (4H x H), the encoder's three
 products, through F.linear (MKL in fp32, what nn.Linear uses; oneDNN in bf16, what autocast uses) and

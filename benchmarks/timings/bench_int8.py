@@ -3,7 +3,7 @@ engines, against albert-lm fp32, transformers fp32 and PyTorch's own `quantize_d
 model. Same random weights for all; tokens/s of the encoder forward (median of repeats, the paths
 alternated within each repeat) and agreement with transformers fp32 (cosine of the last hidden states).
 
-    python benchmarks/bench_int8.py --preset albert-base --shapes 1x128 8x128 4x512 --repeats 5
+    python benchmarks/timings/bench_int8.py --preset albert-base --shapes 1x128 8x128 4x512 --repeats 5
 Set ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 to act as an AVX2 CPU.
 """
 

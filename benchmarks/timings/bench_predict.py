@@ -7,7 +7,7 @@ write the labels. albert-lm's `predict` (one JSON line per row) alternates with 
 at batch size 1 (its default) and at `--batch-size`; medians over repeats, and the share of rows whose
 labels agree (transformers' own tokenizer for ALBERT splits some text differently, docs/data.md).
 
-    python benchmarks/bench_predict.py --model runs/sst2/best --input ../shared/data/glue/SST-2/dev.tsv \\
+    python benchmarks/timings/bench_predict.py --model runs/sst2/best --input ../shared/data/glue/SST-2/dev.tsv \\
         --text-column sentence --repeats 3
 
 With --against TEACHER the pipeline runs that transformers classifier instead (a distillation's teacher,

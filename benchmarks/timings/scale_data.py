@@ -1,12 +1,12 @@
 """`albert data create` at scale: its throughput per CPU-second (what a core gives, whatever else runs
 beside it) and wall-clock, and the resident memory of all its processes together over the run.
 
-    .venv/bin/python benchmarks/big_corpus.py --gb 5 --output /tmp/big
+    .venv/bin/python benchmarks/timings/big_corpus.py --gb 5 --output /tmp/big
     .venv/bin/albert tokenizer train --input $D/pretrain/multilingual --language fr --vocab-size 30000 \
         --output /tmp/big-tok
-    .venv/bin/python benchmarks/scale_data.py --label "5 GB multilingual" --tokenizer /tmp/big-tok \
+    .venv/bin/python benchmarks/timings/scale_data.py --label "5 GB multilingual" --tokenizer /tmp/big-tok \
         --output /tmp/big-data --input /tmp/big
-    .venv/bin/python benchmarks/scale_data.py --label "English books" --tokenizer $D/tokenizer/albert-30k \
+    .venv/bin/python benchmarks/timings/scale_data.py --label "English books" --tokenizer $D/tokenizer/albert-30k \
         --output /tmp/en-data --strip-gutenberg --input $D/pretrain/gutenberg/books
 
 Each run: `albert data create --max-seq-length 128 --workers N --no-progress` (`--format auto`), its process
@@ -26,7 +26,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_data import measure  # noqa: E402

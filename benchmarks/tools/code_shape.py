@@ -1,7 +1,7 @@
 """The shape of the code: functions and modules by length (the layout issue's goals: no module over 450
 lines, no function over 80, at most three over 60).
 
-    python benchmarks/code_shape.py [albert_lm]
+    python benchmarks/tools/code_shape.py [albert_lm]
 """
 
 from __future__ import annotations

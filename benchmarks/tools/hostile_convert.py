@@ -1,4 +1,4 @@
-"""A case family of the hostile round (benchmarks/hostile_round.py): `albert convert --from-tf` against
+"""A case family of the hostile round (benchmarks/tools/hostile_round.py): `albert convert --from-tf` against
 damaged and hostile TensorFlow checkpoints and archives, and hub ids read from a damaged hub cache.
 
 The kinds of input, each refused with one line naming the user's file (for a tarball: the archive and
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from tf_bundle_writer import google_shapes, write_bundle  # noqa: E402
 

@@ -1,5 +1,5 @@
 """Hostile cases on what fine-tuning, evaluation, prediction and export read and write (benchmarks/
-hostile_round.py loads this family): task rows with null, missing or non-text values, a fine-tuned
+tools/hostile_round.py loads this family): task rows with null, missing or non-text values, a fine-tuned
 model's finetune_config.json and config.json with values of the wrong type or range, damaged
 safetensors weights, outputs cut short by a file-size limit (`ulimit -f`), and JSON nested too deeply
 for the parser inside task files, predict inputs and model files."""
@@ -231,7 +231,7 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
 
 def _token_model(d: Path, p: dict[str, Path]) -> None:
     """A token classification model fine-tuned for one step (its best/ is `tok_model`)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     run = subprocess.run(
         [
             sys.executable,

@@ -10,7 +10,7 @@ limit, and is classified by what happened:
 - traceback; hang (over the time limit); user files changed: any file of the world (every input of
   every case) differs afterwards, by sha256.
 
-    python benchmarks/hostile_round.py --work /tmp/hostile [--only CLASS] [--workers 2]
+    python benchmarks/tools/hostile_round.py --work /tmp/hostile [--only CLASS] [--workers 2]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ALBERT_DATA", ROOT.parent / "shared" / "data"))
 TINY = ["hidden_size=32", "embedding_size=16", "num_attention_heads=2", "intermediate_size=64",
         "num_hidden_layers=2", "max_position_embeddings=64"]  # fmt: skip
@@ -563,7 +563,7 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
 
 
 def families() -> list[Any]:
-    """The case families of other modules beside this one (benchmarks/hostile_*.py): each has FAMILY,
+    """The case families of other modules beside this one (benchmarks/tools/hostile_*.py): each has FAMILY,
     build(world, p) for its own inputs and cases(p, out) -> [(class, argv, expect, mention)]."""
     found = []
     for file in sorted(Path(__file__).parent.glob("hostile_*.py")):

@@ -1,4 +1,4 @@
-"""Hostile cases on the surfaces every command shares (benchmarks/hostile_round.py loads this family):
+"""Hostile cases on the surfaces every command shares (benchmarks/tools/hostile_round.py loads this family):
 JSON nested too deeply for the parser, outputs that are symbolic links, file-size limits (`ulimit -f`),
 empty values, `--config` files and the Python API."""
 

@@ -1,4 +1,4 @@
-"""Hostile cases on `albert distill`'s teachers and teacher caches (benchmarks/hostile_round.py loads
+"""Hostile cases on `albert distill`'s teachers and teacher caches (benchmarks/tools/hostile_round.py loads
 this family): teachers whose tokenizer cannot read the text, task teachers without a trained head,
 teacher folders with damaged, foreign or code-carrying files, and caches edited between runs or shared by
 two runs at once.
@@ -283,7 +283,7 @@ def _task(p: dict[str, Path], teacher: Path | str, output: str, cache: Path | st
 def _fill_cache(d: Path, p: dict[str, Path]) -> None:
     """The world's teacher cache: the sentence teacher's vectors of the text, by a real run."""
     argv = _general(p, d / "sentence", str(d / "cache-run"), d / "cache")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
     r = subprocess.run(
         [sys.executable, "-m", "albert_lm.cli", *argv], capture_output=True, text=True, env=env
