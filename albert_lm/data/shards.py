@@ -308,8 +308,10 @@ def create_pretraining_data(
             try:
                 return _create(out, tok, plan, pid, cfg, files, num_workers, progress, t0)
             except BaseException:  # bad input found while reading, no examples, Ctrl-C, ...
-                if _holds_nothing_finished(out):
-                    _clear_unfinished(out)
+                # the cleanup never hides the cause: the error raised is the one that stopped the run
+                with contextlib.suppress(OSError):
+                    if _holds_nothing_finished(out):
+                        _clear_unfinished(out)
                 raise
     except BaseException:
         for folder in created:  # made by this run: removed where left empty
