@@ -25,6 +25,7 @@ def test_encoder_flops_by_hand():
     assert encoder_flops(cfg, 8, 128) > 8 * 128 * encoder_flops(cfg, 1, 1)  # attention grows with S^2
 
 
+@pytest.mark.slow
 def test_suite_on_tiny_model_prints_the_table(tmp_path):
     result = run_suite(
         "albert-tiny",
@@ -70,6 +71,7 @@ def test_compare_runs_each_side_in_its_own_worker(workload):
     assert all(50 < mib < 4000 for mib in row.rss_mib.values())  # each worker's own peak
 
 
+@pytest.mark.slow
 def test_onnx_rows_run_albert_exports_graph_in_onnx_runtime(albert_data):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")

@@ -244,6 +244,7 @@ def _run(script: Path, kill_at: int, args: list[str]) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_sigterm_saves_then_resume_continues_exactly(world, tmp_path):
     script = tmp_path / "runner.py"
     script.write_text(_RUNNER)

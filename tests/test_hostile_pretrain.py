@@ -154,6 +154,7 @@ def _wait_for(path: Path, p: subprocess.Popen, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  # noqa: F811
     """Started with SIGINT ignored (as `cmd &` in a script starts it), a command still stops on SIGINT;
     SIGTERM ends it with 143 and a line saying so."""

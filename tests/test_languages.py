@@ -655,6 +655,7 @@ def test_iter_text_lines_streams_the_lines_it_always_gave(tmp_path) -> None:
 
 
 # ------------------------------------------------------------------------------------ the road per script
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["de", "fr", "ru", "zh"])
 def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
     corpus = (
