@@ -256,3 +256,28 @@ def test_transformers_model_with_trained_projection_at_e_equals_h_loads_exactly(
     again = transformers.AlbertForMaskedLM.from_pretrained(tmp_path / "ours").eval()
     assert_same(outputs_of(hf, "AlbertForMaskedLM", batch), outputs_of(again, "AlbertForMaskedLM", batch))
     assert albert_lm.AlbertForMaskedLM.from_pretrained(tmp_path / "ours").config.embedding_projection
+
+
+def test_every_model_class_shows_transformers_arguments():
+    """The shared forward shows each class's own arguments, in transformers' order: tools that read the
+    signature (transformers' Trainer keeps only the dataset columns it names) see the labels."""
+    import inspect
+
+    import albert_lm
+    from albert_lm.model.encoder import AlbertModel
+
+    for name in (
+        "AlbertModel",
+        "AlbertForPreTraining",
+        "AlbertForMaskedLM",
+        "AlbertForSequenceClassification",
+        "AlbertForTokenClassification",
+        "AlbertForQuestionAnswering",
+        "AlbertForMultipleChoice",
+    ):
+        ours = list(inspect.signature(getattr(albert_lm, name).forward).parameters)
+        theirs = [
+            p for p in inspect.signature(getattr(transformers, name).forward).parameters if p != "kwargs"
+        ]
+        assert ours[: len(theirs)] == theirs, (name, ours, theirs)
+    assert "targets" not in inspect.signature(AlbertModel.forward).parameters

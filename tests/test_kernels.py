@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from albert_lm.kernels import hardware, onednn
 from albert_lm.kernels import linear as kernels
 from albert_lm.kernels import precision as prec  # (tests below have a `precision` parameter)
+from albert_lm.kernels.attention import _attention_bf16_cpu
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.encoder import AlbertModel, _attention_bf16_cpu
+from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.heads import AlbertForPreTraining
 
 needs_onednn = pytest.mark.skipif(not kernels.enabled(), reason="oneDNN is not available in this torch build")

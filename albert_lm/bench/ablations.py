@@ -1,16 +1,17 @@
 """The ablations of `albert bench`: each of our speed choices switched off in turn, against it on.
 
-Each choice is one module-level switch (`_SWITCHES`); `ablation_row` times the workload with the
-choice on and off in the same process, interleaved, and reports the gain.
+Each choice is switched off through its module's public switch (`_SWITCHES`: `kernels.linear.use`,
+`kernels.attention.use`, `kernels.autotune.use`, the evaluation's batch order); `ablation_row` times
+the workload with the choice on and off in the same process, interleaved, and reports the gain.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +29,7 @@ from albert_lm.bench.workloads import (
     write_weights,
 )
 from albert_lm.data.masking import IGNORE_INDEX
+from albert_lm.kernels import attention, autotune, linear
 from albert_lm.model.config import AlbertConfig
 
 if TYPE_CHECKING:
@@ -39,34 +41,35 @@ def _file_order_batches(lengths, batch_size: int, rng=None, window: int = 50) ->
     return [list(range(i, min(i + batch_size, len(lengths)))) for i in range(0, len(lengths), batch_size)]
 
 
-# Each ablated choice is one module-level switch: (module name, attribute, value when off).
-_SWITCHES: dict[str, tuple[str, str, Any]] = {
-    "oneDNN linear": ("albert_lm.kernels.linear", "_ENABLED", False),
-    "kernels chosen by timing": ("albert_lm.kernels.autotune", "_ENABLED", False),
-    "weights prepared once per forward": ("albert_lm.kernels.linear", "_REUSE_CASTS", False),
-    "bf16 eager attention": ("albert_lm.model.encoder", "BF16_EAGER_ATTENTION", False),
-    "packed weights": ("albert_lm.kernels.linear", "_PACKING", False),
-    "length-sorted evaluation batches": (
-        "albert_lm.training.evaluation",
-        "length_bucketed_batches",
-        _file_order_batches,
-    ),
+@contextlib.contextmanager
+def _file_order_evaluation() -> Iterator[None]:
+    """Evaluation batches in file order within this block: `length_bucketed_batches` replaced."""
+    from albert_lm.training import evaluation
+
+    was = evaluation.length_bucketed_batches
+    evaluation.length_bucketed_batches = _file_order_batches
+    try:
+        yield
+    finally:
+        evaluation.length_bucketed_batches = was
+
+
+# Each ablated choice: a block within which it is off.
+_SWITCHES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "oneDNN linear": lambda: linear.use(onednn=False),
+    "kernels chosen by timing": lambda: autotune.use(timing=False),
+    "weights prepared once per forward": lambda: linear.use(reuse_casts=False),
+    "bf16 eager attention": lambda: attention.use(eager_bf16=False),
+    "packed weights": lambda: linear.use(packing=False),
+    "length-sorted evaluation batches": _file_order_evaluation,
 }
 # Not a switch: the ablation computes the loss as transformers does instead.
 MLM_MASKED_ONLY = "MLM logits at masked positions only"
 
 
-@contextlib.contextmanager
-def _switched_off(choice: str):
-
-    module, name, off_value = _SWITCHES[choice]
-    target = importlib.import_module(module)
-    was = getattr(target, name)
-    setattr(target, name, off_value)
-    try:
-        yield
-    finally:
-        setattr(target, name, was)
+def _switched_off(choice: str) -> contextlib.AbstractContextManager[None]:
+    """A block within which `choice` is off; restored after."""
+    return _SWITCHES[choice]()
 
 
 def _rows(spec: str) -> tuple[tuple[str, str, int, int], ...]:

@@ -10,14 +10,15 @@ The table lives in memory and in one JSON file per machine key (CPU model, cores
 version, emulation variables) under $ALBERT_LM_CACHE_DIR, else $XDG_CACHE_HOME/albert-lm, else
 ~/.cache/albert-lm: a process tunes each shape once per machine, and a resumed run uses the choices of
 the run it resumes (same machine, same torch threads, cache kept). A corrupt or stale file is ignored
-and rewritten, an unwritable folder only logged. ALBERT_LM_AUTOTUNE=0 (or `set_enabled(False)`) turns
-kernel timing off: callers then get their default. `measured` values (the bf16 against fp32 rate that
-`--precision auto` needs) are still measured once.
+and rewritten, an unwritable folder only logged. ALBERT_LM_AUTOTUNE=0 (or `set_enabled(False)`, or
+`use(timing=False)` for a block) turns kernel timing off: callers then get their default. `measured`
+values (the bf16 against fp32 rate that `--precision auto` needs) are still measured once.
 No library does this for CPU linear layers, so it is written here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -26,7 +27,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,18 @@ def set_enabled(enabled: bool) -> None:
 
 def enabled() -> bool:
     return _ENABLED
+
+
+@contextlib.contextmanager
+def use(timing: bool = True) -> Iterator[None]:
+    """Within this block, choose kernels by timing (True) or take each caller's default (False); the
+    setting before is restored after. Process-wide, as `set_enabled`."""
+    global _ENABLED
+    was, _ENABLED = _ENABLED, bool(timing)
+    try:
+        yield
+    finally:
+        _ENABLED = was
 
 
 def cache_dir() -> Path:

@@ -16,18 +16,19 @@ No library exposes this as a module, so it is written here.
 
 `linear(x, weight, bias, activation)` is the one entry point:
 - under CPU autocast (bf16) the input is cast to the autocast dtype first, as F.linear would be;
-- inside `reuse_casts` (the encoder's layer loop) each weight is cast, and packed if that path wins,
-  once per forward and reused by every layer (`_Prepared`); training goes through `_Linear`, whose
-  backward reuses the same prepared weight;
+- inside `shared_weights` (the encoder's layer loop) each weight is cast, and packed if that path
+  wins, once per forward and reused by every layer (`_Prepared`); training goes through `_Linear`,
+  whose backward reuses the same prepared weight;
 - anything else (CUDA, float64, the switch off) is F.linear.
 bf16 on a CPU without native bf16 works (the plain path, or oneDNN's emulated one on AVX-512 without
 bf16, timed like any other) with one warning when it is slower than fp32 (`albert_lm.kernels.precision`).
 The primitives and their probes are in `albert_lm.kernels.onednn`.
 
 Switches: ALBERT_LM_ONEDNN=0 (or `set_enabled(False)`) never uses oneDNN; ALBERT_LM_AUTOTUNE=0 keeps
-oneDNN's paths where they work without timing (the choices measured best on the Zen 5). Results differ
-between paths by summation order only (about 1e-6 relative in fp32); the parity tests against
-transformers run with the tuned choices.
+oneDNN's paths where they work without timing (the choices measured best on the Zen 5); `use(...)`
+turns oneDNN, packing or the once-per-forward casts off within a block (`albert bench`'s ablations).
+Results differ between paths by summation order only (about 1e-6 relative in fp32); the parity tests
+against transformers run with the tuned choices.
 """
 
 from __future__ import annotations
@@ -47,21 +48,16 @@ from torch import nn
 from albert_lm.kernels import autotune, onednn, precision
 from albert_lm.kernels.onednn import ACTIVATIONS, activate, activation_fn, primitive_works
 
-__all__ = [
-    "ACTIVATIONS",
-    "Linear",
-    "activation_fn",
-    "linear",
-    "plain_matmuls",
-    "reuse_casts",
-    "set_enabled",
-]
+__all__ = ["ACTIVATIONS", "Linear", "activation_fn", "linear", "plain_matmuls", "reuse_casts"]
+__all__ += ["set_enabled", "shared_weights", "use"]
 
 logger = logging.getLogger(__name__)
 
 
+# The switches (`set_enabled`, `use`): oneDNN's paths, packed weights, weights prepared once per block.
 _ENABLED = os.environ.get("ALBERT_LM_ONEDNN", "1") != "0"
-_PACKING = True  # `albert bench` turns it off to show the gain
+_PACKING = True
+_REUSE_CASTS = True
 
 
 def set_enabled(enabled: bool) -> None:
@@ -71,15 +67,30 @@ def set_enabled(enabled: bool) -> None:
 
 
 @contextlib.contextmanager
-def plain_matmuls() -> Iterator[None]:
-    """Within this block every linear is F.linear (what a graph exporter should capture: the model, not
-    this CPU's kernel choices); the switch is restored after."""
-    global _ENABLED
-    was, _ENABLED = _ENABLED, False
+def use(
+    onednn: bool | None = None, packing: bool | None = None, reuse_casts: bool | None = None
+) -> Iterator[None]:
+    """Within this block, turn a speed choice on or off (None: leave it as it is); restored after.
+
+    onednn: oneDNN's products where they work (else F.linear); packing: weights in oneDNN's blocked
+    layout where the tuner finds it pays; reuse_casts: each weight cast and packed once per
+    `shared_weights` block, not at every use. The settings are process-wide: switch them around
+    whole forwards, not while another thread runs one.
+    """
+    global _ENABLED, _PACKING, _REUSE_CASTS
+    was = (_ENABLED, _PACKING, _REUSE_CASTS)
+    asked = (onednn, packing, reuse_casts)
+    _ENABLED, _PACKING, _REUSE_CASTS = (w if a is None else bool(a) for w, a in zip(was, asked, strict=True))
     try:
         yield
     finally:
-        _ENABLED = was
+        _ENABLED, _PACKING, _REUSE_CASTS = was
+
+
+def plain_matmuls() -> contextlib.AbstractContextManager[None]:
+    """Within this block every linear is F.linear (what a graph exporter should capture: the model, not
+    this CPU's kernel choices); the switch is restored after."""
+    return use(onednn=False)
 
 
 def enabled() -> bool:
@@ -133,7 +144,15 @@ class _Local(threading.local):
 
 
 _LOCAL = _Local()
-_REUSE_CASTS = True  # `albert bench` turns it off to show the gain
+
+
+def shared_weights(uses: int, device: torch.device) -> contextlib.AbstractContextManager[None]:
+    """The block of a forward that uses each weight `uses` times (ALBERT's shared layers): on CPU each
+    weight is cast, and packed, once for the block (`reuse_casts`); elsewhere, and in a graph being
+    captured (torch.compile), the products are plain F.linear and there is nothing to reuse."""
+    if device.type == "cpu" and not torch.compiler.is_compiling():
+        return reuse_casts(uses)
+    return contextlib.nullcontext()
 
 
 @contextlib.contextmanager

@@ -4,39 +4,38 @@ Reads top to bottom: embeddings (V x E) -> projection (E -> H) -> L layer applic
 their attention and feed-forward blocks from small shared pools -> pooler. Which block a layer uses
 is a fixed schedule computed from the config (see `AlbertEncoder`), so "all", "attention", "ffn" and
 "none" sharing are one code path. Parameter names are our own; transformers' names live only in
-`hf_interop.py`.
+`hf_interop.py`. `AlbertPreTrainedModel.forward` is the one forward of the encoder and of every head
+(`heads.py`): encode, then what the head adds.
 
 Numerics follow transformers' AlbertModel (post-LayerNorm blocks, tanh pooler on [CLS]) so weights
-move between the two with identical outputs. Two deliberate differences: attention runs through
-F.scaled_dot_product_attention with one fused QKV matrix multiply, and hidden dropout is applied to the
-feed-forward output before the residual add, as google-research does (transformers leaves it out; with
-the v2 configs' dropout 0 the two agree). On CPU the linear layers take the fastest path
-this machine has, found by timing (`albert_lm.kernels.linear`: oneDNN ran 2x MKL's rate on an AVX-512 Zen 5,
-the same rate on an AVX2 Zen 3), and where bf16 is native its attention runs eagerly (training: up
-to 256 tokens).
+move between the two with identical outputs. Two deliberate differences: Q, K and V come from one
+fused matrix multiply, and hidden dropout is applied to the feed-forward output before the residual
+add, as google-research does (transformers leaves it out; with the v2 configs' dropout 0 the two
+agree). Which kernel computes a product or the attention is decided in `albert_lm.kernels`, never here.
 """
 
 from __future__ import annotations
 
-import contextlib
+import inspect
 import logging
 import os
 from typing import Any, TypeVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from albert_lm.kernels.linear import Linear, reuse_casts
-from albert_lm.kernels.precision import native_bf16
+from albert_lm.kernels.attention import attention, padding_mask
+from albert_lm.kernels.linear import Linear, shared_weights
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.outputs import BaseModelOutputWithPooling, output_or_tuple
+from albert_lm.model.outputs import BaseModelOutputWithPooling, ModelOutput
 
 logger = logging.getLogger(__name__)
 
 
 _Model = TypeVar("_Model", bound="AlbertPreTrainedModel")
+# input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: `forward`'s order
+Inputs = tuple[torch.Tensor | None, ...]
 
 
 class AlbertEmbeddings(nn.Module):
@@ -76,41 +75,6 @@ class AlbertEmbeddings(nn.Module):
         return self.dropout(self.norm(x))
 
 
-BF16_EAGER_ATTENTION = True  # `albert bench` turns it off to show the gain
-# Inference attention runs in blocks of at most this many scores (fp32, 4 MB) once the whole score
-# tensor would exceed twice that: a 4 x 512 batch's 12.6M scores (50 MB) cost page faults and cache
-# misses; by blocks, albert-base 4 x 512 attention takes 13.8 ms per layer against 15.2 whole and
-# 22.3 for PyTorch's flash kernel (bf16, 2 threads, measured 2026-11-22).
-_SCORE_BLOCK = 1 << 20
-
-
-def _eager_attention(q, k, v, mask, dropout: float) -> torch.Tensor:
-    scores = (q @ k.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    probs = F.dropout(scores.softmax(-1), dropout).to(v.dtype)
-    return probs @ v
-
-
-def _attention_bf16_cpu(q, k, v, mask, dropout: float) -> torch.Tensor:
-    # On a CPU with native bf16, PyTorch's flash attention is slower than these three ops (softmax in
-    # fp32): per albert-base layer, 8 x 128 forward 2.6 ms against 4.3, forward + backward 9 against
-    # 21 ms (Zen 5). Training keeps flash beyond 256 tokens (4 x 512: 70 ms against 95); inference goes
-    # by blocks there. Without native bf16 the two bf16 products would take ATen's slow fallback GEMM,
-    # so attention stays with SDPA there.
-    b, h, s, d = q.shape
-    if b * h * s * s <= 2 * _SCORE_BLOCK or torch.is_grad_enabled():
-        return _eager_attention(q, k, v, mask, dropout)
-    out = q.new_empty(b, s, h, d)
-    rows = max(16, _SCORE_BLOCK // (h * s))
-    for i in range(b):
-        m = None if mask is None else mask[i : i + 1]
-        for j in range(0, s, rows):
-            block = _eager_attention(q[i : i + 1, :, j : j + rows], k[i : i + 1], v[i : i + 1], m, dropout)
-            out[i, j : j + rows] = block[0].transpose(0, 1)
-    return out.transpose(1, 2)  # (B, h, S, d), as the caller expects
-
-
 class AlbertAttention(nn.Module):
     """Multi-head self-attention, residual, post-LayerNorm. Q, K and V come from one (H -> 3H) matmul."""
 
@@ -130,19 +94,7 @@ class AlbertAttention(nn.Module):
         qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, S, hd)
         dropout = self.attention_dropout if self.training else 0.0
-        eager = s <= 256 or not torch.is_grad_enabled()  # see _attention_bf16_cpu
-        bf16_cpu = q.dtype == torch.bfloat16 and q.device.type == "cpu"
-        if (
-            BF16_EAGER_ATTENTION
-            and bf16_cpu
-            and eager
-            and not torch.compiler.is_compiling()
-            and native_bf16()
-        ):
-            y = _attention_bf16_cpu(q, k, v, mask, dropout)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-        # y: (B, nh, S, hd)
+        y = attention(q, k, v, mask, dropout)  # (B, nh, S, hd)
         y = y.transpose(1, 2).reshape(b, s, h)
         return self.norm(x + self.dropout(self.out(y)))
 
@@ -152,7 +104,6 @@ class AlbertFeedForward(nn.Module):
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        # Linear: oneDNN matrix multiplies, with the activation fused into `up` where it can be.
         self.up = Linear(config.hidden_size, config.intermediate_size)
         self.down = Linear(config.intermediate_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -160,6 +111,7 @@ class AlbertFeedForward(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # the activation is passed to `up` so that a kernel can fuse it into the product
         return self.norm(x + self.dropout(self.down(self.up(x, self.act))))
 
 
@@ -185,6 +137,8 @@ def layer_schedule(config: AlbertConfig) -> list[tuple[int, int]]:
 
 
 class AlbertEncoder(nn.Module):
+    """The E -> H projection, then the L layer applications (attention, feed-forward) of the schedule."""
+
     def __init__(self, config: AlbertConfig):
         super().__init__()
         # As google-research: the E -> H projection exists only when E != H (BERT, E = H, has none),
@@ -215,10 +169,7 @@ class AlbertEncoder(nn.Module):
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
         x = self.embedding_projection(x)  # (B, S, E) -> (B, S, H)
         states = [x] if output_hidden_states else None
-        # On CPU, shared weights are cast (and packed) once, not per layer; elsewhere, and in a graph being
-        # captured (torch.compile), the products are plain F.linear and there is nothing to reuse.
-        cpu_kernels = x.device.type == "cpu" and not torch.compiler.is_compiling()
-        with reuse_casts(self.uses_per_weight) if cpu_kernels else contextlib.nullcontext():
+        with shared_weights(self.uses_per_weight, x.device):  # each weight prepared once, used L times
             for a, f in self.schedule:
                 if self.gradient_checkpointing and self.training:
                     x = checkpoint(self._layer, x, mask, a, f, use_reentrant=False)
@@ -230,13 +181,74 @@ class AlbertEncoder(nn.Module):
 
 
 class AlbertPreTrainedModel(nn.Module):
-    """Weight initialisation, save/load in transformers' folder layout, and small conveniences."""
+    """The one forward of the encoder and every head, weight initialisation, save/load in transformers'
+    folder layout, and small conveniences."""
 
     base_model_prefix = "albert"
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
         self.config = config
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        *targets: torch.Tensor | None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        return_dict: bool | None = None,
+        **named_targets: torch.Tensor | None,
+    ) -> ModelOutput:
+        """The encoder's output for one batch, then what this model's head makes of it (`_head`).
+
+        transformers' argument order: the five inputs, then the head's own targets (by position or by
+        name: `labels`, `sentence_order_label`, `start_positions`, ...; a name the head does not take
+        is a TypeError), then the options by name. return_dict is accepted for code written for
+        transformers; the output is always the output class, which indexes (`out[0]`) and unpacks
+        (`loss, logits = out`) as the tuple of return_dict=False would, so nothing needs a real tuple.
+        """
+        if output_attentions:
+            raise ValueError(
+                "output_attentions is not available: albert-lm computes attention with fused SDPA kernels "
+                "that never materialise the attention matrix"
+            )
+        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        return self._head(self._encode(inputs, output_hidden_states), *targets, **named_targets)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each model class shows its own arguments: `inspect.signature(cls.forward)` lists the five
+        inputs, the targets its `_head` takes (labels, start_positions, ...) and the options, as
+        transformers' classes do. Tools read it: transformers' Trainer keeps only the dataset columns
+        the signature names, so a generic `*targets` would drop the labels."""
+        super().__init_subclass__(**kwargs)
+        if "_head" not in cls.__dict__ and "_encode" not in cls.__dict__:
+            return
+        shared = inspect.signature(AlbertPreTrainedModel.forward).parameters
+        targets = list(inspect.signature(cls._head).parameters.values())[2:]  # after self and out
+        kinds = inspect.Parameter
+        params = [p for p in shared.values() if p.kind is kinds.POSITIONAL_OR_KEYWORD]
+        params += [p.replace(kind=kinds.POSITIONAL_OR_KEYWORD) for p in targets]
+        params += [p for p in shared.values() if p.kind is kinds.KEYWORD_ONLY]
+
+        def forward(self: AlbertPreTrainedModel, *args: Any, **kwargs: Any) -> ModelOutput:
+            return AlbertPreTrainedModel.forward(self, *args, **kwargs)
+
+        forward.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        forward.__doc__ = AlbertPreTrainedModel.forward.__doc__
+        cls.forward = forward  # type: ignore[method-assign]
+
+    def _encode(self, inputs: Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
+        """The encoder's output for the five inputs, in `forward`'s order (`AlbertModel`, `heads._Head`)."""
+        raise NotImplementedError
+
+    def _head(self, out: BaseModelOutputWithPooling) -> ModelOutput:
+        """What this model returns from the encoder's output; a head adds its targets as arguments after
+        `out`, with transformers' names, and computes its loss when they are given."""
+        return out
 
     def _init_weights(self, module: nn.Module) -> None:
         # BERT/ALBERT initialisation: truncated-free normal(0, initializer_range), as transformers.
@@ -310,17 +322,6 @@ class AlbertPreTrainedModel(nn.Module):
         return model
 
 
-def extended_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(B, S) 1/0 padding mask -> (B, 1, 1, S) boolean for SDPA, or None when nothing is padded."""
-    if attention_mask is None:
-        return None
-    # No mask lets SDPA pick its fastest kernel; a graph being captured (torch.compile, ONNX export)
-    # cannot branch on the data, so it always keeps the mask.
-    if not torch.compiler.is_compiling() and bool(attention_mask.all()):
-        return None
-    return attention_mask[:, None, None, :].bool()
-
-
 class AlbertModel(AlbertPreTrainedModel):
     """The bare encoder: last_hidden_state (B, S, H) and pooler_output = tanh(W h_[CLS]) (B, H)."""
 
@@ -331,26 +332,11 @@ class AlbertModel(AlbertPreTrainedModel):
         self.pooler = Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-        return_dict: bool | None = None,
-    ) -> BaseModelOutputWithPooling | tuple:
+    def _encode(self, inputs: Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = inputs
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        if output_attentions:
-            raise ValueError(
-                "output_attentions is not available: albert-lm computes attention with fused SDPA kernels "
-                "that never materialise the attention matrix"
-            )
-        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        x, states = self.encoder(x, extended_mask(attention_mask), output_hidden_states)
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
-        out = BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=pooled, hidden_states=states)
-        return output_or_tuple(out, return_dict)
+        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, S, E)
+        x, states = self.encoder(x, padding_mask(attention_mask), output_hidden_states)  # (B, S, H)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H)
+        return BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=pooled, hidden_states=states)

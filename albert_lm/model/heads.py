@@ -5,16 +5,14 @@ sentence-order-prediction head on the pooled [CLS]. Fine-tuning heads follow tra
 switching is an import change: classification/regression on the pooled output, per-token
 classification, extractive QA (start/end logits), multiple choice (one score per choice).
 
-The heads whose targets are called `labels` share one forward (`_LabelsHead`): each says only how its
-logits come from the encoder output and what their loss is. Pretraining and QA take other targets
-(`sentence_order_label`, `start_positions`/`end_positions`) and write their forward out.
+Every head shares one forward (`AlbertPreTrainedModel.forward`: the inputs, the options, the encoder
+call); a head writes only its own part, `_head(out, <its targets>)`: its logits from the encoder
+output, their loss when the targets are given, and its output class.
 """
 
 from __future__ import annotations
 
-import abc
 import dataclasses
-from typing import Generic, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -23,17 +21,15 @@ from torch import nn
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.kernels.linear import Linear, linear
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel
+from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel, Inputs
 from albert_lm.model.outputs import (
     AlbertForPreTrainingOutput,
     BaseModelOutputWithPooling,
-    LogitsOutput,
     MaskedLMOutput,
     MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
-    output_or_tuple,
 )
 
 
@@ -77,107 +73,55 @@ def _token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     )
 
 
-_Output = TypeVar("_Output", bound=LogitsOutput)
-# input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds: AlbertModel's order
-_Inputs = tuple[torch.Tensor | None, ...]
+class _Head(AlbertPreTrainedModel):
+    """A head on the encoder: the encoder is `self.albert`, built first, as transformers orders them; the
+    subclass builds its own layers after this `__init__` and writes `_head`."""
 
-
-class _LabelsHead(AlbertPreTrainedModel, Generic[_Output], abc.ABC):
-    """The forward of the heads whose targets are called `labels` and whose output is one logits tensor.
-
-    A subclass builds its layers after this `__init__` (the encoder first, as transformers orders them),
-    names its `output_class`, and says how logits come from the encoder output (`_logits`) and what
-    their loss is (`_loss`); `_encode` is the encoder call, which multiple choice overrides.
-    """
-
-    output_class: type[_Output]
-
-    def __init__(self, config: AlbertConfig, add_pooling_layer: bool):
+    def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.albert = AlbertModel(config, add_pooling_layer=add_pooling_layer)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-    ) -> _Output | tuple:
-        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        out = self._encode(inputs, output_hidden_states)
-        logits = self._logits(out)
-        loss = self._loss(logits, labels) if labels is not None else None
-        return output_or_tuple(self.output_class(loss, logits, out.hidden_states), return_dict)
-
-    def _encode(self, inputs: _Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
-        return self.albert(*inputs, output_hidden_states)
-
-    @abc.abstractmethod
-    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
-        """The head's logits from the encoder output."""
-
-    @abc.abstractmethod
-    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The loss of `logits` against `labels`."""
+    def _encode(self, inputs: Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
+        return self.albert(*inputs, output_hidden_states=output_hidden_states)
 
 
-class AlbertForPreTraining(AlbertPreTrainedModel):
+class AlbertForPreTraining(_Head):
     """Encoder + MLM head + SOP head; loss = MLM + SOP when both label sets are given."""
 
     def __init__(self, config: AlbertConfig):
         super().__init__(config)
-        self.albert = AlbertModel(config)
         self.predictions = AlbertMLMHead(config, self.albert.embeddings.word_embeddings)
         self.sop_classifier = AlbertSOPHead(config)
         self.post_init()
 
-    def forward(
+    def _head(
         self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
+        out: BaseModelOutputWithPooling,
         labels: torch.Tensor | None = None,
         sentence_order_label: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-    ) -> AlbertForPreTrainingOutput | tuple:
-        out = self.albert(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_hidden_states
-        )
+    ) -> AlbertForPreTrainingOutput:
         logits = self.predictions(out.last_hidden_state)  # (B, S, V)
         sop_logits = self.sop_classifier(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None and sentence_order_label is not None:
             loss = _token_loss(logits, labels) + F.cross_entropy(sop_logits, sentence_order_label.view(-1))
-        res = AlbertForPreTrainingOutput(loss, logits, sop_logits, out.hidden_states)
-        return output_or_tuple(res, return_dict)
+        return AlbertForPreTrainingOutput(loss, logits, sop_logits, out.hidden_states)
 
 
-class AlbertForMaskedLM(_LabelsHead[MaskedLMOutput]):
-    output_class = MaskedLMOutput
-
+class AlbertForMaskedLM(_Head):
     def __init__(self, config: AlbertConfig):
         super().__init__(config, add_pooling_layer=False)
         self.predictions = AlbertMLMHead(config, self.albert.embeddings.word_embeddings)
         self.post_init()
 
-    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
-        return self.predictions(out.last_hidden_state)  # (B, S, V)
+    def _head(self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None) -> MaskedLMOutput:
+        logits = self.predictions(out.last_hidden_state)  # (B, S, V)
+        loss = _token_loss(logits, labels) if labels is not None else None
+        return MaskedLMOutput(loss, logits, out.hidden_states)
 
-    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return _token_loss(logits, labels)
 
-
-class AlbertForSequenceClassification(_LabelsHead[SequenceClassifierOutput]):
+class AlbertForSequenceClassification(_Head):
     """num_labels == 1: regression (MSE); integer labels: cross-entropy; float multi-hot: BCE."""
-
-    output_class = SequenceClassifierOutput
 
     def __init__(self, config: AlbertConfig):
         super().__init__(config, add_pooling_layer=True)
@@ -186,8 +130,12 @@ class AlbertForSequenceClassification(_LabelsHead[SequenceClassifierOutput]):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
-        return self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+    def _head(
+        self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None
+    ) -> SequenceClassifierOutput:
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        loss = self._loss(logits, labels) if labels is not None else None
+        return SequenceClassifierOutput(loss, logits, out.hidden_states)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         problem = self.config.problem_type
@@ -206,9 +154,7 @@ class AlbertForSequenceClassification(_LabelsHead[SequenceClassifierOutput]):
         return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
-class AlbertForTokenClassification(_LabelsHead[TokenClassifierOutput]):
-    output_class = TokenClassifierOutput
-
+class AlbertForTokenClassification(_Head):
     def __init__(self, config: AlbertConfig):
         super().__init__(config, add_pooling_layer=False)
         self.num_labels = config.num_labels
@@ -216,38 +162,29 @@ class AlbertForTokenClassification(_LabelsHead[TokenClassifierOutput]):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
-        return self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
+    def _head(
+        self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None
+    ) -> TokenClassifierOutput:
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
+        loss = _token_loss(logits, labels) if labels is not None else None
+        return TokenClassifierOutput(loss, logits, out.hidden_states)
 
-    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return _token_loss(logits, labels)
 
-
-class AlbertForQuestionAnswering(AlbertPreTrainedModel):
+class AlbertForQuestionAnswering(_Head):
     """Extractive QA: a start and an end logit per token; positions past the sequence are ignored."""
 
     def __init__(self, config: AlbertConfig):
-        super().__init__(config)
+        super().__init__(config, add_pooling_layer=False)
         self.num_labels = config.num_labels
-        self.albert = AlbertModel(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(
+    def _head(
         self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
+        out: BaseModelOutputWithPooling,
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-    ) -> QuestionAnsweringModelOutput | tuple:
-        out = self.albert(
-            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, output_hidden_states
-        )
+    ) -> QuestionAnsweringModelOutput:
         logits = self.qa_outputs(out.last_hidden_state)  # (B, S, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
         loss = None
@@ -259,14 +196,11 @@ class AlbertForQuestionAnswering(AlbertPreTrainedModel):
                 F.cross_entropy(start_logits, start, ignore_index=ignored)
                 + F.cross_entropy(end_logits, end, ignore_index=ignored)
             ) / 2
-        res = QuestionAnsweringModelOutput(loss, start_logits, end_logits, out.hidden_states)
-        return output_or_tuple(res, return_dict)
+        return QuestionAnsweringModelOutput(loss, start_logits, end_logits, out.hidden_states)
 
 
-class AlbertForMultipleChoice(_LabelsHead[MultipleChoiceModelOutput]):
+class AlbertForMultipleChoice(_Head):
     """Inputs (B, C, S): each choice is encoded on its own, scored from its pooled [CLS]; logits (B, C)."""
-
-    output_class = MultipleChoiceModelOutput
 
     def __init__(self, config: AlbertConfig):
         super().__init__(config, add_pooling_layer=True)
@@ -274,7 +208,7 @@ class AlbertForMultipleChoice(_LabelsHead[MultipleChoiceModelOutput]):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    def _encode(self, inputs: _Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
+    def _encode(self, inputs: Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
         """The B x C choices encoded as B*C sequences; pooler_output comes back per choice, (B, C, H)."""
 
         def flat(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -286,8 +220,9 @@ class AlbertForMultipleChoice(_LabelsHead[MultipleChoiceModelOutput]):
         assert ref is not None and out.pooler_output is not None  # AlbertModel has checked both
         return dataclasses.replace(out, pooler_output=out.pooler_output.view(*ref.shape[:2], -1))
 
-    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:
-        return self.classifier(self.dropout(out.pooler_output)).squeeze(-1)  # (B, C)
-
-    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits, labels.view(-1))
+    def _head(
+        self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None
+    ) -> MultipleChoiceModelOutput:
+        logits = self.classifier(self.dropout(out.pooler_output)).squeeze(-1)  # (B, C)
+        loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
+        return MultipleChoiceModelOutput(loss, logits, out.hidden_states)

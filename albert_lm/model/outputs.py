@@ -2,44 +2,41 @@
 
 Users switching from transformers read `out.logits` or index `out[0]`; both work here. Indexing
 skips fields that are None, as transformers' ModelOutput does, so `out[0]` is the loss when one was
-computed and the first logits otherwise. Written by hand because transformers' ModelOutput would make
+computed and the first logits otherwise; an output also unpacks (`loss, logits = out`) and has a
+length, so code written for transformers' return_dict=False tuples reads it unchanged and the models
+never build a tuple of their own. Written by hand because transformers' ModelOutput would make
 transformers a runtime dependency, which albert-lm avoids.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
 
 @dataclass
 class ModelOutput:
-    def to_tuple(self) -> tuple[Any, ...]:
-        return tuple(v for f in fields(self) if (v := getattr(self, f.name)) is not None)
+    def _present(self) -> list[Any]:
+        """The fields that are not None, in order: what indexing, unpacking and len() see."""
+        return [v for f in fields(self) if (v := getattr(self, f.name)) is not None]
 
     def __getitem__(self, key: int | slice | str) -> Any:
         if isinstance(key, str):
             return getattr(self, key)
-        return self.to_tuple()[key]
+        present = self._present()[key]
+        return tuple(present) if isinstance(key, slice) else present
 
-    def __iter__(self):
-        return iter(self.to_tuple())
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._present())
 
     def __len__(self) -> int:
-        return len(self.to_tuple())
+        return len(self._present())
 
     def keys(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]
-
-
-_Output = TypeVar("_Output", bound=ModelOutput)
-
-
-def output_or_tuple(output: _Output, return_dict: bool | None) -> _Output | tuple[Any, ...]:
-    """`output`, or its tuple when the caller passed return_dict=False (transformers' convention)."""
-    return output.to_tuple() if return_dict is False else output
 
 
 @dataclass
