@@ -21,27 +21,32 @@ WORD_START = "word_start.npy"
 CHECKSUMMED = ("spiece.model", "tokenizer_config.json", WORD_START)
 
 
-def build_manifest(
-    out: Path, tok: AlbertTokenizer, cfg: DataConfig, pid: str, inputs: list, metas: list[dict], plan: Plan
-) -> dict:
-    """manifest.json of a finished folder: the settings, the tokenizer, every shard with its sha256, the
-    counts; an error where no training example came out."""
+def _splits(metas: list[dict]) -> tuple[dict[str, Any], ExampleStats]:
+    """Each split's example count and shards (folder, examples, sha256) in order, and the counts summed."""
     splits: dict[str, Any] = {}
     total = ExampleStats()
-    skipped_invalid = without_text = 0
     for split in SPLITS:
         ms = sorted((m for m in metas if m["split"] == split), key=lambda m: m["index"])
         st = ExampleStats()
         for m in ms:
             st.add(ExampleStats(**m["stats"]))
-            skipped_invalid += m["read"]["skipped_invalid_utf8"]
-            without_text += m["read"].get("without_text", 0)
         total.add(st)
         shards = [
             {"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
             for m in ms
         ]
         splits[split] = {"examples": st.examples, "shards": shards}
+    return splits, total
+
+
+def build_manifest(
+    out: Path, tok: AlbertTokenizer, cfg: DataConfig, pid: str, inputs: list, metas: list[dict], plan: Plan
+) -> dict:
+    """manifest.json of a finished folder: the settings, the tokenizer, every shard with its sha256, the
+    counts; an error where no training example came out."""
+    splits, total = _splits(metas)
+    skipped_invalid = sum(m["read"]["skipped_invalid_utf8"] for m in metas)
+    without_text = sum(m["read"].get("without_text", 0) for m in metas)
     if total.examples == 0:
         raise ValueError(
             f"no training examples from {len(inputs)} input file(s): {total.documents} documents with "

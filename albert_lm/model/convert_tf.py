@@ -97,21 +97,12 @@ class Planned:
     shape: tuple[int, ...]  # transformers' shape
 
 
-def _plan(
-    bundle: TensorBundle, config: AlbertConfig, config_file: Path
-) -> tuple[dict[str, Planned], list[str], str]:
-    """The converted model's tensors {transformers name: Planned}; the checkpoint names skipped
-    (optimizer slots, counters); and the architecture the heads present make. Where the checkpoint
-    and the config (`config_file`, named in the messages) disagree, both are named."""
-    blocks = config.num_hidden_groups * config.inner_group_num
-    if blocks * _BLOCK_TENSORS > len(bundle.entries):  # before the names of that many are made
-        raise CheckpointError(
-            bundle.index,
-            f"{len(bundle.entries)} tensors, too few for {config_file}'s "
-            f"num_hidden_groups={config.num_hidden_groups} x inner_group_num="
-            f"{config.inner_group_num} ({_BLOCK_TENSORS} tensors each)",
-        )
-    expected = tensor_map(config)
+def _sort_names(
+    bundle: TensorBundle, expected: dict[str, tuple[str, bool, tuple[int, ...]]], config_file: Path
+) -> tuple[dict[str, str], list[str]]:
+    """The checkpoint's names sorted: ALBERT's weights {bare name: name in the checkpoint} (a TF-Hub
+    module's `module/` scope taken off) and what is skipped (optimizer slots, counters); any other name
+    is refused."""
     names = list(bundle.entries)
     scope = "module/" if names and all(n.startswith("module/") or _SLOT.search(n) for n in names) else ""
     found: dict[str, str] = {}
@@ -132,6 +123,25 @@ def _plan(
             f"{config_file} nor optimizer slots: {', '.join(unknown[:10])}"
             + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""),
         )
+    return found, skipped
+
+
+def _plan(
+    bundle: TensorBundle, config: AlbertConfig, config_file: Path
+) -> tuple[dict[str, Planned], list[str], str]:
+    """The converted model's tensors {transformers name: Planned}; the checkpoint names skipped
+    (optimizer slots, counters); and the architecture the heads present make. Where the checkpoint
+    and the config (`config_file`, named in the messages) disagree, both are named."""
+    blocks = config.num_hidden_groups * config.inner_group_num
+    if blocks * _BLOCK_TENSORS > len(bundle.entries):  # before the names of that many are made
+        raise CheckpointError(
+            bundle.index,
+            f"{len(bundle.entries)} tensors, too few for {config_file}'s "
+            f"num_hidden_groups={config.num_hidden_groups} x inner_group_num="
+            f"{config.inner_group_num} ({_BLOCK_TENSORS} tensors each)",
+        )
+    expected = tensor_map(config)
+    found, skipped = _sort_names(bundle, expected, config_file)
     missing = [n for n in expected if n not in found and not expected[n][0].startswith(tuple(_HEADS))]
     if missing:
         raise CheckpointError(

@@ -242,8 +242,10 @@ class AlbertPreTrainedModel(nn.Module):
         cls.forward = forward  # type: ignore[method-assign]
 
     def _encode(self, inputs: Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
-        """The encoder's output for the five inputs, in `forward`'s order (`AlbertModel`, `heads._Head`)."""
-        raise NotImplementedError
+        """The encoder's output for the five inputs, in `forward`'s order: a head's encoder is
+        `self.albert` (AlbertModel computes it itself, and multiple choice reshapes first)."""
+        encoder = getattr(self, self.base_model_prefix)
+        return encoder(*inputs, output_hidden_states=output_hidden_states)
 
     def _head(self, out: BaseModelOutputWithPooling) -> ModelOutput:
         """What this model returns from the encoder's output; a head adds its targets as arguments after

@@ -81,9 +81,6 @@ class _Head(AlbertPreTrainedModel):
         super().__init__(config)
         self.albert = AlbertModel(config, add_pooling_layer=add_pooling_layer)
 
-    def _encode(self, inputs: Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
-        return self.albert(*inputs, output_hidden_states=output_hidden_states)
-
 
 class AlbertForPreTraining(_Head):
     """Encoder + MLM head + SOP head; loss = MLM + SOP when both label sets are given."""

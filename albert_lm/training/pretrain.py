@@ -50,7 +50,7 @@ from albert_lm.kernels.device import autocast
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import preflight, run_cards
 from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
-from albert_lm.training.monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics
+from albert_lm.training.monitor import METRICS_FILE, MetricsLog, PaceHint, format_line, plot_metrics
 from albert_lm.training.objective import STATS, PretrainingObjective, summarize
 from albert_lm.training.optim import clip_by_global_norm, time_budget_spent
 from albert_lm.training.pretrain_config import PretrainConfig
@@ -343,35 +343,29 @@ def teardown(run: Run, clean: bool = False) -> None:
 
 
 # --------------------------------------------------------------------------- the loop
-class PaceHint:
-    """Once, a few steps in, the time the rest of the run will take at this pace: a run that would take
-    hours on a CPU (albert-base's 125,000 steps: weeks) says so and names what to do instead."""
+def _progress_bar(run: Run, budget_s: float | None) -> tqdm:
+    """Progress in steps, or with a time budget in seconds of it (the step count is then only a cap)."""
+    return tqdm(
+        total=round(budget_s) if budget_s else run.cfg.max_steps,
+        disable=not run.d.main,
+        desc="pretrain",
+        initial=round(run.elapsed_s) if budget_s else run.step,
+        unit="s" if budget_s else "step",
+    )
 
-    WARM, MEASURED = 2, 10  # steps skipped (first-step set-up), then steps timed
 
-    def __init__(self, run: Run) -> None:
-        self.start, self.mark = run.step, 0.0
-
-    def after_step(self, run: Run) -> None:
-        if run.step == self.start + self.WARM:
-            self.mark = run.elapsed_s
-        if run.step != self.start + self.WARM + self.MEASURED or not run.d.main or run.cfg.time_budget:
-            return
-        per_step = (run.elapsed_s - self.mark) / self.MEASURED
-        hours = per_step * (run.cfg.max_steps - run.step) / 3600
-        logger.info(
-            "%.2f s per step: the %d steps left take about %.1f hours here",
-            per_step,
-            run.cfg.max_steps - run.step,
-            hours,
-        )
-        if run.device.type == "cpu" and hours > 2:
-            logger.warning(
-                "at this pace the run takes about %.0f hours on this CPU. A CPU pretrains a small model in a "
-                "set time with a recipe made for it: `albert pretrain --recipe cpu-1h` (or cpu-10min), or bound "
-                "this run with --time-budget 1h; `albert data create --recipe cpu-1h` makes its data",
-                hours,
-            )
+def _record(run: Run, last: Any, finishing: bool, bar: tqdm) -> dict[str, float]:
+    """After a step: the log line, the held-out evaluation and the checkpoint, each when due (all of them
+    on the last step). Returns the logged training metrics ({} where none was due)."""
+    cfg, logged = run.cfg, {}
+    if should_log(run.step, cfg, finishing):
+        logged = log_train(run, last)
+        bar.set_postfix(step=run.step, loss=f"{logged['loss']:.3f}", mlm_acc=f"{logged['mlm_acc']:.3f}")
+    if should_eval(run.step, cfg, finishing):
+        run_eval(run.objective, run.evals, cfg, run.device, run.d, run.metrics, run.step, run.elapsed_s)
+    if should_save(run.step, cfg, finishing):
+        save(run)
+    return logged
 
 
 def pretrain(
@@ -393,14 +387,7 @@ def pretrain(
     stop.install()
     final: dict[str, float] = {}
     budget_s = cfg.time_budget_s
-    # Progress in steps, or with a time budget in seconds of it (the step count is then only a cap).
-    bar = tqdm(
-        total=round(budget_s) if budget_s else cfg.max_steps,
-        disable=not d.main,
-        desc="pretrain",
-        initial=round(run.elapsed_s) if budget_s else run.step,
-        unit="s" if budget_s else "step",
-    )
+    bar = _progress_bar(run, budget_s)
     clock, pace = time.monotonic(), PaceHint(run)
     try:
         done = budget_spent(run, budget_s)  # a resumed run may have spent it already
@@ -415,13 +402,7 @@ def pretrain(
             done = budget_spent(run, budget_s)  # the last step when the time is gone
             pace.after_step(run)
             bar.update(min(round(run.elapsed_s), bar.total) - bar.n if budget_s else 1)
-            if should_log(run.step, cfg, stopping or done):
-                final = log_train(run, last)
-                bar.set_postfix(step=run.step, loss=f"{final['loss']:.3f}", mlm_acc=f"{final['mlm_acc']:.3f}")
-            if should_eval(run.step, cfg, stopping or done):
-                run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step, run.elapsed_s)
-            if should_save(run.step, cfg, stopping or done):
-                save(run)
+            final = _record(run, last, stopping or done, bar) or final
             if stopping:
                 if d.main:
                     name = signal.Signals(stop.signum).name if stop.signum else "a signal on another rank"
