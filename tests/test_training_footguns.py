@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+import torch
 
 from albert_lm.cli import main
-from albert_lm.training.optim import fit_warmup, learning_rate_factor
-from albert_lm.training.pretrain import PaceHint
+from albert_lm.training.clock import LoopClock
+from albert_lm.training.optim import build_time_budget_scheduler, fit_warmup, learning_rate_factor
+from albert_lm.training.pretrain import SLOW_CPU_ADVICE
 from albert_lm.training.pretrain_config import PretrainConfig
 
 
@@ -35,32 +36,67 @@ def test_finetune_warmup_longer_than_the_run_is_fitted(caplog):
     assert (total, warmup) == (20, 2) and "finetune" in caplog.text
 
 
-def _pace(device: str, steps: int, per_step: float, budget: str | None = None) -> SimpleNamespace:
-    cfg = SimpleNamespace(max_steps=steps, time_budget=budget)
-    return SimpleNamespace(
-        step=0,
-        elapsed_s=0.0,
-        cfg=cfg,
-        d=SimpleNamespace(main=True),
-        device=SimpleNamespace(type=device),
-        per_step=per_step,
-    )
+def _run_clock(clock: LoopClock, per_step: float, steps: int) -> list[bool]:
+    """Ticks `steps` steps of `per_step` seconds each (the monotonic clock frozen in between)."""
+    done = []
+    for step in range(clock.start + 1, clock.start + steps + 1):
+        clock._clock -= per_step  # as if the step took per_step seconds
+        done.append(clock.tick(step))
+    return done
 
 
 @pytest.mark.parametrize(
-    "device, steps, per_step, warned",
-    [("cpu", 125_000, 2.0, True), ("cpu", 2000, 2.0, False), ("cuda", 125_000, 2.0, False)],
+    "cpu, steps, per_step, warned",
+    [(True, 125_000, 2.0, True), (True, 2000, 2.0, False), (False, 125_000, 2.0, False)],
 )
-def test_a_cpu_run_of_many_hours_says_so_and_names_the_recipe(caplog, device, steps, per_step, warned):
-    run = _pace(device, steps, per_step)
-    hint = PaceHint(run)  # type: ignore[arg-type]
+def test_a_cpu_run_of_many_hours_says_so_and_names_the_recipe(caplog, cpu, steps, per_step, warned):
+    clock = LoopClock("pretrain", step=0, total_steps=steps, cpu=cpu, slow_advice=SLOW_CPU_ADVICE)
     with caplog.at_level(logging.INFO):
-        for _ in range(PaceHint.WARM + PaceHint.MEASURED):
-            run.step += 1
-            run.elapsed_s += per_step
-            hint.after_step(run)  # type: ignore[arg-type]
+        _run_clock(clock, per_step, LoopClock.WARM + LoopClock.MEASURED)
     assert "hours here" in caplog.text
     assert ("--recipe cpu-1h" in caplog.text) == warned
+
+
+def _budget_clock(budget_s: float, warmup: int, step: int = 0) -> LoopClock:
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.01)
+    scheduler = build_time_budget_scheduler(optimizer, warmup)
+    return LoopClock(
+        "pretrain",
+        step=step,
+        total_steps=1_000_000,
+        budget="2m",
+        budget_s=budget_s,
+        scheduler=scheduler,
+        warmup_fraction=0.1,
+    )
+
+
+def test_a_time_budget_that_cannot_leave_the_warmup_shortens_it_and_says_so(caplog):
+    # 2 minutes at 4 s per step: about 30 steps against a 150-step warm-up (the reported cpu-1h --time-budget 2m)
+    clock = _budget_clock(120.0, 150)
+    with caplog.at_level(logging.INFO):
+        done = _run_clock(clock, 4.0, 30)
+        clock.finished(30)
+    factor = clock.scheduler.lr_lambdas[0]
+    assert done[-1] and not any(done[:-1])  # the budget is spent at its last step, not before
+    assert factor.warmup_steps == 3 and "fewer than the warm-up of 150" in caplog.text
+    assert "time budget 2m spent at step 30" in caplog.text
+    assert "inside its warm-up" not in caplog.text  # the shortened warm-up was left
+    factor.progress = 0.25  # a quarter of the budget in: the rate is at 75% of its peak, past the warm-up
+    assert factor(8) == pytest.approx(0.75)  # the 150-step warm-up would give it 8 / 150
+    caplog.clear()
+    roomy = _budget_clock(3600.0, 150)
+    with caplog.at_level(logging.WARNING):
+        _run_clock(roomy, 4.0, 20)
+    assert roomy.scheduler.lr_lambdas[0].warmup_steps == 150 and not caplog.text  # a budget that leaves it
+
+
+def test_a_run_that_ends_inside_its_warmup_says_so(caplog):
+    clock = _budget_clock(20.0, 150)  # spent before the pace is measured
+    with caplog.at_level(logging.WARNING):
+        done = _run_clock(clock, 4.0, 5)
+        clock.finished(5)
+    assert done[-1] and "the run ended at step 5, inside its warm-up of 150 steps" in caplog.text
 
 
 def test_learning_rate_help_figures_are_computed(capsys):

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from albert_lm.data.corpus import ReadStats, iter_documents, warn_gutenberg_markers
 from albert_lm.data.examples import (
@@ -71,6 +70,7 @@ from albert_lm.files import (
     read_json_object,
     write_json,
 )
+from albert_lm.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -384,7 +384,7 @@ def _create(
 
 
 def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, progress: bool) -> list[dict]:
-    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="albert data create", disable=not progress)
+    bar = progress_bar(show=progress, total=total_bytes, unit="B", unit_scale=True, desc="albert data create")
     try:
         if workers > 1:
             return run_pool(_build_shard_task, tasks, workers, _load_state, (tok_dir,), bar, "data create")

@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from albert_lm.files import folder_lock, read_json_object, write_json
+from albert_lm.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -271,9 +271,7 @@ class TeacherCache:
                 rows_done,
                 len(self.texts),
             )
-        bar = tqdm(
-            total=len(self.texts), initial=rows_done, desc=desc, unit="text", disable=not progress or None
-        )
+        bar = progress_bar(show=progress, total=len(self.texts), initial=rows_done, desc=desc, unit="text")
         seconds = start = self.teacher_seconds() if done else 0.0
         try:
             for chunk in range(done, self.chunks):

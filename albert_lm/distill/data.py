@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from albert_lm.data.corpus import (
     ReadStats,
@@ -34,6 +33,7 @@ from albert_lm.data.masking import IGNORE_INDEX, mask_sequence, word_start_table
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.data.unspaced import word_count
 from albert_lm.files import InputError
+from albert_lm.progress import progress_bar
 from albert_lm.tasks.glue import GLUE_TASKS, read_glue_tsv
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def read_sentences(
     seen: set[bytes] = set()
     out: list[str] = []
     stats = ReadStats()
-    bar = tqdm(total=max_segments, desc="reading text", unit="sentence", disable=not progress or None)
+    bar = progress_bar(show=progress, total=max_segments, desc="reading text", unit="sentence")
     for block in blocks:
         for doc in iter_documents(block, formats[block.path], stats):
             for raw in doc:

@@ -13,7 +13,8 @@ make a checkpoint or the final output its own. This module does the rest, as `al
   exits 143); --resume continues exactly (CPU, fp32): each epoch's batches and each step's masking are
   functions of (seed, epoch, step), and the teacher's outputs come from the cache;
 - metrics.jsonl (train records every --log-every steps, evaluations every --eval-every and at the end),
-  TensorBoard events and training_curves.png (`albert_lm.training.monitor`); tqdm progress.
+  TensorBoard events and training_curves.png (`albert_lm.training.monitor`); the time, progress bar and
+  pace as every loop keeps them (`albert_lm.training.clock`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import abc
 import contextlib
 import json
 import logging
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from albert_lm.distill.config import RESUME_MAY_CHANGE, DistillCommon
 from albert_lm.files import clear_folder, describe_folder
@@ -38,6 +37,7 @@ from albert_lm.kernels.device import autocast
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import run_folder
+from albert_lm.training.clock import LoopClock
 from albert_lm.training.distributed import StopFlag
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, draw_curves
 from albert_lm.training.optim import (
@@ -46,7 +46,6 @@ from albert_lm.training.optim import (
     build_time_budget_scheduler,
     clip_by_global_norm,
     fit_warmup,
-    time_budget_spent,
 )
 from albert_lm.training.run_folder import RunKind
 
@@ -281,44 +280,39 @@ def train(d: Distiller, latest: Path | None) -> DistillResult:
 
 def _run(loop: _Loop, stop: StopFlag) -> DistillResult:
     d, cfg = loop.d, loop.d.cfg
-    budget_s = cfg.time_budget_s
-    # Progress in steps, or with a time budget in seconds of it (the step count is then only a cap).
-    bar = tqdm(
-        total=round(budget_s) if budget_s else d.total_steps,
-        unit="s" if budget_s else "step",
-        initial=round(loop.elapsed_s) if budget_s else loop.step,
-        desc="distill",
-        disable=None,
+    clock = LoopClock(
+        "distill",
+        step=loop.step,
+        total_steps=d.total_steps,
+        elapsed_s=loop.elapsed_s,
+        budget=cfg.time_budget,
+        budget_s=cfg.time_budget_s,
+        scheduler=loop.scheduler,
+        warmup_fraction=WARMUP_FRACTION,
+        cpu=d.device.type == "cpu",
     )
-    limit = d.total_steps
     last: dict[str, Any] = {}
-    with bar:
-        done, clock = time_budget_spent(loop.scheduler, loop.elapsed_s, budget_s), time.monotonic()
-        while loop.step < limit and not done:
+    try:
+        done = clock.spent()
+        while loop.step < d.total_steps and not done:
             _take_step(loop)
-            # The run's time: its steps and its evaluations and saves (counted with the next step), as
-            # `albert pretrain` counts it.
-            now = time.monotonic()
-            loop.elapsed_s, clock = loop.elapsed_s + now - clock, now
-            done = time_budget_spent(loop.scheduler, loop.elapsed_s, budget_s)
+            # The run's time: its steps and its evaluations and saves (counted with the next step).
+            done = clock.tick(loop.step)
+            loop.elapsed_s = clock.elapsed_s
             stopping = stop.signum is not None
-            bar.update(min(round(loop.elapsed_s), bar.total) - bar.n if budget_s else 1)
-            end = stopping or done or loop.step >= limit
+            end = stopping or done or loop.step >= d.total_steps
             if loop.step % cfg.log_every == 0 or end:
-                _log(loop, bar)
+                _log(loop, clock.bar)
             if cfg.eval_every and loop.step % cfg.eval_every == 0 and not end:
                 last = _evaluate(loop)
             if stopping or (cfg.save_every and loop.step % cfg.save_every == 0) or end:
                 _save(loop)
             if stopping:
-                logger.info(
-                    "stopped by %s at step %d; continue with --resume",
-                    signal.Signals(stop.signum or 15).name,
-                    loop.step,
-                )
+                clock.stopped(stop.signum, loop.step)
                 return DistillResult(d.out, loop.step, True, last, stop.signum)
-    if done:
-        logger.info("time budget %s spent at step %d: schedule complete", cfg.time_budget, loop.step)
+    finally:
+        clock.close()
+    clock.finished(loop.step)
     last = _evaluate(loop)
     return DistillResult(d.out, loop.step, False, d.finish(last))
 

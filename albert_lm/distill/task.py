@@ -57,6 +57,7 @@ from albert_lm.tasks.batches import collate, feature_length, length_bucketed_bat
 from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
 from albert_lm.tasks.task import Feature
 from albert_lm.tasks.text_classification import TextExample
+from albert_lm.training.clock import run_length
 from albert_lm.training.evaluation import (
     EvalSet,
     build_task,
@@ -426,10 +427,10 @@ def distill_task(cfg: TaskDistillConfig) -> DistillResult:
         model = load_for_task(task, latest or str(cfg.model), fcfg).to(device)
         d = TaskDistiller(cfg, fcfg, out, device, precision, task, tokenizer, model, data)
         logger.info(
-            "student %s: %.2fM parameters, %d steps, teacher %s",
+            "student %s: %.2fM parameters, %s, teacher %s",
             cfg.model,
             model.num_parameters() / 1e6,
-            d.total_steps,
+            run_length(d.total_steps, cfg.time_budget),
             cfg.teacher,
         )
         return train(d, latest)

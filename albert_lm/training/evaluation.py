@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import write_json
@@ -30,6 +29,7 @@ from albert_lm.model.heads import (
     AlbertForSequenceClassification,
     AlbertForTokenClassification,
 )
+from albert_lm.progress import progress_bar
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.task import Feature
@@ -106,7 +106,7 @@ def run_model(
     model.eval()
     outputs: dict[int, dict[str, np.ndarray]] = {}
     batches = length_bucketed_batches([feature_length(f) for f in features], batch_size, None)
-    for idx in tqdm(batches, desc=desc, unit="batch", disable=None, leave=False):
+    for idx in progress_bar(batches, desc=desc, unit="batch", leave=False):
         chunk = [features[i] for i in idx]
         batch = collate(chunk, pad_id)
         inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}

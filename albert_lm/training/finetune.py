@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
 from albert_lm.files import (
@@ -51,6 +50,7 @@ from albert_lm.tasks.batches import collate, feature_length, length_bucketed_bat
 from albert_lm.tasks.glue import glue_id2label
 from albert_lm.tasks.task import Feature
 from albert_lm.training import run_folder
+from albert_lm.training.clock import LoopClock
 from albert_lm.training.evaluation import (
     EvalSet,
     autocast_for,
@@ -338,13 +338,13 @@ def _steps(run: _Run, trainer: _Trainer, log: FinetuneLog, total: int, steps_per
     eval_every = cfg.eval_every or steps_per_epoch
     best: _Evaluation | None = None
     running, seen, t0 = 0.0, 0, time.perf_counter()
-    bar = tqdm(total=total, desc=f"finetune {cfg.task}", unit="step", disable=None)
+    clock = LoopClock(f"finetune {cfg.task}", step=0, total_steps=total, cpu=run.device.type == "cpu")
     for step in range(1, total + 1):
         loss, n_seen, lr = trainer.step()
         running += loss
         seen += n_seen
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.4f}")
+        clock.tick(step)
+        clock.bar.set_postfix(loss=f"{loss:.4f}")
         if step % cfg.log_every == 0 or step == total:
             n = cfg.log_every if step % cfg.log_every == 0 else (step % cfg.log_every)
             rate = seen / (time.perf_counter() - t0)
@@ -357,7 +357,7 @@ def _steps(run: _Run, trainer: _Trainer, log: FinetuneLog, total: int, steps_per
                 best = evaluation
                 _save_best(run, trainer.model, best)
             t0 = time.perf_counter()  # examples/s counts training only
-    bar.close()
+    clock.close()
     assert best is not None
     return best
 

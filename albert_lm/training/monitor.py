@@ -191,35 +191,3 @@ def draw_curves(path: Path, panels: Mapping[str, Mapping[str, Points]]) -> Path 
     fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
     return atomic_write(path, png.getvalue())
-
-
-class PaceHint:
-    """Once, a few steps in, the time the rest of the run will take at this pace: a run that would take
-    hours on a CPU (albert-base's 125,000 steps: weeks) says so and names what to do instead. `run`: the
-    pretraining loop's Run (its step, elapsed time, settings, device)."""
-
-    WARM, MEASURED = 2, 10  # steps skipped (first-step set-up), then steps timed
-
-    def __init__(self, run: Any) -> None:
-        self.start, self.mark = run.step, 0.0
-
-    def after_step(self, run: Any) -> None:
-        if run.step == self.start + self.WARM:
-            self.mark = run.elapsed_s
-        if run.step != self.start + self.WARM + self.MEASURED or not run.d.main or run.cfg.time_budget:
-            return
-        per_step = (run.elapsed_s - self.mark) / self.MEASURED
-        hours = per_step * (run.cfg.max_steps - run.step) / 3600
-        logger.info(
-            "%.2f s per step: the %d steps left take about %.1f hours here",
-            per_step,
-            run.cfg.max_steps - run.step,
-            hours,
-        )
-        if run.device.type == "cpu" and hours > 2:
-            logger.warning(
-                "at this pace the run takes about %.0f hours on this CPU. A CPU pretrains a small model in a "
-                "set time with a recipe made for it: `albert pretrain --recipe cpu-1h` (or cpu-10min), or bound "
-                "this run with --time-budget 1h; `albert data create --recipe cpu-1h` makes its data",
-                hours,
-            )

@@ -42,21 +42,27 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm.auto import tqdm
 
 from albert_lm.data.dataset import evaluation_loader
 from albert_lm.files import write_json
 from albert_lm.kernels.device import autocast
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import preflight, run_cards
+from albert_lm.training.clock import LoopClock
 from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
-from albert_lm.training.monitor import METRICS_FILE, MetricsLog, PaceHint, format_line, plot_metrics
+from albert_lm.training.monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics
 from albert_lm.training.objective import STATS, PretrainingObjective, summarize
-from albert_lm.training.optim import clip_by_global_norm, time_budget_spent
+from albert_lm.training.optim import PAPER_WARMUP_FRACTION, clip_by_global_norm
 from albert_lm.training.pretrain_config import PretrainConfig
 from albert_lm.training.pretrain_setup import Run, setup
 
 logger = logging.getLogger(__name__)
+
+# What a CPU run of many hours is told to do instead (the clock says it a few steps in).
+SLOW_CPU_ADVICE = (
+    "A CPU pretrains a small model in a set time with a recipe made for it: `albert pretrain --recipe cpu-1h` "
+    "(or cpu-10min), or bound this run with --time-budget 1h; `albert data create --recipe cpu-1h` makes its data"
+)
 
 
 @dataclass
@@ -181,12 +187,16 @@ def check_step(run: Run, last: StepStats) -> None:
         check_learning(run, all_reduce(last.stats.clone(), run.d))
 
 
-def budget_spent(run: Run, budget_s: float | None) -> bool:
-    """With a time budget: agree on the time spent (the slowest rank's), then `time_budget_spent`."""
-    if budget_s is not None and run.d.world > 1:
-        spent = torch.tensor([run.elapsed_s], dtype=torch.float64, device=run.device)
-        run.elapsed_s = float(all_reduce(spent, run.d, dist.ReduceOp.MAX).item())
-    return time_budget_spent(run.scheduler, run.elapsed_s, budget_s)
+def _slowest(run: Run) -> Callable[[float], float]:
+    """The time spent as all ranks agree on it: the slowest rank's."""
+
+    def agree(elapsed_s: float) -> float:
+        if run.d.world == 1:
+            return elapsed_s
+        spent = torch.tensor([elapsed_s], dtype=torch.float64, device=run.device)
+        return float(all_reduce(spent, run.d, dist.ReduceOp.MAX).item())
+
+    return agree
 
 
 def stop_requested(stop: StopFlag, d: DistInfo, device: torch.device) -> bool:
@@ -343,18 +353,7 @@ def teardown(run: Run, clean: bool = False) -> None:
 
 
 # --------------------------------------------------------------------------- the loop
-def _progress_bar(run: Run, budget_s: float | None) -> tqdm:
-    """Progress in steps, or with a time budget in seconds of it (the step count is then only a cap)."""
-    return tqdm(
-        total=round(budget_s) if budget_s else run.cfg.max_steps,
-        disable=not run.d.main,
-        desc="pretrain",
-        initial=round(run.elapsed_s) if budget_s else run.step,
-        unit="s" if budget_s else "step",
-    )
-
-
-def _record(run: Run, last: Any, finishing: bool, bar: tqdm) -> dict[str, float]:
+def _record(run: Run, last: Any, finishing: bool, bar: Any) -> dict[str, float]:
     """After a step: the log line, the held-out evaluation and the checkpoint, each when due (all of them
     on the last step). Returns the logged training metrics ({} where none was due)."""
     cfg, logged = run.cfg, {}
@@ -386,41 +385,41 @@ def pretrain(
     stop = StopFlag()
     stop.install()
     final: dict[str, float] = {}
-    budget_s = cfg.time_budget_s
-    bar = _progress_bar(run, budget_s)
-    clock, pace = time.monotonic(), PaceHint(run)
+    clock = LoopClock(
+        "pretrain",
+        step=run.step,
+        total_steps=cfg.max_steps,
+        elapsed_s=run.elapsed_s,
+        budget=cfg.time_budget,
+        budget_s=cfg.time_budget_s,
+        scheduler=run.scheduler,
+        warmup_fraction=PAPER_WARMUP_FRACTION,
+        main=d.main,
+        agree=_slowest(run),
+        cpu=run.device.type == "cpu",
+        slow_advice=SLOW_CPU_ADVICE,
+    )
     try:
-        done = budget_spent(run, budget_s)  # a resumed run may have spent it already
+        done = clock.spent()  # a resumed run may have spent it already
         while run.step < cfg.max_steps and not done:
             last = take_step(run)
             check_step(run, last)
             if on_step is not None:
                 on_step(run.step)
             stopping = stop_requested(stop, d, run.device)
-            now = time.monotonic()
-            run.elapsed_s, clock = run.elapsed_s + now - clock, now
-            done = budget_spent(run, budget_s)  # the last step when the time is gone
-            pace.after_step(run)
-            bar.update(min(round(run.elapsed_s), bar.total) - bar.n if budget_s else 1)
-            final = _record(run, last, stopping or done, bar) or final
+            done = clock.tick(run.step)  # the last step when the time is gone
+            run.elapsed_s = clock.elapsed_s
+            final = _record(run, last, stopping or done, clock.bar) or final
             if stopping:
-                if d.main:
-                    name = signal.Signals(stop.signum).name if stop.signum else "a signal on another rank"
-                    logger.info("stopped by %s at step %d; continue with --resume", name, run.step)
+                clock.stopped(stop.signum, run.step)
                 return PretrainResult(run.out, run.step, True, final, stop.signum or signal.SIGTERM)
-        if done and d.main:
-            logger.info(
-                "time budget %s spent at step %d (%.0f s): schedule complete",
-                cfg.time_budget,
-                run.step,
-                run.elapsed_s,
-            )
+        clock.finished(run.step)
         final.update(
             run_eval(run.objective, run.evals, cfg, run.device, d, run.metrics, run.step, run.elapsed_s)
         )
         save_final(run)
         return PretrainResult(run.out, run.step, False, final)
     finally:
-        bar.close()
+        clock.close()
         stop.restore()
         teardown(run, clean=sys.exc_info()[0] is None)

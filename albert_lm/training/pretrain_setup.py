@@ -36,6 +36,7 @@ from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import preflight, run_folder
+from albert_lm.training.clock import run_length
 from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
 from albert_lm.training.monitor import MetricsLog
@@ -312,13 +313,13 @@ def _log_start(run: Run, train_dataset: Any) -> None:
     tokens_per_step = global_batch * len(train_dataset[0]["input_ids"])
     sentence = run.objective.sentence_objective
     logger.info(
-        "pretraining %s (%.1fM parameters, %s) on %d sequences: %d steps, global batch %d (%d x %d x %d "
+        "pretraining %s (%.1fM parameters, %s) on %d sequences: %s, global batch %d (%d x %d x %d "
         "processes), ~%d tokens per step, %s, %s, lr %.3g",
         cfg.model_config or cfg.preset,
         run.model.num_parameters() / 1e6,
         sentence if cfg.sop_weight else f"masked LM only, {sentence} weight 0",
         len(train_dataset),
-        cfg.max_steps,
+        run_length(cfg.max_steps, cfg.time_budget),
         global_batch,
         cfg.batch_size,
         cfg.gradient_accumulation_steps,

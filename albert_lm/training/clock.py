@@ -1,0 +1,157 @@
+"""The clock of a training loop, written once for pretraining, distillation and fine-tuning.
+
+A loop makes one `LoopClock` and calls `tick(step)` after each optimizer step; the clock keeps:
+- the time the run has spent (its steps, evaluations and saves; a resumed run goes on from its saved
+  `elapsed_s`), agreed across ranks where the loop gives `agree`;
+- with `--time-budget`, the schedule's progress over that time (`optim.time_budget_spent`) and whether it
+  is spent;
+- the progress bar: steps, or with a time budget the seconds of it (the step count is then only a cap);
+- the pace, measured once a few steps in: without a budget, how long the rest will take (and, where the
+  loop gives `slow_advice`, what to do instead of a run of many hours on a CPU); with a budget, whether the
+  budget leaves the warm-up at all. A budget that ends inside the warm-up never reaches its peak rate, so
+  the warm-up is shortened to `warmup_fraction` of the steps the budget allows, with a warning, as
+  `optim.fit_warmup` does for `--max-steps`;
+- the lines said when a signal stops the run and when the budget is spent.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from albert_lm.progress import progress_bar
+from albert_lm.training.optim import TimeBudgetFactor, time_budget_spent
+
+logger = logging.getLogger(__name__)
+
+
+class LoopClock:
+    """Time, progress and pace of one training loop (see the module's docstring)."""
+
+    WARM, MEASURED = 2, 10  # steps skipped (first-step set-up), then steps timed for the pace
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        step: int,
+        total_steps: int,
+        elapsed_s: float = 0.0,
+        budget: str | None = None,
+        budget_s: float | None = None,
+        scheduler: Any = None,
+        warmup_fraction: float = 0.1,
+        main: bool = True,
+        agree: Callable[[float], float] | None = None,
+        cpu: bool = True,
+        slow_advice: str | None = None,
+    ) -> None:
+        self.what, self.total_steps, self.elapsed_s = what, total_steps, elapsed_s
+        self.budget, self.budget_s, self.scheduler = budget, budget_s, scheduler
+        self.warmup_fraction, self.main, self.agree = warmup_fraction, main, agree
+        self.cpu, self.slow_advice = cpu, slow_advice
+        self.start, self.mark = step, elapsed_s
+        self.bar = progress_bar(
+            show=main,
+            total=round(budget_s) if budget_s else total_steps,
+            initial=round(elapsed_s) if budget_s else step,
+            unit="s" if budget_s else "step",
+            desc=what,
+        )
+        self._clock = time.monotonic()
+
+    def spent(self) -> bool:
+        """Whether the time budget is spent (always False without one); sets the schedule's progress."""
+        if self.budget_s is not None and self.agree is not None:
+            self.elapsed_s = self.agree(self.elapsed_s)
+        return time_budget_spent(self.scheduler, self.elapsed_s, self.budget_s)
+
+    def tick(self, step: int) -> bool:
+        """After optimizer step `step`: count the time since the last tick, move the bar, check the pace
+        once. Returns whether the time budget is spent (this was the last step)."""
+        now = time.monotonic()
+        self.elapsed_s, self._clock = self.elapsed_s + now - self._clock, now
+        done = self.spent()
+        self.bar.update(min(round(self.elapsed_s), self.bar.total) - self.bar.n if self.budget_s else 1)
+        if step == self.start + self.WARM:
+            self.mark = self.elapsed_s
+        elif step == self.start + self.WARM + self.MEASURED:
+            self._pace(step, (self.elapsed_s - self.mark) / self.MEASURED)
+        return done
+
+    def _pace(self, step: int, per_step: float) -> None:
+        if self.budget_s is None:
+            self._hours_left(step, per_step)
+            return
+        factor = self._budget_factor()
+        steps = step + int(max(0.0, self.budget_s - self.elapsed_s) / max(per_step, 1e-9))
+        if factor is None or factor.warmup_steps <= steps:
+            return
+        warmup = max(1, round(steps * self.warmup_fraction))
+        if self.main:
+            logger.warning(
+                "%s: at %.2f s per step the time budget %s allows about %d steps, fewer than the warm-up of "
+                "%d: the learning rate would never reach its peak; warming up over %d steps instead (%.0f%% of "
+                "the run). Set --warmup-steps to choose, or give the run more time.",
+                self.what,
+                per_step,
+                self.budget,
+                steps,
+                factor.warmup_steps,
+                warmup,
+                100 * self.warmup_fraction,
+            )
+        factor.warmup_steps = warmup
+
+    def _hours_left(self, step: int, per_step: float) -> None:
+        if not self.main:
+            return
+        left = max(0, self.total_steps - step)
+        hours = per_step * left / 3600
+        logger.info("%.2f s per step: the %d steps left take about %.1f hours here", per_step, left, hours)
+        if self.cpu and hours > 2 and self.slow_advice:
+            logger.warning(
+                "at this pace the run takes about %.0f hours on this CPU. %s", hours, self.slow_advice
+            )
+
+    def _budget_factor(self) -> TimeBudgetFactor | None:
+        lambdas = getattr(self.scheduler, "lr_lambdas", [None])
+        return lambdas[0] if isinstance(lambdas[0], TimeBudgetFactor) else None
+
+    def stopped(self, signum: int | None, step: int) -> None:
+        """The line of a run stopped by a signal (`signum` None: a signal on another rank)."""
+        if self.main:
+            name = signal.Signals(signum).name if signum else "a signal on another rank"
+            logger.info("%s stopped by %s at step %d; continue with --resume", self.what, name, step)
+
+    def finished(self, step: int) -> None:
+        """At the end of the loop: the line of a spent budget, and a warning where the run ended inside its
+        warm-up (a budget too short even for the shortened one, or a pace that fell after it was measured)."""
+        if self.budget_s is None or not self.main:
+            return
+        logger.info(
+            "time budget %s spent at step %d (%.0f s): schedule complete", self.budget, step, self.elapsed_s
+        )
+        factor = self._budget_factor()
+        if factor is not None and step < factor.warmup_steps:
+            logger.warning(
+                "%s: the run ended at step %d, inside its warm-up of %d steps: the learning rate reached %.0f%% "
+                "of its peak. Give it more time or set --warmup-steps below %d.",
+                self.what,
+                step,
+                factor.warmup_steps,
+                100 * step / factor.warmup_steps,
+                step,
+            )
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run_length(steps: int, budget: str | None) -> str:
+    """A run's length as its start line says it: "1,000 steps", or with a time budget "time budget 2m"
+    (the step count is then only a cap, and not worth a line)."""
+    return f"time budget {budget}" if budget else f"{steps:,} steps"
