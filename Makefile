@@ -1,15 +1,19 @@
-# Set-up and the two README commands. Works on a fresh machine with only Python 3.11:
-# torch==2.13.0 goes in first so pip takes the local CPU build, not the CUDA wheels.
+# Set-up and the two README commands. Works on a fresh machine with only Python 3.11.
+# torch goes in first, from PyTorch's CPU index, so that pip does not pull the CUDA wheels (GBs) that a
+# CPU-only machine never uses. For a CUDA GPU: make setup TORCH_INDEX=https://download.pytorch.org/whl/cu126
+# (or TORCH_INDEX= for the default wheels of the package index).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: setup demo test lint format typecheck
 
 $(BIN)/albert: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -q -e ".[test]"
 	@touch $(BIN)/albert
 

