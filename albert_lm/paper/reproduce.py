@@ -39,6 +39,7 @@ from albert_lm.paper.config import ReproduceConfig
 from albert_lm.paper.report import format_table, plot_claim
 from albert_lm.paper.verdicts import verdicts
 from albert_lm.settings import recipe
+from albert_lm.training import preflight
 from albert_lm.training.evaluation import pick_device
 from albert_lm.training.pretrain import pretrain
 from albert_lm.training.pretrain_config import PretrainConfig
@@ -92,28 +93,14 @@ def _seconds(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds >= 10 else f"{seconds:.3f}s"
 
 
-# Settings of a cell's run that do not change what it learns (where it writes, how often it saves...),
-# left out of its fingerprint; the data is in it by content (tokenizer fingerprint, manifest), not path.
-_NOT_FINGERPRINTED = frozenset(
-    {
-        "data",
-        "output",
-        "resume",
-        "overwrite",
-        "save_every",
-        "keep_last",
-        "eval_every",
-        "eval_batches",
-        "eval_text",
-        "log_every",
-        "device",
-        "tensorboard",
-        "plot",
-        "dist_timeout_s",
-        "init_from",
-        "model_overrides",
-    }
-)
+# Settings of a cell's run that do not change what it learns, left out of its fingerprint: what a resumed
+# pretraining run may change (where it writes, how often it saves...) except precision, the step count and
+# gradient checkpointing, plus the cell's init and model overrides (the model is fingerprinted on its own);
+# the data is in the fingerprint by content (tokenizer fingerprint, manifest), not path.
+_NOT_FINGERPRINTED = (preflight.RESUME_MAY_CHANGE - {"precision", "gradient_checkpointing", "max_steps"}) | {
+    "init_from",
+    "model_overrides",
+}
 
 
 @functools.cache
