@@ -1,4 +1,4 @@
-"""A hostile user's round over every `albert` command, counted (docs/errors.md, "The hostile round").
+"""A hostile user's round over every `albert` command, counted (docs/notes/hostile_rounds.md).
 
 Each case runs `python -m albert_lm.cli ...` in a process of its own against a small world of real
 inputs (two tokenizers, their data, a pretrained and a fine-tuned tiny model, task files), with a time
