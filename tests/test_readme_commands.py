@@ -15,10 +15,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from albert_lm.cli import build_parser
 
@@ -52,7 +52,9 @@ def test_the_readme_shows_commands_of_every_workflow():
     lines = _albert_lines(README)
     for command in ("tokenizer train", "data create", "pretrain", "distill general", "distill task", "finetune",
                     "evaluate", "glue", "predict", "fill-mask", "embed", "export", "reproduce", "convert"):  # fmt: skip
-        assert any(ln.startswith(f"albert {command} ") for ln in lines), f"no `albert {command}` in the README"
+        assert any(ln.startswith(f"albert {command} ") for ln in lines), (
+            f"no `albert {command}` in the README"
+        )
 
 
 @pytest.mark.parametrize("line", _albert_lines(README) + _albert_lines(RELEASED))

@@ -133,6 +133,24 @@ class EvalSet:
     split: str
     examples: list[Any]
     features: list[Feature]
+    in_file: int | None = None  # examples its file holds (more than `examples` where a cap kept fewer)
+
+
+# The fields of an evaluation record that say what was evaluated (not metrics: a model card leaves them out).
+COUNT_FIELDS = ("eval_examples", "eval_examples_in_file", "max_eval_examples")
+
+
+def eval_counts(sets: Sequence[EvalSet], cap: int | None) -> dict[str, Any]:
+    """What an evaluation of `sets` says of their sizes: "eval_examples" (split -> examples evaluated) and,
+    where the cap (--max-eval-examples) kept fewer than a file holds, "max_eval_examples" and
+    "eval_examples_in_file" (split -> examples in its file); an uncapped evaluation names no cap."""
+    if not sets:
+        return {}
+    counts: dict[str, Any] = {"eval_examples": {s.split: len(s.examples) for s in sets}}
+    if any(s.in_file is not None and s.in_file > len(s.examples) for s in sets):
+        counts["max_eval_examples"] = cap
+        counts["eval_examples_in_file"] = {s.split: s.in_file or len(s.examples) for s in sets}
+    return counts
 
 
 def evaluate_sets(
@@ -164,12 +182,26 @@ def build_task(cfg: FinetuneConfig) -> Task:
 
 
 def read_split(task: Task, data: Path, split: str, cap: int | None) -> list[Any] | None:
+    """The split's first `cap` examples (all without one); None where it has no file."""
+    return _read_capped(task, data, split, cap)[0]
+
+
+def _read_capped(task: Task, data: Path, split: str, cap: int | None) -> tuple[list[Any] | None, int]:
+    """(`read_split`, the examples its file holds), logged as "dev: 300 of 872 examples from PATH (capped
+    by --max-eval-examples)" where the cap keeps fewer."""
     path = task.split_file(data, split)
     if path is None:
-        return None
+        return None, 0
     examples = task.read(path, split)
-    logger.info("%s: %d examples from %s", split, len(examples), path)
-    return examples[:cap] if cap else examples
+    kept = examples[:cap] if cap else examples
+    if len(kept) < len(examples):
+        option = "--max-train-examples" if split == "train" else "--max-eval-examples"
+        logger.info(
+            "%s: %d of %d examples from %s (capped by %s)", split, len(kept), len(examples), path, option
+        )
+    else:
+        logger.info("%s: %d examples from %s", split, len(examples), path)
+    return kept, len(examples)
 
 
 def eval_sets_of(
@@ -180,9 +212,10 @@ def eval_sets_of(
     tests = [("", s) for s in task.test_splits()] if test and not data.is_file() else []
     splits = list(task.eval_splits) + tests
     for suffix, split in splits:
-        examples = read_split(task, data, split, cap)
+        examples, in_file = _read_capped(task, data, split, cap)
         if examples is not None:
-            sets.append(EvalSet(suffix, split, examples, task.featurize(examples, tokenizer, max_seq_length)))
+            features = task.featurize(examples, tokenizer, max_seq_length)
+            sets.append(EvalSet(suffix, split, examples, features, in_file))
     return sets
 
 

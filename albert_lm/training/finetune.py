@@ -14,11 +14,12 @@ What we add around it:
 - evaluation on dev every `eval_every` steps and at the end; the checkpoint with the best value of
   the task's main metric is kept in OUTPUT/best (written under a temporary name, then renamed), with
   its dev predictions in OUTPUT/predictions (GLUE submission TSVs, SQuAD predictions JSON, ...);
-- OUTPUT/eval_results.json holds the best checkpoint's metrics under their usual names, and
-  OUTPUT/metrics.jsonl one line per evaluation; TensorBoard events (OUTPUT/tensorboard: train loss and
-  learning rate at each log line, every dev metric at each evaluation) and OUTPUT/training_curves.png,
-  drawn at each evaluation, as pretraining writes them (`albert_lm.training.monitor`); OUTPUT/best holds
-  a model card, README.md (`albert_lm.training.run_cards`);
+- OUTPUT/eval_results.json holds the best checkpoint's metrics under their usual names and the dev
+  examples evaluated ("eval_examples"; with "max_eval_examples" and "eval_examples_in_file" where that cap
+  kept fewer than the files hold), and OUTPUT/metrics.jsonl one line per evaluation; TensorBoard events
+  (OUTPUT/tensorboard: train loss and learning rate at each log line, every dev metric at each
+  evaluation) and OUTPUT/training_curves.png, drawn at each evaluation, as pretraining writes them
+  (`albert_lm.training.monitor`); OUTPUT/best holds a model card, README.md (`albert_lm.training.run_cards`);
 - every input file is read and checked before anything is written, so bad input leaves no output.
 """
 
@@ -56,6 +57,7 @@ from albert_lm.training.evaluation import (
     autocast_for,
     build_task,
     check_tokenizer_fits,
+    eval_counts,
     eval_sets_of,
     evaluate_sets,
     load_for_task,
@@ -367,8 +369,9 @@ def _evaluate_dev(
 ) -> _Evaluation:
     """Evaluate on the dev sets and record the metrics (metrics.jsonl, TensorBoard, the curves)."""
     results, preds = run.evaluate(model, run.dev_sets)
-    record = {"step": step, "epoch": epoch, **results}
-    log.evaluation(record)
+    # What was evaluated: examples per dev split, and the cap where --max-eval-examples kept fewer.
+    record = {"step": step, "epoch": epoch, **results, **eval_counts(run.dev_sets, run.cfg.max_eval_examples)}
+    log.evaluation({k: v for k, v in record.items() if k != "max_eval_examples"})  # not a TensorBoard curve
     if results:
         logger.info("eval at step %d: %s", step, json.dumps(results, sort_keys=True))
     return _Evaluation(results.get(run.task.main_metric, step), record, preds)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from albert_lm.model.card import write_model_card
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import preflight
+from albert_lm.training.evaluation import COUNT_FIELDS
 
 if TYPE_CHECKING:
     from albert_lm.tasks import Task
@@ -122,12 +123,13 @@ def write_finetune_card(
         "batch size": cfg.batch_size if cfg.gradient_accumulation_steps == 1
                       else f"{cfg.batch_size} x {cfg.gradient_accumulation_steps} accumulated",
         "max sequence length": cfg.max_seq_length,
+        "dev examples": dev_examples(record),
         "dropout": cfg.dropout,
         "precision": cfg.precision,
         "seed": cfg.seed,
         "every setting": "`finetune_config.json` beside this card",
     }  # fmt: skip
-    scores = {f"dev {k}": v for k, v in record.items() if k not in ("step", "epoch")}
+    scores = {f"dev {k}": v for k, v in record.items() if k not in ("step", "epoch", *COUNT_FIELDS)}
     own_data = f" ({Path(cfg.data).name})" if cfg.task in ("classification", "token-classification") else ""
     return write_model_card(
         folder,
@@ -138,3 +140,18 @@ def write_finetune_card(
         replaces=location,
         base_model=base.split("@")[0] if base else None,
     )
+
+
+def dev_examples(record: dict[str, Any]) -> str | None:
+    """The dev examples an evaluation record scored, as a card says them: "872", or "300 of 872 (capped by
+    --max-eval-examples 300: not the whole dev set)"; per split where there are several."""
+    counts, in_file = record.get("eval_examples") or {}, record.get("eval_examples_in_file") or {}
+    parts = [
+        f"{n:,}"
+        + (f" of {in_file[split]:,}" if in_file.get(split, n) != n else "")
+        + (f" ({split})" if len(counts) > 1 else "")
+        for split, n in counts.items()
+    ]
+    cap = record.get("max_eval_examples")
+    capped = f" (capped by --max-eval-examples {cap}: not the whole dev set)" if cap else ""
+    return ", ".join(parts) + capped if parts else None
