@@ -45,3 +45,22 @@ def test_the_code_map_is_the_tree():
     mapped, tree = _mapped(), _tree()
     assert not tree - mapped, f"in the tree but not in CONTRIBUTING.md's code map: {sorted(tree - mapped)}"
     assert not mapped - tree, f"in CONTRIBUTING.md's code map but not in the tree: {sorted(mapped - tree)}"
+
+
+def test_every_command_has_its_tests_listed_and_they_exercise_it():
+    from albert_lm.cli import build_parser
+
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    listed = dict(re.findall(r"^\| `albert ([a-z-]+)` \| (.+) \|$", text, flags=re.M))
+    commands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert commands == set(listed), (
+        f"CONTRIBUTING.md's test table against the commands: {commands ^ set(listed)}"
+    )
+    for command, files in listed.items():
+        names = re.findall(r"`(test_\w+\.py)`", files)
+        assert names, command
+        for name in names:
+            assert (ROOT / "tests" / name).is_file(), f"{command}: {name} does not exist"
+        assert any(f'"{command}"' in (ROOT / "tests" / n).read_text() for n in names), (
+            f"none of {names} runs `albert {command}`"
+        )
