@@ -27,6 +27,7 @@ from albert_lm.deploy import commands as deploy_commands
 from albert_lm.distill import commands as distill_commands
 from albert_lm.model import commands as model_commands
 from albert_lm.paper import commands as paper_commands
+from albert_lm.settings import SuggestingParser
 from albert_lm.training import commands as training_commands
 
 Options = Callable[[argparse.ArgumentParser], None]
@@ -116,7 +117,7 @@ command("demo", demo.demo_options)(demo.run_demo_command)
 
 # --------------------------------------------------------------------------- entry point
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="albert",
         description="albert-lm: ALBERT end to end in PyTorch (tokenizer, data, pretraining, fine-tuning).",
     )

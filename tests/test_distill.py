@@ -217,6 +217,27 @@ def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
     assert np.load(tmp_path / "e.npy").shape == (2, 32)
 
 
+def test_cls_weight_teaches_the_pooled_cls_that_fine_tuning_reads(world, tmp_path):
+    """Without --cls-weight the pooler (what a fine-tuned classifier reads) never moves from its random
+    start; with it, the pooler is trained and its loss recorded."""
+    from albert_lm import AlbertForPreTraining
+
+    pooler = {}
+    for name, extra in (("mean", ()), ("cls", ("--cls-weight", "1.0"))):
+        out = tmp_path / name
+        assert main(_general(world, out, "--max-steps", "3", "--eval-every", "3", *extra)) == 0
+        model = AlbertForPreTraining.from_pretrained(out)
+        pooler[name] = model.albert.pooler.weight.detach().clone()
+        evals = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+        assert any("cls_loss" in r for r in evals) == (name == "cls")
+    from albert_lm import AlbertConfig
+
+    torch.manual_seed(12345)  # the students' seed (the default): their initial weights
+    start = AlbertForPreTraining(AlbertConfig.from_pretrained(tmp_path / "mean")).albert.pooler.weight
+    assert torch.equal(pooler["mean"], start)  # no gradient reached it
+    assert not torch.equal(pooler["cls"], start)
+
+
 _RUNNER = """
 import os, signal, sys
 from albert_lm.cli import main

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +128,22 @@ def test_distill_recipe_then_config_file_then_options(tmp_path, capsys):
     bad.write_text(json.dumps({"distill": {"max_segmentz": 1}}))
     with pytest.raises(ValueError, match="bad.json: unknown setting.*max_segmentz"):
         settings("--recipe", str(bad))
+
+
+def test_the_demo_is_described_as_the_model_it_trains():
+    """`albert --help`, `albert demo --help` and the README name the demo's model by its size: the one the
+    cpu-10min recipe builds (its tokenizer's 5000 pieces), not albert-tiny's 0.4M."""
+    from albert_lm.demo import run_demo_command
+    from albert_lm.model.config import AlbertConfig
+    from albert_lm.model.heads import AlbertForPreTraining
+
+    r = recipe("cpu-10min")
+    config = AlbertConfig.from_preset(
+        r["pretrain"]["preset"], vocab_size=r["tokenizer"]["vocab_size"], **r["pretrain"]["model_overrides"]
+    )
+    millions = f"{AlbertForPreTraining(config).num_parameters() / 1e6:.1f}M"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert run_demo_command.__doc__ is not None
+    for where, text in (("albert demo --help", run_demo_command.__doc__), ("README.md", readme)):
+        assert f"{millions}-parameter ALBERT" in text, where
+    assert "albert-tiny" not in run_demo_command.__doc__

@@ -11,10 +11,13 @@ temperature 2 with AdamW at 1e-4.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
+from albert_lm.training.finetune_config import steps_override_line
 
 INPUT_FORMATS = ("auto", "lines", "paragraphs")
 # The student of general distillation when no shape is asked for: the cpu-1h recipe's 4 layers, E 128 and
@@ -157,6 +160,7 @@ class GeneralDistillConfig(DistillCommon):
             "embedding_weight",
             "embedding_loss",
             "relation_weight",
+            "cls_weight",
             "mlm_weight",
             "masked_lm_prob",
         ),
@@ -203,6 +207,9 @@ class GeneralDistillConfig(DistillCommon):
     relation_weight: float = 1.0
     """weight of the in-batch relation loss (MSE between the student's and the teacher's cosine
     similarity matrices of the batch); 0: off"""
+    cls_weight: float = 0.0
+    """weight of the same two losses on the pooled [CLS] vector (`pooler_output`, what a fine-tuned
+    classifier reads), beside the mean-pooled one; 0: off"""
     mlm_weight: float = 0.0
     """weight of the student's masked LM on the same text; 0: off"""
     masked_lm_prob: float = 0.15
@@ -221,6 +228,7 @@ class GeneralDistillConfig(DistillCommon):
                 *_COMMON_NON_NEGATIVE,
                 "embedding_weight",
                 "relation_weight",
+                "cls_weight",
                 "mlm_weight",
                 "eval_segments",
             ),
@@ -313,3 +321,17 @@ class TaskDistillConfig(DistillCommon):
         )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
+
+
+def task_steps(cfg: TaskDistillConfig, per_epoch: int) -> int:
+    """The optimizer steps of a task distillation: --epochs passes of `per_epoch` steps, capped by
+    --max-steps (whichever is fewer); where the cap cuts the epochs short a line says so, as in
+    `albert finetune`."""
+    if not cfg.epochs:
+        return cfg.max_steps
+    epoch_steps = max(1, math.ceil(cfg.epochs * per_epoch))
+    if cfg.max_steps < epoch_steps:
+        logging.getLogger("albert_lm.distill.task").info(
+            steps_override_line(cfg.max_steps, cfg.epochs, epoch_steps)
+        )
+    return min(cfg.max_steps, epoch_steps)

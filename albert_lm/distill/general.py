@@ -148,9 +148,8 @@ class GeneralDistiller(Distiller):
     ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, dev = self.cfg, self.device
         mask = inputs["attention_mask"].to(dev)
-        hidden = self.model.albert(
-            input_ids=inputs["input_ids"].to(dev), attention_mask=mask
-        ).last_hidden_state
+        encoded = self.model.albert(input_ids=inputs["input_ids"].to(dev), attention_mask=mask)
+        hidden = encoded.last_hidden_state
         pooled = mean_pool(hidden.float(), mask)  # (B, H)
         target = torch.from_numpy(np.asarray(self.text.targets[np.asarray(batch)], dtype=np.float32)).to(dev)
         total = torch.zeros((), device=dev)
@@ -161,6 +160,10 @@ class GeneralDistiller(Distiller):
         if cfg.relation_weight:
             r = relation_loss(pooled, target)
             total, parts["relation_loss"] = total + cfg.relation_weight * r, float(r.detach())
+        if cfg.cls_weight:  # the vector fine-tuning's classifier reads, taught the same two things
+            cls = encoded.pooler_output.float()
+            c = embedding_loss(self.projection(cls), target, cfg.embedding_loss) + relation_loss(cls, target)
+            total, parts["cls_loss"] = total + cfg.cls_weight * c, float(c.detach())
         if labels is not None:
             picked = labels.to(dev) != IGNORE_INDEX
             logits = self.model.predictions(hidden[picked]).float()  # (N, V) at the masked positions only

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
 from albert_lm.distill.augment import augment_texts
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
-from albert_lm.distill.config import TaskDistillConfig
+from albert_lm.distill.config import TaskDistillConfig, task_steps
 from albert_lm.distill.data import read_sentences
 from albert_lm.distill.loop import (
     CONFIG_FILE,
@@ -188,9 +188,7 @@ class TaskDistiller(Distiller):
         self.task, self.tokenizer, self.model, self.data = task, tokenizer, model, data
         self.trainable = model
         per_epoch = math.ceil(len(data.features) / cfg.batch_size)
-        self.total_steps = (
-            min(cfg.max_steps, math.ceil(cfg.epochs * per_epoch)) if cfg.epochs else cfg.max_steps
-        )
+        self.total_steps = task_steps(cfg, per_epoch)
         self.lengths = [feature_length(f) for f in data.features]
         self.best: float | None = None
         self.best_record: dict[str, Any] = {}

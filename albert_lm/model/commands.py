@@ -20,12 +20,27 @@ def convert_options(p: argparse.ArgumentParser) -> None:
         "--output", required=True, metavar="DIR", help="new or empty folder for the converted model"
     )
     p.add_argument(
-        "--config", metavar="FILE", help="albert_config.json, when SRC has none beside the checkpoint"
+        "--model-config", metavar="FILE", help="albert_config.json, when SRC has none beside the checkpoint"
     )
+    # Its former name; every other command's --config is a settings file. Hidden from --help, still taken.
+    p.add_argument("--config", dest="model_config", action=_RenamedConfig, help=argparse.SUPPRESS)
     p.add_argument(
         "--tokenizer", metavar="FILE", help="the SentencePiece model (30k-clean.model), when SRC has none"
     )
     p.add_argument("--overwrite", action="store_true", help="replace what the output folder holds")
+
+
+class _RenamedConfig(argparse.Action):
+    """convert's former --config (a model config, where every other command's is a settings file):
+    stored as --model-config, with a warning."""
+
+    def __call__(
+        self, parser: object, namespace: argparse.Namespace, values: object, option: object = None
+    ) -> None:
+        import logging
+
+        logging.getLogger("albert_lm").warning("--config is now --model-config (albert convert)")
+        setattr(namespace, self.dest, values)
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -39,7 +54,11 @@ def run_convert(args: argparse.Namespace) -> int:
     from albert_lm.model.convert_tf import convert_tf
 
     r = convert_tf(
-        args.from_tf, args.output, config=args.config, tokenizer=args.tokenizer, overwrite=args.overwrite
+        args.from_tf,
+        args.output,
+        config=args.model_config,
+        tokenizer=args.tokenizer,
+        overwrite=args.overwrite,
     )
     skipped = f"; {len(r.skipped)} optimizer slots skipped" if r.skipped else ""
     print(

@@ -311,7 +311,7 @@ def locate(source: Path, scratch: Path, config: Path | None, tokenizer: Path | N
     return Source(
         kind,
         prefix,
-        config or _find_one(places, (CONFIG_NAME,), "model config", "--config"),
+        config or _find_one(places, (CONFIG_NAME,), "model config", "--model-config"),
         tokenizer or _find_one(places, TOKENIZER_NAMES, "SentencePiece model", "--tokenizer"),
     )
 
@@ -329,7 +329,7 @@ def convert_tf(
     config.json, model.safetensors, spiece.model, tokenizer_config.json. The folder appears whole or
     not at all."""
     src, out = Path(source), Path(output)
-    check_output_apart(out, {"--from-tf": src, "--config": config, "--tokenizer": tokenizer})
+    check_output_apart(out, {"--from-tf": src, "--model-config": config, "--tokenizer": tokenizer})
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not overwrite)):
         what = "a file" if not out.is_dir() else f"a folder holding {describe_folder(out)}"
         raise FileExistsError(f"--output {out} is {what}; choose a new folder, or add --overwrite")

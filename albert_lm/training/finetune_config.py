@@ -9,6 +9,7 @@ fraction when the steps or epochs are changed.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,7 @@ class FinetuneConfig:
     max_steps: int | None = None
     """optimizer steps (default: the task's)"""
     epochs: float | None = None
-    """train for this many epochs instead of --max-steps"""
+    """train for this many epochs instead of --max-steps (--max-steps wins where both are given)"""
     batch_size: int | None = None
     """training batch size (default: the task's)"""
     eval_batch_size: int | None = None
@@ -244,6 +245,10 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
     steps_per_epoch = max(1, math.ceil(num_train_features / per_step))
     if cfg.max_steps is not None:
         total = cfg.max_steps
+        if cfg.epochs is not None:  # both typed: say which one the run follows
+            logging.getLogger(__name__).info(
+                steps_override_line(total, cfg.epochs, max(1, math.ceil(cfg.epochs * steps_per_epoch)))
+            )
     elif cfg.epochs is not None:
         total = max(1, math.ceil(cfg.epochs * steps_per_epoch))
     elif d.max_steps is not None:
@@ -259,6 +264,14 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
     else:
         warmup = round(total * _DEFAULT_WARMUP_FRACTION)
     return total, warmup, steps_per_epoch
+
+
+def steps_override_line(max_steps: int, epochs: float, epoch_steps: int) -> str:
+    """The line a run logs where --max-steps and --epochs are both given and --max-steps wins."""
+    whose = f"{epochs:g} epoch's" if epochs == 1 else f"{epochs:g} epochs'"
+    return (
+        f"--max-steps {max_steps} overrides --epochs {epochs:g} ({max_steps} steps of {whose} {epoch_steps})"
+    )
 
 
 SAVED_FILE = "finetune_config.json"  # a fine-tuned model's settings, written beside its weights

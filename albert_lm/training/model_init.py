@@ -86,5 +86,6 @@ def warm_start(model: nn.Module, source: str | os.PathLike, init_from_group0: bo
             ", ".join(fresh[:8]) + (" ..." if len(fresh) > 8 else ""),
         )
     else:
-        logger.info("warm start: every tensor copied from %s", source)
+        # debug only: the run has said "--init-from: local folder ..." (or the hub snapshot) once already
+        logger.debug("warm start: every tensor copied from %s", source)
     return fresh

@@ -343,7 +343,8 @@ def setup(
     cfg: PretrainConfig, train_dataset: Any = None, eval_dataset: Any = None, tokenizer: Any = None
 ) -> Run:
     """Everything a run needs before its first step, resumed from the newest checkpoint if there is one."""
-    if cfg.init_from:  # a hub id: its cached snapshot, also in the run's pretrain_config.json
+    if cfg.init_from and not Path(cfg.init_from).exists():  # a hub id: its cached snapshot, also in the
+        # run's pretrain_config.json (PretrainConfig.load has resolved it already, and said so, for the CLI)
         cfg = dataclasses.replace(cfg, init_from=str(resolve_model(cfg.init_from, "--init-from")))
     cfg, device, d = _start_process(cfg)
     if train_dataset is None:

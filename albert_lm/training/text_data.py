@@ -41,8 +41,12 @@ def data_from_text(
             "give --data (examples made by `albert data create`) or --text (plain text), not both"
         )
     source = Path(cfg.output) if cfg.resume else None
-    if cfg.init_from:
-        source = resolve_model(cfg.init_from, "--init-from")  # a hub id: its cached snapshot
+    if cfg.init_from:  # a hub id: its cached snapshot (a folder was resolved, and said, already)
+        source = (
+            Path(cfg.init_from)
+            if Path(cfg.init_from).is_dir()
+            else resolve_model(cfg.init_from, "--init-from")
+        )
     if source is None or not (source / MODEL_FILE).is_file():
         raise ValueError(
             "--text needs the tokenizer of the model it continues: --init-from a model folder holding "

@@ -99,7 +99,9 @@ def main() -> None:
     rnd = report["random"]
     ax1.axhline(rnd["glue5"], color="grey", linestyle="--", label=random_label)
     ax1.axhspan(rnd["glue5"] - rnd["glue5_std"], rnd["glue5"] + rnd["glue5_std"], color="grey", alpha=0.15)
-    ax1.set(xlabel="pretraining minutes (one CPU core)", ylabel="GLUE-5 (3 seeds, mean +- sd)", title="GLUE-5")
+    ax1.set(
+        xlabel="pretraining minutes (one CPU core)", ylabel="GLUE-5 (3 seeds, mean +- sd)", title="GLUE-5"
+    )
     ax2.set(xlabel="pretraining minutes (one CPU core)", ylabel="held-out MLM accuracy", title="held-out MLM")
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
