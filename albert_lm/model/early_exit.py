@@ -1,0 +1,208 @@
+"""Early exit for ALBERT's sequence classifiers: a classifier after every layer application, and inference
+that stops each row as soon as its answer is settled, in batches of any size.
+
+ALBERT applies one shared layer L times, so any prefix of the applications is a complete model with the
+same weights (its depth is elastic). PABEE (Zhou et al., 2020, "BERT Loses Patience") trains a classifier
+after each layer and stops once `patience` consecutive classifiers agree; on ALBERT-base GLUE dev it was
+1.57x faster with every task equal or better. Its published code, like DeeBERT's and FastBERT's, runs one
+row at a time; here the rows that have exited leave the batch and the others go on.
+
+- `ExitHeads`: the classifiers after applications 1 .. L-1, each reading the model's own pooler on that
+  application's [CLS] (as PABEE shares it); application L is the model's own `classifier`, so the folder
+  keeps loading in transformers' `AlbertForSequenceClassification` with its full-depth outputs unchanged.
+  They live beside the weights, in `exit_heads.safetensors`.
+- `exit_loss`: the training loss, each application's loss weighted by its depth (PABEE's weighting:
+  deeper classifiers weigh more), so the last one still gets the largest share.
+- `EarlyExit`: a model wrapper whose forward takes the usual inputs and returns the logits of the
+  application each row stopped at, and that depth (`ExitRule`: patience, confidence or a fixed depth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from albert_lm.kernels.attention import padding_mask
+from albert_lm.kernels.linear import shared_weights
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.heads import AlbertForSequenceClassification
+from albert_lm.model.outputs import ModelOutput
+from albert_lm.model.weights import write_weights
+
+EXIT_FILE = "exit_heads.safetensors"
+
+
+def exit_count(config: AlbertConfig) -> int:
+    """The layer applications a row can stop after: L (one per layer; grouped inner layers are refused)."""
+    if config.inner_group_num != 1:
+        raise ValueError(
+            f"early exit needs one layer per application; this model has inner_group_num {config.inner_group_num}"
+        )
+    return config.num_hidden_layers
+
+
+class ExitHeads(nn.Module):
+    """One linear classifier after each of the applications 1 .. L-1 (the last is the model's own)."""
+
+    def __init__(self, config: AlbertConfig) -> None:
+        super().__init__()
+        n = exit_count(config)
+        made = [nn.Linear(config.hidden_size, config.num_labels) for _ in range(n - 1)]
+        for c in made:
+            nn.init.normal_(c.weight, std=config.initializer_range)
+            nn.init.zeros_(c.bias)
+        self.classifiers = nn.ModuleList(made)
+
+    def save(self, folder: Path) -> None:
+        state = {k: v.detach().float().cpu().contiguous() for k, v in self.state_dict().items()}
+        write_weights(folder / EXIT_FILE, state, {"what": "early-exit classifiers after layers 1 .. L-1"})
+
+    @classmethod
+    def load(cls, folder: Path, config: AlbertConfig) -> ExitHeads | None:
+        """The heads saved in `folder`, or None where it has none."""
+        from safetensors.torch import load_file
+
+        path = folder / EXIT_FILE
+        if not path.is_file():
+            return None
+        heads = cls(config)
+        try:
+            heads.load_state_dict(load_file(str(path)))
+        except (RuntimeError, OSError) as e:  # a damaged file or one of another model's shape
+            raise ValueError(f"{path}: not the early-exit heads of this model ({e})") from None
+        return heads
+
+
+def _pooled(model: AlbertForSequenceClassification, hidden: torch.Tensor) -> torch.Tensor:
+    pooler = model.albert.pooler
+    assert pooler is not None
+    return torch.tanh(pooler(hidden[:, 0]))
+
+
+def exit_loss(
+    model: AlbertForSequenceClassification,
+    heads: ExitHeads,
+    inputs: dict[str, torch.Tensor],
+    labels: torch.Tensor,
+) -> torch.Tensor:
+    """PABEE's loss: sum_i i * loss_i / sum_i i over the applications i = 1 .. L (L: the model's head)."""
+    out = model(**inputs, labels=labels, output_hidden_states=True)
+    states = out.hidden_states[1:]  # after each application ([0] is the projected embedding)
+    losses = [
+        model._loss(head(model.dropout(_pooled(model, h))), labels)
+        for head, h in zip(heads.classifiers, states[:-1], strict=True)
+    ]
+    losses.append(out.loss)
+    total = torch.stack([i * loss for i, loss in enumerate(losses, 1)]).sum()
+    return total / (len(losses) * (len(losses) + 1) / 2)
+
+
+@dataclass(frozen=True)
+class ExitRule:
+    """When a row stops: after `patience` consecutive applications agree with the one before (PABEE;
+    regression: predictions within `tolerance`), at a probability of at least `confidence` (max-probability,
+    DeeBERT-like), or at a fixed `depth`. Rows still running at L stop there."""
+
+    patience: int | None = None
+    confidence: float | None = None
+    depth: int | None = None
+    tolerance: float = 0.1
+
+    def __post_init__(self) -> None:
+        named = (
+            ("--patience", self.patience),
+            ("--exit-confidence", self.confidence),
+            ("--depth", self.depth),
+        )
+        given = [n for n, v in named if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one exit rule, not {' and '.join(given)}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"--patience {self.patience}: expected at least 1")
+        if self.depth is not None and self.depth < 1:
+            raise ValueError(f"--depth {self.depth}: expected at least 1")
+        if self.confidence is not None and not 0.0 < self.confidence <= 1.0:
+            raise ValueError(f"--exit-confidence {self.confidence}: expected a probability in (0, 1]")
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.patience, self.confidence, self.depth))
+
+
+@dataclass
+class ExitOutput(ModelOutput):
+    logits: torch.Tensor | None = None
+    depth: torch.Tensor | None = None  # (B,) the application each row stopped after (1 .. L)
+
+
+class EarlyExit(nn.Module):
+    """`model` with `heads`, stopping each row by `rule`; rows that stop leave the batch."""
+
+    def __init__(self, model: AlbertForSequenceClassification, heads: ExitHeads, rule: ExitRule) -> None:
+        super().__init__()
+        self.model, self.heads, self.rule = model, heads, rule
+        self.layers = exit_count(model.config)
+        if rule.depth is not None and rule.depth > self.layers:
+            raise ValueError(f"--depth {rule.depth}: this model has {self.layers} layer applications")
+
+    def _logits(self, i: int, hidden: torch.Tensor) -> torch.Tensor:
+        head = self.heads.classifiers[i - 1] if i < self.layers else self.model.classifier
+        return head(_pooled(self.model, hidden)).float()
+
+    def _stop(self, i: int, logits: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Which rows stop after application i (updates the patience counts in `state`)."""
+        rule, rows = self.rule, logits.shape[0]
+        if i == self.layers:
+            return torch.ones(rows, dtype=torch.bool, device=logits.device)
+        if rule.depth is not None:
+            return torch.full((rows,), i >= rule.depth, dtype=torch.bool, device=logits.device)
+        regression = logits.shape[-1] == 1
+        if rule.confidence is not None:
+            if regression:  # no probability to read: the row runs on
+                return torch.zeros(rows, dtype=torch.bool, device=logits.device)
+            return F.softmax(logits, -1).amax(-1) >= rule.confidence
+        if rule.patience is None:
+            return torch.zeros(rows, dtype=torch.bool, device=logits.device)
+        now = logits[:, 0] if regression else logits.argmax(-1).to(logits.dtype)
+        if "last" in state:
+            same = (now - state["last"]).abs() <= rule.tolerance if regression else now == state["last"]
+            state["streak"] = torch.where(same, state["streak"] + 1, torch.zeros_like(state["streak"]))
+        state["last"] = now
+        return state["streak"] >= rule.patience
+
+    @torch.no_grad()
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **_: Any,
+    ) -> ExitOutput:
+        albert, encoder = self.model.albert, self.model.albert.encoder
+        x = encoder.embedding_projection(albert.embeddings(input_ids, token_type_ids, None, None))
+        mask = padding_mask(attention_mask)
+        rows = x.shape[0]
+        active = torch.arange(rows, device=x.device)
+        out = torch.zeros(rows, self.model.config.num_labels, device=x.device)
+        depth = torch.zeros(rows, dtype=torch.long, device=x.device)
+        state = {"streak": torch.zeros(rows, dtype=torch.long, device=x.device)}
+        with shared_weights(encoder.uses_per_weight, x.device):
+            for i, (a, f) in enumerate(encoder.schedule, 1):
+                x = encoder._layer(x, mask, a, f)
+                logits = self._logits(i, x)
+                stop = self._stop(i, logits, state)
+                if bool(stop.any()):
+                    out[active[stop]], depth[active[stop]] = logits[stop], i
+                    keep = ~stop
+                    if not bool(keep.any()):
+                        break
+                    # the batch shrinks to the rows still running (sequences stay padded as they were)
+                    x, active = x[keep], active[keep]
+                    mask = mask[keep] if mask is not None else None
+                    state = {k: v[keep] for k, v in state.items()}
+        return ExitOutput(logits=out, depth=depth)

@@ -1,0 +1,110 @@
+"""Early exit (PABEE) on ALBERT: the heads after each layer, their loss, and batched inference that gives
+each row exactly what it gets alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from albert_lm.model.config import AlbertConfig
+from albert_lm.model.early_exit import EarlyExit, ExitHeads, ExitRule, exit_loss
+from albert_lm.model.heads import AlbertForSequenceClassification
+
+
+def _model(
+    tiny_config, num_labels: int = 3, layers: int = 6
+) -> tuple[AlbertForSequenceClassification, ExitHeads]:
+    torch.manual_seed(0)
+    config = tiny_config(num_hidden_layers=layers, num_labels=num_labels)
+    model = AlbertForSequenceClassification(config).eval()
+    heads = ExitHeads(config).eval()
+    with torch.no_grad():  # heads that disagree now and then, so that rows stop at different depths
+        for c in heads.classifiers:
+            c.weight.normal_(0, 1.0)
+    return model, heads
+
+
+def _batch(rows: int = 12, length: int = 10, vocab: int = 99) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, vocab, (rows, length), generator=g)
+    mask = torch.ones(rows, length, dtype=torch.long)
+    for r in range(rows):
+        mask[r, length - (r % 4) :] = 0  # rows of different lengths, padded
+    return {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
+def _per_depth(model, heads, batch) -> list[torch.Tensor]:
+    """Each application's logits for every row, computed the plain way (hidden states of the full model)."""
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+        states = out.hidden_states[1:]
+        pooled = [torch.tanh(model.albert.pooler(h[:, 0])) for h in states]
+        logits = [c(p) for c, p in zip(heads.classifiers, pooled[:-1], strict=True)]
+    return [*logits, out.logits]
+
+
+def test_full_depth_is_the_model_itself_and_a_fixed_depth_is_that_head(tiny_config):
+    model, heads = _model(tiny_config)
+    batch = _batch()
+    per_depth = _per_depth(model, heads, batch)
+    full = EarlyExit(model, heads, ExitRule(depth=6))(**batch)
+    torch.testing.assert_close(full.logits, per_depth[-1], rtol=1e-5, atol=1e-5)
+    assert full.depth.tolist() == [6] * 12
+    two = EarlyExit(model, heads, ExitRule(depth=2))(**batch)
+    torch.testing.assert_close(two.logits, per_depth[1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule", [ExitRule(patience=1), ExitRule(patience=2), ExitRule(confidence=0.45)])
+def test_batched_exit_gives_each_row_what_it_gets_alone(tiny_config, rule):
+    model, heads = _model(tiny_config)
+    batch = _batch()
+    together = EarlyExit(model, heads, rule)(**batch)
+    for r in range(12):
+        n = int(batch["attention_mask"][r].sum())
+        alone = EarlyExit(model, heads, rule)(**{k: v[r : r + 1, :n] for k, v in batch.items()})
+        assert int(alone.depth[0]) == int(together.depth[r])
+        torch.testing.assert_close(alone.logits[0], together.logits[r], rtol=1e-4, atol=1e-5)
+    assert len(set(together.depth.tolist())) > 1  # rows left at different depths: the batch shrank
+
+
+def test_patience_is_pabees_rule(tiny_config):
+    model, heads = _model(tiny_config)
+    batch = _batch()
+    preds = torch.stack([x.argmax(-1) for x in _per_depth(model, heads, batch)], 1)  # (rows, L)
+    out = EarlyExit(model, heads, ExitRule(patience=2))(**batch)
+    for r in range(12):
+        expect, streak = 6, 0
+        for i in range(1, 6):
+            streak = streak + 1 if preds[r, i] == preds[r, i - 1] else 0
+            if streak >= 2:
+                expect = i + 1
+                break
+        assert int(out.depth[r]) == expect
+        assert int(out.logits[r].argmax()) == int(preds[r, expect - 1])
+
+
+def test_the_loss_weighs_deeper_heads_more_and_trains_every_head(tiny_config):
+    model, heads = _model(tiny_config)
+    model.train()
+    batch = _batch()
+    labels = torch.arange(12) % 3
+    loss = exit_loss(model, heads, batch, labels)
+    loss.backward()
+    assert all(c.weight.grad is not None and c.weight.grad.abs().sum() > 0 for c in heads.classifiers)
+    assert model.classifier.weight.grad is not None
+
+
+def test_heads_round_trip_and_bad_rules_are_refused(tiny_config, tmp_path):
+    model, heads = _model(tiny_config)
+    heads.save(tmp_path)
+    again = ExitHeads.load(tmp_path, model.config)
+    assert again is not None
+    for a, b in zip(heads.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert ExitHeads.load(tmp_path / "none", model.config) is None
+    with pytest.raises(ValueError, match="one exit rule"):
+        ExitRule(patience=2, depth=3)
+    with pytest.raises(ValueError, match="--depth 9"):
+        EarlyExit(model, heads, ExitRule(depth=9))
+    with pytest.raises(ValueError, match="inner_group_num"):
+        ExitHeads(tiny_config(inner_group_num=2))
