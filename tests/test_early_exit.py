@@ -3,10 +3,11 @@ each row exactly what it gets alone."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
-from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import EarlyExit, ExitHeads, ExitRule, exit_loss
 from albert_lm.model.heads import AlbertForSequenceClassification
 
@@ -108,3 +109,94 @@ def test_heads_round_trip_and_bad_rules_are_refused(tiny_config, tmp_path):
         EarlyExit(model, heads, ExitRule(depth=9))
     with pytest.raises(ValueError, match="inner_group_num"):
         ExitHeads(tiny_config(inner_group_num=2))
+
+
+# --------------------------------------------------------------------------- the commands
+@pytest.fixture(scope="module")
+def exit_run(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer):
+    """A tiny 4-layer model fine-tuned on an SST-2-like folder with --exit-heads."""
+    import shutil
+
+    import numpy as np
+
+    from albert_lm.cli import main
+    from albert_lm.model.heads import AlbertForPreTraining
+
+    root = tmp_path_factory.mktemp("exit")
+    torch.manual_seed(0)
+    AlbertForPreTraining(tiny_config(vocab_size=200, num_hidden_layers=4)).save_pretrained(root / "base")
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", root / "base" / "spiece.model")
+    rng = np.random.default_rng(0)
+    words = ["bala", "kemo", "fira", "dusa", "tovi", "ramu"]
+    (root / "sst2").mkdir()
+    for split, n in (("train", 32), ("dev", 16)):
+        rows = [f"{' '.join(rng.choice(words, size=5))}\t{i % 2}" for i in range(n)]
+        (root / "sst2" / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    args = ["finetune", "--task", "sst2", "--model", str(root / "base"), "--data", str(root / "sst2"),
+            "--output", str(root / "run"), "--max-steps", "4", "--batch-size", "8", "--max-seq-length", "32",
+            "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--exit-heads",
+            "-q"]  # fmt: skip
+    assert main(args) == 0
+    (root / "texts.txt").write_text("bala kemo fira\ndusa tovi ramu bala\nkemo\n")
+    return root
+
+
+def test_finetune_saves_the_heads_beside_a_folder_transformers_reads_unchanged(exit_run):
+    transformers = pytest.importorskip("transformers")
+    from albert_lm.model.early_exit import EXIT_FILE
+
+    best = exit_run / "run" / "best"
+    assert (best / EXIT_FILE).is_file() and "early exit" in (best / "README.md").read_text()
+    ours = AlbertForSequenceClassification.from_pretrained(best).eval()
+    heads = ExitHeads.load(best, ours.config)
+    assert heads is not None and len(heads.classifiers) == 3
+    theirs = transformers.AlbertForSequenceClassification.from_pretrained(best).eval()
+    batch = _batch(rows=4, vocab=200)
+    with torch.no_grad():
+        full = EarlyExit(ours, heads, ExitRule(depth=4))(**batch).logits
+        torch.testing.assert_close(theirs(**batch).logits, full, rtol=1e-4, atol=1e-5)
+
+
+def test_predict_and_evaluate_exit_early_and_say_the_depth(exit_run, capsys):
+    from albert_lm.cli import main
+
+    best, texts = exit_run / "run" / "best", exit_run / "texts.txt"
+    assert (
+        main(
+            ["predict", "--model", str(best), "--input", str(texts), "--depth", "2", "--device", "cpu", "-q"]
+        )
+        == 0
+    )
+    rows = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
+    assert [r["depth"] for r in rows] == [2, 2, 2] and all("label" in r for r in rows)
+    assert main(["predict", "--model", str(best), "--input", str(texts), "--device", "cpu", "-q"]) == 0
+    assert all("depth" not in json.loads(ln) for ln in capsys.readouterr().out.splitlines())
+    data = exit_run / "sst2"
+    args = ["evaluate", "--task", "sst2", "--model", str(best), "--data", str(data), "--device", "cpu", "-q"]
+    assert main([*args, "--patience", "1"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 2 <= result["mean_depth"] <= 4 and result["exit_patience"] == 1 and "accuracy" in result
+    from albert_lm.deploy.api import Predictor
+
+    rows = Predictor(best, device="cpu", depth=1).predict(["bala kemo", "fira"])
+    assert [r["depth"] for r in rows] == [1, 1]
+
+
+def test_early_exit_is_refused_where_it_cannot_run(exit_run, tmp_path, capsys):
+    from albert_lm.cli import main
+
+    plain = tmp_path / "plain"
+    import shutil
+
+    shutil.copytree(exit_run / "run" / "best", plain)
+    (plain / "exit_heads.safetensors").unlink()
+    texts = str(exit_run / "texts.txt")
+    assert (
+        main(["predict", "--model", str(plain), "--input", texts, "--patience", "2", "--device", "cpu"]) != 0
+    )
+    assert "fine-tune with --exit-heads" in capsys.readouterr().err
+    best = str(exit_run / "run" / "best")
+    assert main(["predict", "--model", best, "--input", texts, "--patience", "2", "--depth", "1"]) != 0
+    assert "one exit rule" in capsys.readouterr().err
+    assert main(["predict", "--model", best, "--input", texts, "--depth", "9"]) != 0
+    assert "--depth 9" in capsys.readouterr().err

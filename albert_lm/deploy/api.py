@@ -38,6 +38,8 @@ class Predictor:
     `device` ("auto", "cpu", "cuda", "cuda:1", ...), `precision` ("auto", "fp32", "bf16", "fp16" on CUDA),
     `max_seq_length` and `batch_size` mean what the commands' options of the same names mean;
     `int8` (CPU) quantizes the fine-tuned model of `predict` as `albert predict --int8` does.
+    `patience`, `exit_confidence`, `depth`: early exit in `predict` for a model fine-tuned with
+    --exit-heads, as the options of `albert predict` (each row then says the layers it used, "depth").
     """
 
     def __init__(
@@ -49,6 +51,9 @@ class Predictor:
         max_seq_length: int | None = None,
         batch_size: int = 32,
         int8: bool = False,
+        patience: int | None = None,
+        exit_confidence: float | None = None,
+        depth: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size {batch_size}: expected at least 1")
@@ -63,6 +68,7 @@ class Predictor:
         self.folder = model_folder(str(model))
         self.device, self.precision, self.int8 = device, precision, int8
         self.max_seq_length, self.batch_size = max_seq_length, batch_size
+        self.exit_rule = {"patience": patience, "confidence": exit_confidence, "depth": depth}
         self._task: TaskModel | None = None
         self._filler: MaskFiller | None = None
         self._embedder: Embedder | None = None
@@ -76,7 +82,13 @@ class Predictor:
         text_pair, tokens, question, context, options)."""
         if self._task is None:
             self._task = load_task_model(
-                self.folder, self.device, self.precision, self.int8, self.max_seq_length, self.batch_size
+                self.folder,
+                self.device,
+                self.precision,
+                self.int8,
+                self.max_seq_length,
+                self.batch_size,
+                self.exit_rule,
             )
         tm = self._task
         rows = [(n, _row(item, tm.task.head, n)) for n, item in enumerate(_listed(inputs, "inputs"), start=1)]

@@ -12,6 +12,7 @@ import sys
 from albert_lm.deploy.predict_config import PredictConfig
 from albert_lm.deploy.texts_config import EmbedConfig, FillMaskConfig, TextsConfig
 from albert_lm.settings import VOCABULARY, add_config_option, add_options, field_docs, load_settings
+from albert_lm.training.finetune_config import ExitSettings
 
 
 def predict_options(p: argparse.ArgumentParser) -> None:
@@ -22,6 +23,7 @@ def predict_options(p: argparse.ArgumentParser) -> None:
         required=("model", "input"),
         suppress=True,
         metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
+        helps=field_docs(ExitSettings),
     )
 
 

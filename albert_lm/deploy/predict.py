@@ -52,6 +52,7 @@ from albert_lm.deploy.predict_config import PredictConfig
 from albert_lm.files import InputError, read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
+from albert_lm.model.early_exit import ExitRule, with_exit_rule
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.glue import GlueExample, GlueTask, label_names
 from albert_lm.tasks.race import LETTERS, RaceExample
@@ -189,8 +190,11 @@ def load_task_model(
     int8: bool = False,
     max_seq_length: int | None = None,
     batch_size: int = 32,
+    exit_rule: dict[str, Any] | None = None,
 ) -> TaskModel:
-    """A fine-tuned folder or hub id, loaded once for many `predict_examples` calls."""
+    """A fine-tuned folder or hub id, loaded once for many `predict_examples` calls. `exit_rule`:
+    `ExitRule`'s arguments, for early exit (a model fine-tuned with --exit-heads)."""
+    rule = ExitRule(**(exit_rule or {}))
     model_dir = _model_dir(model)
     where = pick_device(device)
     if int8 and where.type != "cpu":
@@ -204,7 +208,7 @@ def load_task_model(
     check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
     net: torch.nn.Module = load_for_task(task, model_dir, None)  # a folder without its head is refused
     check_head_fits(task, config, model_dir)
-    net = net.to(where)
+    net = with_exit_rule(net, model_dir, rule).to(where)
     if int8:
         net = quantize_int8(net)
     labels = output_labels(task, config)
@@ -365,8 +369,14 @@ def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int
             {"line": line, "tokens": ex.tokens, "tags": t}
             for ex, t, line in zip(examples, tags, lines, strict=True)
         ]
-    logits = [np.asarray(o["logits"], dtype=np.float64) for o in outputs]
-    return [_label_record(tm, x, line) for x, line in zip(logits, lines, strict=True)]
+    records = [
+        _label_record(tm, np.asarray(o["logits"], dtype=np.float64), line)
+        for o, line in zip(outputs, lines, strict=True)
+    ]
+    for record, o in zip(records, outputs, strict=True):
+        if "depth" in o:  # early exit: the layers this row used
+            record["depth"] = int(o["depth"])
+    return records
 
 
 def predict(cfg: PredictConfig) -> PredictSummary:
@@ -375,7 +385,15 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     model_dir = _model_dir(cfg.model)
     check_output(cfg.output, {"--model": model_dir, "--input": cfg.input})
     found = read_input(cfg.input, cfg.format)
-    tm = load_task_model(model_dir, cfg.device, cfg.precision, cfg.int8, cfg.max_seq_length, cfg.batch_size)
+    tm = load_task_model(
+        model_dir,
+        cfg.device,
+        cfg.precision,
+        cfg.int8,
+        cfg.max_seq_length,
+        cfg.batch_size,
+        cfg.exit_rule_values(),
+    )
     got = examples_of(tm.task, found.rows, Fields(found.name), Columns.of(cfg), keep, cfg.skip_bad)
     records = predict_examples(tm, got.examples, got.lines)
     write_output(cfg.output, jsonl(with_kept(r, k) for r, k in zip(records, got.kept, strict=True)))

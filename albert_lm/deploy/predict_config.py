@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name
+from albert_lm.training.finetune_config import ExitSettings
 
 
 @dataclass
-class PredictConfig:
+class PredictConfig(ExitSettings):
     """Settings of `albert predict`."""
 
     model: str

@@ -140,6 +140,22 @@ class ExitOutput(ModelOutput):
     depth: torch.Tensor | None = None  # (B,) the application each row stopped after (1 .. L)
 
 
+def with_exit_rule(model: nn.Module, folder: Path, rule: ExitRule | None) -> nn.Module:
+    """`model` as it is without a rule; with one, wrapped with the heads saved in `folder` (refused where a
+    model has none, or is not a sequence classifier)."""
+    if rule is None or not rule.given:
+        return model
+    if not isinstance(model, AlbertForSequenceClassification):
+        raise ValueError(f"early exit: for classification and regression models, not {type(model).__name__}")
+    heads = ExitHeads.load(folder, model.config)
+    if heads is None:
+        raise ValueError(
+            f"{folder}: no {EXIT_FILE}, so no classifier to stop at before the last layer; fine-tune with "
+            "--exit-heads for early exit"
+        )
+    return EarlyExit(model, heads, rule)
+
+
 class EarlyExit(nn.Module):
     """`model` with `heads`, stopping each row by `rule`; rows that stop leave the batch."""
 

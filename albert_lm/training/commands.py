@@ -209,7 +209,7 @@ def run_glue(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- albert evaluate
 def evaluate_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.training.finetune_config import EvaluateConfig
+    from albert_lm.training.finetune_config import EvaluateConfig, ExitSettings
 
     add_config_option(p, "evaluate")
     add_options(
@@ -217,7 +217,7 @@ def evaluate_options(p: argparse.ArgumentParser) -> None:
         EvaluateConfig,
         required=EVALUATE_REQUIRED,
         suppress=True,
-        helps={"overwrite": field_docs(EvaluateConfig)["overwrite"]},
+        helps={"overwrite": field_docs(EvaluateConfig)["overwrite"], **field_docs(ExitSettings)},
         metavars={"model": "MODEL", "output": "OUTPUT"},
     )
 
@@ -258,6 +258,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             device=cfg.device,
             precision=cfg.precision,
             overwrite=cfg.overwrite,
+            exit_rule=cfg.exit_rule_values(),
         )
     else:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")

@@ -22,6 +22,7 @@ from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import autocast as autocast_for
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
+from albert_lm.model.early_exit import ExitRule, with_exit_rule
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import (
     AlbertForMultipleChoice,
@@ -119,11 +120,14 @@ def run_model(
                 outputs[i] = {"start_logits": starts[row, :n], "end_logits": ends[row, :n]}
         else:
             logits = out.logits.float().cpu().numpy()
+            depth = getattr(out, "depth", None)  # early exit: the layer each row stopped after
             for row, i in enumerate(idx):
                 value = logits[row]
                 if value.ndim == 2:  # token classification: (L, num_labels)
                     value = value[: len(features[i]["input_ids"])]
                 outputs[i] = {"logits": value}
+                if depth is not None:
+                    outputs[i]["depth"] = np.asarray(int(depth[row]))
     return [outputs[i] for i in range(len(features))]
 
 
@@ -173,6 +177,8 @@ def evaluate_sets(
             continue
         for k, v in task.score(s.examples, preds).items():
             results[k + s.suffix] = v
+        if outputs and "depth" in outputs[0]:  # early exit: the layers a row used, on average
+            results["mean_depth" + s.suffix] = float(np.mean([int(o["depth"]) for o in outputs]))
     return results, predictions
 
 
@@ -260,9 +266,13 @@ def evaluate_model(
     device: str = "auto",
     precision: str = "auto",
     overwrite: bool = False,
+    exit_rule: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`
-    (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`)."""
+    (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`).
+    `exit_rule`: `ExitRule`'s arguments, for a model fine-tuned with --exit-heads (the results then give
+    the layers each row used on average, `mean_depth`)."""
+    rule = ExitRule(**(exit_rule or {}))
     data = Path(data)
     for option, value in (("--batch-size", batch_size), ("--max-seq-length", max_seq_length)):
         if value is not None and value < 1:
@@ -287,8 +297,9 @@ def evaluate_model(
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
     check_tokenizer_fits(tokenizer, model_dir, model_config, saved.get("tokenizer_fingerprint"))
     dev = pick_device(device)
-    model = load_for_task(task, model_dir, None)  # refuses a folder without a trained head, before reading
-    check_head_fits(task, model.config, model_dir)
+    loaded = load_for_task(task, model_dir, None)  # refuses a folder without a trained head, before reading
+    check_head_fits(task, loaded.config, model_dir)
+    model = with_exit_rule(loaded, model_dir, rule)
     sets = eval_sets_of(task, data, tokenizer, max_seq_length, None, test=False)
     if not sets:
         raise FileNotFoundError(f"no dev file for {task_name} under {data}")
@@ -296,6 +307,7 @@ def evaluate_model(
     model = model.to(dev)
     batch_size = required(cfg.eval_batch_size, "eval_batch_size")
     results, preds = evaluate_sets(task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision)
+    results.update({f"exit_{k}": v for k, v in (exit_rule or {}).items() if v is not None})
     if output:
         from albert_lm.files import folder_lock
 

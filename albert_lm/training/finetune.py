@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
 from albert_lm.files import (
@@ -45,7 +46,9 @@ from albert_lm.files import (
 )
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
+from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.glue import glue_id2label
@@ -86,6 +89,10 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     given, cfg = cfg.model, dataclasses.replace(cfg, model=str(resolve_model(cfg.model)))
     _check_folders(cfg)
     task = build_task(cfg)
+    if cfg.exit_heads and task.head != "sequence_classification":
+        raise ValueError(
+            f"--exit-heads: for classification and regression tasks, not {cfg.task} ({task.head})"
+        )
     tokenizer = _tokenizer(cfg)
     device = _fit_to_model_and_device(cfg)
     # Everything is read and checked before the first file is written.
@@ -276,6 +283,7 @@ class _Trainer:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     scaler: torch.amp.GradScaler
+    heads: ExitHeads | None = None  # --exit-heads: a classifier after every layer
 
     @classmethod
     def build(
@@ -289,12 +297,21 @@ class _Trainer:
     ) -> _Trainer:
         cfg, device = run.cfg, run.device
         lr = required(cfg.learning_rate, "learning_rate")
-        optimizer = build_optimizer(model, "adamw", lr=lr, weight_decay=cfg.weight_decay)
+        heads = ExitHeads(model.config).to(device) if cfg.exit_heads else None
+        trained = nn.ModuleDict({"model": model, "exit_heads": heads}) if heads is not None else model
+        optimizer = build_optimizer(trained, "adamw", lr=lr, weight_decay=cfg.weight_decay)
         scheduler = build_scheduler(optimizer, warmup, total)
         scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and device.type == "cuda")
         batch_size = required(cfg.batch_size, "batch_size")
         batches = _endless_batches([feature_length(f) for f in features], batch_size, rng)
-        return cls(run, model, features, batches, optimizer, scheduler, scaler)
+        return cls(run, model, features, batches, optimizer, scheduler, scaler, heads)
+
+    def _loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.heads is None:
+            return self.model(**inputs).loss
+        labels = inputs.pop("labels")
+        assert isinstance(self.model, AlbertForSequenceClassification)
+        return exit_loss(self.model, self.heads, inputs, labels)
 
     def step(self) -> tuple[float, int, float]:
         """One optimizer step; returns (loss, examples seen, the learning rate it used)."""
@@ -306,7 +323,7 @@ class _Trainer:
             batch = collate([self.features[i] for i in idx], self.run.tokenizer.pad_token_id)
             inputs = {k: v.to(device) for k, v in batch.items()}
             with autocast_for(device, cfg.precision):
-                loss = self.model(**inputs).loss / cfg.gradient_accumulation_steps
+                loss = self._loss(inputs) / cfg.gradient_accumulation_steps
             self.scaler.scale(loss).backward()
             loss_sum += float(loss.detach())
             seen += len(idx)
@@ -357,7 +374,7 @@ def _steps(run: _Run, trainer: _Trainer, log: FinetuneLog, total: int, steps_per
             evaluation = _evaluate_dev(run, trainer.model, log, step, round(step / steps_per_epoch, 3))
             if best is None or evaluation.main > best.main:
                 best = evaluation
-                _save_best(run, trainer.model, best)
+                _save_best(run, trainer.model, best, trainer.heads)
             t0 = time.perf_counter()  # examples/s counts training only
     clock.close()
     assert best is not None
@@ -384,13 +401,15 @@ def _endless_batches(
         yield from length_bucketed_batches(lengths, batch_size, rng)
 
 
-def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation) -> None:
+def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation, heads: ExitHeads | None) -> None:
     """OUTPUT/best (model, tokenizer, settings, metrics), filled under a temporary name and then swapped
     in, so a crash never leaves half a model; then the dev predictions in OUTPUT/predictions."""
     with atomic_folder(run.out / "best") as tmp:
         # GLUE's label names (negative/positive, ...) in config.json: predict and transformers' pipeline say them
         model.config.id2label = glue_id2label(run.task.name) or model.config.id2label
         model.save_pretrained(tmp)
+        if heads is not None:
+            heads.save(tmp)
         run.tokenizer.save_pretrained(tmp)
         settings = dataclasses.asdict(run.cfg)
         settings["labels"] = list(run.task.labels)

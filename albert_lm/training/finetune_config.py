@@ -71,6 +71,7 @@ class FinetuneConfig:
             "gradient_accumulation_steps",
             "dropout",
             "classifier_dropout",
+            "exit_heads",
             "seed",
         ),
         "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
@@ -131,6 +132,10 @@ class FinetuneConfig:
     """encoder dropout, hidden and attention (default: the task's, 0 or 0.1)"""
     classifier_dropout: float = 0.1
     """dropout before the task head"""
+    exit_heads: bool = False
+    """also train a classifier after every layer (PABEE's weighting: deeper ones weigh more), saved in
+    exit_heads.safetensors beside the model, for early exit in predict and evaluate (--patience,
+    --exit-confidence, --depth); classification and regression tasks"""
     seed: int = 12345
     """seed of initialisation, data order and dropout"""
     precision: Precision = "auto"
@@ -308,8 +313,26 @@ def read_saved_settings(folder: str | Path) -> dict[str, Any]:
     return saved
 
 
+@dataclass(kw_only=True)
+class ExitSettings:
+    """Early exit at inference, for a model fine-tuned with --exit-heads (one rule at most; none: every
+    layer). The options of `albert predict` and `albert evaluate` (`albert_lm.model.early_exit`)."""
+
+    patience: int | None = None
+    """early exit (a model fine-tuned with --exit-heads): stop a row once this many layers in a row agree
+    with the layer before (PABEE); rows that stop leave the batch"""
+    exit_confidence: float | None = None
+    """early exit: stop a row at the first layer whose top class probability is at least this"""
+    depth: int | None = None
+    """early exit: every row stops after this many layers"""
+
+    def exit_rule_values(self) -> dict[str, Any]:
+        """The rule as `ExitRule`'s arguments."""
+        return {"patience": self.patience, "confidence": self.exit_confidence, "depth": self.depth}
+
+
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(ExitSettings):
     """Settings of `albert evaluate`: a SQuAD predictions file scored, or a fine-tuned model run on a
     task's dev set."""
 

@@ -125,6 +125,9 @@ def write_finetune_card(
         "max sequence length": cfg.max_seq_length,
         "dev examples": dev_examples(record),
         "dropout": cfg.dropout,
+        "early exit": "a classifier after every layer in `exit_heads.safetensors` (PABEE); transformers reads "
+                      "the last one, the model's own; `albert predict --patience 2` stops each row early"
+                      if cfg.exit_heads else "no (full depth only)",
         "precision": cfg.precision,
         "seed": cfg.seed,
         "every setting": "`finetune_config.json` beside this card",
