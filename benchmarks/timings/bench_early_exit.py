@@ -82,7 +82,7 @@ def main() -> None:
     tm = load_task_model(args.model, "cpu", "fp32")
     layers = tm.model.config.num_hidden_layers
     examples = read_split(tm.task, Path(args.data), "dev", args.max_rows) or []
-    report: dict[str, Any] = {"cpu": cpu_info(), "threads": torch.get_num_threads(), "model": args.model,
+    report: dict[str, Any] = {"cpu": cpu_info().describe(), "threads": torch.get_num_threads(), "model": args.model,
                               "rows": len(examples), "rules": []}  # fmt: skip
     for name, rule in rules(layers):
         scores = evaluate_model(
