@@ -200,3 +200,36 @@ def test_early_exit_is_refused_where_it_cannot_run(exit_run, tmp_path, capsys):
     assert "one exit rule" in capsys.readouterr().err
     assert main(["predict", "--model", best, "--input", texts, "--depth", "9"]) != 0
     assert "--depth 9" in capsys.readouterr().err
+
+
+def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit_run, tmp_path):
+    """--depth K on an all-shared model is the same weights with K layers: a copy of the folder whose
+    config says num_hidden_layers K gives the same vectors and candidates."""
+    import shutil
+
+    import numpy as np
+
+    from albert_lm.deploy.api import Predictor
+
+    base = exit_run / "base"
+    config = json.loads((base / "config.json").read_text())
+    assert config.get("num_hidden_groups", 1) == 1 and config["num_hidden_layers"] == 4
+    one = tmp_path / "one-layer"
+    shutil.copytree(base, one)
+    (one / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    texts, masked = ["bala kemo fira", "dusa tovi ramu bala"], ["bala [MASK] fira"]
+
+    def run(folder, **kw):
+        p = Predictor(folder, device="cpu", precision="fp32", **kw)
+        return p.embed(texts), p.fill_mask(masked)
+
+    full, full_fill = run(base)
+    at4, at4_fill = run(base, depth=4)
+    at1, at1_fill = run(base, depth=1)
+    ref1, ref1_fill = run(one)
+    np.testing.assert_allclose(at4, full, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(at1, ref1, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(at1, full, atol=1e-3)
+    assert at4_fill == full_fill and at1_fill == ref1_fill
+    with pytest.raises(ValueError, match="--depth 5"):
+        Predictor(base, device="cpu", depth=5).embed(texts)

@@ -39,7 +39,8 @@ class Predictor:
     `max_seq_length` and `batch_size` mean what the commands' options of the same names mean;
     `int8` (CPU) quantizes the fine-tuned model of `predict` as `albert predict --int8` does.
     `patience`, `exit_confidence`, `depth`: early exit in `predict` for a model fine-tuned with
-    --exit-heads, as the options of `albert predict` (each row then says the layers it used, "depth").
+    --exit-heads, as the options of `albert predict` (each row then says the layers it used, "depth");
+    `depth` also runs `fill_mask` and `embed` on the first `depth` layer applications.
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class Predictor:
         self.device, self.precision, self.int8 = device, precision, int8
         self.max_seq_length, self.batch_size = max_seq_length, batch_size
         self.exit_rule = {"patience": patience, "confidence": exit_confidence, "depth": depth}
+        self.depth = depth  # fill_mask and embed: the first `depth` layer applications
         self._task: TaskModel | None = None
         self._filler: MaskFiller | None = None
         self._embedder: Embedder | None = None
@@ -99,7 +101,7 @@ class Predictor:
         """One dict per text, as `albert fill-mask` writes it: the top-k candidates of each [MASK]."""
         if self._filler is None:
             self._filler = MaskFiller(
-                self.folder, self.device, self.precision, self.max_seq_length, self.batch_size
+                self.folder, self.device, self.precision, self.max_seq_length, self.batch_size, self.depth
             )
         return self._filler.fill(_texts(texts), top_k)
 
@@ -107,7 +109,7 @@ class Predictor:
         """(len(texts), hidden size) float32, row i the embedding of texts[i], as `albert embed` makes it."""
         if self._embedder is None:
             self._embedder = Embedder(
-                self.folder, self.device, self.precision, self.max_seq_length, self.batch_size
+                self.folder, self.device, self.precision, self.max_seq_length, self.batch_size, self.depth
             )
         return self._embedder.embed(_texts(texts), pooling, normalize)
 

@@ -59,6 +59,7 @@ class Embedder:
         precision: str = "auto",
         max_seq_length: int | None = None,
         batch_size: int = 32,
+        depth: int | None = None,
     ) -> None:
         self.setup: Setup = load_setup(model, device, precision, max_seq_length)
         self.batch_size = batch_size
@@ -75,6 +76,8 @@ class Embedder:
         finally:
             interop.setLevel(level)
         self.model = encoder.eval().to(self.setup.device)
+        if depth is not None:  # elastic depth: the first `depth` applications of the layers
+            self.model.encoder.set_depth(depth)
 
     def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = False) -> np.ndarray:
         """(len(texts), hidden size) float32, row i the embedding of texts[i]."""
@@ -137,7 +140,7 @@ def embed(cfg: EmbedConfig) -> EmbedSummary:
     folder = model_folder(cfg.model)
     check_output(cfg.output, {"--model": folder, "--input": cfg.input})
     texts = read_texts(cfg.input, cfg.text, cfg.format, cfg.text_column, keep)
-    embedder = Embedder(folder, cfg.device, cfg.precision, cfg.max_seq_length, cfg.batch_size)
+    embedder = Embedder(folder, cfg.device, cfg.precision, cfg.max_seq_length, cfg.batch_size, cfg.depth)
     matrix = embedder.embed(texts.texts, cfg.pooling, cfg.normalize)
     if npy:
         buffer = io.BytesIO()

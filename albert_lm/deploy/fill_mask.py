@@ -56,6 +56,7 @@ class MaskFiller:
         precision: str = "auto",
         max_seq_length: int | None = None,
         batch_size: int = 32,
+        depth: int | None = None,
     ) -> None:
         self.setup: Setup = load_setup(model, device, precision, max_seq_length)
         self.batch_size = batch_size
@@ -69,6 +70,8 @@ class MaskFiller:
                 "an MLM head, not a fine-tuned one"
             )
         self.model = load_model(AlbertForMaskedLM, folder, require_head=True).eval().to(self.setup.device)
+        if depth is not None:  # elastic depth: the first `depth` applications of the layers
+            self.model.albert.encoder.set_depth(depth)
 
     def encode(self, text: str, line: int, name: str) -> tuple[list[int], list[int]]:
         """(input ids, positions of the masks) of one text; an InputError without a [MASK] or with one
@@ -142,7 +145,7 @@ def fill_mask(cfg: FillMaskConfig) -> FillMaskSummary:
     folder = model_folder(cfg.model)
     check_output(cfg.output, {"--model": folder, "--input": cfg.input})
     texts = read_texts(cfg.input, cfg.text, cfg.format, cfg.text_column, keep)
-    filler = MaskFiller(folder, cfg.device, cfg.precision, cfg.max_seq_length, cfg.batch_size)
+    filler = MaskFiller(folder, cfg.device, cfg.precision, cfg.max_seq_length, cfg.batch_size, cfg.depth)
     records = filler.fill(texts.texts, cfg.top_k, texts.lines, texts.name)
     write_output(cfg.output, jsonl(with_kept(r, k) for r, k in zip(records, texts.kept, strict=True)))
     masks = sum(len(r["masks"]) for r in records)

@@ -38,11 +38,14 @@ class TextsConfig:
     """auto, fp32, bf16 (autocast) or fp16 (CUDA)"""
     device: str = "auto"
     """where to run"""
+    depth: int | None = None
+    """run the first DEPTH layer applications only (ALBERT's depth is elastic: a prefix of its shared
+    layer's applications is a model with the same weights, faster and less exact); default: all"""
 
     def _check(self, command: str) -> None:
         check_fields(self, command)
         device_name(self.device)
-        check_ranges(self, command, at_least_one=("batch_size",))
+        check_ranges(self, command, at_least_one=("batch_size", "depth"))
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"{command}: max_seq_length {self.max_seq_length}: expected at least 8")
 

@@ -149,17 +149,27 @@ class AlbertEncoder(nn.Module):
             self.embedding_projection = Linear(config.embedding_size, config.hidden_size)
         else:
             self.embedding_projection = nn.Identity()
-        self.schedule = layer_schedule(config)
-        n_attention = max(a for a, _ in self.schedule) + 1
-        n_ffn = max(f for _, f in self.schedule) + 1
-        # How many times each shared weight is used per forward, at least (12 for albert-base, 1 unshared)
-        counts = [sum(a == i for a, _ in self.schedule) for i in range(n_attention)]
-        counts += [sum(f == i for _, f in self.schedule) for i in range(n_ffn)]
-        self.uses_per_weight = min(counts)
+        self.full_schedule = layer_schedule(config)
+        n_attention = max(a for a, _ in self.full_schedule) + 1
+        n_ffn = max(f for _, f in self.full_schedule) + 1
+        self.set_depth(len(self.full_schedule))
         self.attention = nn.ModuleList(AlbertAttention(config) for _ in range(n_attention))
         self.ffn = nn.ModuleList(AlbertFeedForward(config) for _ in range(n_ffn))
         # Recompute each layer in backward instead of storing its activations (memory for compute).
         self.gradient_checkpointing = False
+
+    def set_depth(self, depth: int) -> None:
+        """Run the first `depth` layer applications only (ALBERT's depth is elastic: any prefix of the
+        shared layer's applications is a complete model with the same weights); the full depth again with
+        `depth = len(full_schedule)`."""
+        full = self.full_schedule
+        if not 1 <= depth <= len(full):
+            raise ValueError(f"--depth {depth}: this model has {len(full)} layer applications")
+        self.schedule = full[:depth]
+        # How many times each weight in use is used per forward, at least (12 for albert-base, 1 unshared)
+        counts = [sum(a == i for a, _ in self.schedule) for i in {a for a, _ in self.schedule}]
+        counts += [sum(f == i for _, f in self.schedule) for i in {f for _, f in self.schedule}]
+        self.uses_per_weight = min(counts)
 
     def _layer(self, x: torch.Tensor, mask: torch.Tensor | None, a: int, f: int) -> torch.Tensor:
         return self.ffn[f](self.attention[a](x, mask))
