@@ -14,7 +14,8 @@ import torch
 
 from albert_lm.cli import main
 from albert_lm.model.heads import AlbertForPreTraining
-from albert_lm.training.glue_grid import GlueConfig, format_table, run_folder, summarize
+from albert_lm.training.glue_config import GlueConfig, run_folder
+from albert_lm.training.glue_report import format_table, summarize
 
 DEV_ROWS = 12
 

@@ -185,7 +185,7 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- albert glue
 def glue_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.training.glue_grid import GlueConfig
+    from albert_lm.training.glue_config import GlueConfig
 
     add_config_option(p, "glue")
     add_options(
@@ -201,7 +201,9 @@ def run_glue(args: argparse.Namespace) -> int:
     and its mean +- std over seeds reported, beside the majority-class score; GLUE-5 averages CoLA MCC,
     SST-2 accuracy, MRPC accuracy, STS-B Pearson and RTE accuracy. Runs already finished in OUTPUT are
     not run again. Writes OUTPUT/glue_results.json."""
-    from albert_lm.training.glue_grid import GlueConfig, format_table, run_glue
+    from albert_lm.training.glue_config import GlueConfig
+    from albert_lm.training.glue_grid import run_glue
+    from albert_lm.training.glue_report import format_table
 
     print(format_table(run_glue(load_settings(GlueConfig, args, GLUE_REQUIRED))))
     return 0

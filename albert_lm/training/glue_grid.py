@@ -19,19 +19,15 @@ OUTPUT/glue_results.json holds every run's score and the table's numbers.
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import os
 import signal
-import statistics
 import threading
-from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from albert_lm.files import (
-    InputError,
     check_output_apart,
     file_sha256,
     folder_lock,
@@ -39,102 +35,11 @@ from albert_lm.files import (
     write_json,
 )
 from albert_lm.hub import resolve_model
-from albert_lm.settings import Precision, check_fields, check_ranges, device_name, json_repr, seed_list
-from albert_lm.tasks import get_task
 from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.training.glue_config import GLUE5, RESULTS_FILE, GlueConfig, run_folder
+from albert_lm.training.glue_report import summarize
 
 logger = logging.getLogger(__name__)
-
-# task -> (folder in the GLUE download, the metric GLUE-5 averages)
-GLUE5 = {
-    "cola": ("CoLA", "mcc"),
-    "sst2": ("SST-2", "accuracy"),
-    "mrpc": ("MRPC", "accuracy"),
-    "stsb": ("STS-B", "pearson"),
-    "rte": ("RTE", "accuracy"),
-}
-RESULTS_FILE = "glue_results.json"
-
-
-@dataclass
-class GlueConfig:
-    """Settings of `albert glue`."""
-
-    model: str
-    """model folder to fine-tune (config.json, weights, spiece.model), or hub id org/name[@rev]"""
-    data: str
-    """the GLUE folder (CoLA/, SST-2/, MRPC/, STS-B/, RTE/ with train.tsv and dev.tsv)"""
-    output: str
-    """output folder: one sub-folder per run, glue_results.json"""
-    tasks: str = "cola,sst2,mrpc,stsb,rte"
-    """comma-separated tasks"""
-    seeds: str = "1,2,3"
-    """comma-separated fine-tuning seeds, each run for every task and rate"""
-    learning_rates: str = "1e-4,3e-4,1e-3"
-    """comma-separated peak rates tried per task (the best mean on dev is kept); small models want
-    larger rates than the paper's 1e-5 to 3e-5 for albert-base"""
-    epochs: float = 3.0
-    """epochs per run"""
-    batch_size: int = 32
-    """training batch size"""
-    max_seq_length: int = 128
-    """tokens per example"""
-    max_train_examples: int | None = None
-    """use only the first N training examples of each task (quick runs)"""
-    max_eval_examples: int | None = None
-    """use only the first N dev examples of each task (quick runs; the table is then not GLUE's)"""
-    workers: int | None = None
-    """runs at a time, each a process with one thread (default: one per CPU core; on a GPU, 4 sharing it)"""
-    precision: Precision = "auto"
-    """auto, fp32, bf16 (autocast) or fp16 (CUDA); fp32 gives scores that do not depend on the CPU"""
-    device: str = "auto"
-    """where the runs train: auto is the GPU when torch sees one, else the CPU"""
-    overwrite: bool = False
-    """redo finished runs made from another model, other data or other settings (refused otherwise);
-    runs that match are still reused"""
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check_ranges(
-            self,
-            at_least_one=(
-                "batch_size",
-                "max_seq_length",
-                "max_train_examples",
-                "max_eval_examples",
-                "workers",
-            ),
-            positive=("epochs",),
-        )
-        self.task_list()
-        self.rates()
-        self.seed_list()
-        device_name(self.device)
-
-    def seed_list(self) -> list[int]:
-        return seed_list(self.seeds)
-
-    def task_list(self) -> list[str]:
-        names = [t.strip() for t in self.tasks.split(",") if t.strip()]
-        unknown = [t for t in names if t not in GLUE5]
-        if unknown or not names:
-            raise ValueError(f"--tasks {self.tasks!r}: expected some of {', '.join(GLUE5)}")
-        return names
-
-    def rates(self) -> list[float]:
-        try:
-            values = [float(r) for r in self.learning_rates.split(",") if r.strip()]
-        except ValueError as e:
-            raise ValueError(
-                f"--learning-rates {self.learning_rates!r}: expected numbers like 1e-4,3e-4"
-            ) from e
-        if not values or any(r <= 0 for r in values):
-            raise ValueError(f"--learning-rates {self.learning_rates!r}: expected positive numbers")
-        return values
-
-
-def run_folder(cfg: GlueConfig, task: str, rate: float, seed: int) -> Path:
-    return Path(cfg.output) / task / f"lr-{rate:g}" / f"seed-{seed}"
 
 
 def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneConfig:
@@ -152,6 +57,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         max_train_examples=cfg.max_train_examples,
         max_eval_examples=cfg.max_eval_examples,
         precision=cfg.precision,
+        exit_heads=cfg.exit_heads,
         log_every=10**9,
         tensorboard=False,
         plot=False,  # dozens of short runs
@@ -359,91 +265,3 @@ def _stop_on_sigterm() -> Any:
         raise KeyboardInterrupt(f"signal {signum}")
 
     return signal.signal(signal.SIGTERM, interrupt)
-
-
-def majority_score(task: str, data: Path, cap: int | None = None) -> float:
-    """The task's metric for always guessing the most frequent dev label (a constant: MCC and Pearson 0)."""
-    if GLUE5[task][1] in ("mcc", "pearson"):
-        return 0.0
-    labels = _dev_labels(task, data)[:cap]
-    return Counter(labels).most_common(1)[0][1] / len(labels)
-
-
-def _dev_labels(task: str, data: Path) -> list[Any]:
-    t = get_task(task)
-    path = t.split_file(data / GLUE5[task][0], "dev")
-    assert path is not None
-    return [ex.label for ex in t.read(path, "dev")]
-
-
-def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, Any]:
-    """Per task: every rate's seed scores, the chosen rate, its mean and std, the dev examples scored (of
-    those in dev.tsv); GLUE-5 and its baseline; what the scores are over (seeds, a dev cap)."""
-    rows: dict[str, Any] = {}
-    for task in dict.fromkeys(t for t, _, _ in jobs):
-        metric = GLUE5[task][1]
-        by_rate: dict[str, list[float]] = {}
-        for t, rate, seed in jobs:
-            if t == task:
-                score = _score(run_folder(cfg, t, rate, seed) / "eval_results.json", metric)
-                by_rate.setdefault(f"{rate:g}", []).append(score)
-        best = max(by_rate, key=lambda r: statistics.fmean(by_rate[r]))
-        scores, dev = by_rate[best], len(_dev_labels(task, Path(cfg.data)))
-        rows[task] = {
-            "metric": metric, "learning_rate": float(best), "mean": statistics.fmean(scores),
-            "std": statistics.stdev(scores) if len(scores) > 1 else 0.0, "scores": scores,
-            "by_learning_rate": by_rate,
-            "majority": majority_score(task, Path(cfg.data), cfg.max_eval_examples),
-            "dev_examples": min(dev, cfg.max_eval_examples or dev), "dev_examples_in_file": dev,
-        }  # fmt: skip
-    average = 100 * statistics.fmean(r["mean"] for r in rows.values())
-    baseline = 100 * statistics.fmean(r["majority"] for r in rows.values())
-    name = "GLUE-5" if set(rows) == set(GLUE5) else f"average of {len(rows)}"
-    return {
-        "settings": asdict(cfg),
-        "tasks": rows,
-        "average": {"name": name, "score": average, "majority": baseline},
-        "evaluation": _evaluation(cfg, rows),
-    }
-
-
-def _evaluation(cfg: GlueConfig, rows: dict[str, Any]) -> dict[str, Any]:
-    """What the scores are over: the seeds (one: no spread) and the dev cap, where it kept fewer examples
-    than a task's dev.tsv holds (the scores are then not GLUE's); "note" says both as the table does."""
-    seeds = len(cfg.seed_list())
-    capped = any(r["dev_examples"] < r["dev_examples_in_file"] for r in rows.values())
-    notes = [f"capped: {cfg.max_eval_examples} dev examples per task"] if capped else []
-    notes += ["1 seed, no spread"] if seeds == 1 else []
-    cap = cfg.max_eval_examples if capped else None
-    return dict(seeds=seeds, spread=seeds > 1, capped=capped, max_eval_examples=cap, note="; ".join(notes))
-
-
-def _score(results: Path, metric: str) -> float:
-    """The dev score `metric` of a finished run's eval_results.json; a file edited or damaged since is
-    refused naming it and the metric."""
-    value = read_json_object(results, "evaluation results").get(metric)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(
-            results, f"{metric}: expected the run's dev score (a number), got {json_repr(value)}"
-        )
-    return float(value)
-
-
-def format_table(result: dict[str, Any]) -> str:
-    """The table `albert glue` prints: one seed shows its score alone (no spread), and a dev cap is said
-    above it (read from the settings for a glue_results.json written before "evaluation" was)."""
-    ev = result.get("evaluation") or {"max_eval_examples": result["settings"].get("max_eval_examples")}
-    seeds = ev.get("seeds") or len(seed_list(result["settings"]["seeds"]))
-    cap = ev["max_eval_examples"]
-    note = f"capped: {cap} dev examples per task (--max-eval-examples): not GLUE's dev scores"
-    lines = [note] if cap else []
-    title = f"dev x100, mean +- std of {seeds} seeds" if seeds > 1 else "dev x100, 1 seed, no spread"
-    lines.append(f"{'task':<6} {'metric':<9} {title:>32} {'lr':>8} {'majority':>9}")
-    for task, r in result["tasks"].items():
-        score = f"{100 * r['mean']:.1f}" + (f" +- {100 * r['std']:.1f}" if seeds > 1 else "")
-        lines.append(
-            f"{GLUE5[task][0]:<6} {r['metric']:<9} {score:>32} {r['learning_rate']:>8g} {100 * r['majority']:>9.1f}"
-        )
-    avg = result["average"]
-    lines.append(f"{avg['name']:<16} {avg['score']:>32.1f} {'':>8} {avg['majority']:>9.1f}")
-    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""Settings of `albert glue` and where its runs go: the five tasks, `GlueConfig`, a run's folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name, seed_list
+
+# task -> (folder in the GLUE download, the metric GLUE-5 averages)
+GLUE5 = {
+    "cola": ("CoLA", "mcc"),
+    "sst2": ("SST-2", "accuracy"),
+    "mrpc": ("MRPC", "accuracy"),
+    "stsb": ("STS-B", "pearson"),
+    "rte": ("RTE", "accuracy"),
+}
+RESULTS_FILE = "glue_results.json"
+
+
+@dataclass
+class GlueConfig:
+    """Settings of `albert glue`."""
+
+    model: str
+    """model folder to fine-tune (config.json, weights, spiece.model), or hub id org/name[@rev]"""
+    data: str
+    """the GLUE folder (CoLA/, SST-2/, MRPC/, STS-B/, RTE/ with train.tsv and dev.tsv)"""
+    output: str
+    """output folder: one sub-folder per run, glue_results.json"""
+    tasks: str = "cola,sst2,mrpc,stsb,rte"
+    """comma-separated tasks"""
+    seeds: str = "1,2,3"
+    """comma-separated fine-tuning seeds, each run for every task and rate"""
+    learning_rates: str = "1e-4,3e-4,1e-3"
+    """comma-separated peak rates tried per task (the best mean on dev is kept); small models want
+    larger rates than the paper's 1e-5 to 3e-5 for albert-base"""
+    epochs: float = 3.0
+    """epochs per run"""
+    batch_size: int = 32
+    """training batch size"""
+    max_seq_length: int = 128
+    """tokens per example"""
+    max_train_examples: int | None = None
+    """use only the first N training examples of each task (quick runs)"""
+    max_eval_examples: int | None = None
+    """use only the first N dev examples of each task (quick runs; the table is then not GLUE's)"""
+    workers: int | None = None
+    """runs at a time, each a process with one thread (default: one per CPU core; on a GPU, 4 sharing it)"""
+    precision: Precision = "auto"
+    """auto, fp32, bf16 (autocast) or fp16 (CUDA); fp32 gives scores that do not depend on the CPU"""
+    device: str = "auto"
+    """where the runs train: auto is the GPU when torch sees one, else the CPU"""
+    exit_heads: bool = False
+    """train a classifier after every layer in each run, for early exit (finetune's --exit-heads)"""
+    overwrite: bool = False
+    """redo finished runs made from another model, other data or other settings (refused otherwise);
+    runs that match are still reused"""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_ranges(
+            self,
+            at_least_one=(
+                "batch_size",
+                "max_seq_length",
+                "max_train_examples",
+                "max_eval_examples",
+                "workers",
+            ),
+            positive=("epochs",),
+        )
+        self.task_list()
+        self.rates()
+        self.seed_list()
+        device_name(self.device)
+
+    def seed_list(self) -> list[int]:
+        return seed_list(self.seeds)
+
+    def task_list(self) -> list[str]:
+        names = [t.strip() for t in self.tasks.split(",") if t.strip()]
+        unknown = [t for t in names if t not in GLUE5]
+        if unknown or not names:
+            raise ValueError(f"--tasks {self.tasks!r}: expected some of {', '.join(GLUE5)}")
+        return names
+
+    def rates(self) -> list[float]:
+        try:
+            values = [float(r) for r in self.learning_rates.split(",") if r.strip()]
+        except ValueError as e:
+            raise ValueError(
+                f"--learning-rates {self.learning_rates!r}: expected numbers like 1e-4,3e-4"
+            ) from e
+        if not values or any(r <= 0 for r in values):
+            raise ValueError(f"--learning-rates {self.learning_rates!r}: expected positive numbers")
+        return values
+
+
+def run_folder(cfg: GlueConfig, task: str, rate: float, seed: int) -> Path:
+    return Path(cfg.output) / task / f"lr-{rate:g}" / f"seed-{seed}"
