@@ -49,7 +49,7 @@ def test_full_depth_is_the_model_itself_and_a_fixed_depth_is_that_head(tiny_conf
     batch = _batch()
     per_depth = _per_depth(model, heads, batch)
     full = EarlyExit(model, heads, ExitRule(depth=6))(**batch)
-    torch.testing.assert_close(full.logits, per_depth[-1], rtol=1e-5, atol=1e-5)
+    assert torch.equal(full.logits, per_depth[-1])  # bit for bit
     assert full.depth.tolist() == [6] * 12
     two = EarlyExit(model, heads, ExitRule(depth=2))(**batch)
     torch.testing.assert_close(two.logits, per_depth[1], rtol=1e-5, atol=1e-5)
@@ -200,6 +200,22 @@ def test_early_exit_is_refused_where_it_cannot_run(exit_run, tmp_path, capsys):
     assert "one exit rule" in capsys.readouterr().err
     assert main(["predict", "--model", best, "--input", texts, "--depth", "9"]) != 0
     assert "--depth 9" in capsys.readouterr().err
+    for option, value in (("--patience", "-1"), ("--depth", "0"), ("--exit-confidence", "1.5")):
+        assert main(["predict", "--model", best, "--input", texts, option, value, "--device", "cpu"]) != 0
+        err = capsys.readouterr().err
+        assert f"{option} {value}" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_patience_0_and_the_full_depth_are_the_plain_model_bit_for_bit(exit_run, capsys):
+    from albert_lm.cli import main
+
+    best, texts = str(exit_run / "run" / "best"), str(exit_run / "texts.txt")
+    outputs = []
+    for extra in ((), ("--patience", "0"), ("--depth", "4")):
+        assert main(["predict", "--model", best, "--input", texts, "--device", "cpu", "-q", *extra]) == 0
+        rows = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
+        outputs.append([r["probabilities"] for r in rows])
+    assert outputs[0] == outputs[1] == outputs[2]
 
 
 def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit_run, tmp_path):

@@ -106,7 +106,7 @@ def exit_loss(
 class ExitRule:
     """When a row stops: after `patience` consecutive applications agree with the one before (PABEE;
     regression: predictions within `tolerance`), at a probability of at least `confidence` (max-probability,
-    DeeBERT-like), or at a fixed `depth`. Rows still running at L stop there."""
+    DeeBERT-like), or at a fixed `depth`. Rows still running at L stop there; patience 0 is no early exit."""
 
     patience: int | None = None
     confidence: float | None = None
@@ -122,8 +122,8 @@ class ExitRule:
         given = [n for n, v in named if v is not None]
         if len(given) > 1:
             raise ValueError(f"give one exit rule, not {' and '.join(given)}")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"--patience {self.patience}: expected at least 1")
+        if self.patience is not None and self.patience < 0:
+            raise ValueError(f"--patience {self.patience}: expected 0 (no early exit) or more")
         if self.depth is not None and self.depth < 1:
             raise ValueError(f"--depth {self.depth}: expected at least 1")
         if self.confidence is not None and not 0.0 < self.confidence <= 1.0:
@@ -131,7 +131,8 @@ class ExitRule:
 
     @property
     def given(self) -> bool:
-        return any(v is not None for v in (self.patience, self.confidence, self.depth))
+        """Whether a row may stop early (patience 0: never, as without a rule)."""
+        return bool(self.patience) or self.confidence is not None or self.depth is not None
 
 
 @dataclass

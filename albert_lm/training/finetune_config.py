@@ -320,7 +320,7 @@ class ExitSettings:
 
     patience: int | None = None
     """early exit (a model fine-tuned with --exit-heads): stop a row once this many layers in a row agree
-    with the layer before (PABEE); rows that stop leave the batch"""
+    with the layer before (PABEE); rows that stop leave the batch; 0: no early exit"""
     exit_confidence: float | None = None
     """early exit: stop a row at the first layer whose top class probability is at least this"""
     depth: int | None = None
