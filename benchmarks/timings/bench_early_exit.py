@@ -1,10 +1,12 @@
 """Early exit on a model fine-tuned with `--exit-heads`: accuracy, layers used and rows/s by exit rule.
 
 For each rule (full depth, each fixed depth, patience 1..4, a few confidence levels) it runs the task's dev
-set through `albert evaluate`'s code (accuracy and mean layers used), then times the same rows with the
-Predictor at batch 1 and at batch 32 (medians over repeats, in this process, on the same threads, the model
-loaded once per rule); transformers' `AlbertForSequenceClassification` in fp32 on the same folder and the
-same features is timed beside them. Writes OUTPUT.json and OUTPUT.png (accuracy against mean layers used).
+set through `albert evaluate`'s code (accuracy and mean layers used), then times the model on the same rows
+as `albert predict` runs it, at batch 1 and at batch 32 (medians over repeats, in this process, on the same
+threads; features made once, so tokenizing is outside every timing); transformers'
+`AlbertForSequenceClassification` in fp32 on the same folder, features and length-grouped batches is timed
+beside them, and int8 (`predict --int8`) at full depth and with patience 2. Writes OUTPUT.json and
+OUTPUT.png (accuracy against mean layers used).
 
     python benchmarks/timings/bench_early_exit.py --model runs/sst2-exit/best --data glue/SST-2 \\
         --task sst2 --output runs/early-exit --repeats 3
@@ -23,7 +25,7 @@ import torch
 
 from albert_lm.deploy.predict import load_task_model, predict_examples
 from albert_lm.kernels.hardware import cpu_info
-from albert_lm.training.evaluation import evaluate_model, read_split
+from albert_lm.training.evaluation import evaluate_model, read_split, run_model
 
 
 def rules(layers: int) -> list[tuple[str, dict[str, Any]]]:
@@ -34,31 +36,58 @@ def rules(layers: int) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def rows_per_s(model: str, rule: dict[str, Any], examples: list[Any], batch: int, repeats: int) -> float:
-    tm = load_task_model(model, "cpu", "fp32", batch_size=batch, exit_rule=rule)
-    lines = list(range(1, len(examples) + 1))
-    predict_examples(tm, examples[:batch], lines[:batch])  # warm-up
+def rows_per_s(
+    model: str, rule: dict[str, Any], examples: list[Any], batch: int, repeats: int, int8: bool = False
+) -> float:
+    """The model's rows/s on the examples' features (tokenized once, outside the timing, as for
+    transformers below), batches of similar length as `albert predict` makes them."""
+    tm = load_task_model(model, "cpu", "fp32", int8=int8, batch_size=batch, exit_rule=rule)
+    features = tm.task.featurize(examples, tm.tokenizer, tm.max_len)
+    pad = tm.tokenizer.pad_token_id
+    run_model(tm.model, features[:batch], batch, pad, tm.device, tm.precision)  # warm-up
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        predict_examples(tm, examples, lines)
+        run_model(tm.model, features, batch, pad, tm.device, tm.precision)
         times.append(time.perf_counter() - t0)
-    return len(examples) / statistics.median(times)
+    return len(features) / statistics.median(times)
+
+
+def labels(model: str, rule: dict[str, Any], examples: list[Any], int8: bool) -> list[str]:
+    tm = load_task_model(model, "cpu", "fp32", int8=int8, exit_rule=rule)
+    return [r["label"] for r in predict_examples(tm, examples, list(range(1, len(examples) + 1)))]
+
+
+def int8_rows(model: str, examples: list[Any], repeats: int) -> list[dict[str, Any]]:
+    """int8 (`predict --int8`) at full depth and with patience 2: rows/s, and the share of rows whose
+    label equals fp32's under the same rule."""
+    rows = []
+    for name, rule in (("int8, full depth", {}), ("int8, patience 2", {"patience": 2})):
+        same = labels(model, rule, examples, False)
+        agree = sum(a == b for a, b in zip(same, labels(model, rule, examples, True), strict=True))
+        row = {"rule": name, **rule, "agreement_with_fp32": agree / len(examples),
+               "rows_per_s_batch1": rows_per_s(model, rule, examples, 1, repeats, int8=True),
+               "rows_per_s_batch32": rows_per_s(model, rule, examples, 32, repeats, int8=True)}  # fmt: skip
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
 
 
 def transformers_rows_per_s(model: str, examples: list[Any], batch: int, repeats: int) -> float:
-    """transformers' model in fp32 on albert-lm's features (tokenization left out on both sides' model time)."""
+    """transformers' model in fp32 on albert-lm's features (its model time: tokenizing is left out)."""
     import transformers
 
     tm = load_task_model(model, "cpu", "fp32", batch_size=batch)
     features = tm.task.featurize(examples, tm.tokenizer, tm.max_len)
     hf = transformers.AlbertForSequenceClassification.from_pretrained(model).eval()
-    from albert_lm.tasks.batches import collate
+    from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
+
+    order = length_bucketed_batches([feature_length(f) for f in features], batch, None)  # as ours
 
     def run() -> None:
         with torch.no_grad():
-            for i in range(0, len(features), batch):
-                b = collate(features[i : i + batch], tm.tokenizer.pad_token_id)
+            for idx in order:
+                b = collate([features[i] for i in idx], tm.tokenizer.pad_token_id)
                 hf(**{k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
 
     run()
@@ -94,6 +123,7 @@ def main() -> None:
                "rows_per_s_batch32": rows_per_s(args.model, rule, examples, 32, args.repeats)}  # fmt: skip
         report["rules"].append(row)
         print(json.dumps(row), flush=True)
+    report["int8"] = int8_rows(args.model, examples, args.repeats)
     report["transformers_fp32"] = {
         "rows_per_s_batch1": transformers_rows_per_s(args.model, examples, 1, args.repeats),
         "rows_per_s_batch32": transformers_rows_per_s(args.model, examples, 32, args.repeats),
