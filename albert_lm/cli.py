@@ -25,6 +25,7 @@ from albert_lm.bench import commands as bench_commands
 from albert_lm.data import commands as data_commands
 from albert_lm.deploy import commands as deploy_commands
 from albert_lm.distill import commands as distill_commands
+from albert_lm.glue import commands as glue_commands
 from albert_lm.model import commands as model_commands
 from albert_lm.paper import commands as paper_commands
 from albert_lm.settings import SuggestingParser
@@ -102,7 +103,7 @@ command("convert", model_commands.convert_options)(model_commands.run_convert)
 command("params", model_commands.params_options)(model_commands.run_params)
 command("pretrain", training_commands.pretrain_options)(training_commands.run_pretrain)
 command("finetune", training_commands.finetune_options)(training_commands.run_finetune)
-command("glue", training_commands.glue_options)(training_commands.run_glue)
+command("glue", glue_commands.glue_options)(glue_commands.run_glue)
 command("evaluate", training_commands.evaluate_options)(training_commands.run_evaluate)
 command("distill general", distill_commands.general_options)(distill_commands.run_general)
 command("distill task", distill_commands.task_options)(distill_commands.run_task)

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from albert_lm.cli import main
+from albert_lm.glue.config import GlueConfig, run_folder
+from albert_lm.glue.report import format_table, summarize
 from albert_lm.model.heads import AlbertForPreTraining
-from albert_lm.training.glue_config import GlueConfig, run_folder
-from albert_lm.training.glue_report import format_table, summarize
 
 DEV_ROWS = 12
 

@@ -145,8 +145,8 @@ def test_long_helps_are_grouped():
 
 
 def test_config_file_gives_settings_and_options_win(tmp_path):
+    from albert_lm.glue.config import GlueConfig
     from albert_lm.settings import load_settings
-    from albert_lm.training.glue_config import GlueConfig
 
     (tmp_path / "glue.json").write_text('{"model": "m", "data": "d", "output": "o", "seeds": "4,5"}')
     args = build_parser().parse_args(["glue", "--config", str(tmp_path / "glue.json"), "--output", "mine"])

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from albert_lm.cli import main
+from albert_lm.glue.config import GlueConfig
+from albert_lm.glue.grid import run_glue
+from albert_lm.glue.report import format_table
 from albert_lm.model.heads import AlbertForPreTraining
-from albert_lm.training.glue_config import GlueConfig
-from albert_lm.training.glue_grid import run_glue
-from albert_lm.training.glue_report import format_table
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +124,8 @@ def _alive(pid: int) -> bool:
 def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_data, tmp_path):
     cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1,2,3,4", learning_rates="1e-3",
                   epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
-    script = "import json, sys; from albert_lm.training.glue_config import GlueConfig; "
-    script += (
-        "from albert_lm.training.glue_grid import run_glue; run_glue(GlueConfig(**json.loads(sys.argv[1])))"
-    )
+    script = "import json, sys; from albert_lm.glue.config import GlueConfig; "
+    script += "from albert_lm.glue.grid import run_glue; run_glue(GlueConfig(**json.loads(sys.argv[1])))"
     fields = json.dumps(dataclasses.asdict(cfg))
     suite = subprocess.Popen([sys.executable, "-c", script, fields], stderr=subprocess.DEVNULL)
     workers: set[int] = set()

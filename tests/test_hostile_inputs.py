@@ -400,8 +400,8 @@ def test_a_list_column_nested_too_deeply_is_named():
 
 
 def test_glue_summary_names_a_finished_run_whose_results_were_damaged(tmp_path):
-    from albert_lm.training.glue_config import GLUE5, GlueConfig, run_folder
-    from albert_lm.training.glue_report import summarize
+    from albert_lm.glue.config import GLUE5, GlueConfig, run_folder
+    from albert_lm.glue.report import summarize
 
     cfg = GlueConfig(
         model="m",

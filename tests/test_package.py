@@ -42,6 +42,7 @@ STAGES = [
     "tasks",
     "training",
     "distill",
+    "glue",
     "deploy",
     "bench",
     "paper",

@@ -1,4 +1,4 @@
-"""The training stage's commands: `albert pretrain`, `finetune`, `glue` and `evaluate` (registered by
+"""The training stage's commands: `albert pretrain`, `finetune` and `evaluate` (registered by
 `albert_lm.cli`).
 
 Like every command, it imports the training code only when it runs: building the parser stays free of torch.
@@ -23,7 +23,6 @@ from albert_lm.settings import (
 
 FINETUNE_REQUIRED = ("task", "model", "data", "output")
 FINETUNE_BOOKKEEPING = ("labels", "tokenizer_fingerprint", "model_given")  # in a run's finetune_config.json
-GLUE_REQUIRED = ("model", "data", "output")
 EVALUATE_REQUIRED = ("task", "data")
 
 
@@ -180,32 +179,6 @@ def run_finetune(args: argparse.Namespace) -> int:
 
     cfg = load_settings(FinetuneConfig, args, FINETUNE_REQUIRED, ignored=FINETUNE_BOOKKEEPING)
     print(json.dumps(finetune(cfg), sort_keys=True))
-    return 0
-
-
-# --------------------------------------------------------------------------- albert glue
-def glue_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.training.glue_config import GlueConfig
-
-    add_config_option(p, "glue")
-    add_options(
-        p, GlueConfig, required=GLUE_REQUIRED, metavars={"model": "DIR", "data": "DIR"}, suppress=True
-    )
-
-
-def run_glue(args: argparse.Namespace) -> int:
-    """fine-tune one model on CoLA, SST-2, MRPC, STS-B and RTE (seeds x rates) and print the GLUE-5 table
-
-    Fine-tunes the model on each task with every rate of --learning-rates and --seeds seeds, one process
-    with one thread per run, --workers at a time; per task, the rate with the best mean dev score is kept
-    and its mean +- std over seeds reported, beside the majority-class score; GLUE-5 averages CoLA MCC,
-    SST-2 accuracy, MRPC accuracy, STS-B Pearson and RTE accuracy. Runs already finished in OUTPUT are
-    not run again. Writes OUTPUT/glue_results.json."""
-    from albert_lm.training.glue_config import GlueConfig
-    from albert_lm.training.glue_grid import run_glue
-    from albert_lm.training.glue_report import format_table
-
-    print(format_table(run_glue(load_settings(GlueConfig, args, GLUE_REQUIRED))))
     return 0
 
 

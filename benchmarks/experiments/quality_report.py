@@ -22,7 +22,7 @@ from hf_mlm_pipeline import held_out as held_out_scores  # this folder: run as a
 
 from albert_lm.data.dataset import PretrainingDataset
 from albert_lm.demo import MORE_PROBES, PROBES, unigram_baseline
-from albert_lm.training.glue_config import GLUE5
+from albert_lm.glue.config import GLUE5
 
 
 def held_out(model_dir: Path, data: Path) -> dict[str, float]:

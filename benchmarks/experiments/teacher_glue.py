@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from albert_lm.files import atomic_write, read_json_object
-from albert_lm.training.glue_config import GLUE5, GlueConfig, run_folder
-from albert_lm.training.glue_report import format_table, summarize
+from albert_lm.glue.config import GLUE5, GlueConfig, run_folder
+from albert_lm.glue.report import format_table, summarize
 
 HERE = Path(__file__).resolve().parent
 

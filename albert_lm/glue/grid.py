@@ -34,10 +34,10 @@ from albert_lm.files import (
     read_json_object,
     write_json,
 )
+from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, run_folder
+from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.training.finetune_config import FinetuneConfig
-from albert_lm.training.glue_config import GLUE5, RESULTS_FILE, GlueConfig, run_folder
-from albert_lm.training.glue_report import summarize
 
 logger = logging.getLogger(__name__)
 

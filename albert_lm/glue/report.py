@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import InputError, read_json_object
+from albert_lm.glue.config import GLUE5, GlueConfig, run_folder
 from albert_lm.settings import json_repr, seed_list
 from albert_lm.tasks import get_task
-from albert_lm.training.glue_config import GLUE5, GlueConfig, run_folder
 
 
 def majority_score(task: str, data: Path, cap: int | None = None) -> float:
