@@ -577,3 +577,18 @@ def test_task_distillation_with_augmented_text(world, tmp_path, caplog):
         assert main(_task(world, student, tmp_path / "plain", "--max-steps", "1")) == 0
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("no --augment, no --extra-text" in m for m in warned), warned
+
+
+def test_task_distillation_teaches_exit_heads_for_early_exit(world, tmp_path, capsys):
+    from albert_lm.model.early_exit import EXIT_FILE
+
+    student = _student(world, tmp_path / "general")  # 2 layers, all shared
+    out = tmp_path / "exit"
+    assert main(_task(world, student, out, "--max-steps", "4", "--eval-every", "2", "--exit-heads")) == 0
+    assert (out / "best" / EXIT_FILE).is_file()
+    assert json.loads((out / "best" / "finetune_config.json").read_text())["exit_heads"] is True
+    capsys.readouterr()
+    args = ["predict", "--model", str(out / "best"), "--input", str(world.extra), "--device", "cpu", "-q"]
+    assert main([*args, "--depth", "1"]) == 0
+    rows = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
+    assert rows and all(r["depth"] == 1 for r in rows)

@@ -14,10 +14,11 @@ import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
-from albert_lm.training.finetune_config import steps_override_line
+from albert_lm.training.finetune_config import FinetuneConfig, steps_override_line
 
 INPUT_FORMATS = ("auto", "lines", "paragraphs")
 # The student of general distillation when no shape is asked for: the cpu-1h recipe's 4 layers, E 128 and
@@ -262,7 +263,7 @@ class TaskDistillConfig(DistillCommon):
             "extra_text",
         ),
         "losses": ("temperature", "hard_label_weight"),
-        "the student": ("dropout", "classifier_dropout"),
+        "the student": ("dropout", "classifier_dropout", "exit_heads"),
         "sizes": ("max_train_examples", "max_eval_examples"),
         "your own data's columns": ("text_column", "text_pair_column", "label_column"),
         **_COMMON_GROUPS,
@@ -298,6 +299,9 @@ class TaskDistillConfig(DistillCommon):
     """encoder dropout, hidden and attention"""
     classifier_dropout: float = 0.1
     """dropout before the task head"""
+    exit_heads: bool = False
+    """also teach a classifier after every layer (depth-weighted, as finetune's --exit-heads), for early
+    exit in predict and evaluate (--patience, --exit-confidence, --depth)"""
     max_train_examples: int | None = None
     """use only the first N labelled training examples (quick runs)"""
     max_eval_examples: int | None = None
@@ -321,6 +325,35 @@ class TaskDistillConfig(DistillCommon):
         )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
+
+    def finetune_settings(self) -> FinetuneConfig:
+        """The student's settings as `albert finetune` records them (finetune_config.json): what `albert
+        predict` and `albert evaluate` read back."""
+        assert self.task and self.model and self.data  # required by the command line (TASK_REQUIRED)
+        return FinetuneConfig(
+            task=self.task,
+            model=self.model,
+            data=self.data,
+            output=str(Path(self.output) / "best"),
+            max_steps=self.max_steps,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            warmup_steps=self.warmup_steps,
+            max_seq_length=self.max_seq_length,
+            weight_decay=self.weight_decay,
+            max_grad_norm=self.max_grad_norm,
+            dropout=self.dropout,
+            classifier_dropout=self.classifier_dropout,
+            exit_heads=self.exit_heads,
+            seed=self.seed,
+            precision=self.precision,
+            device=self.device,
+            max_train_examples=self.max_train_examples,
+            max_eval_examples=self.max_eval_examples,
+            text_column=self.text_column,
+            text_pair_column=self.text_pair_column,
+            label_column=self.label_column,
+        ).resolved()
 
 
 def task_steps(cfg: TaskDistillConfig, per_epoch: int) -> int:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
 from albert_lm.distill.augment import augment_texts
@@ -51,7 +52,9 @@ from albert_lm.files import InputError, atomic_folder, folder_lock, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
+from albert_lm.model.early_exit import ExitHeads, depth_weighted, exit_logits
 from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
@@ -186,7 +189,8 @@ class TaskDistiller(Distiller):
     ) -> None:
         self.cfg, self.fcfg, self.out, self.device, self.precision = cfg, fcfg, out, device, precision
         self.task, self.tokenizer, self.model, self.data = task, tokenizer, model, data
-        self.trainable = model
+        self.heads = ExitHeads(model.config).to(device) if cfg.exit_heads else None
+        self.trainable = nn.ModuleDict({"model": model, "exit_heads": self.heads}) if self.heads else model
         per_epoch = math.ceil(len(data.features) / cfg.batch_size)
         self.total_steps = task_steps(cfg, per_epoch)
         self.lengths = [feature_length(f) for f in data.features]
@@ -199,10 +203,24 @@ class TaskDistiller(Distiller):
         )
 
     def loss(self, batch: list[int], step: int) -> tuple[torch.Tensor, dict[str, float]]:
-        inputs = collate([self.data.features[i] for i in batch], self.tokenizer.pad_token_id)
-        logits = self.model(**{k: v.to(self.device) for k, v in inputs.items()}).logits.float()  # (B, C)
+        batch_inputs = collate([self.data.features[i] for i in batch], self.tokenizer.pad_token_id)
+        inputs = {k: v.to(self.device) for k, v in batch_inputs.items()}
         target = torch.from_numpy(np.asarray(self.data.targets[batch], dtype=np.float32)).to(self.device)
         gold = torch.from_numpy(self.data.gold[batch]).to(self.device)
+        if self.heads is None:
+            return self._taught(self.model(**inputs).logits.float(), target, gold)
+        assert isinstance(self.model, AlbertForSequenceClassification)
+        per_depth = [
+            self._taught(x.float(), target, gold) for x in exit_logits(self.model, self.heads, inputs)
+        ]
+        total = depth_weighted([loss for loss, _ in per_depth])
+        return total, {**per_depth[-1][1], "loss": float(total.detach())}  # the parts of the last layer
+
+    def _taught(
+        self, logits: torch.Tensor, target: torch.Tensor, gold: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of one head's logits (B, C): the teacher's soft targets, plus the gold labels where
+        known and asked for."""
         known = ~torch.isnan(gold)
         t = self.cfg.temperature
         if self.task.problem_type == "regression":
@@ -242,6 +260,8 @@ class TaskDistiller(Distiller):
         with atomic_folder(self.out / "best") as tmp:
             self.model.config.id2label = glue_id2label(self.task.name) or self.model.config.id2label
             self.model.save_pretrained(tmp)
+            if self.heads is not None:
+                self.heads.save(tmp)
             self.tokenizer.save_pretrained(tmp)
             settings = dataclasses.asdict(self.fcfg)
             settings.update(labels=list(self.task.labels), tokenizer_fingerprint=self.tokenizer.fingerprint)
@@ -272,10 +292,13 @@ class TaskDistiller(Distiller):
         write_json(folder / CONFIG_FILE, self.cfg.to_dict())
 
     def state(self) -> dict[str, Any]:
-        return {"best": self.best, "best_record": json.dumps(self.best_record)}
+        heads = {k: v.detach().cpu() for k, v in self.heads.state_dict().items()} if self.heads else {}
+        return {"best": self.best, "best_record": json.dumps(self.best_record), "exit_heads": heads}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.best, self.best_record = state.get("best"), json.loads(state.get("best_record") or "{}")
+        if self.heads is not None and state.get("exit_heads"):
+            self.heads.load_state_dict(state["exit_heads"])
 
     def finish(self, last: dict[str, Any]) -> dict[str, Any]:
         result = {**self.best_record, **{f"teacher_{k}": v for k, v in self.data.teacher_dev.items()}}
@@ -299,35 +322,6 @@ class TaskDistiller(Distiller):
 
 
 # --------------------------------------------------------------------------- setting up
-def finetune_settings(cfg: TaskDistillConfig) -> FinetuneConfig:
-    """The student's settings as `albert finetune` records them (finetune_config.json): what `albert
-    predict` and `albert evaluate` read back."""
-    assert cfg.task and cfg.model and cfg.data  # required by the command line (TASK_REQUIRED)
-    return FinetuneConfig(
-        task=cfg.task,
-        model=cfg.model,
-        data=cfg.data,
-        output=str(Path(cfg.output) / "best"),
-        max_steps=cfg.max_steps,
-        batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
-        warmup_steps=cfg.warmup_steps,
-        max_seq_length=cfg.max_seq_length,
-        weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm,
-        dropout=cfg.dropout,
-        classifier_dropout=cfg.classifier_dropout,
-        seed=cfg.seed,
-        precision=cfg.precision,
-        device=cfg.device,
-        max_train_examples=cfg.max_train_examples,
-        max_eval_examples=cfg.max_eval_examples,
-        text_column=cfg.text_column,
-        text_pair_column=cfg.text_pair_column,
-        label_column=cfg.label_column,
-    ).resolved()
-
-
 def _teacher_outputs(
     teacher: TaskTeacher, texts: list[Pair], columns: list[int], root: Path, what: str, batch_size: int
 ) -> tuple[np.ndarray, float | None]:
@@ -406,7 +400,7 @@ def distill_task(cfg: TaskDistillConfig) -> DistillResult:
     cfg = dataclasses.replace(cfg, model=str(resolve_model(str(cfg.model))))
     if not Path(str(cfg.data)).exists():
         raise FileNotFoundError(f"--data {cfg.data}: no such file or folder")
-    fcfg = finetune_settings(cfg)
+    fcfg = cfg.finetune_settings()
     task = build_task(fcfg)
     if task.head != "sequence_classification":
         raise ValueError(f"--task {cfg.task}: task distillation takes GLUE tasks and classification only")

@@ -84,22 +84,33 @@ def _pooled(model: AlbertForSequenceClassification, hidden: torch.Tensor) -> tor
     return torch.tanh(pooler(hidden[:, 0]))
 
 
+def exit_logits(
+    model: AlbertForSequenceClassification, heads: ExitHeads, inputs: dict[str, torch.Tensor]
+) -> list[torch.Tensor]:
+    """The logits after every application 1 .. L, in training (dropout before each classifier, as the
+    model's own head has); the last are the model's own."""
+    out = model(**inputs, output_hidden_states=True)
+    states = out.hidden_states[1:]  # after each application ([0] is the projected embedding)
+    logits = [
+        head(model.dropout(_pooled(model, h))) for head, h in zip(heads.classifiers, states[:-1], strict=True)
+    ]
+    return [*logits, out.logits]
+
+
+def depth_weighted(losses: list[torch.Tensor]) -> torch.Tensor:
+    """PABEE's weighting: sum_i i * loss_i / sum_i i over the applications i = 1 .. L."""
+    total = torch.stack([i * loss for i, loss in enumerate(losses, 1)]).sum()
+    return total / (len(losses) * (len(losses) + 1) / 2)
+
+
 def exit_loss(
     model: AlbertForSequenceClassification,
     heads: ExitHeads,
     inputs: dict[str, torch.Tensor],
     labels: torch.Tensor,
 ) -> torch.Tensor:
-    """PABEE's loss: sum_i i * loss_i / sum_i i over the applications i = 1 .. L (L: the model's head)."""
-    out = model(**inputs, labels=labels, output_hidden_states=True)
-    states = out.hidden_states[1:]  # after each application ([0] is the projected embedding)
-    losses = [
-        model._loss(head(model.dropout(_pooled(model, h))), labels)
-        for head, h in zip(heads.classifiers, states[:-1], strict=True)
-    ]
-    losses.append(out.loss)
-    total = torch.stack([i * loss for i, loss in enumerate(losses, 1)]).sum()
-    return total / (len(losses) * (len(losses) + 1) / 2)
+    """Fine-tuning's loss with exit heads: each application's task loss, depth-weighted."""
+    return depth_weighted([model._loss(x, labels) for x in exit_logits(model, heads, inputs)])
 
 
 @dataclass(frozen=True)
