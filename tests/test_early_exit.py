@@ -249,3 +249,5 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit
     assert at4_fill == full_fill and at1_fill == ref1_fill
     with pytest.raises(ValueError, match="--depth 5"):
         Predictor(base, device="cpu", depth=5).embed(texts)
+    with pytest.raises(ValueError, match="one exit rule"):
+        Predictor(base, patience=2, depth=1)  # refused at once, before any model is loaded

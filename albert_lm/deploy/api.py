@@ -27,6 +27,7 @@ from albert_lm.deploy.fill_mask import MaskFiller
 from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
 from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, predict_examples
+from albert_lm.model.early_exit import ExitRule
 from albert_lm.settings import PRECISIONS, device_name
 
 PredictInput = str | tuple[str, str] | Mapping[str, Any]
@@ -69,7 +70,10 @@ class Predictor:
         self.folder = model_folder(str(model))
         self.device, self.precision, self.int8 = device, precision, int8
         self.max_seq_length, self.batch_size = max_seq_length, batch_size
-        self.exit_rule = {"patience": patience, "confidence": exit_confidence, "depth": depth}
+        ExitRule(patience, exit_confidence, depth)  # its values checked here, not at the first call
+        self.exit_rule: dict[str, Any] = {"patience": patience, "confidence": exit_confidence, "depth": depth}
+        if depth is not None and depth < 1:
+            raise ValueError(f"depth {depth}: expected at least 1")
         self.depth = depth  # fill_mask and embed: the first `depth` layer applications
         self._task: TaskModel | None = None
         self._filler: MaskFiller | None = None
