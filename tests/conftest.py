@@ -133,6 +133,21 @@ def tiny_corpus_and_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> tuple
     return d / "corpus.txt", d / "tok"
 
 
+@pytest.fixture(scope="session")
+def tiny_pretrained(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) -> Path:
+    """A random tiny ALBERT with the tiny 200-piece tokenizer, as a pretraining run saves it (read only:
+    tests that change it copy it first)."""
+    import torch
+
+    from albert_lm.model.heads import AlbertForPreTraining
+
+    folder = tmp_path_factory.mktemp("tiny-pretrained")
+    torch.manual_seed(0)
+    AlbertForPreTraining(tiny_config(vocab_size=200)).save_pretrained(folder)
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", folder / "spiece.model")
+    return folder
+
+
 @pytest.fixture
 def one_thread():
     """Tiny models on a shared 2-core machine: one thread avoids OpenMP spin contention (and makes the

@@ -5,29 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from albert_lm.cli import main
 from albert_lm.glue.config import GlueConfig, run_folder
 from albert_lm.glue.report import format_table, summarize
-from albert_lm.model.heads import AlbertForPreTraining
 
 DEV_ROWS = 12
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) -> Path:
-    """A random tiny ALBERT with the tiny 200-piece tokenizer."""
-    folder = tmp_path_factory.mktemp("tiny-model")
-    torch.manual_seed(0)
-    AlbertForPreTraining(tiny_config(vocab_size=200)).save_pretrained(folder)
-    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", folder / "spiece.model")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +49,12 @@ def _finetune(model: Path, data: Path, out: Path, *extra: str) -> dict:
 
 
 # --------------------------------------------------------------------------- finetune
-def test_capped_finetune_logs_and_records_the_dev_examples_of_the_file(tiny_model, glue, tmp_path, caplog):
+def test_capped_finetune_logs_and_records_the_dev_examples_of_the_file(
+    tiny_pretrained, glue, tmp_path, caplog
+):
     out = tmp_path / "run"
     with caplog.at_level(logging.INFO, logger="albert_lm"):
-        results = _finetune(tiny_model, glue / "SST-2", out, "--max-eval-examples", "5")
+        results = _finetune(tiny_pretrained, glue / "SST-2", out, "--max-eval-examples", "5")
     assert f"dev: 5 of {DEV_ROWS} examples from" in caplog.text
     assert "(capped by --max-eval-examples)" in caplog.text
     assert results["eval_examples"] == {"dev": 5}
@@ -94,10 +83,10 @@ def test_capped_finetune_logs_and_records_the_dev_examples_of_the_file(tiny_mode
     ]
 
 
-def test_uncapped_finetune_records_the_full_dev_count_and_no_cap(tiny_model, glue, tmp_path):
+def test_uncapped_finetune_records_the_full_dev_count_and_no_cap(tiny_pretrained, glue, tmp_path):
     out = tmp_path / "run"
     # a cap above the dev set's size keeps every example: not a capped evaluation
-    results = _finetune(tiny_model, glue / "SST-2", out, "--max-eval-examples", "100")
+    results = _finetune(tiny_pretrained, glue / "SST-2", out, "--max-eval-examples", "100")
     assert results["eval_examples"] == {"dev": DEV_ROWS}
     assert set(results) & {"eval_examples", "max_eval_examples", "eval_examples_in_file"} == {"eval_examples"}
     card = (out / "best" / "README.md").read_text()
@@ -146,9 +135,9 @@ def test_an_uncapped_glue_summary_over_seeds_records_them_and_no_cap(glue, tmp_p
     assert result["tasks"]["rte"]["dev_examples"] == DEV_ROWS
 
 
-def test_albert_glue_prints_and_writes_the_marks(tiny_model, glue, tmp_path, capsys):
+def test_albert_glue_prints_and_writes_the_marks(tiny_pretrained, glue, tmp_path, capsys):
     out = tmp_path / "out"
-    args = ["glue", "--model", str(tiny_model), "--data", str(glue), "--output", str(out), "--tasks", "rte",
+    args = ["glue", "--model", str(tiny_pretrained), "--data", str(glue), "--output", str(out), "--tasks", "rte",
             "--seeds", "1", "--learning-rates", "1e-3", "--epochs", "1", "--batch-size", "8",
             "--max-seq-length", "32", "--max-eval-examples", "5", "--workers", "1", "--device", "cpu",
             "--precision", "fp32"]  # fmt: skip

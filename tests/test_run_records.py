@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from test_pretrain import SyntheticData, tiny_run  # tests/ is on sys.path
 
 from albert_lm.cli import main
@@ -22,16 +21,6 @@ from albert_lm.training.pretrain import pretrain
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tf_checkpoint"
 USERS_README = "# My model\n\nNotes of my own.\n"
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) -> Path:
-    """A random tiny ALBERT with the tiny 200-piece tokenizer, as a pretraining run would save it."""
-    folder = tmp_path_factory.mktemp("tiny-model")
-    torch.manual_seed(0)
-    AlbertForPreTraining(tiny_config(vocab_size=200)).save_pretrained(folder)
-    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", folder / "spiece.model")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +56,11 @@ def _shown(value: float) -> str:
 
 
 # --------------------------------------------------------------------------- fine-tuning
-def test_finetune_writes_tensorboard_events_curves_and_a_model_card(tiny_model, sentiment, tmp_path):
+def test_finetune_writes_tensorboard_events_curves_and_a_model_card(tiny_pretrained, sentiment, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "cls"
-    results = _finetune(tiny_model, sentiment, out)
+    results = _finetune(tiny_pretrained, sentiment, out)
     events = EventAccumulator(str(out / "tensorboard"))
     events.Reload()
     scalars = {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
@@ -105,22 +94,24 @@ def test_finetune_writes_tensorboard_events_curves_and_a_model_card(tiny_model, 
         and "| learning rate | 0.001" in card
     )
     assert (
-        f"| base model | {tiny_model} |" in card and str(out / "best") in card
+        f"| base model | {tiny_pretrained} |" in card and str(out / "best") in card
     )  # the final name, not the temporary
     transformers = pytest.importorskip("transformers")
     theirs = transformers.AlbertForSequenceClassification.from_pretrained(out / "best")
     assert theirs.config.id2label == {0: "neg", 1: "pos"}
 
 
-def test_no_tensorboard_and_no_plot_write_neither_and_overwrite_clears_them(tiny_model, sentiment, tmp_path):
+def test_no_tensorboard_and_no_plot_write_neither_and_overwrite_clears_them(
+    tiny_pretrained, sentiment, tmp_path
+):
     out = tmp_path / "cls"
-    _finetune(tiny_model, sentiment, out, "--no-tensorboard", "--no-plot")
+    _finetune(tiny_pretrained, sentiment, out, "--no-tensorboard", "--no-plot")
     assert not (out / "tensorboard").exists() and not (out / "training_curves.png").exists()
     assert is_model_card(out / "best" / "README.md")
     # a run with both, then another over it: one run's events, not two
     again = tmp_path / "again"
-    _finetune(tiny_model, sentiment, again)
-    _finetune(tiny_model, sentiment, again, "--overwrite", "--max-steps", "2")
+    _finetune(tiny_pretrained, sentiment, again)
+    _finetune(tiny_pretrained, sentiment, again, "--overwrite", "--max-steps", "2")
     files = list((again / "tensorboard").glob("events.out.tfevents.*"))
     assert len(files) == 1
 
