@@ -251,3 +251,17 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit
         Predictor(base, device="cpu", depth=5).embed(texts)
     with pytest.raises(ValueError, match="one exit rule"):
         Predictor(base, patience=2, depth=1)  # refused at once, before any model is loaded
+
+
+def test_export_says_the_onnx_graph_runs_the_full_depth(exit_run, tmp_path, caplog):
+    pytest.importorskip("onnxruntime")
+    import logging
+
+    from albert_lm.cli import main
+
+    with caplog.at_level(logging.WARNING):
+        assert (
+            main(["export", "--model", str(exit_run / "run" / "best"), "--output", str(tmp_path / "onnx")])
+            == 0
+        )
+    assert "early-exit heads" in caplog.text and "full depth" in caplog.text

@@ -71,6 +71,7 @@ from albert_lm.files import atomic_folder, check_output_apart, describe_folder, 
 from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
+from albert_lm.model.early_exit import EXIT_FILE
 from albert_lm.model.encoder import AlbertModel
 from albert_lm.training.evaluation import load_for_task
 
@@ -172,6 +173,13 @@ def _export_locked(
 ) -> ExportResult:
     AlbertTokenizer.from_pretrained(model_dir)  # the tokenizer is part of the export: it must load
     model, names, choices = _model(model_dir)
+    if (model_dir / EXIT_FILE).is_file():
+        logger.warning(
+            "%s has early-exit heads (%s): the ONNX graph runs the full depth and the model's own head; "
+            "early exit runs in `albert predict --patience N` (and int8 with --int8)",
+            model_dir,
+            EXIT_FILE,
+        )
     config = AlbertConfig.from_pretrained(model_dir)
     graph = _Graph(model, names)
     shapes = [(1, 3, 9), (3, 4, 37)] if choices else [(1, 9), (3, 37)]  # never the exported example's
