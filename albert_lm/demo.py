@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 CORPUS_DIR = Path(__file__).resolve().parent / "demo_corpus"
 
-# Five probes fixed before any tuning (issue 12): a sentence with one [MASK] and the words that count as
+# Five probes fixed before any tuning: a sentence with one [MASK] and the words that count as
 # right when one of them is in the model's top 5.
 PROBES: list[tuple[str, tuple[str, ...]]] = [
     ("He put his hand into his [MASK] and took out a letter.", ("pocket",)),

@@ -1,4 +1,4 @@
-"""GLUE-5 and held-out MLM accuracy against the pretraining budget: docs/quality.md's curve (issue 12, (c)).
+"""GLUE-5 and held-out MLM accuracy against the pretraining budget: docs/quality.md's curve.
 
 Each `--run SERIES:MINUTES:DIR` is a pretraining run whose `albert glue` results are in DIR-glue/ (as
 benchmarks/experiments/quality.sh writes them); runs of one SERIES are joined by a line. `--random DIR` (its GLUE in

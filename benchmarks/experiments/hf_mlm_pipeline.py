@@ -1,4 +1,4 @@
-"""transformers' own MLM pipeline, set up as its docs show, for the comparison in docs/quality.md (issue 12b).
+"""transformers' own MLM pipeline, set up as its docs show, for the comparison in docs/quality.md.
 
 The same books, the same tokenizer (the spiece.model of an albert-lm data folder, read by transformers'
 AutoTokenizer), the same model shape (AlbertForMaskedLM from the albert-lm config of a preset) and the same

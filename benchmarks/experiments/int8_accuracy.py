@@ -1,4 +1,4 @@
-"""Dev accuracy of a fine-tuned GLUE classifier in fp32, albert-lm int8 and ONNX Runtime int8 (issue 14).
+"""Dev accuracy of a fine-tuned GLUE classifier in fp32, albert-lm int8 and ONNX Runtime int8.
 
 For each `TASK=MODEL_DIR` pair (a finetune run's best/ on sst2, mrpc, ...): the task's full dev set
 through `albert predict` (fp32 and --int8) and through the model exported by `albert export --int8`

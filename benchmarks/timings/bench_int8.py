@@ -1,4 +1,4 @@
-"""int8 inference against fp32 (issue 14): albert-lm's `quantize_int8` on each of PyTorch's quantized
+"""int8 inference against fp32: albert-lm's `quantize_int8` on each of PyTorch's quantized
 engines, against albert-lm fp32, transformers fp32 and PyTorch's own `quantize_dynamic` of transformers'
 model. Same random weights for all; tokens/s of the encoder forward (median of repeats, the paths
 alternated within each repeat) and agreement with transformers fp32 (cosine of the last hidden states).
