@@ -273,17 +273,7 @@ def evaluate_model(
     `exit_rule`: `ExitRule`'s arguments, for a model fine-tuned with --exit-heads (the results then give
     the layers each row used on average, `mean_depth`)."""
     rule = ExitRule(**(exit_rule or {}))
-    data = Path(data)
-    for option, value in (("--batch-size", batch_size), ("--max-seq-length", max_seq_length)):
-        if value is not None and value < 1:
-            raise ValueError(f"{option} {value}: expected at least 1")
-    model_dir = resolve_model(model_dir)  # a hub id: its cached snapshot
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"--model {model_dir}: no config.json there (expected a fine-tuned model folder)"
-        )
-    if not data.exists():
-        raise FileNotFoundError(f"--data {data}: no such file or folder")
+    model_dir, data = _eval_inputs(model_dir, Path(data), batch_size, max_seq_length)
     if output:
         _check_eval_output(Path(output), model_dir, data, overwrite)
     saved, cfg = _eval_config(task_name, model_dir, data, output, batch_size, max_seq_length, device)
@@ -309,14 +299,37 @@ def evaluate_model(
     results, preds = evaluate_sets(task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision)
     results.update({f"exit_{k}": v for k, v in (exit_rule or {}).items() if v is not None})
     if output:
-        from albert_lm.files import folder_lock
-
-        out = Path(output)
-        with folder_lock(out):
-            for s in sets:
-                task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
-            write_json(out / "eval_results.json", results)
+        _write_evaluation(Path(output), task, sets, preds, results)
     return results
+
+
+def _eval_inputs(
+    model_dir: str | Path, data: Path, batch_size: int | None, max_seq_length: int | None
+) -> tuple[Path, Path]:
+    """The model folder (a hub id: its cached snapshot) and the data, checked before anything is read."""
+    for option, value in (("--batch-size", batch_size), ("--max-seq-length", max_seq_length)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} {value}: expected at least 1")
+    folder = resolve_model(model_dir)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(
+            f"--model {folder}: no config.json there (expected a fine-tuned model folder)"
+        )
+    if not data.exists():
+        raise FileNotFoundError(f"--data {data}: no such file or folder")
+    return folder, data
+
+
+def _write_evaluation(
+    out: Path, task: Task, sets: Sequence[EvalSet], preds: dict[str, Any], results: dict[str, float]
+) -> None:
+    """OUTPUT/predictions and OUTPUT/eval_results.json, under the folder's lock."""
+    from albert_lm.files import folder_lock
+
+    with folder_lock(out):
+        for s in sets:
+            task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
+        write_json(out / "eval_results.json", results)
 
 
 def _eval_config(

@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+from typing import Any
 
 
 def glue_per_seed(model_dir: Path) -> list[float]:
@@ -76,12 +77,25 @@ def main() -> None:
     report = {"runs": runs, "random": random_arm}
     args.output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
 
+    labels = dict(s.split("=", 1) for s in args.series) or {r["series"]: r["series"] for r in runs}
+    plot(report, labels, args.output.with_suffix(".png"))
+    print(
+        json.dumps(
+            {r["series"] + f" {r['minutes']:g} min": round(r["glue5"], 1) for r in runs}
+            | {"random": round(report["random"]["glue5"], 1)}
+        )
+    )
+
+
+def plot(report: dict[str, Any], labels: dict[str, str], path: Path) -> None:
+    """GLUE-5 (left, with random init's seeds band) and held-out MLM (right) against the minutes, one line
+    per series in `labels` (series -> its legend)."""
+    runs = report["runs"]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = dict(s.split("=", 1) for s in args.series) or {r["series"]: r["series"] for r in runs}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     for series, label in labels.items():
         rows = sorted((r for r in runs if r["series"] == series), key=lambda r: r["minutes"])
@@ -107,13 +121,7 @@ def main() -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.output.with_suffix(".png"), dpi=110)
-    print(
-        json.dumps(
-            {r["series"] + f" {r['minutes']:g} min": round(r["glue5"], 1) for r in runs}
-            | {"random": round(report["random"]["glue5"], 1)}
-        )
-    )
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
