@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup demo test lint format typecheck
+.PHONY: setup demo test lint format typecheck web
 
 $(BIN)/albert: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,6 +18,16 @@ $(BIN)/albert: pyproject.toml
 	@touch $(BIN)/albert
 
 setup: $(BIN)/albert
+
+# The JavaScript of `albert export --format web` (transformers.js and ONNX Runtime Web, pinned by the lock
+# file) from the npm registry, into .web/node_modules; the web export and its browser test read it there.
+WEB ?= .web
+web: $(WEB)/node_modules/.package-lock.json
+
+$(WEB)/node_modules/.package-lock.json: albert_lm/deploy/web/package.json albert_lm/deploy/web/package-lock.json
+	mkdir -p $(WEB)
+	cp albert_lm/deploy/web/package.json albert_lm/deploy/web/package-lock.json $(WEB)/
+	cd $(WEB) && npm ci --ignore-scripts --no-audit --no-fund
 
 demo: setup
 	$(BIN)/albert demo
