@@ -253,15 +253,57 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit
         Predictor(base, patience=2, depth=1)  # refused at once, before any model is loaded
 
 
-def test_export_says_the_onnx_graph_runs_the_full_depth(exit_run, tmp_path, caplog):
+def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(exit_run, tmp_path):
+    """`albert export` writes the embeddings and the shared layer as graphs of their own; the loop of
+    docs/finetune.md, run as written on them, gives each row PyTorch's depth and probabilities."""
     pytest.importorskip("onnxruntime")
-    import logging
+    import shutil
+    from pathlib import Path
 
+    import numpy as np
+
+    from albert_lm import AlbertTokenizer
     from albert_lm.cli import main
+    from albert_lm.deploy.api import Predictor
+    from albert_lm.deploy.onnx_exit import EXIT_SNIPPET
 
-    with caplog.at_level(logging.WARNING):
-        assert (
-            main(["export", "--model", str(exit_run / "run" / "best"), "--output", str(tmp_path / "onnx")])
-            == 0
-        )
-    assert "early-exit heads" in caplog.text and "full depth" in caplog.text
+    best, out = tmp_path / "best", tmp_path / "onnx"
+    shutil.copytree(exit_run / "run" / "best", best)
+    tokenizer = AlbertTokenizer.from_pretrained(best)
+    pieces = sorted(p.lstrip("\u2581") for p in tokenizer.get_vocab() if p.isalpha())
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(pieces, size=int(rng.integers(1, 12)))) for _ in range(24)]
+    model = AlbertForSequenceClassification.from_pretrained(best).eval()
+    heads = ExitHeads.load(best, model.config)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # heads that split these texts in two, so that rows stop at different depths
+        states = model(**tokenizer(texts, padding=True, return_tensors="pt"), output_hidden_states=True)
+        for c, h in zip(heads.classifiers, states.hidden_states[1:], strict=False):
+            c.weight.normal_(0, 1.0, generator=g)
+            logits = c(torch.tanh(model.albert.pooler(h[:, 0])))
+            m = (logits[:, 1] - logits[:, 0]).sort().values
+            i = int((m[7:17] - m[6:16]).argmax()) + 6  # the widest gap in the middle: no row near the line
+            c.bias[1] -= (m[i] + m[i + 1]) / 2
+    heads.save(best)
+    assert main(["export", "--model", str(best), "--output", str(out), "--int8", "-q"]) == 0
+    spec = json.loads((out / "export.json").read_text())["early_exit"]
+    assert spec["schedule"] == [0, 0, 0, 0] and spec["layers"] == ["exit/layer_0.onnx"]  # one file, 4 times
+    assert spec["max_abs_diff_fp32"] <= 1e-4 and spec["int8_cosine"] >= 0.9
+    docs = (Path(__file__).parents[1] / "docs" / "finetune.md").read_text()
+    assert EXIT_SNIPPET.strip() in docs  # the page shows the loop this test runs
+    for int8 in (False, True):
+        namespace: dict = {}
+        code = EXIT_SNIPPET.replace('"runs/sst2-onnx"', repr(str(out)))
+        exec(code.replace('spec["layers"]]', 'spec["layers_int8"]]') if int8 else code, namespace)
+        for patience in (1, 2):
+            logits, depth = namespace["predict"](texts, patience=patience)
+            rows = Predictor(best, device="cpu", precision="fp32", patience=patience).predict(texts)
+            probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+            wanted = np.array([list(r["probabilities"].values()) for r in rows])
+            if int8:
+                # runs; its closeness is the export's check (cosine above); its accuracy, docs/finetune.md's
+                assert np.isfinite(logits).all() and set(depth.tolist()) <= {1, 2, 3, 4}
+            else:
+                assert depth.tolist() == [r["depth"] for r in rows]
+                np.testing.assert_allclose(probabilities, wanted, atol=1e-4)
+                assert len(set(depth.tolist())) > 1  # rows stopped at different depths: the batch shrank

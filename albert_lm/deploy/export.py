@@ -66,12 +66,12 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.deploy.onnx_exit import exit_graphs
 from albert_lm.deploy.predict import NotFineTuned, model_task
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
 from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.early_exit import EXIT_FILE
 from albert_lm.model.encoder import AlbertModel
 from albert_lm.training.evaluation import load_for_task
 
@@ -173,13 +173,6 @@ def _export_locked(
 ) -> ExportResult:
     AlbertTokenizer.from_pretrained(model_dir)  # the tokenizer is part of the export: it must load
     model, names, choices = _model(model_dir)
-    if (model_dir / EXIT_FILE).is_file():
-        logger.warning(
-            "%s has early-exit heads (%s): the ONNX graph runs the full depth and the model's own head; "
-            "early exit runs in `albert predict --patience N` (and int8 with --int8)",
-            model_dir,
-            EXIT_FILE,
-        )
     config = AlbertConfig.from_pretrained(model_dir)
     graph = _Graph(model, names)
     shapes = [(1, 3, 9), (3, 4, 37)] if choices else [(1, 9), (3, 37)]  # never the exported example's
@@ -201,6 +194,7 @@ def _export_locked(
                 f"ONNX Runtime's outputs differ from PyTorch's by {diff:.2e} (> {tolerance:g}): not exported"
             )
         cosine = _int8(ort, tmp, config, samples, references) if int8 else None
+        exits = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance)
         for name in COPIED:
             if (model_dir / name).is_file():
                 shutil.copy(model_dir / name, tmp / name)
@@ -215,6 +209,7 @@ def _export_locked(
                     "int8_cosine": cosine,
                     "torch": torch.__version__,
                     "onnxruntime": ort.__version__,
+                    **exits,
                 },
                 indent=1,
             )
