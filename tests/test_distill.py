@@ -241,6 +241,32 @@ def test_cls_weight_teaches_the_pooled_cls_that_fine_tuning_reads(world, tmp_pat
     assert not torch.equal(pooler["cls"], start)
 
 
+def test_random_depth_trains_shallower_prefixes_and_saves_the_full_model(world, tmp_path, monkeypatch):
+    from albert_lm.model.encoder import AlbertEncoder
+
+    ran: list[int] = []
+    forward = AlbertEncoder.forward
+
+    def counting(self, x, mask, output_hidden_states=False):
+        ran.append(len(self.schedule))
+        return forward(self, x, mask, output_hidden_states)
+
+    monkeypatch.setattr(AlbertEncoder, "forward", counting)
+    out = tmp_path / "student"
+    student = [*TINY_STUDENT[:-2], "num_hidden_layers=4", "sharing=all", "max_position_embeddings=64"]
+    args = _general(
+        world, out, "--max-steps", "6", "--eval-every", "6", "--random-depth", "0.99", student=student
+    )
+    assert main(args) == 0
+    training = ran[:6]  # the six steps' forwards, before the evaluation's
+    assert all(1 <= d < 4 for d in training), ran  # every step a prefix of the 4 applications
+    assert set(ran[6:]) == {4}  # evaluated at full depth
+    from albert_lm import AlbertConfig
+
+    assert AlbertConfig.from_pretrained(out).num_hidden_layers == 4
+    assert main(_general(world, tmp_path / "bad", "--random-depth", "1.0")) != 0  # a fraction below 1
+
+
 _RUNNER = """
 import os, signal, sys
 from albert_lm.cli import main

@@ -99,6 +99,15 @@ def test_a_run_that_ends_inside_its_warmup_says_so(caplog):
     assert done[-1] and "the run ended at step 5, inside its warm-up of 150 steps" in caplog.text
 
 
+def test_a_step_limit_inside_the_time_budget_says_the_rate_never_decayed(caplog):
+    clock = _budget_clock(3600.0, 5)  # an hour's schedule, stopped by the step limit after 20 steps
+    with caplog.at_level(logging.INFO):
+        _run_clock(clock, 4.0, 20)
+        clock.finished(20)
+    assert "step limit ended the run at step 20" in caplog.text and "had not decayed" in caplog.text
+    assert "schedule complete" not in caplog.text
+
+
 def test_learning_rate_help_figures_are_computed(capsys):
     assert PretrainConfig.scaled_learning_rate(1024) == pytest.approx(8.8e-4)
     with pytest.raises(SystemExit):

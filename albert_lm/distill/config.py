@@ -164,6 +164,7 @@ class GeneralDistillConfig(DistillCommon):
             "cls_weight",
             "mlm_weight",
             "masked_lm_prob",
+            "random_depth",
         ),
         **_COMMON_GROUPS,
     }
@@ -215,6 +216,10 @@ class GeneralDistillConfig(DistillCommon):
     """weight of the student's masked LM on the same text; 0: off"""
     masked_lm_prob: float = 0.15
     """with --mlm-weight: fraction of pieces masked (whole words)"""
+    random_depth: float = 0.0
+    """fraction of steps that train a shallower prefix of the student's layer applications (a depth drawn
+    uniformly from 1 .. L-1, the same losses on its output), so that `--depth K` and early exit find good
+    shallow vectors; 0: every step runs all L"""
     sts: str | None = None
     """STS-B dev.tsv (or its folder): zero-shot Spearman and Pearson of the student's mean-pooled
     cosines at each evaluation"""
@@ -234,7 +239,7 @@ class GeneralDistillConfig(DistillCommon):
                 "eval_segments",
             ),
             positive=("learning_rate", "max_grad_norm"),
-            fraction=("masked_lm_prob",),
+            fraction=("masked_lm_prob", "random_depth"),
         )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")

@@ -142,7 +142,15 @@ class GeneralDistiller(Distiller):
             inputs["input_ids"], labels = self.masker(
                 inputs["input_ids"], np.random.default_rng([self.cfg.seed, step])
             )
-        return self._losses(inputs, labels, batch)
+        encoder = self.model.albert.encoder
+        full = len(encoder.full_schedule)
+        rng = np.random.default_rng([self.cfg.seed, step, 1])
+        if full > 1 and rng.random() < self.cfg.random_depth:  # a shallower prefix this step
+            encoder.set_depth(int(rng.integers(1, full)))
+        try:
+            return self._losses(inputs, labels, batch)
+        finally:
+            encoder.set_depth(full)
 
     def _losses(
         self, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None, batch: list[int]

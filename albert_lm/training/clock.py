@@ -132,10 +132,22 @@ class LoopClock:
         warm-up (a budget too short even for the shortened one, or a pace that fell after it was measured)."""
         if self.budget_s is None or not self.main:
             return
+        factor = self._budget_factor()
+        if self.elapsed_s < self.budget_s:  # the step limit came first
+            logger.warning(
+                "%s: the step limit ended the run at step %d, %.0f s into the time budget %s: the learning rate "
+                "follows the budget's schedule, so it had not decayed (it was at %.0f%% of its peak). For a "
+                "schedule over the steps, give a time budget the steps fill, or none.",
+                self.what,
+                step,
+                self.elapsed_s,
+                self.budget,
+                100 * (factor(step) if factor is not None else 1.0),
+            )
+            return
         logger.info(
             "time budget %s spent at step %d (%.0f s): schedule complete", self.budget, step, self.elapsed_s
         )
-        factor = self._budget_factor()
         if factor is not None and step < factor.warmup_steps:
             logger.warning(
                 "%s: the run ended at step %d, inside its warm-up of %d steps: the learning rate reached %.0f%% "
