@@ -267,6 +267,56 @@ def test_random_depth_trains_shallower_prefixes_and_saves_the_full_model(world, 
     assert main(_general(world, tmp_path / "bad", "--random-depth", "1.0")) != 0  # a fraction below 1
 
 
+def test_teacher_init_starts_the_student_from_the_teachers_weights(world, tmp_path, capsys):
+    """--teacher-init: the student takes the teacher's width; its pieces start from the teacher's
+    embeddings (factorised by SVD), its shared layer from the mean of the teacher's layers."""
+    from transformers import BertModel, BertTokenizer
+
+    from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertTokenizer
+    from albert_lm.distill.from_teacher import init_from_teacher, piece_table
+
+    teacher, words = BertModel.from_pretrained(world.teacher), BertTokenizer.from_pretrained(world.teacher)
+    tok = AlbertTokenizer.from_pretrained(world.tok)
+    table = piece_table(tok, words, teacher.embeddings.word_embeddings.weight)
+    vocab = words.get_vocab()
+    known = [(i, p[1:]) for i, p in enumerate(tok.convert_ids_to_tokens(list(range(tok.vocab_size))))
+             if p.startswith("\u2581") and p[1:] in vocab]  # fmt: skip
+    assert len(known) > 10
+    for i, word in known:  # a word-initial piece the teacher knows: the teacher's own row
+        assert torch.equal(table[i], teacher.embeddings.word_embeddings.weight[vocab[word]])
+    assert torch.equal(table[tok.cls_token_id], teacher.embeddings.word_embeddings.weight[words.cls_token_id])
+    config = AlbertConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32, num_attention_heads=2,
+                          intermediate_size=64, num_hidden_layers=4, sharing="all", hidden_act="gelu",
+                          max_position_embeddings=64)  # fmt: skip
+    student = AlbertForPreTraining(config)
+    init_from_teacher(student, tok, teacher, words, "mean", "tiny")
+    layers = teacher.encoder.layer
+    mean_query = (layers[0].attention.self.query.weight + layers[1].attention.self.query.weight) / 2
+    torch.testing.assert_close(student.albert.encoder.attention[0].qkv.weight[:32], mean_query)
+    up = (layers[0].intermediate.dense.bias + layers[1].intermediate.dense.bias) / 2
+    torch.testing.assert_close(student.albert.encoder.ffn[0].up.bias, up)
+    # the rank-16 table, mapped back to H: the best rank-16 approximation of the piece table (SVD)
+    u, s, vt = torch.linalg.svd(table, full_matrices=False)
+    back = student.albert.embeddings.word_embeddings.weight @ vt[:16]
+    torch.testing.assert_close(back, (u[:, :16] * s[:16]) @ vt[:16], rtol=1e-4, atol=1e-5)
+
+    out = tmp_path / "student"
+    narrow = [o for o in TINY_STUDENT if not o.startswith(("hidden_size", "num_attention", "intermediate"))]
+    args = _general(
+        world, out, "--max-steps", "2", "--eval-every", "2", "--teacher-init", "mean", student=narrow
+    )
+    assert main(args) == 0
+    made = AlbertConfig.from_pretrained(out)
+    assert (made.hidden_size, made.num_attention_heads, made.hidden_act) == (32, 2, "gelu")  # the teacher's
+    assert (
+        main(
+            _general(world, tmp_path / "clash", "--teacher-init", "mean", student=[*narrow, "hidden_size=64"])
+        )
+        != 0
+    )
+    assert "the student takes the teacher's" in capsys.readouterr().err
+
+
 _RUNNER = """
 import os, signal, sys
 from albert_lm.cli import main

@@ -156,7 +156,7 @@ class GeneralDistillConfig(DistillCommon):
             "sts",
             "output",
         ),
-        "the student": ("tokenizer", "preset", "model_config", "init_from"),
+        "the student": ("tokenizer", "preset", "model_config", "init_from", "teacher_init"),
         "losses": (
             "embedding_weight",
             "embedding_loss",
@@ -195,6 +195,10 @@ class GeneralDistillConfig(DistillCommon):
     """AlbertConfig fields to change, e.g. {"num_hidden_layers": 6}"""
     init_from: str | None = None
     """start from this albert-lm or transformers ALBERT folder (or hub id), its shape and tokenizer"""
+    teacher_init: Literal["no", "mean", "first"] = "no"
+    """start from the teacher (a BERT-style encoder): its embedding table mapped to the student's pieces
+    and factorised by SVD to E, each student layer from the teacher layers it stands for (mean: their
+    mean; first: the first); the student takes the teacher's width (H, heads, FFN, activation)"""
     batch_size: int = 64
     """sentences per step (also the in-batch relations' size)"""
     learning_rate: float = 1e-3
@@ -249,6 +253,10 @@ class GeneralDistillConfig(DistillCommon):
             )
         if self.mlm_weight and not self.masked_lm_prob:
             raise ValueError("--mlm-weight needs --masked-lm-prob above 0")
+        if self.teacher_init != "no" and self.init_from:
+            raise ValueError(
+                "give --init-from or --teacher-init, not both: each sets the student's first weights"
+            )
 
 
 @dataclass

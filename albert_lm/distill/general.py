@@ -35,9 +35,9 @@ from torch import nn
 
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.data.sources import expand_inputs
-from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
-from albert_lm.distill.config import DEFAULT_STUDENT, GeneralDistillConfig
+from albert_lm.distill.config import GeneralDistillConfig
 from albert_lm.distill.data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
 from albert_lm.distill.loop import (
     CONFIG_FILE,
@@ -47,19 +47,18 @@ from albert_lm.distill.loop import (
     prepare_output,
     train,
 )
+from albert_lm.distill.student import build_student, student_config, student_tokenizer
 from albert_lm.distill.teacher import SentenceTeacher
 from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.files import check_output_apart, folder_lock, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.card import write_model_card
-from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.model.weights import write_weights
 from albert_lm.tasks.batches import length_bucketed_batches
 from albert_lm.tasks.metrics import pearson_spearman
 from albert_lm.training.evaluation import pick_device
-from albert_lm.training.model_init import warm_start
 
 logger = logging.getLogger(__name__)
 
@@ -289,41 +288,6 @@ def sts_scores(vectors: np.ndarray, sts: dict[str, Any]) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- setting up
-def student_config(cfg: GeneralDistillConfig, vocab_size: int) -> AlbertConfig:
-    """The student's shape: --init-from's, --model-config's, --preset's, or DEFAULT_STUDENT; then
-    --model-override; the vocabulary is the tokenizer's."""
-    if cfg.init_from:
-        mc = AlbertConfig.from_pretrained(cfg.init_from, **cfg.model_overrides)
-        if mc.vocab_size != vocab_size:
-            raise ValueError(
-                f"--init-from {cfg.init_from}: its embedding has {mc.vocab_size} rows, --tokenizer {cfg.tokenizer} "
-                f"{vocab_size} pieces; use the model's own tokenizer (leave --tokenizer out)"
-            )
-    elif cfg.model_config:
-        mc = AlbertConfig.from_pretrained(cfg.model_config, **cfg.model_overrides)
-    elif cfg.preset:
-        mc = AlbertConfig.from_preset(cfg.preset, **cfg.model_overrides)
-    else:
-        mc = AlbertConfig(**{**DEFAULT_STUDENT, "vocab_size": vocab_size, **cfg.model_overrides})
-    mc.vocab_size = vocab_size
-    if cfg.max_seq_length > mc.max_position_embeddings:
-        raise ValueError(
-            f"--max-seq-length {cfg.max_seq_length}: the student has {mc.max_position_embeddings} positions"
-        )
-    return mc
-
-
-def _tokenizer(cfg: GeneralDistillConfig) -> AlbertTokenizer:
-    if cfg.tokenizer:
-        return AlbertTokenizer.from_pretrained(cfg.tokenizer)
-    if cfg.init_from and (Path(cfg.init_from) / MODEL_FILE).is_file():
-        return AlbertTokenizer.from_pretrained(cfg.init_from)
-    raise ValueError(
-        "no student tokenizer: give --tokenizer DIR (a spiece.model folder; make one with `albert tokenizer "
-        "train --input FILES --output DIR`), or --init-from a model folder that holds its spiece.model"
-    )
-
-
 def _read_sts(cfg: GeneralDistillConfig) -> dict[str, Any] | None:
     """STS-B's sentences (each once), its pairs as row indices, its gold scores (read before the teacher
     runs, so a bad file is named at once)."""
@@ -365,16 +329,6 @@ def _teacher_sts(
     )
 
 
-def _build_model(cfg: GeneralDistillConfig, mc: AlbertConfig, latest: Path | None) -> AlbertForPreTraining:
-    if latest is not None:
-        return AlbertForPreTraining.from_pretrained(latest)
-    torch.manual_seed(cfg.seed)
-    model = AlbertForPreTraining(mc)
-    if cfg.init_from:
-        warm_start(model, cfg.init_from)
-    return model
-
-
 def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> DistillResult:
     """Run (or resume) general distillation as `cfg` says (module docstring)."""
     if cfg.init_from:  # a hub id: its cached snapshot from here on
@@ -387,11 +341,11 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
     latest = check_output(cfg, inputs)
     for file in cfg.text:
         check_output_apart(cfg.output, {"--text": file})
-    tokenizer = _tokenizer(cfg)
-    mc = student_config(cfg, tokenizer.vocab_size)
+    tokenizer = student_tokenizer(cfg)
     device = pick_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)[0]
     teacher = SentenceTeacher(cfg.teacher, device, cfg.teacher_batch_size)
+    mc = student_config(cfg, tokenizer.vocab_size, teacher.hf_config)
     sentences = read_sentences(
         cfg.text, cfg.input_format, cfg.strip_gutenberg, cfg.min_words, cfg.max_segments, progress
     )
@@ -415,7 +369,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
     about = {"name": cfg.teacher, "pooling": pooling, "sts": sts["teacher"] if sts else {}}
     with folder_lock(cfg.output):
         out = prepare_output(cfg, latest)
-        model = _build_model(cfg, mc, latest).to(device)
+        model = build_student(cfg, mc, latest, teacher, tokenizer).to(device)
         d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about)
         logger.info(
             "student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
