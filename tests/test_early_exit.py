@@ -176,6 +176,7 @@ def test_predict_and_evaluate_exit_early_and_say_the_depth(exit_run, capsys):
     assert main([*args, "--patience", "1"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 2 <= result["mean_depth"] <= 4 and result["exit_patience"] == 1 and "accuracy" in result
+    assert result["rows_per_s"] > 0  # the model's speed under the rule
     from albert_lm.deploy.api import Predictor
 
     rows = Predictor(best, device="cpu", depth=1).predict(["bala kemo", "fira"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,7 +171,9 @@ def evaluate_sets(
     results: dict[str, float] = {}
     predictions: dict[str, Any] = {}
     for s in sets:
+        start = time.perf_counter()
         outputs = run_model(model, s.features, batch_size, pad_id, device, precision, desc=s.split)
+        seconds = time.perf_counter() - start
         preds = task.predict(s.examples, s.features, outputs)
         predictions[s.split] = preds
         if s.split.startswith("test"):
@@ -179,6 +182,8 @@ def evaluate_sets(
             results[k + s.suffix] = v
         if outputs and "depth" in outputs[0]:  # early exit: the layers a row used, on average
             results["mean_depth" + s.suffix] = float(np.mean([int(o["depth"]) for o in outputs]))
+            # the model's own speed under the rule (features made before: tokenizing is not counted)
+            results["rows_per_s" + s.suffix] = len(outputs) / max(seconds, 1e-9)
     return results, predictions
 
 
@@ -271,7 +276,7 @@ def evaluate_model(
     """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`
     (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`).
     `exit_rule`: `ExitRule`'s arguments, for a model fine-tuned with --exit-heads (the results then give
-    the layers each row used on average, `mean_depth`)."""
+    the layers each row used on average, `mean_depth`, and the model's rows per second, `rows_per_s`)."""
     rule = ExitRule(**(exit_rule or {}))
     model_dir, data = _eval_inputs(model_dir, Path(data), batch_size, max_seq_length)
     if output:
