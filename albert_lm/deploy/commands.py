@@ -141,8 +141,32 @@ def export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--output", required=True, metavar="DIR", help="new or empty folder for the exported model"
     )
-    p.add_argument("--format", choices=("onnx",), default="onnx", help="export format (default onnx)")
-    p.add_argument("--int8", action="store_true", help="also model.int8.onnx (ONNX Runtime dynamic int8)")
+    p.add_argument(
+        "--format",
+        choices=("onnx", "web"),
+        default="onnx",
+        help="onnx: model.onnx for ONNX Runtime; web: a page that runs the model in the browser, with "
+        "transformers.js (default onnx)",
+    )
+    p.add_argument(
+        "--int8",
+        action="store_true",
+        help="also model.int8.onnx (ONNX Runtime dynamic int8; --format web always writes both)",
+    )
+    p.add_argument(
+        "--task",
+        choices=("text-classification", "fill-mask", "feature-extraction"),
+        default=None,
+        help="--format web: what the page does (default: a fine-tuned classifier classifies, a distilled "
+        "student embeds, a pretraining checkpoint fills masks)",
+    )
+    p.add_argument(
+        "--npm-modules",
+        metavar="DIR",
+        default=None,
+        help="--format web: the node_modules to copy transformers.js and ONNX Runtime Web from (default "
+        "$ALBERT_WEB_MODULES, else .web/node_modules, which `make web` installs)",
+    )
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
     p.add_argument(
         "--tolerance",
@@ -154,15 +178,39 @@ def export_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """export a model to ONNX (dynamic batch and sequence axes), checked in ONNX Runtime
+    """export a model to ONNX (dynamic batch and sequence axes), checked in ONNX Runtime, or as a web page
 
     Writes model.onnx (and model.int8.onnx with --int8), the tokenizer and the config beside it, and
     export.json with the check's figures. ONNX Runtime runs the graph on two input shapes before
     anything is kept: fp32 outputs must be within --tolerance of PyTorch's, int8 at cosine >= 0.9.
-    Needs the optional extra: pip install 'albert-lm[export]'."""
+    Needs the optional extra: pip install 'albert-lm[export]'.
+
+    --format web writes a folder to serve as it is (python -m http.server -d DIR): a page that
+    classifies, fills masks or embeds in the browser, offline, with transformers.js and ONNX Runtime
+    Web copied from --npm-modules (make web installs them); fp32 and int8 models, int8 loaded first."""
+    if args.format == "web":
+        return _export_web(args)
+    for name, value in (("--task", args.task), ("--npm-modules", args.npm_modules)):
+        if value is not None:
+            raise ValueError(f"{name}: only for --format web")
     from albert_lm.deploy.export import export_onnx
 
     r = export_onnx(args.model, args.output, args.opset, args.int8, args.tolerance, args.overwrite)
     int8 = f"; int8 cosine {r.int8_cosine:.5f}" if r.int8_cosine is not None else ""
     print(f"{r.folder}: outputs {', '.join(r.outputs)}; max |ORT - PyTorch| {r.max_abs_diff:.2e}{int8}")
+    return 0
+
+
+def _export_web(args: argparse.Namespace) -> int:
+    from albert_lm.deploy.web import export_web
+
+    r = export_web(
+        args.model, args.output, args.task, args.npm_modules, args.opset, args.tolerance, args.overwrite
+    )
+    mib = {k: f"{v / 2**20:.1f} MiB" for k, v in r.sizes.items()}
+    print(
+        f"{r.folder}: {r.task} page; max |ORT - PyTorch| {r.max_abs_diff:.2e}, int8 cosine "
+        f"{r.int8_cosine:.5f}; int8 model {mib['int8']}, fp32 {mib['fp32']}, all files {mib['all']}; "
+        f"serve it: python -m http.server -d {r.folder}"
+    )
     return 0

@@ -68,6 +68,7 @@ from torch import nn
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.onnx_exit import exit_graphs
 from albert_lm.deploy.predict import NotFineTuned, model_task
+from albert_lm.deploy.web_heads import head_model
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
 from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
@@ -120,8 +121,11 @@ class _Graph(nn.Module):
         return tuple(getattr(out, name) for name in self.outputs)
 
 
-def _model(model_dir: Path) -> tuple[nn.Module, list[str], bool]:
-    """(model in eval mode, its output names, whether inputs carry a choices axis)."""
+def _model(model_dir: Path, head: str = "auto") -> tuple[nn.Module, list[str], bool]:
+    """(model in eval mode, its output names, whether inputs carry a choices axis); `head` as
+    `export_onnx`'s (web_heads.HEADS)."""
+    if head != "auto":
+        return (*head_model(model_dir, head), False)
     try:
         task, _ = model_task(model_dir)
     except NotFineTuned:  # the encoder; a fine-tuned folder with a damaged settings file is refused
@@ -149,8 +153,10 @@ def export_onnx(
     int8: bool = False,
     tolerance: float = 1e-4,
     overwrite: bool = False,
+    head: str = "auto",
 ) -> ExportResult:
-    """Export, check in ONNX Runtime, then write the folder (see the module docstring)."""
+    """Export, check in ONNX Runtime, then write the folder (see the module docstring). `head`: "auto"
+    (the fine-tuned head, else the encoder), "encoder" or "masked_lm" (albert_lm.deploy.web_heads)."""
     _check_numbers(opset, tolerance)
     ort = _needs("onnxruntime")
     _needs("onnxscript")
@@ -161,7 +167,7 @@ def export_onnx(
         # The lock: a second export to the same folder is refused, not mixed with this one.
         with folder_lock(out), _quiet(*NOISY, root=False):
             _check_folders(model_dir, out, overwrite)  # again, now that no other export can change it
-            return _export_locked(ort, model_dir, out, opset, int8, tolerance)
+            return _export_locked(ort, model_dir, out, opset, int8, tolerance, head)
     except BaseException:
         if made and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # made only to hold the lock: a failed export leaves nothing behind
@@ -169,10 +175,10 @@ def export_onnx(
 
 
 def _export_locked(
-    ort: Any, model_dir: Path, out: Path, opset: int, int8: bool, tolerance: float
+    ort: Any, model_dir: Path, out: Path, opset: int, int8: bool, tolerance: float, head: str = "auto"
 ) -> ExportResult:
     AlbertTokenizer.from_pretrained(model_dir)  # the tokenizer is part of the export: it must load
-    model, names, choices = _model(model_dir)
+    model, names, choices = _model(model_dir, head)
     config = AlbertConfig.from_pretrained(model_dir)
     graph = _Graph(model, names)
     shapes = [(1, 3, 9), (3, 4, 37)] if choices else [(1, 9), (3, 37)]  # never the exported example's

@@ -1,0 +1,268 @@
+"""`albert export --format web`: a model folder as a web page that runs it in the browser, offline.
+
+The output folder is what transformers.js reads for the model's task, plus the page and its JavaScript:
+
+    index.html app.js style.css      the page: a text box (two for similarity), the prediction, timings
+    albert-web.json                  what the page needs to know: task, labels, special ids, files
+    config.json                      model_type albert; architectures AlbertForSequenceClassification
+                                     (with id2label / label2id), AlbertForMaskedLM or AlbertModel
+    tokenizer.json, tokenizer_config.json
+    onnx/model.onnx                  fp32, the weights inside (one file)
+    onnx/model_quantized.onnx        int8 (transformers.js's dtype "q8"), what the page loads by default
+    lib/                             transformers.js and ONNX Runtime Web (albert_lm.deploy.web_files)
+    export.json                      the checks' figures and the versions
+
+Tasks (`task`): "text-classification" (a fine-tuned classifier: the labels with their probabilities;
+regression: the score), "fill-mask" (a pretraining checkpoint's MLM head: the top 5 for each [MASK]),
+"feature-extraction" (the encoder: the mean of the last layer over the text's tokens, as `albert embed`,
+its norm, and the cosine similarity of two texts). By default a fine-tuned classifier is classified, a
+distilled student (`albert distill general`) is embedded, and a pretraining checkpoint with an MLM head
+fills masks.
+
+The graphs are `export_onnx`'s (captured, checked in ONNX Runtime against PyTorch, int8 by ONNX Runtime's
+transformer optimizer and dynamic quantization); ONNX Runtime Web runs the int8 graph's fused ops
+(com.microsoft SkipLayerNormalization and FastGelu) too. The folder is filled under a temporary name
+and renamed. Serve it with any static server (`python -m http.server -d FOLDER`) and open the page.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.deploy.export import _check_folders, export_onnx
+from albert_lm.deploy.loading import DEFAULT_LENGTH, weight_names
+from albert_lm.deploy.predict import NotFineTuned, model_task, output_labels
+from albert_lm.deploy.web_files import Modules, copy_javascript, copy_page, find_modules
+from albert_lm.files import atomic_folder, folder_lock, write_json
+from albert_lm.hub import resolve_model
+from albert_lm.model.config import AlbertConfig
+from albert_lm.training.finetune_config import read_saved_settings
+
+logger = logging.getLogger(__name__)
+
+TASKS = ("text-classification", "fill-mask", "feature-extraction")
+ARCHITECTURES = {
+    "text-classification": "AlbertForSequenceClassification",
+    "fill-mask": "AlbertForMaskedLM",
+    "feature-extraction": "AlbertModel",
+}
+HEADS = {"text-classification": "auto", "fill-mask": "masked_lm", "feature-extraction": "encoder"}
+DISTILLED = "distill_results.json"  # what `albert distill general` leaves in a student's folder
+EXAMPLES = {
+    "text-classification": ("A gripping, funny and moving film.", ""),
+    "fill-mask": ("She opened the [MASK] and walked in.", ""),
+    "feature-extraction": ("A man is playing a guitar.", "Someone plays an instrument."),
+}
+
+
+@dataclass
+class WebExportResult:
+    folder: Path
+    task: str
+    max_abs_diff: float  # fp32 graph against PyTorch (ONNX Runtime)
+    int8_cosine: float | None  # int8 graph against PyTorch fp32
+    sizes: dict[str, int]  # bytes: fp32 and int8 model files, the JavaScript, the whole folder
+
+
+def choose_task(model_dir: Path, task: str | None) -> str:
+    """The task the page runs: `task` if given (checked against the folder), else the folder's own."""
+    if task is not None and task not in TASKS:
+        raise ValueError(f"--task {task}: expected one of {', '.join(TASKS)}")
+    try:
+        head = model_task(model_dir)[0].head
+    except NotFineTuned:
+        head = None
+    if task in (None, "text-classification") and head is not None and head != "sequence_classification":
+        raise ValueError(
+            f"--model {model_dir}: a {head.replace('_', ' ')} model; the web page classifies texts, fills "
+            "masks and embeds: give --task feature-extraction to embed with its encoder"
+        )
+    if task == "text-classification" and head is None:
+        raise ValueError(
+            f"--task text-classification: {model_dir} is not a fine-tuned classifier (no "
+            "finetune_config.json): give --task fill-mask or feature-extraction"
+        )
+    names = weight_names(model_dir)
+    has_mlm = names is None or any(n.startswith("predictions.") for n in names)
+    if task == "fill-mask" and (head is not None or not has_mlm):
+        raise ValueError(
+            f"--task fill-mask: {model_dir} has no masked-LM head: fill-mask needs a pretraining "
+            "checkpoint (albert pretrain, albert convert); give --task feature-extraction"
+        )
+    if task is not None:
+        return task
+    if head is not None:
+        return "text-classification"
+    return "feature-extraction" if (model_dir / DISTILLED).is_file() or not has_mlm else "fill-mask"
+
+
+def export_web(
+    model_dir: str | Path,
+    output: str | Path,
+    task: str | None = None,
+    npm_modules: str | os.PathLike | None = None,
+    opset: int = 18,
+    tolerance: float = 1e-4,
+    overwrite: bool = False,
+) -> WebExportResult:
+    """Export, check, and write the web folder (see the module docstring)."""
+    modules = find_modules(npm_modules)  # before the minutes of the export: a missing install fails now
+    writer = _tokenizer_writer()
+    model_dir, out = resolve_model(model_dir), Path(output)
+    _check_folders(model_dir, out, overwrite)
+    chosen = choose_task(model_dir, task)
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    made = not out.exists()
+    try:
+        with folder_lock(out):
+            _check_folders(model_dir, out, overwrite)
+            with atomic_folder(out) as tmp:
+                result = _fill(model_dir, tmp, chosen, tokenizer, writer, modules, opset, tolerance)
+    except BaseException:
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # made only to hold the lock: a failed export leaves nothing behind
+        raise
+    logger.info("web export %s -> %s (%s)", model_dir, out, chosen)
+    return WebExportResult(out, chosen, result.max_abs_diff, result.int8_cosine, folder_sizes(out))
+
+
+def _tokenizer_writer() -> Any:
+    try:
+        from albert_lm.deploy.web_tokenizer import write_web_tokenizer
+    except ImportError as e:
+        raise ValueError(f"the web export needs albert_lm.deploy.web_tokenizer ({e})") from None
+    return write_web_tokenizer
+
+
+def _fill(
+    model_dir: Path,
+    tmp: Path,
+    task: str,
+    tokenizer: AlbertTokenizer,
+    writer: Any,
+    modules: Modules,
+    opset: int,
+    tolerance: float,
+) -> Any:
+    """Everything into the temporary folder `tmp`; `export_onnx`'s result."""
+    work = tmp / ".onnx"
+    result = export_onnx(model_dir, work, opset, True, tolerance, False, HEADS[task])
+    (tmp / "onnx").mkdir()
+    _inline_weights(work / "model.onnx", tmp / "onnx" / "model.onnx")
+    os.replace(work / "model.int8.onnx", tmp / "onnx" / "model_quantized.onnx")
+    figures = json.loads((work / "export.json").read_text(encoding="utf-8"))
+    shutil.rmtree(work)
+    config = AlbertConfig.from_pretrained(model_dir)
+    manifest = _manifest(model_dir, task, config, tokenizer)
+    write_json(tmp / "config.json", _web_config(model_dir, task, manifest))
+    writer(tokenizer, tmp)
+    paths = copy_javascript(modules, tmp)
+    manifest.update(
+        library=paths["library"],
+        wasm={"mjs": paths["mjs"], "wasm": paths["wasm"]},
+        files={"q8": "onnx/model_quantized.onnx", "fp32": "onnx/model.onnx"},
+        default_dtype="q8",
+    )
+    write_json(tmp / "albert-web.json", manifest)
+    copy_page(tmp)
+    figures.update(
+        format="web",
+        task=task,
+        transformers_js=modules.transformers_version,
+        onnxruntime_web=modules.ort_version,
+    )
+    write_json(tmp / "export.json", figures)
+    return result
+
+
+def _inline_weights(source: Path, target: Path) -> None:
+    """The ONNX file with its weights inside (the exporter writes them beside it, as model.onnx.data;
+    transformers.js reads one file)."""
+    import onnx
+
+    model = onnx.load(str(source), load_external_data=True)
+    onnx.save_model(model, str(target), save_as_external_data=False)
+
+
+def _manifest(model_dir: Path, task: str, config: AlbertConfig, tokenizer: AlbertTokenizer) -> dict[str, Any]:
+    """albert-web.json without the file names: what the page shows and how it builds the inputs."""
+    saved = read_saved_settings(model_dir)
+    length = min(int(saved.get("max_seq_length") or DEFAULT_LENGTH), config.max_position_embeddings)
+    manifest: dict[str, Any] = {
+        "task": task,
+        "title": f"{model_name(model_dir)}: {task.replace('-', ' ')}",
+        "about": _about(task, config),
+        "max_length": length,
+        "special_ids": {
+            "cls": tokenizer.cls_token_id,
+            "sep": tokenizer.sep_token_id,
+            "mask": tokenizer.mask_token_id,
+            "pad": tokenizer.pad_token_id,
+        },
+        "example": EXAMPLES[task][0],
+        "example2": EXAMPLES[task][1],
+    }
+    if task == "text-classification":
+        found, _ = model_task(model_dir)
+        spec = getattr(found, "spec", None)
+        manifest.update(
+            labels=list(output_labels(found, config)),
+            problem_type=found.problem_type or "single_label_classification",
+            pair=bool(getattr(spec, "text_b", None)),
+        )
+    if task == "fill-mask":
+        manifest["top_k"] = 5
+    if task == "feature-extraction":
+        manifest["pooling"] = "mean"
+    return manifest
+
+
+def model_name(model_dir: Path) -> str:
+    """What the page calls the model: the folder's name, its run's for a run's best/ folder, or a hub
+    model's id (its snapshot folder is named by the commit)."""
+    if model_dir.parent.name == "snapshots" and model_dir.parent.parent.name.startswith("models--"):
+        return model_dir.parent.parent.name.removeprefix("models--").replace("--", "/")
+    return model_dir.resolve().parent.name if model_dir.name == "best" else model_dir.name
+
+
+def _about(task: str, config: AlbertConfig) -> str:
+    size = f"ALBERT, {config.num_hidden_layers} layers of width {config.hidden_size}"
+    what = {
+        "text-classification": "classifies the text",
+        "fill-mask": "guesses each [MASK]",
+        "feature-extraction": "turns each text into a vector (the mean of its last layer)",
+    }[task]
+    return f"{size}, {what}, in this browser tab."
+
+
+def _web_config(model_dir: Path, task: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """config.json as transformers.js reads it: the model's own, with the task's architecture (and a
+    classifier's label names both ways)."""
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    config.update(model_type="albert", architectures=[ARCHITECTURES[task]])
+    if task == "text-classification" and manifest["labels"]:
+        config["id2label"] = {str(i): name for i, name in enumerate(manifest["labels"])}
+        config["label2id"] = {name: i for i, name in enumerate(manifest["labels"])}
+    return config
+
+
+def folder_sizes(folder: Path) -> dict[str, int]:
+    """Bytes of a web export: the fp32 and int8 models, the JavaScript (lib/) and every file."""
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    lib = folder / "lib"
+    return {
+        "fp32": (folder / "onnx" / "model.onnx").stat().st_size,
+        "int8": (folder / "onnx" / "model_quantized.onnx").stat().st_size,
+        "javascript": sum(p.stat().st_size for p in files if lib in p.parents),
+        "all": sum(p.stat().st_size for p in files),
+    }
+
+
+__all__ = ["TASKS", "WebExportResult", "choose_task", "export_web", "folder_sizes", "model_name"]

@@ -1,0 +1,359 @@
+"""`albert export --format web`: the exported page in headless chromium against albert-lm's Python outputs.
+
+A tiny fine-tuned classifier, a tiny pretraining checkpoint (fill-mask) and a tiny distilled student
+(feature extraction) are exported, each folder served on a free localhost port, and the page typed into
+and clicked; every request that is not to that server fails the test (the page works offline). fp32:
+logits and vectors within 1e-4 of PyTorch's; int8: cosine >= 0.999 and the same top-1.
+
+Needs chromium on PATH, playwright for Python and the npm packages of `make web` (.web/node_modules, or
+$ALBERT_WEB_MODULES); the browser tests skip, saying which, where one is absent.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from albert_lm.cli import main
+from albert_lm.files import write_json
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = Path(os.environ.get("ALBERT_WEB_MODULES") or ROOT / ".web" / "node_modules")
+TEXT = "Punago bi be te vona zise."
+FP32_TOLERANCE, INT8_COSINE = 1e-4, 0.999
+
+
+# --------------------------------------------------------------------------- models
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) -> dict[str, Path]:
+    """Tiny folders of each kind the page runs, with weights spread wide enough (initializer_range
+    0.1) that the top-1 label and token are clear of ties, and int8 stays close."""
+    from albert_lm.model.heads import AlbertForPreTraining, AlbertForSequenceClassification
+
+    root = tmp_path_factory.mktemp("web-models")
+    spiece = tiny_corpus_and_tokenizer[1] / "spiece.model"
+    config = tiny_config(vocab_size=200, initializer_range=0.1)
+    folders = {}
+    for name, cls in (("classifier", AlbertForSequenceClassification), ("pretrained", AlbertForPreTraining)):
+        torch.manual_seed(0)
+        cls(config).save_pretrained(root / name)
+        shutil.copy(spiece, root / name / "spiece.model")
+        folders[name] = root / name
+    write_json(
+        root / "classifier" / "finetune_config.json",
+        {"task": "classification", "labels": ["sad", "happy"], "max_seq_length": 64},
+    )
+    shutil.copytree(root / "pretrained", root / "student")  # as `albert distill general` leaves it
+    write_json(root / "student" / "distill_results.json", {"student_parameters": 0})
+    folders["student"] = root / "student"
+    return folders
+
+
+def export(model: Path, out: Path, *extra: str) -> Path:
+    args = ["export", "--format", "web", "--model", str(model), "--output", str(out)]
+    assert main([*args, "--npm-modules", str(MODULES), *extra]) == 0
+    return out
+
+
+# --------------------------------------------------------------------------- the browser
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    if not (MODULES / "@huggingface" / "transformers" / "package.json").is_file():
+        pytest.skip(f"no transformers.js under {MODULES}: run `make web`")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True)
+        yield b
+        b.close()
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """`serve(folder)`: the folder over HTTP on a free localhost port, in a thread; its base URL."""
+    servers = []
+
+    def start(folder: Path) -> str:
+        handler = functools.partial(Quiet, directory=str(folder))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+class Page:
+    """The export's page in a fresh browser context; requests anywhere but `base` are refused and kept."""
+
+    def __init__(self, browser: Any, base: str, dtype: str) -> None:
+        self.context = browser.new_context()
+        self.page = self.context.new_page()
+        self.outside: list[str] = []
+        self.page.route("**/*", self._route)
+        self.page.goto(f"{base}index.html?dtype={dtype}")
+        self.page.wait_for_function(
+            "['ready', 'error'].includes(document.body.dataset.state)", timeout=60_000
+        )
+        assert self.page.evaluate("window.albertError") is None
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        if url.startswith(("http://127.0.0.1:", "blob:", "data:")):
+            route.continue_()
+        else:
+            self.outside.append(url)
+            route.abort()
+
+    def predict(self, text: str, text2: str | None = None) -> dict[str, Any]:
+        self.page.fill("#text", text)
+        if text2 is not None:
+            self.page.fill("#text2", text2)
+        self.page.click("#run")
+        self.page.wait_for_function("['done', 'error'].includes(document.body.dataset.state)", timeout=60_000)
+        assert self.page.evaluate("window.albertError") is None
+        result = self.page.evaluate("window.albertResult")
+        assert json.loads(self.page.text_content("#result")) == json.loads(json.dumps(result))
+        return result
+
+    def close(self, screenshot: Path) -> None:
+        self.page.screenshot(path=str(screenshot), full_page=True)
+        self.context.close()
+        assert not self.outside, f"the page asked for more than its own folder: {self.outside}"
+
+
+def cosine(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def python_ids(folder: Path, text: str) -> list[int]:
+    from albert_lm.data.tokenizer import AlbertTokenizer
+
+    tok = AlbertTokenizer.from_pretrained(folder)
+    return [tok.cls_token_id, *tok.encode_batch([text])[0], tok.sep_token_id]
+
+
+# --------------------------------------------------------------------------- pages against Python
+@pytest.mark.slow
+def test_classifier_page_matches_predict(models, browser, serve, tmp_path):
+    from albert_lm import Predictor
+    from albert_lm.deploy.predict import load_task_model
+
+    out = export(models["classifier"], tmp_path / "web")
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["AlbertForSequenceClassification"]
+    assert config["id2label"] == {"0": "sad", "1": "happy"} and config["label2id"] == {"sad": 0, "happy": 1}
+    assert {"tokenizer.json", "tokenizer_config.json", "index.html", "app.js", "albert-web.json"} <= {
+        p.name for p in out.iterdir()
+    }
+    assert sorted(p.name for p in (out / "onnx").iterdir()) == ["model.onnx", "model_quantized.onnx"]
+    assert not (out / ".onnx").exists()
+
+    expected = Predictor(models["classifier"], device="cpu", precision="fp32").predict([TEXT])[0]
+    ids = python_ids(models["classifier"], TEXT)
+    with torch.no_grad():
+        logits = (
+            load_task_model(models["classifier"], device="cpu", precision="fp32")
+            .model.eval()(
+                input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long)
+            )
+            .logits[0]
+            .numpy()
+        )
+    base = serve(out)
+    for dtype in ("fp32", "q8"):
+        page = Page(browser, base, dtype)
+        got = page.predict(TEXT)
+        again = page.predict(TEXT)  # a later prediction: timed apart from the first
+        page.close(tmp_path / f"classifier-{dtype}.png")
+        assert got["input_ids"] == ids and got["dtype"] == dtype
+        assert got["label"] == expected["label"]
+        if dtype == "fp32":
+            assert np.abs(np.array(got["logits"]) - logits).max() < FP32_TOLERANCE
+            for name, p in expected["probabilities"].items():
+                assert got["probabilities"][name] == pytest.approx(p, abs=FP32_TOLERANCE)
+        else:
+            assert cosine(got["logits"], logits) >= INT8_COSINE
+        assert again["logits"] == got["logits"]
+        timings = again["timings"]
+        assert timings["load_ms"] > 0 and timings["first_ms"] > 0 and len(timings["later_ms"]) == 1
+    assert (tmp_path / "classifier-q8.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_pair_classifier_page_takes_two_texts(models, browser, serve, tmp_path):
+    from albert_lm import Predictor
+
+    folder = tmp_path / "mrpc"
+    shutil.copytree(models["classifier"], folder)
+    write_json(folder / "finetune_config.json", {"task": "mrpc", "max_seq_length": 16})  # truncates
+    out = export(folder, tmp_path / "web")
+    a, b = TEXT * 2, "Nonu gutire li nobiso be."
+    expected = Predictor(folder, device="cpu", precision="fp32").predict([(a, b)])[0]
+    page = Page(browser, serve(out), "fp32")
+    got = page.predict(a, b)
+    page.close(tmp_path / "pair.png")
+    assert len(got["input_ids"]) == 16 and got["input_ids"].count(3) == 2
+    assert got["label"] == expected["label"]
+    for name, p in expected["probabilities"].items():
+        assert got["probabilities"][name] == pytest.approx(p, abs=FP32_TOLERANCE)
+
+
+@pytest.mark.slow
+def test_fill_mask_page_matches_fill_mask(models, browser, serve, tmp_path):
+    from albert_lm import Predictor
+    from albert_lm.model.heads import AlbertForMaskedLM
+    from albert_lm.model.hf_interop import load_model
+
+    text = "Punago bi [MASK] te vona zise."
+    out = export(models["pretrained"], tmp_path / "web")  # a pretraining checkpoint: fill-mask
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["AlbertForMaskedLM"]
+    expected = Predictor(models["pretrained"], device="cpu", precision="fp32").fill_mask([text], top_k=5)[0]
+    base = serve(out)
+    for dtype in ("fp32", "q8"):
+        page = Page(browser, base, dtype)
+        got = page.predict(text)
+        page.close(tmp_path / f"fill-mask-{dtype}.png")
+        (mask,) = got["masks"]
+        (wanted,) = expected["masks"]
+        assert mask["top"][0]["id"] == wanted[0]["id"] and mask["top"][0]["token"] == wanted[0]["token"]
+        with torch.no_grad():
+            model = load_model(AlbertForMaskedLM, models["pretrained"]).eval()
+            ids = torch.tensor([got["input_ids"]])
+            logits = model(input_ids=ids).logits[0, got["input_ids"].index(4)].numpy()
+        if dtype == "fp32":
+            assert got["filled"] == expected["filled"]
+            assert [c["id"] for c in mask["top"]] == [c["id"] for c in wanted]
+            for c, w in zip(mask["top"], wanted, strict=True):
+                assert c["probability"] == pytest.approx(w["probability"], abs=FP32_TOLERANCE)
+            assert np.abs(np.array(mask["logits"]) - logits).max() < FP32_TOLERANCE
+        else:
+            assert cosine(mask["logits"], logits) >= INT8_COSINE
+
+
+@pytest.mark.slow
+def test_embedding_page_matches_embed(models, browser, serve, tmp_path):
+    from albert_lm import Predictor
+
+    a, b = TEXT, "Nonu gutire li nobiso be."
+    out = export(models["student"], tmp_path / "web")  # a distilled student: feature extraction
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["AlbertModel"]
+    vectors = Predictor(models["student"], device="cpu", precision="fp32").embed([a, b])
+    base = serve(out)
+    for dtype in ("fp32", "q8"):
+        page = Page(browser, base, dtype)
+        got = page.predict(a, b)
+        page.close(tmp_path / f"embedding-{dtype}.png")
+        assert got["input_ids"][0] == python_ids(models["student"], a)
+        if dtype == "fp32":
+            assert np.abs(np.array(got["vectors"]) - vectors).max() < FP32_TOLERANCE
+            assert got["norms"] == pytest.approx(np.linalg.norm(vectors, axis=1), abs=FP32_TOLERANCE)
+            assert got["cosine"] == pytest.approx(cosine(*vectors), abs=FP32_TOLERANCE)
+        else:
+            for v, w in zip(got["vectors"], vectors, strict=True):
+                assert cosine(v, w) >= INT8_COSINE
+
+
+# --------------------------------------------------------------------------- refusals (no browser)
+@pytest.fixture
+def fake_modules(tmp_path) -> Path:
+    """A node_modules with the files the export copies (empty): the refusals come before the export."""
+    root = tmp_path / "node_modules"
+    for package, files in (
+        ("@huggingface/transformers", ("transformers.min.js",)),
+        ("onnxruntime-web", ("ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")),
+    ):
+        (root / package / "dist").mkdir(parents=True)
+        (root / package / "package.json").write_text('{"version": "0.0.0"}')
+        for name in files:
+            (root / package / "dist" / name).write_text("")
+    return root
+
+
+def one_error(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_missing_npm_modules_say_how_to_install(models, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "web"
+    args = ["export", "--format", "web", "--model", str(models["classifier"]), "--output", str(out)]
+    assert main([*args, "--npm-modules", str(tmp_path / "nowhere")]) != 0
+    line = one_error(capsys)
+    assert "--npm-modules" in line and "make web" in line
+    monkeypatch.setenv("ALBERT_WEB_MODULES", str(tmp_path))  # a folder without the packages
+    assert main(args) != 0
+    line = one_error(capsys)
+    assert "ALBERT_WEB_MODULES" in line and "@huggingface/transformers" in line and "make web" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "model, task, words",
+    [
+        ("pretrained", "text-classification", "not a fine-tuned classifier"),
+        ("classifier", "fill-mask", "no masked-LM head"),
+    ],
+)
+def test_a_task_the_folder_cannot_do_is_refused(models, fake_modules, tmp_path, capsys, model, task, words):
+    out = tmp_path / "web"
+    args = ["export", "--format", "web", "--model", str(models[model]), "--output", str(out)]
+    assert main([*args, "--task", task, "--npm-modules", str(fake_modules)]) != 0
+    line = one_error(capsys)
+    assert words in line and "--task" in line
+    assert not out.exists()
+
+
+def test_a_failed_export_leaves_nothing(models, fake_modules, tmp_path, capsys, monkeypatch):
+    import albert_lm.deploy.web as web
+
+    def fail(folder: Path) -> None:
+        raise OSError(28, "No space left on device", str(folder / "index.html"))
+
+    monkeypatch.setattr(web, "copy_page", fail)  # the last files, after the models and the JavaScript
+    out = tmp_path / "web"
+    args = ["export", "--format", "web", "--model", str(models["classifier"]), "--output", str(out)]
+    assert main([*args, "--npm-modules", str(fake_modules)]) != 0
+    assert "No space left on device" in one_error(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node_modules"]  # no web/, no .web.tmp/
+
+
+def test_web_options_are_refused_for_onnx(models, tmp_path, capsys):
+    args = ["export", "--model", str(models["pretrained"]), "--output", str(tmp_path / "onnx")]
+    assert main([*args, "--task", "fill-mask"]) != 0
+    assert "--task: only for --format web" in one_error(capsys)
+
+
+def test_default_tasks(models):
+    from albert_lm.deploy.web import choose_task
+
+    assert choose_task(models["classifier"], None) == "text-classification"
+    assert choose_task(models["pretrained"], None) == "fill-mask"
+    assert choose_task(models["student"], None) == "feature-extraction"
+    assert choose_task(models["classifier"], "feature-extraction") == "feature-extraction"
