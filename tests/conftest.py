@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NoReturn
 
 import pytest
 
@@ -35,6 +36,16 @@ _ROOT = Path(__file__).resolve().parents[1]
 # the libraries' home caches go to one folder of the session, removed at its end; /dev is listed before
 # and after, and the session fails if it changed (a rename over /dev/stdout once replaced the system's
 # link with a file).
+
+
+def web_missing(reason: str) -> NoReturn:
+    """Skip a browser or node test whose tools are absent, saying which; CI sets ALBERT_REQUIRE_WEB=1
+    (it installs chromium, node and the npm packages), so there a missing tool fails the test instead."""
+    if os.environ.get("ALBERT_REQUIRE_WEB") == "1":
+        pytest.fail(f"ALBERT_REQUIRE_WEB=1 but {reason}")
+    pytest.skip(reason)
+
+
 def _dev_listing() -> dict[str, tuple[int, str]]:
     listing = {}
     for entry in os.scandir("/dev") if os.path.isdir("/dev") else ():

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import web_missing  # tests/ is on sys.path
 
 from albert_lm.cli import main
 from albert_lm.files import write_json
@@ -72,12 +73,15 @@ def export(model: Path, out: Path, *extra: str) -> Path:
 # --------------------------------------------------------------------------- the browser
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright for Python is not installed")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        web_missing("playwright for Python is not installed")
     chromium = shutil.which("chromium")
     if chromium is None:
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+        web_missing("no chromium on PATH (Debian: apt-get install chromium)")
     if not (MODULES / "@huggingface" / "transformers" / "package.json").is_file():
-        pytest.skip(f"no transformers.js under {MODULES}: run `make web`")
+        web_missing(f"no transformers.js under {MODULES}: run `make web`")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=chromium, headless=True)
         yield b

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import web_missing  # tests/ is on sys.path
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.web_tokenizer import write_web_tokenizer
@@ -64,9 +65,9 @@ def node() -> str:
     """The node executable, with transformers.js installed (`make web`); skips when either is missing."""
     exe = shutil.which("node")
     if exe is None:
-        pytest.skip("node is not installed")
+        web_missing("node is not installed")
     if not (_modules() / ENTRY).is_file():
-        pytest.skip(f"transformers.js not installed in {_modules()} (make web, or set ALBERT_WEB_MODULES)")
+        web_missing(f"transformers.js not installed in {_modules()} (make web, or set ALBERT_WEB_MODULES)")
     return exe
 
 
