@@ -254,6 +254,7 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit
         Predictor(base, patience=2, depth=1)  # refused at once, before any model is loaded
 
 
+@pytest.mark.slow
 def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(exit_run, tmp_path):
     """`albert export` writes the embeddings and the shared layer as graphs of their own; the loop of
     docs/finetune.md, run as written on them, gives each row PyTorch's depth and probabilities."""

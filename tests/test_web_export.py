@@ -334,6 +334,7 @@ def test_a_task_the_folder_cannot_do_is_refused(models, fake_modules, tmp_path, 
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_failed_export_leaves_nothing(models, fake_modules, tmp_path, capsys, monkeypatch):
     import albert_lm.deploy.web as web
 

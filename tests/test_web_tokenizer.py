@@ -149,7 +149,9 @@ def test_release_tokenizer_every_rule(node, tmp_path, lower, accents, spaces):
     assert python_mismatches(tok, tmp_path / "web", items) == []
 
 
-@pytest.mark.parametrize(("lower", "accents", "spaces"), RULES)
+@pytest.mark.parametrize(  # the English rule in the fast loop, the others in the full suite
+    ("lower", "accents", "spaces"), [RULES[0], *(pytest.param(*r, marks=pytest.mark.slow) for r in RULES[1:])]
+)
 def test_tiny_fixture_tokenizer(node, tmp_path, tiny_corpus_and_tokenizer, lower, accents, spaces):
     """The test session's 200-piece tokenizer (trained by albert-lm: SentencePiece's nmt_nfkc charsmap,
     which the release fixture lacks) under each rule, on its own corpus and on the tricky strings."""
