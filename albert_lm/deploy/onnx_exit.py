@@ -104,8 +104,7 @@ class _Layer(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         albert = self.model.albert
         hidden = albert.encoder._layer(hidden, padding_mask(attention_mask), self.a, self.f)
-        assert albert.pooler is not None
-        pooled = torch.tanh(albert.pooler(hidden[:, 0]))
+        pooled = albert.pool(hidden, attention_mask)
         i = application.reshape(1) - 1
         weight, bias = self.weight.index_select(0, i)[0], self.bias.index_select(0, i)[0]
         return hidden, pooled @ weight.T + bias
@@ -255,11 +254,10 @@ def _reference(
     """(L, B, C): every application's logits in PyTorch, as `EarlyExit` computes them."""
     out = model(**inputs, output_hidden_states=True)
     classifiers = [*heads.classifiers, model.classifier]
-    pooler = model.albert.pooler
-    assert pooler is not None
+    mask = inputs["attention_mask"]
     return np.stack(
         [
-            c(torch.tanh(pooler(h[:, 0]))).float().numpy()
+            c(model.albert.pool(h, mask)).float().numpy()
             for c, h in zip(classifiers, out.hidden_states[1:], strict=True)
         ]
     )

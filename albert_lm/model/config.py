@@ -31,11 +31,12 @@ from typing import Any
 from albert_lm.files import read_json_object, write_json
 from albert_lm.settings import check_fields
 
-__all__ = ["ACTIVATIONS", "PRESETS", "SHARING", "AlbertConfig", "read_json_object"]
+__all__ = ["ACTIVATIONS", "POOLINGS", "PRESETS", "SHARING", "AlbertConfig", "read_json_object"]
 
 logger = logging.getLogger(__name__)
 
 SHARING = ("all", "attention", "ffn", "none")
+POOLINGS = ("cls", "mean")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish")
 
 
@@ -68,6 +69,9 @@ class AlbertConfig:
     sharing: str = "all"
     # albert-lm's own field: an E -> H projection even when E == H (module docstring).
     embedding_projection: bool = False
+    # albert-lm's own field: what pooler_output reads, the [CLS] vector (ALBERT's, transformers') or the mean
+    # of the tokens' vectors ("mean": what general distillation teaches; transformers reads [CLS] instead).
+    classifier_pooling: str = "cls"
     # Anything else found in a config.json (transformers adds its own bookkeeping); kept, written back.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -79,6 +83,10 @@ class AlbertConfig:
         check_fields(self, "AlbertConfig")
 
         need(self.sharing in SHARING, f"sharing must be one of {SHARING}, got {self.sharing!r}")
+        need(
+            self.classifier_pooling in POOLINGS,
+            f"classifier_pooling must be one of {POOLINGS}, got {self.classifier_pooling!r}",
+        )
         need(
             self.hidden_act in ACTIVATIONS,
             f"hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}",
@@ -163,6 +171,8 @@ class AlbertConfig:
         out.update(d)
         if not self.embedding_projection:  # the default: config.json as transformers writes it
             out.pop("embedding_projection")
+        if self.classifier_pooling == "cls":  # the same
+            out.pop("classifier_pooling")
         if self.id2label is None:
             out.pop("id2label")
         else:

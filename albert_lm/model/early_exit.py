@@ -78,10 +78,11 @@ class ExitHeads(nn.Module):
         return heads
 
 
-def _pooled(model: AlbertForSequenceClassification, hidden: torch.Tensor) -> torch.Tensor:
-    pooler = model.albert.pooler
-    assert pooler is not None
-    return torch.tanh(pooler(hidden[:, 0]))
+def _pooled(
+    model: AlbertForSequenceClassification, hidden: torch.Tensor, attention_mask: torch.Tensor | None
+) -> torch.Tensor:
+    """The model's own pooler on an application's output ([CLS], or the mean where the config says)."""
+    return model.albert.pool(hidden, attention_mask)
 
 
 def exit_logits(
@@ -92,7 +93,8 @@ def exit_logits(
     out = model(**inputs, output_hidden_states=True)
     states = out.hidden_states[1:]  # after each application ([0] is the projected embedding)
     logits = [
-        head(model.dropout(_pooled(model, h))) for head, h in zip(heads.classifiers, states[:-1], strict=True)
+        head(model.dropout(_pooled(model, h, inputs.get("attention_mask"))))
+        for head, h in zip(heads.classifiers, states[:-1], strict=True)
     ]
     return [*logits, out.logits]
 
@@ -178,9 +180,9 @@ class EarlyExit(nn.Module):
         if rule.depth is not None and rule.depth > self.layers:
             raise ValueError(f"--depth {rule.depth}: this model has {self.layers} layer applications")
 
-    def _logits(self, i: int, hidden: torch.Tensor) -> torch.Tensor:
+    def _logits(self, i: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         head = self.heads.classifiers[i - 1] if i < self.layers else self.model.classifier
-        return head(_pooled(self.model, hidden)).float()
+        return head(_pooled(self.model, hidden, attention_mask)).float()
 
     def _stop(self, i: int, logits: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
         """Which rows stop after application i (updates the patience counts in `state`)."""
@@ -222,7 +224,7 @@ class EarlyExit(nn.Module):
         with shared_weights(encoder.uses_per_weight, x.device):
             for i, (a, f) in enumerate(encoder.schedule, 1):
                 x = encoder._layer(x, mask, a, f)
-                logits = self._logits(i, x)
+                logits = self._logits(i, x, attention_mask)
                 stop = self._stop(i, logits, state)
                 if bool(stop.any()):
                     out[active[stop]], depth[active[stop]] = logits[stop], i
@@ -232,5 +234,6 @@ class EarlyExit(nn.Module):
                     # the batch shrinks to the rows still running (sequences stay padded as they were)
                     x, active = x[keep], active[keep]
                     mask = mask[keep] if mask is not None else None
+                    attention_mask = attention_mask[keep] if attention_mask is not None else None
                     state = {k: v[keep] for k, v in state.items()}
         return ExitOutput(logits=out, depth=depth)

@@ -350,5 +350,16 @@ class AlbertModel(AlbertPreTrainedModel):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, S, E)
         x, states = self.encoder(x, padding_mask(attention_mask), output_hidden_states)  # (B, S, H)
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H)
+        pooled = self.pool(x, attention_mask) if self.pooler is not None else None  # (B, H)
         return BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=pooled, hidden_states=states)
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """pooler_output of `hidden` (B, S, H): tanh(W h_[CLS]), or with config.classifier_pooling "mean"
+        tanh(W mean), the mean over the tokens the mask keeps (what general distillation teaches)."""
+        assert self.pooler is not None
+        if self.config.classifier_pooling == "cls":
+            return torch.tanh(self.pooler(hidden[:, 0]))
+        if attention_mask is None:
+            return torch.tanh(self.pooler(hidden.mean(1)))
+        keep = attention_mask[..., None].to(hidden.dtype)
+        return torch.tanh(self.pooler((hidden * keep).sum(1) / keep.sum(1).clamp(min=1.0)))

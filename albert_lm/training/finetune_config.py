@@ -13,7 +13,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from albert_lm.files import InputError, read_json_object
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, json_repr
@@ -72,6 +72,7 @@ class FinetuneConfig:
             "dropout",
             "classifier_dropout",
             "exit_heads",
+            "pooling",
             "seed",
         ),
         "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
@@ -136,6 +137,11 @@ class FinetuneConfig:
     """also train a classifier after every layer (PABEE's weighting: deeper ones weigh more), saved in
     exit_heads.safetensors beside the model, for early exit in predict and evaluate (--patience,
     --exit-confidence, --depth); classification and regression tasks"""
+    pooling: Literal["cls", "mean"] | None = None
+    """what a sequence classifier reads: cls, the [CLS] vector (ALBERT's; transformers reads it), or mean,
+    the mean of the tokens' vectors, which `albert distill general` teaches (transformers'
+    AlbertForSequenceClassification would read [CLS] instead: such a folder's outputs are albert-lm's);
+    default: the model folder's own (cls unless it says mean)"""
     seed: int = 12345
     """seed of initialisation, data order and dropout"""
     precision: Precision = "auto"

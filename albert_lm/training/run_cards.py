@@ -128,6 +128,9 @@ def write_finetune_card(
         "early exit": "a classifier after every layer in `exit_heads.safetensors` (PABEE); transformers reads "
                       "the last one, the model's own; `albert predict --patience 2` stops each row early"
                       if cfg.exit_heads else "no (full depth only)",
+        "classifier reads": "the mean of the tokens' vectors (`classifier_pooling` mean; transformers' "
+                            "AlbertForSequenceClassification reads [CLS]: use albert-lm)"
+                            if cfg.pooling == "mean" else "the [CLS] vector, through the pooler",
         "precision": cfg.precision,
         "seed": cfg.seed,
         "every setting": "`finetune_config.json` beside this card",
