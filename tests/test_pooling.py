@@ -1,5 +1,6 @@
 """classifier_pooling "mean": a sequence classifier that reads the mean of the tokens' vectors (what
-general distillation teaches) instead of [CLS], in the model, in early exit, and through `finetune --pooling`."""
+general distillation teaches) instead of [CLS], in the model, in early exit, and through
+`finetune --classifier-pooling`."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_finetune_pooling_mean_says_what_transformers_reads(exit_run_folder, cap
     root = exit_run_folder
     args = ["finetune", "--task", "sst2", "--model", str(root / "base"), "--data", str(root / "sst2"),
             "--output", str(root / "mean"), "--max-steps", "2", "--batch-size", "8", "--max-seq-length", "32",
-            "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--pooling", "mean",
+            "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--classifier-pooling", "mean",
             "-q"]  # fmt: skip
     with caplog.at_level(logging.WARNING):
         assert main(args) == 0
@@ -84,7 +85,7 @@ def test_finetune_pooling_mean_says_what_transformers_reads(exit_run_folder, cap
     assert AlbertConfig.from_pretrained(best).classifier_pooling == "mean"
     assert "mean of the tokens' vectors" in (best / "README.md").read_text()
     squad = [*args[:2], "squad1", *args[3:8], str(root / "squad"), *args[9:]]
-    assert main(squad) != 0 and "--pooling" in capsys.readouterr().err
+    assert main(squad) != 0 and "--classifier-pooling" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

@@ -54,8 +54,8 @@ class GlueConfig:
     """where the runs train: auto is the GPU when torch sees one, else the CPU"""
     exit_heads: bool = False
     """train a classifier after every layer in each run, for early exit (finetune's --exit-heads)"""
-    pooling: Literal["cls", "mean"] | None = None
-    """what each run's classifier reads (finetune's --pooling): cls or mean"""
+    classifier_pooling: Literal["cls", "mean"] | None = None
+    """what each run's classifier reads (finetune's --classifier-pooling): cls or mean"""
     overwrite: bool = False
     """redo finished runs made from another model, other data or other settings (refused otherwise);
     runs that match are still reused"""

@@ -58,7 +58,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         max_eval_examples=cfg.max_eval_examples,
         precision=cfg.precision,
         exit_heads=cfg.exit_heads,
-        pooling=cfg.pooling,
+        classifier_pooling=cfg.classifier_pooling,
         log_every=10**9,
         tensorboard=False,
         plot=False,  # dozens of short runs

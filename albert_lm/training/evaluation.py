@@ -244,8 +244,8 @@ def load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None)
             attention_probs_dropout_prob=cfg.dropout,
             classifier_dropout_prob=cfg.classifier_dropout,
         )
-        if cfg.pooling is not None:
-            overrides["classifier_pooling"] = cfg.pooling
+        if cfg.classifier_pooling is not None:
+            overrides["classifier_pooling"] = cfg.classifier_pooling
         if task.head == "question_answering":
             overrides["num_labels"] = 2
         elif task.head != "multiple_choice":

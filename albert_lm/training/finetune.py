@@ -93,11 +93,13 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         raise ValueError(
             f"--exit-heads: for classification and regression tasks, not {cfg.task} ({task.head})"
         )
-    if cfg.pooling is not None and task.head != "sequence_classification":
-        raise ValueError(f"--pooling: for classification and regression tasks, not {cfg.task} ({task.head})")
-    if cfg.pooling == "mean":
+    if cfg.classifier_pooling is not None and task.head != "sequence_classification":
+        raise ValueError(
+            f"--classifier-pooling: for classification and regression tasks, not {cfg.task} ({task.head})"
+        )
+    if cfg.classifier_pooling == "mean":
         logger.warning(
-            "--pooling mean: the classifier reads the mean of the tokens' vectors; transformers' "
+            "--classifier-pooling mean: the classifier reads the mean of the tokens' vectors; transformers' "
             "AlbertForSequenceClassification reads [CLS], so on this folder its outputs are not albert-lm's"
         )
     tokenizer = _tokenizer(cfg)

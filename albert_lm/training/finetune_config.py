@@ -72,7 +72,7 @@ class FinetuneConfig:
             "dropout",
             "classifier_dropout",
             "exit_heads",
-            "pooling",
+            "classifier_pooling",
             "seed",
         ),
         "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
@@ -137,7 +137,7 @@ class FinetuneConfig:
     """also train a classifier after every layer (PABEE's weighting: deeper ones weigh more), saved in
     exit_heads.safetensors beside the model, for early exit in predict and evaluate (--patience,
     --exit-confidence, --depth); classification and regression tasks"""
-    pooling: Literal["cls", "mean"] | None = None
+    classifier_pooling: Literal["cls", "mean"] | None = None
     """what a sequence classifier reads: cls, the [CLS] vector (ALBERT's; transformers reads it), or mean,
     the mean of the tokens' vectors, which `albert distill general` teaches (transformers'
     AlbertForSequenceClassification would read [CLS] instead: such a folder's outputs are albert-lm's);

@@ -130,7 +130,7 @@ def write_finetune_card(
                       if cfg.exit_heads else "no (full depth only)",
         "classifier reads": "the mean of the tokens' vectors (`classifier_pooling` mean; transformers' "
                             "AlbertForSequenceClassification reads [CLS]: use albert-lm)"
-                            if cfg.pooling == "mean" else "the [CLS] vector, through the pooler",
+                            if cfg.classifier_pooling == "mean" else "the [CLS] vector, through the pooler",
         "precision": cfg.precision,
         "seed": cfg.seed,
         "every setting": "`finetune_config.json` beside this card",
