@@ -108,3 +108,21 @@ def exit_run_folder(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer):
         rows = [f"{' '.join(rng.choice(words, size=5))}\t{i % 2}" for i in range(n)]
         (root / "sst2" / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     return root
+
+
+def test_a_regressor_under_bf16_autocast_answers_in_fp32(tiny_config):
+    """bf16 rounds scores near 2.5 to steps of 1/64: a regressor whose answers differ by less than that
+    answered one value for every pair (STS-B Pearson 0). Its last linear now runs in fp32."""
+    torch.manual_seed(0)
+    model = AlbertForSequenceClassification(tiny_config(num_labels=1)).eval()
+    with torch.no_grad():
+        model.classifier.weight.mul_(0.01)  # answers close together, as early in fine-tuning
+        model.classifier.bias.fill_(2.5)
+        batch = _batch()
+        exact = model(**batch).logits[:, 0]
+        assert float(exact.max() - exact.min()) < 1 / 64  # bf16 would give them one value
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = model(**batch).logits[:, 0]
+    assert got.dtype == torch.float32
+    assert len(set(got.tolist())) == len(got)  # every pair its own answer
+    torch.testing.assert_close(got, exact, rtol=0, atol=2e-3)  # the encoder's bf16 error only

@@ -30,7 +30,7 @@ from torch import nn
 from albert_lm.kernels.attention import padding_mask
 from albert_lm.kernels.linear import shared_weights
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.heads import AlbertForSequenceClassification
+from albert_lm.model.heads import AlbertForSequenceClassification, head_in_fp32
 from albert_lm.model.outputs import ModelOutput
 from albert_lm.model.weights import write_weights
 
@@ -93,7 +93,7 @@ def exit_logits(
     out = model(**inputs, output_hidden_states=True)
     states = out.hidden_states[1:]  # after each application ([0] is the projected embedding)
     logits = [
-        head(model.dropout(_pooled(model, h, inputs.get("attention_mask"))))
+        head_in_fp32(head, model.dropout(_pooled(model, h, inputs.get("attention_mask"))))
         for head, h in zip(heads.classifiers, states[:-1], strict=True)
     ]
     return [*logits, out.logits]
@@ -182,7 +182,7 @@ class EarlyExit(nn.Module):
 
     def _logits(self, i: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         head = self.heads.classifiers[i - 1] if i < self.layers else self.model.classifier
-        return head(_pooled(self.model, hidden, attention_mask)).float()
+        return head_in_fp32(head, _pooled(self.model, hidden, attention_mask))
 
     def _stop(self, i: int, logits: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
         """Which rows stop after application i (updates the patience counts in `state`)."""

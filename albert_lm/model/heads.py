@@ -33,6 +33,18 @@ from albert_lm.model.outputs import (
 )
 
 
+def head_in_fp32(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A classifier's or regressor's last linear in fp32, also under bf16 autocast. bf16 keeps about three
+    significant digits: STS-B scores near 2.5 come out in steps of 1/64, so a regressor whose predictions
+    differ by less than that (early in fine-tuning, or a small model) answered one value for every pair
+    and scored Pearson 0, and its loss was computed on the rounded values. The layer is a sliver of the
+    model's compute; outside autocast (fp32, a graph being exported) it runs as it is."""
+    if torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return layer(x.float())
+    return layer(x)
+
+
 class AlbertMLMHead(nn.Module):
     """H -> E dense, activation, LayerNorm, then the tied E -> V decoder (the embedding table) + bias."""
 
@@ -130,7 +142,7 @@ class AlbertForSequenceClassification(_Head):
     def _head(
         self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None
     ) -> SequenceClassifierOutput:
-        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        logits = head_in_fp32(self.classifier, self.dropout(out.pooler_output))  # (B, num_labels), fp32
         loss = self._loss(logits, labels) if labels is not None else None
         return SequenceClassifierOutput(loss, logits, out.hidden_states)
 
