@@ -89,14 +89,9 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     given, cfg = cfg.model, dataclasses.replace(cfg, model=str(resolve_model(cfg.model)))
     _check_folders(cfg)
     task = build_task(cfg)
-    if cfg.exit_heads and task.head != "sequence_classification":
-        raise ValueError(
-            f"--exit-heads: for classification and regression tasks, not {cfg.task} ({task.head})"
-        )
-    if cfg.classifier_pooling is not None and task.head != "sequence_classification":
-        raise ValueError(
-            f"--classifier-pooling: for classification and regression tasks, not {cfg.task} ({task.head})"
-        )
+    head_only = {"--exit-heads": cfg.exit_heads, "--classifier-pooling": cfg.classifier_pooling}
+    for option in (o for o, v in head_only.items() if v and task.head != "sequence_classification"):
+        raise ValueError(f"{option}: for classification and regression tasks, not {cfg.task} ({task.head})")
     if cfg.classifier_pooling == "mean":
         logger.warning(
             "--classifier-pooling mean: the classifier reads the mean of the tokens' vectors; transformers' "
