@@ -159,6 +159,28 @@ def tiny_pretrained(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) ->
     return folder
 
 
+@pytest.fixture(scope="session")
+def tiny_sst2(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) -> Path:
+    """base/: a tiny 4-layer pretrained ALBERT with the fixture tokenizer; sst2/: an SST-2-like folder
+    (32 train, 16 dev rows of made-up words). Read only: tests write their runs elsewhere."""
+    import numpy as np
+    import torch
+
+    from albert_lm.model.heads import AlbertForPreTraining
+
+    root = tmp_path_factory.mktemp("tiny-sst2")
+    torch.manual_seed(0)
+    AlbertForPreTraining(tiny_config(vocab_size=200, num_hidden_layers=4)).save_pretrained(root / "base")
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", root / "base" / "spiece.model")
+    rng = np.random.default_rng(0)
+    words = ["bala", "kemo", "fira", "dusa", "tovi", "ramu"]
+    (root / "sst2").mkdir()
+    for split, n in (("train", 32), ("dev", 16)):
+        rows = [f"{' '.join(rng.choice(words, size=5))}\t{i % 2}" for i in range(n)]
+        (root / "sst2" / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    return root
+
+
 @pytest.fixture
 def one_thread():
     """Tiny models on a shared 2-core machine: one thread avoids OpenMP spin contention (and makes the

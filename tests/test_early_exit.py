@@ -113,25 +113,14 @@ def test_heads_round_trip_and_bad_rules_are_refused(tiny_config, tmp_path):
 
 # --------------------------------------------------------------------------- the commands
 @pytest.fixture(scope="module")
-def exit_run(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer):
-    """A tiny 4-layer model fine-tuned on an SST-2-like folder with --exit-heads."""
-    import shutil
-
-    import numpy as np
-
+def exit_run(tmp_path_factory, tiny_sst2):
+    """A tiny 4-layer model fine-tuned on an SST-2-like folder with --exit-heads (base/ and sst2/ are
+    the shared fixture's, linked)."""
     from albert_lm.cli import main
-    from albert_lm.model.heads import AlbertForPreTraining
 
     root = tmp_path_factory.mktemp("exit")
-    torch.manual_seed(0)
-    AlbertForPreTraining(tiny_config(vocab_size=200, num_hidden_layers=4)).save_pretrained(root / "base")
-    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", root / "base" / "spiece.model")
-    rng = np.random.default_rng(0)
-    words = ["bala", "kemo", "fira", "dusa", "tovi", "ramu"]
-    (root / "sst2").mkdir()
-    for split, n in (("train", 32), ("dev", 16)):
-        rows = [f"{' '.join(rng.choice(words, size=5))}\t{i % 2}" for i in range(n)]
-        (root / "sst2" / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    for name in ("base", "sst2"):
+        (root / name).symlink_to(tiny_sst2 / name, target_is_directory=True)
     args = ["finetune", "--task", "sst2", "--model", str(root / "base"), "--data", str(root / "sst2"),
             "--output", str(root / "run"), "--max-steps", "4", "--batch-size", "8", "--max-seq-length", "32",
             "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--exit-heads",

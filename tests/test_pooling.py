@@ -70,44 +70,22 @@ def test_early_exit_pools_as_the_model_does(tiny_config):
         torch.testing.assert_close(alone.logits[0], together.logits[r], rtol=1e-4, atol=1e-5)
 
 
-def test_finetune_pooling_mean_says_what_transformers_reads(exit_run_folder, caplog, capsys):
+def test_finetune_pooling_mean_says_what_transformers_reads(tiny_sst2, tmp_path, caplog, capsys):
     from albert_lm.cli import main
 
-    root = exit_run_folder
+    root = tiny_sst2
     args = ["finetune", "--task", "sst2", "--model", str(root / "base"), "--data", str(root / "sst2"),
-            "--output", str(root / "mean"), "--max-steps", "2", "--batch-size", "8", "--max-seq-length", "32",
+            "--output", str(tmp_path / "mean"), "--max-steps", "2", "--batch-size", "8", "--max-seq-length", "32",
             "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--classifier-pooling", "mean",
             "-q"]  # fmt: skip
     with caplog.at_level(logging.WARNING):
         assert main(args) == 0
     assert "transformers' AlbertForSequenceClassification reads [CLS]" in caplog.text
-    best = root / "mean" / "best"
+    best = tmp_path / "mean" / "best"
     assert AlbertConfig.from_pretrained(best).classifier_pooling == "mean"
     assert "mean of the tokens' vectors" in (best / "README.md").read_text()
-    squad = [*args[:2], "squad1", *args[3:8], str(root / "squad"), *args[9:]]
+    squad = [*args[:2], "squad1", *args[3:8], str(tmp_path / "squad"), *args[9:]]
     assert main(squad) != 0 and "--classifier-pooling" in capsys.readouterr().err
-
-
-@pytest.fixture(scope="module")
-def exit_run_folder(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer):
-    """A tiny pretrained folder and an SST-2-like data folder."""
-    import shutil
-
-    import numpy as np
-
-    from albert_lm.model.heads import AlbertForPreTraining
-
-    root = tmp_path_factory.mktemp("pooling")
-    torch.manual_seed(0)
-    AlbertForPreTraining(tiny_config(vocab_size=200, num_hidden_layers=2)).save_pretrained(root / "base")
-    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", root / "base" / "spiece.model")
-    rng = np.random.default_rng(0)
-    words = ["bala", "kemo", "fira", "dusa", "tovi", "ramu"]
-    (root / "sst2").mkdir()
-    for split, n in (("train", 16), ("dev", 8)):
-        rows = [f"{' '.join(rng.choice(words, size=5))}\t{i % 2}" for i in range(n)]
-        (root / "sst2" / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
-    return root
 
 
 def test_a_regressor_under_bf16_autocast_answers_in_fp32(tiny_config):

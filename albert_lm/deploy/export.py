@@ -154,28 +154,38 @@ def export_onnx(
     tolerance: float = 1e-4,
     overwrite: bool = False,
     head: str = "auto",
+    exits: bool = True,
 ) -> ExportResult:
     """Export, check in ONNX Runtime, then write the folder (see the module docstring). `head`: "auto"
-    (the fine-tuned head, else the encoder), "encoder" or "masked_lm" (albert_lm.deploy.web_heads)."""
+    (the fine-tuned head, else the encoder), "encoder" or "masked_lm" (albert_lm.deploy.web_heads);
+    `exits`: the early-exit graphs too, for a classifier fine-tuned with exit heads."""
     _check_numbers(opset, tolerance)
     ort = _needs("onnxruntime")
     _needs("onnxscript")
     model_dir, out = resolve_model(model_dir), Path(output)  # a hub id: its cached snapshot
+    with exclusive_output(model_dir, out, overwrite), _quiet(*NOISY, root=False):
+        return _export_locked(ort, model_dir, out, opset, int8, tolerance, head, exits)
+
+
+@contextlib.contextmanager
+def exclusive_output(model_dir: Path, out: Path, overwrite: bool) -> Iterator[None]:
+    """The export's output folder, checked, then locked (a second export to it is refused, not mixed
+    with this one) and checked again now that no other export can change it; a failure leaves no folder
+    that was made only to hold the lock."""
     _check_folders(model_dir, out, overwrite)
     made = not out.exists()
     try:
-        # The lock: a second export to the same folder is refused, not mixed with this one.
-        with folder_lock(out), _quiet(*NOISY, root=False):
-            _check_folders(model_dir, out, overwrite)  # again, now that no other export can change it
-            return _export_locked(ort, model_dir, out, opset, int8, tolerance, head)
+        with folder_lock(out):
+            _check_folders(model_dir, out, overwrite)
+            yield
     except BaseException:
         if made and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # made only to hold the lock: a failed export leaves nothing behind
+            out.rmdir()
         raise
 
 
 def _export_locked(
-    ort: Any, model_dir: Path, out: Path, opset: int, int8: bool, tolerance: float, head: str = "auto"
+    ort: Any, model_dir: Path, out: Path, opset: int, int8: bool, tolerance: float, head: str, exits: bool
 ) -> ExportResult:
     AlbertTokenizer.from_pretrained(model_dir)  # the tokenizer is part of the export: it must load
     model, names, choices = _model(model_dir, head)
@@ -200,7 +210,7 @@ def _export_locked(
                 f"ONNX Runtime's outputs differ from PyTorch's by {diff:.2e} (> {tolerance:g}): not exported"
             )
         cosine = _int8(ort, tmp, config, samples, references) if int8 else None
-        exits = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance)
+        exit_entry = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance) if exits else {}
         for name in COPIED:
             if (model_dir / name).is_file():
                 shutil.copy(model_dir / name, tmp / name)
@@ -215,7 +225,7 @@ def _export_locked(
                     "int8_cosine": cosine,
                     "torch": torch.__version__,
                     "onnxruntime": ort.__version__,
-                    **exits,
+                    **exit_entry,
                 },
                 indent=1,
             )

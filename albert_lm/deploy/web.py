@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.deploy.export import _check_folders, export_onnx
+from albert_lm.deploy.export import exclusive_output, export_onnx
 from albert_lm.deploy.loading import DEFAULT_LENGTH, weight_names
 from albert_lm.deploy.predict import NotFineTuned, model_task, output_labels
 from albert_lm.deploy.web_files import Modules, copy_javascript, copy_page, find_modules
-from albert_lm.files import atomic_folder, folder_lock, write_json
+from albert_lm.deploy.web_tokenizer import write_web_tokenizer
+from albert_lm.files import atomic_folder, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.training.finetune_config import read_saved_settings
@@ -114,31 +115,14 @@ def export_web(
 ) -> WebExportResult:
     """Export, check, and write the web folder (see the module docstring)."""
     modules = find_modules(npm_modules)  # before the minutes of the export: a missing install fails now
-    writer = _tokenizer_writer()
     model_dir, out = resolve_model(model_dir), Path(output)
-    _check_folders(model_dir, out, overwrite)
-    chosen = choose_task(model_dir, task)
-    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
-    made = not out.exists()
-    try:
-        with folder_lock(out):
-            _check_folders(model_dir, out, overwrite)
-            with atomic_folder(out) as tmp:
-                result = _fill(model_dir, tmp, chosen, tokenizer, writer, modules, opset, tolerance)
-    except BaseException:
-        if made and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # made only to hold the lock: a failed export leaves nothing behind
-        raise
+    with exclusive_output(model_dir, out, overwrite):
+        chosen = choose_task(model_dir, task)
+        tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+        with atomic_folder(out) as tmp:
+            result = _fill(model_dir, tmp, chosen, tokenizer, modules, opset, tolerance)
     logger.info("web export %s -> %s (%s)", model_dir, out, chosen)
     return WebExportResult(out, chosen, result.max_abs_diff, result.int8_cosine, folder_sizes(out))
-
-
-def _tokenizer_writer() -> Any:
-    try:
-        from albert_lm.deploy.web_tokenizer import write_web_tokenizer
-    except ImportError as e:
-        raise ValueError(f"the web export needs albert_lm.deploy.web_tokenizer ({e})") from None
-    return write_web_tokenizer
 
 
 def _fill(
@@ -146,14 +130,14 @@ def _fill(
     tmp: Path,
     task: str,
     tokenizer: AlbertTokenizer,
-    writer: Any,
     modules: Modules,
     opset: int,
     tolerance: float,
 ) -> Any:
     """Everything into the temporary folder `tmp`; `export_onnx`'s result."""
     work = tmp / ".onnx"
-    result = export_onnx(model_dir, work, opset, True, tolerance, False, HEADS[task])
+    # the page runs the whole graph: no early-exit graphs (ONNX Runtime's loop, `albert export`'s)
+    result = export_onnx(model_dir, work, opset, True, tolerance, False, HEADS[task], exits=False)
     (tmp / "onnx").mkdir()
     _inline_weights(work / "model.onnx", tmp / "onnx" / "model.onnx")
     os.replace(work / "model.int8.onnx", tmp / "onnx" / "model_quantized.onnx")
@@ -162,7 +146,7 @@ def _fill(
     config = AlbertConfig.from_pretrained(model_dir)
     manifest = _manifest(model_dir, task, config, tokenizer)
     write_json(tmp / "config.json", _web_config(model_dir, task, manifest))
-    writer(tokenizer, tmp)
+    write_web_tokenizer(tokenizer, tmp)
     paths = copy_javascript(modules, tmp)
     manifest.update(
         library=paths["library"],
