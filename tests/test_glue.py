@@ -120,20 +120,66 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _stop_all(suite: subprocess.Popen, workers: set[int]) -> None:
+    """Never leave processes behind, whatever failed."""
+    for w in workers | (_descendants(suite.pid) if suite.poll() is None else set()):
+        if _alive(w):
+            os.kill(w, signal.SIGKILL)
+    suite.kill()
+
+
+def _wait_for_workers(suite: subprocess.Popen, n: int) -> set[int]:
+    deadline = time.monotonic() + 120
+    while len(workers := _descendants(suite.pid)) < n and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(workers) >= n, "the suite never started its worker processes"
+    return workers
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
+def test_a_killed_worker_ends_the_suite_with_a_message_and_stops_the_others(
+    tiny_model, albert_data, tmp_path
+):
+    """A fine-tuning worker killed (for memory, say) must end the suite within seconds, naming what
+    happened. multiprocessing.Pool started a new worker instead and waited forever for the lost run."""
+    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1,2", learning_rates="1e-3",
+                  epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
+    suite = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT, json.dumps(dataclasses.asdict(cfg))],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workers: set[int] = set()
+    try:
+        workers = _wait_for_workers(suite, 2)
+        time.sleep(3)  # the workers are fine-tuning now
+        fine_tunings = [w for w in workers if b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()]
+        assert fine_tunings, "no worker process found"  # (the others: multiprocessing's resource tracker)
+        os.kill(fine_tunings[0], signal.SIGKILL)
+        _, err = suite.communicate(timeout=60)
+        assert suite.returncode != 0
+        assert "worker process ended without a result" in err
+        deadline = time.monotonic() + 30
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not [w for w in workers if _alive(w)], "the other fine-tuning worker outlived the suite"
+    finally:
+        _stop_all(suite, workers)
+
+
+_SCRIPT = "import json, sys; from albert_lm.glue.config import GlueConfig; "
+_SCRIPT += "from albert_lm.glue.grid import run_glue; run_glue(GlueConfig(**json.loads(sys.argv[1])))"
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
 def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_data, tmp_path):
     cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1,2,3,4", learning_rates="1e-3",
                   epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
-    script = "import json, sys; from albert_lm.glue.config import GlueConfig; "
-    script += "from albert_lm.glue.grid import run_glue; run_glue(GlueConfig(**json.loads(sys.argv[1])))"
     fields = json.dumps(dataclasses.asdict(cfg))
-    suite = subprocess.Popen([sys.executable, "-c", script, fields], stderr=subprocess.DEVNULL)
+    suite = subprocess.Popen([sys.executable, "-c", _SCRIPT, fields], stderr=subprocess.DEVNULL)
     workers: set[int] = set()
     try:
-        deadline = time.monotonic() + 120
-        while len(workers := _descendants(suite.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert len(workers) >= 2, "the suite never started its worker processes"
+        workers = _wait_for_workers(suite, 2)
         time.sleep(3)  # the workers are fine-tuning now
         suite.send_signal(signal.SIGTERM)
         assert suite.wait(timeout=60) != 0
@@ -141,8 +187,5 @@ def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_d
         while any(map(_alive, workers)) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not [w for w in workers if _alive(w)], "fine-tuning workers outlived the killed suite"
-    finally:  # never leave processes behind, whatever failed
-        for w in workers | (_descendants(suite.pid) if suite.poll() is None else set()):
-            if _alive(w):
-                os.kill(w, signal.SIGKILL)
-        suite.kill()
+    finally:
+        _stop_all(suite, workers)

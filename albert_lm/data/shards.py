@@ -58,7 +58,6 @@ from albert_lm.data.masking import word_start_table
 from albert_lm.data.plan import SPLITS, Plan, plan_id, plan_shards
 from albert_lm.data.sources import Block, close_streams, expand_inputs
 from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
-from albert_lm.data.workers import run_pool
 from albert_lm.files import (
     InputError,
     atomic_folder,
@@ -71,6 +70,7 @@ from albert_lm.files import (
     write_json,
 )
 from albert_lm.progress import progress_bar
+from albert_lm.workers import run_pool
 
 logger = logging.getLogger(__name__)
 
@@ -387,7 +387,15 @@ def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, 
     bar = progress_bar(show=progress, total=total_bytes, unit="B", unit_scale=True, desc="albert data create")
     try:
         if workers > 1:
-            return run_pool(_build_shard_task, tasks, workers, _load_state, (tok_dir,), bar, "data create")
+            return run_pool(
+                _build_shard_task,
+                tasks,
+                workers,
+                "data create",
+                load=_load_state,
+                load_args=(tok_dir,),
+                progress=bar,
+            )
         _load_state(tok_dir, None)
         metas = []
         for t in tasks:

@@ -19,10 +19,7 @@ OUTPUT/glue_results.json holds every run's score and the table's numbers.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-import signal
-import threading
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +35,7 @@ from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, run_folder
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.workers import run_pool
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +64,8 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
     )
 
 
-def _one_thread() -> None:
+def _one_thread(counts: Any) -> None:
+    """A worker's set-up: one thread (`counts`, the pool's progress queue, is not used)."""
     import torch
 
     torch.set_num_threads(1)
@@ -223,46 +222,29 @@ def _workers(cfg: GlueConfig) -> int:
 def _execute(
     cfg: GlueConfig, todo: list[tuple[str, float, int]], records: dict[tuple[str, float, int], dict[str, Any]]
 ) -> None:
+    """The runs not done yet, `_workers` at a time. Each worker is a fresh interpreter (spawn), never a
+    fork of a process that may hold torch's threads. A failed run, Ctrl-C or SIGTERM stops the running
+    fine-tunings instead of leaving them on every core (a failed run fails the suite with its own error);
+    finished runs are on disk and are skipped when the suite is started again."""
     if not todo:
         return
-    # spawn: a fresh interpreter per worker, never a fork of a process that may hold torch's threads.
-    # multiprocessing's Pool, not concurrent.futures: only it can stop its workers (terminate), so a
-    # suite that is killed or fails takes its running fine-tunings with it instead of leaving them
-    # running on every core; finished runs are on disk and are skipped when the suite is started again.
-    pool = multiprocessing.get_context("spawn").Pool(_workers(cfg), initializer=_one_thread)
-    previous = _stop_on_sigterm()
-    try:
-        jobs = [(job, finetune_config(cfg, *job), records[job]) for job in todo]
-        # A failed run fails the suite here, with its own error (the iterator re-raises it).
-        for n, ((task, rate, seed), record) in enumerate(pool.imap_unordered(_run, jobs), start=1):
-            score = record.get(GLUE5[task][1])
-            logger.info(
-                "glue %d/%d: %s lr %g seed %d -> %s %.4f",
-                n,
-                len(todo),
-                task,
-                rate,
-                seed,
-                GLUE5[task][1],
-                score,
-            )
-        pool.close()
-    except BaseException:
-        pool.terminate()
-        raise
-    finally:
-        pool.join()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    done = 0
 
+    def log(result: tuple[tuple[str, float, int], dict[str, Any]]) -> None:
+        nonlocal done
+        done += 1
+        (task, rate, seed), record = result
+        metric = GLUE5[task][1]
+        logger.info(
+            "glue %d/%d: %s lr %g seed %d -> %s %.4f",
+            done,
+            len(todo),
+            task,
+            rate,
+            seed,
+            metric,
+            record.get(metric),
+        )
 
-def _stop_on_sigterm() -> Any:
-    """SIGTERM raises KeyboardInterrupt in the suite's process (as Ctrl-C does), so its workers are
-    stopped too; returns the handler it replaced (None off the main thread, where none can be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    return signal.signal(signal.SIGTERM, interrupt)
+    jobs = [(job, finetune_config(cfg, *job), records[job]) for job in todo]
+    run_pool(_run, jobs, _workers(cfg), "glue", load=_one_thread, on_result=log, start="spawn")

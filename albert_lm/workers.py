@@ -1,9 +1,12 @@
 """Work on several processes where the first failure ends the run at once, whatever it is: a worker's
 error (bad input: its own message), an error that could not travel back (it fails to pickle or to
-unpickle), or a worker killed by a signal or for memory. The other workers are stopped then, and what
-was finished is kept. `concurrent.futures` does the pool (it notices a killed worker: BrokenProcessPool,
-where multiprocessing.Pool waits forever); this module adds the stopping, the progress counts and the
-errors the commands report in one line.
+unpickle), a worker killed by a signal or for memory, or Ctrl-C or SIGTERM in the parent. The other
+workers are stopped then, and what was finished is kept.
+
+`concurrent.futures` does the pool: it notices a killed worker (BrokenProcessPool) and shares no lock that
+a stopped worker could leave held. multiprocessing.Pool does neither: its `terminate()` can wait forever
+(CPython issues 73945 and 78178), which once hung `albert glue` after a failed run. This module adds the
+stopping, the progress counts and the errors the commands report in one line.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import multiprocessing as mp
 import pickle
 import queue
 import signal
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -26,28 +31,38 @@ def run_pool(
     work: Callable[[Any], Any],
     tasks: Sequence[Any],
     workers: int,
-    load: Callable[..., None],
-    load_args: tuple,
-    progress: Any,
     command: str,
+    *,
+    load: Callable[..., None] | None = None,
+    load_args: tuple = (),
+    progress: Any = None,
+    on_result: Callable[[Any], None] | None = None,
+    start: str = "fork",
 ) -> list[Any]:
     """`work(task)` for every task on `workers` processes, each set up by `load(*load_args, counts)`
-    (`counts`: a queue the work puts byte counts into, shown on `progress`, a tqdm bar). Results in
-    the order they finish. `command` names the command in the errors."""
-    # fork keeps start-up cheap (no re-import of torch); spawn where fork does not exist
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    (`counts`: a queue the work puts byte counts into, shown on `progress`, a tqdm bar). Results in the
+    order they finish, each also passed to `on_result` as it comes. `command` names the command in the
+    errors. `start`: "fork" keeps start-up cheap (no re-import of torch; spawn where fork does not exist),
+    "spawn" gives each worker a fresh interpreter (never a fork of a process that holds torch's threads)."""
+    ctx = mp.get_context(start if start in mp.get_all_start_methods() else "spawn")
     counts = ctx.Queue()
     pool = ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_init_worker, initargs=(load, load_args, counts)
     )
     results: list[Any] = []
     try:
-        pending: set[Future] = {pool.submit(functools.partial(_travelling_errors, work), t) for t in tasks}
-        while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+        with _sigterm_interrupts():
+            pending: set[Future] = {
+                pool.submit(functools.partial(_travelling_errors, work), t) for t in tasks
+            }
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(counts, progress)
+                for future in done:
+                    results.append(_result(future, command))
+                    if on_result is not None:
+                        on_result(results[-1])
             _drain(counts, progress)
-            results.extend(_result(f, command) for f in done)
-        _drain(counts, progress)
     except BaseException:
         _stop_workers(pool)
         raise
@@ -55,13 +70,37 @@ def run_pool(
     return results
 
 
-def _init_worker(load: Callable[..., None], load_args: tuple, counts: Any) -> None:
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the parent while its workers run (as Ctrl-C does), so the
+    workers are stopped with it, also where the pool is used from Python rather than from a command
+    (which sets the same up for itself). Nothing is changed off the main thread, where no handler can be
+    set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:  # the command's own, or the caller's
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _init_worker(load: Callable[..., None] | None, load_args: tuple, counts: Any) -> None:
     """A worker process: Ctrl-C is the parent's to handle (it stops the workers), and SIGTERM ends the
     worker quietly (a forked worker would otherwise run the command's handler and print a traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     counts.cancel_join_thread()  # a worker never waits at exit to flush progress counts
-    load(*load_args, counts)
+    if load is not None:
+        load(*load_args, counts)
 
 
 def _travelling_errors(work: Callable[[Any], Any], task: Any) -> Any:
@@ -80,7 +119,9 @@ def _travelling_errors(work: Callable[[Any], Any], task: Any) -> Any:
 def _drain(counts: Any, progress: Any) -> None:
     while True:
         try:
-            progress.update(counts.get_nowait())
+            n = counts.get_nowait()
+            if progress is not None:
+                progress.update(n)
         except queue.Empty:
             return
 
