@@ -189,3 +189,80 @@ def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_d
         assert not [w for w in workers if _alive(w)], "fine-tuning workers outlived the killed suite"
     finally:
         _stop_all(suite, workers)
+
+
+# --------------------------------------------------------------------------- distilled from teachers
+def _teacher(folder: Path, task: str) -> Path:
+    """A random 2-layer, H 32 BERT shaped for `task` (its labels by GLUE's names, or one regression
+    output), with a WordPiece vocabulary of single characters."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    from albert_lm.tasks.glue import label_names
+
+    folder.mkdir(parents=True)
+    chars = list("abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"()-$%&/")
+    words = chars + [f"##{c}" for c in chars]  # every word of English text, spelt out
+    (folder / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n"
+    )
+    names = label_names(task)
+    labels = (
+        {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
+    )
+    config = BertConfig(vocab_size=len(words) + 5, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, num_labels=len(names) or 1,
+                        problem_type=None if names else "regression", **labels)  # fmt: skip
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
+    return folder
+
+
+def test_glue_with_teachers_distils_each_task_and_shows_the_teachers_scores(
+    tiny_model, albert_data, tmp_path
+):
+    teachers = tmp_path / "teachers"
+    _teacher(teachers / "RTE", "rte")
+    cfg = _config(tiny_model, albert_data, tmp_path / "glue", seeds="1", learning_rates="1e-3",
+                  teachers=str(teachers), augment=1)  # fmt: skip
+    with pytest.raises(FileNotFoundError, match=r"no teacher for STS-B .*teachers/STS-B"):
+        run_glue(cfg)
+    assert not (tmp_path / "glue").exists()
+    _teacher(teachers / "STS-B", "stsb")
+    result = run_glue(cfg)
+    for task, folder in (("rte", "RTE"), ("stsb", "STS-B")):
+        run = tmp_path / "glue" / task / "lr-0.001" / "seed-1"
+        scores = json.loads((run / "eval_results.json").read_text())
+        metric = result["tasks"][task]["metric"]
+        assert result["tasks"][task]["teacher"] == scores[f"teacher_{metric}"]
+        assert result["tasks"][task]["mean"] == scores[metric]
+        assert scores["teacher"] == str(teachers / folder)
+        assert (run / "best" / "finetune_config.json").is_file()  # what predict and evaluate take
+    avg = result["average"]
+    assert avg["teacher"] == pytest.approx(50 * sum(r["teacher"] for r in result["tasks"].values()))
+    assert avg["kept"] == pytest.approx(avg["score"] / avg["teacher"])
+    table = format_table(result)
+    assert "teacher" in table.splitlines()[1] and "the student keeps" in table
+    stamps = [p.stat().st_mtime_ns for p in sorted((tmp_path / "glue").glob("*/*/*/eval_results.json"))]
+    assert run_glue(cfg) == result  # finished runs are reused
+    assert [
+        p.stat().st_mtime_ns for p in sorted((tmp_path / "glue").glob("*/*/*/eval_results.json"))
+    ] == stamps
+    # another teacher makes the runs stale: refused, naming it
+    from transformers import BertForSequenceClassification
+
+    other = BertForSequenceClassification.from_pretrained(teachers / "RTE")
+    with torch.no_grad():
+        other.classifier.weight.mul_(2.0)
+    other.save_pretrained(teachers / "RTE")
+    with pytest.raises(ValueError, match="the task's teacher changed"):
+        run_glue(cfg)
+
+
+def test_glue_teacher_options_are_checked(tiny_model, albert_data, tmp_path):
+    with pytest.raises(ValueError, match="--augment: only with --teachers"):
+        _config(tiny_model, albert_data, tmp_path, augment=2)
+    with pytest.raises(ValueError, match="--classifier-pooling: not with --teachers"):
+        _config(tiny_model, albert_data, tmp_path, teachers=str(tmp_path), classifier_pooling="mean")
+    with pytest.raises(ValueError, match="augment"):
+        _config(tiny_model, albert_data, tmp_path, teachers=str(tmp_path), augment=-1)

@@ -56,6 +56,13 @@ class GlueConfig:
     """train a classifier after every layer in each run, for early exit (finetune's --exit-heads)"""
     classifier_pooling: Literal["cls", "mean"] | None = None
     """what each run's classifier reads (finetune's --classifier-pooling): cls or mean"""
+    teachers: str | None = None
+    """a folder of fine-tuned teachers laid out as --data is (TEACHERS/CoLA, TEACHERS/SST-2, ...): each
+    run is then task distillation from its task's teacher (`albert distill task`) instead of fine-tuning
+    on the gold labels, and the table shows the teachers' scores beside the student's"""
+    augment: int = 0
+    """with --teachers: N variants of each training text, labelled by the teacher (distill task's
+    --augment)"""
     overwrite: bool = False
     """redo finished runs made from another model, other data or other settings (refused otherwise);
     runs that match are still reused"""
@@ -72,7 +79,12 @@ class GlueConfig:
                 "workers",
             ),
             positive=("epochs",),
+            non_negative=("augment",),
         )
+        if self.teachers is None and self.augment:
+            raise ValueError("--augment: only with --teachers (the teacher labels the variants)")
+        if self.teachers is not None and self.classifier_pooling is not None:
+            raise ValueError("--classifier-pooling: not with --teachers (task distillation reads [CLS])")
         self.task_list()
         self.rates()
         self.seed_list()
@@ -102,3 +114,9 @@ class GlueConfig:
 
 def run_folder(cfg: GlueConfig, task: str, rate: float, seed: int) -> Path:
     return Path(cfg.output) / task / f"lr-{rate:g}" / f"seed-{seed}"
+
+
+def teacher_folder(cfg: GlueConfig, task: str) -> Path:
+    """The task's fine-tuned teacher under --teachers, named as its folder under --data is."""
+    assert cfg.teachers is not None
+    return Path(cfg.teachers) / GLUE5[task][0]

@@ -24,6 +24,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from albert_lm.distill.config import TaskDistillConfig
 from albert_lm.files import (
     check_output_apart,
     file_sha256,
@@ -31,7 +32,7 @@ from albert_lm.files import (
     read_json_object,
     write_json,
 )
-from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, run_folder
+from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, run_folder, teacher_folder
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.training.finetune_config import FinetuneConfig
@@ -64,6 +65,43 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
     )
 
 
+def distill_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> TaskDistillConfig:
+    """With --teachers: the run as `albert distill task` from the task's teacher, with the settings a
+    fine-tuning run of the suite has (rate, seed, epochs, batch, length, caps)."""
+    ft = finetune_config(cfg, task, rate, seed)
+    return TaskDistillConfig(
+        task=task,
+        model=ft.model,
+        data=ft.data,
+        teacher=str(teacher_folder(cfg, task)),
+        output=ft.output,
+        augment=cfg.augment,
+        learning_rate=rate,
+        seed=seed,
+        epochs=cfg.epochs,
+        max_steps=10**9,  # the epochs decide, as in fine-tuning
+        batch_size=cfg.batch_size,
+        max_seq_length=cfg.max_seq_length,
+        max_train_examples=cfg.max_train_examples,
+        max_eval_examples=cfg.max_eval_examples,
+        exit_heads=cfg.exit_heads,
+        precision=cfg.precision,
+        device=ft.device,
+        log_every=10**9,
+        save_every=10**9,
+        tensorboard=False,
+        plot=False,
+        overwrite=True,
+    )
+
+
+def run_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneConfig | TaskDistillConfig:
+    """A run of the suite: fine-tuning, or with --teachers task distillation."""
+    if cfg.teachers is None:
+        return finetune_config(cfg, task, rate, seed)
+    return distill_config(cfg, task, rate, seed)
+
+
 def _one_thread(counts: Any) -> None:
     """A worker's set-up: one thread (`counts`, the pool's progress queue, is not used)."""
     import torch
@@ -72,15 +110,21 @@ def _one_thread(counts: Any) -> None:
 
 
 def _run(
-    item: tuple[tuple[str, float, int], FinetuneConfig, dict[str, Any]],
+    item: tuple[tuple[str, float, int], FinetuneConfig | TaskDistillConfig, dict[str, Any]],
 ) -> tuple[tuple[str, float, int], dict[str, Any]]:
     """One (task, rate, seed) run in a worker: the job beside its eval record. The run's glue_run.json is
     written once it has finished, so only finished runs are ever reused."""
-    from albert_lm.training.finetune import finetune
-
     job, cfg, record = item
     logging.getLogger("albert_lm").setLevel(logging.ERROR)  # the suite logs; runs stay quiet (errors raise)
-    result = finetune(cfg)
+    if isinstance(cfg, TaskDistillConfig):
+        from albert_lm.distill.task import distill_task
+
+        distill_task(cfg)
+        result = read_json_object(Path(cfg.output) / "eval_results.json", "evaluation results")
+    else:
+        from albert_lm.training.finetune import finetune
+
+        result = finetune(cfg)
     write_json(Path(cfg.output) / RUN_RECORD, record)
     return job, result
 
@@ -96,7 +140,13 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
         for split in ("dev", "train"):
             if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
                 raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}")
-    check_output_apart(out, {"--model": model, "--data": data})
+        if cfg.teachers is not None and not (teacher_folder(cfg, task) / "config.json").is_file():
+            raise FileNotFoundError(
+                f"--teachers {cfg.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
+                f"transformers folder at {teacher_folder(cfg, task)})"
+            )
+    teachers = {"--teachers": Path(cfg.teachers)} if cfg.teachers is not None else {}
+    check_output_apart(out, {"--model": model, "--data": data, **teachers})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     glue_device(cfg)  # --device cuda on a machine without one: refused before any run starts
@@ -126,13 +176,18 @@ def _inputs_fingerprint(cfg: GlueConfig, tasks: list[str]) -> dict[str, Any]:
     from albert_lm.training.evaluation import model_fingerprint
 
     data = Path(cfg.data)
-    return {
+    base = {
         "model": model_fingerprint(cfg.model),
         "tokenizer": AlbertTokenizer.from_pretrained(cfg.model).fingerprint,
         "data": {
             t: {s: file_sha256(data / GLUE5[t][0] / f"{s}.tsv")[:16] for s in ("train", "dev")} for t in tasks
         },
     }
+    if cfg.teachers is not None:
+        from albert_lm.distill.teacher_files import fingerprint
+
+        base["teachers"] = {t: fingerprint(teacher_folder(cfg, t), "task teacher") for t in tasks}
+    return base
 
 
 # Settings of a run that do not change its score: where it writes and how much it logs.
@@ -147,20 +202,26 @@ _NOT_RECORDED = (
     "device",
     "tensorboard",
     "plot",
+    "teacher",  # with --teachers: its content is recorded instead (a fingerprint)
+    "cache",
+    "save_every",
 )
 
 
 def run_record(cfg: GlueConfig, base: dict[str, Any], task: str, rate: float, seed: int) -> dict[str, Any]:
     """The record a finished run keeps in glue_run.json: its inputs' hashes and its settings."""
-    settings = asdict(finetune_config(cfg, task, rate, seed))
+    settings = asdict(run_config(cfg, task, rate, seed))
     for name in _NOT_RECORDED:
-        settings.pop(name)
-    return {
+        settings.pop(name, None)
+    record = {
         "model": base["model"],
         "tokenizer": base["tokenizer"],
         "data": base["data"][task],
         "settings": settings,
     }
+    if "teachers" in base:
+        record["teacher"] = base["teachers"][task]
+    return record
 
 
 def _finished(cfg: GlueConfig, job: tuple[str, float, int], record: dict[str, Any]) -> bool:
@@ -190,6 +251,7 @@ def _finished(cfg: GlueConfig, job: tuple[str, float, int], record: dict[str, An
 
 def _differences(kept: dict[str, Any], now: dict[str, Any]) -> list[str]:
     what = {"model": "the model's config or weights", "tokenizer": "the tokenizer's vocabulary"}
+    what.update({"teacher": "the task's teacher"} if "teacher" in now else {})
     out = [f"{what[k]} changed" for k in what if kept.get(k) != now[k]]
     out += [f"its {s}.tsv changed" for s in now["data"] if (kept.get("data") or {}).get(s) != now["data"][s]]
     before = kept.get("settings") or {}
@@ -246,5 +308,5 @@ def _execute(
             record.get(metric),
         )
 
-    jobs = [(job, finetune_config(cfg, *job), records[job]) for job in todo]
+    jobs = [(job, run_config(cfg, *job), records[job]) for job in todo]
     run_pool(_run, jobs, _workers(cfg), "glue", load=_one_thread, on_result=log, start="spawn")

@@ -51,15 +51,18 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
             "majority": majority_score(task, Path(cfg.data), cfg.max_eval_examples),
             "dev_examples": min(dev, cfg.max_eval_examples or dev), "dev_examples_in_file": dev,
         }  # fmt: skip
-    average = 100 * statistics.fmean(r["mean"] for r in rows.values())
-    baseline = 100 * statistics.fmean(r["majority"] for r in rows.values())
-    name = "GLUE-5" if set(rows) == set(GLUE5) else f"average of {len(rows)}"
-    return {
-        "settings": asdict(cfg),
-        "tasks": rows,
-        "average": {"name": name, "score": average, "majority": baseline},
-        "evaluation": _evaluation(cfg, rows),
+        if cfg.teachers is not None:  # the teacher's dev score, as the task's first run recorded it
+            first = next(j for j in jobs if j[0] == task)
+            rows[task]["teacher"] = _score(run_folder(cfg, *first) / "eval_results.json", f"teacher_{metric}")
+    average: dict[str, Any] = {
+        "name": "GLUE-5" if set(rows) == set(GLUE5) else f"average of {len(rows)}",
+        "score": 100 * statistics.fmean(r["mean"] for r in rows.values()),
+        "majority": 100 * statistics.fmean(r["majority"] for r in rows.values()),
     }
+    if cfg.teachers is not None:
+        average["teacher"] = 100 * statistics.fmean(r["teacher"] for r in rows.values())
+        average["kept"] = average["score"] / average["teacher"] if average["teacher"] > 0 else math.nan
+    return {"settings": asdict(cfg), "tasks": rows, "average": average, "evaluation": _evaluation(cfg, rows)}
 
 
 def _evaluation(cfg: GlueConfig, rows: dict[str, Any]) -> dict[str, Any]:
@@ -93,12 +96,16 @@ def format_table(result: dict[str, Any]) -> str:
     note = f"capped: {cap} dev examples per task (--max-eval-examples): not GLUE's dev scores"
     lines = [note] if cap else []
     title = f"dev x100, mean +- std of {seeds} seeds" if seeds > 1 else "dev x100, 1 seed, no spread"
-    lines.append(f"{'task':<6} {'metric':<9} {title:>32} {'lr':>8} {'majority':>9}")
+    avg = result["average"]
+    teacher = "teacher" in avg  # a suite distilled from teachers: their scores beside the student's
+    head = f"{'task':<6} {'metric':<9} {title:>32} {'lr':>8} {'majority':>9}"
+    lines.append(head + (f" {'teacher':>8}" if teacher else ""))
     for task, r in result["tasks"].items():
         score = f"{100 * r['mean']:.1f}" + (f" +- {100 * r['std']:.1f}" if seeds > 1 else "")
-        lines.append(
-            f"{GLUE5[task][0]:<6} {r['metric']:<9} {score:>32} {r['learning_rate']:>8g} {100 * r['majority']:>9.1f}"
-        )
-    avg = result["average"]
-    lines.append(f"{avg['name']:<16} {avg['score']:>32.1f} {'':>8} {avg['majority']:>9.1f}")
+        line = f"{GLUE5[task][0]:<6} {r['metric']:<9} {score:>32} {r['learning_rate']:>8g} {100 * r['majority']:>9.1f}"
+        lines.append(line + (f" {100 * r['teacher']:>8.1f}" if teacher else ""))
+    line = f"{avg['name']:<16} {avg['score']:>32.1f} {'':>8} {avg['majority']:>9.1f}"
+    lines.append(line + (f" {avg['teacher']:>8.1f}" if teacher else ""))
+    if teacher:
+        lines.append(f"the student keeps {100 * avg['kept']:.1f}% of its teachers' {avg['name']}")
     return "\n".join(lines)
