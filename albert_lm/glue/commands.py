@@ -15,7 +15,11 @@ def glue_options(p: argparse.ArgumentParser) -> None:
 
     add_config_option(p, "glue")
     add_options(
-        p, GlueConfig, required=GLUE_REQUIRED, metavars={"model": "DIR", "data": "DIR", "teachers": "DIR"}, suppress=True
+        p,
+        GlueConfig,
+        required=GLUE_REQUIRED,
+        metavars={"model": "DIR", "data": "DIR", "teachers": "DIR"},
+        suppress=True,
     )
 
 
