@@ -33,6 +33,7 @@ def test_import_and_tokenizer_do_not_load_torch():
 STAGES = [
     "files",
     "progress",
+    "workers",
     "values",
     "settings",
     "hub",
