@@ -103,10 +103,12 @@ def run_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneCo
 
 
 def _one_thread(counts: Any) -> None:
-    """A worker's set-up: one thread (`counts`, the pool's progress queue, is not used)."""
+    """A worker's set-up: one thread, and no progress bars (a teacher's passes would draw some over the
+    suite's log, which says when each run has finished); `counts`, the pool's progress queue, is unused."""
     import torch
 
     torch.set_num_threads(1)
+    os.environ["TQDM_DISABLE"] = "1"
 
 
 def _run(
