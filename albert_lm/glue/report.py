@@ -53,7 +53,8 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
         }  # fmt: skip
         if cfg.teachers is not None:  # the teacher's dev score, as the task's first run recorded it
             first = next(j for j in jobs if j[0] == task)
-            rows[task]["teacher"] = _score(run_folder(cfg, *first) / "eval_results.json", f"teacher_{metric}")
+            teacher = _score(run_folder(cfg, *first) / "eval_results.json", f"teacher_{metric}")
+            rows[task].update(teacher=teacher, kept=rows[task]["mean"] / teacher if teacher > 0 else None)
     average: dict[str, Any] = {
         "name": "GLUE-5" if set(rows) == set(GLUE5) else f"average of {len(rows)}",
         "score": 100 * statistics.fmean(r["mean"] for r in rows.values()),
@@ -61,7 +62,7 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
     }
     if cfg.teachers is not None:
         average["teacher"] = 100 * statistics.fmean(r["teacher"] for r in rows.values())
-        average["kept"] = average["score"] / average["teacher"] if average["teacher"] > 0 else math.nan
+        average["kept"] = average["score"] / average["teacher"] if average["teacher"] > 0 else None
     return {"settings": asdict(cfg), "tasks": rows, "average": average, "evaluation": _evaluation(cfg, rows)}
 
 
@@ -106,6 +107,6 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(line + (f" {100 * r['teacher']:>8.1f}" if teacher else ""))
     line = f"{avg['name']:<16} {avg['score']:>32.1f} {'':>8} {avg['majority']:>9.1f}"
     lines.append(line + (f" {avg['teacher']:>8.1f}" if teacher else ""))
-    if teacher:
+    if teacher and avg["kept"] is not None:
         lines.append(f"the student keeps {100 * avg['kept']:.1f}% of its teachers' {avg['name']}")
     return "\n".join(lines)
