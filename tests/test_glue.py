@@ -136,13 +136,17 @@ def _wait_for_workers(suite: subprocess.Popen, n: int) -> set[int]:
     return workers
 
 
+_SCRIPT = "import json, sys; from albert_lm.glue.config import GlueConfig; "
+_SCRIPT += "from albert_lm.glue.grid import run_glue; run_glue(GlueConfig(**json.loads(sys.argv[1])))"
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
-def test_a_killed_worker_ends_the_suite_with_a_message_and_stops_the_others(
-    tiny_model, albert_data, tmp_path
-):
-    """A fine-tuning worker killed (for memory, say) must end the suite within seconds, naming what
-    happened. multiprocessing.Pool started a new worker instead and waited forever for the lost run."""
-    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1,2", learning_rates="1e-3",
+@pytest.mark.parametrize("killed", ["the suite", "a worker"])
+def test_a_killed_suite_or_worker_stops_every_fine_tuning(killed, tiny_model, albert_data, tmp_path):
+    """SIGTERM to the suite takes its running fine-tunings with it. A worker killed (for memory, say)
+    ends the suite within seconds, naming what happened: multiprocessing.Pool, used before, started a new
+    worker instead and waited forever for the lost run."""
+    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1,2,3,4", learning_rates="1e-3",
                   epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
     suite = subprocess.Popen(
         [sys.executable, "-c", _SCRIPT, json.dumps(dataclasses.asdict(cfg))],
@@ -153,40 +157,19 @@ def test_a_killed_worker_ends_the_suite_with_a_message_and_stops_the_others(
     try:
         workers = _wait_for_workers(suite, 2)
         time.sleep(3)  # the workers are fine-tuning now
-        fine_tunings = [w for w in workers if b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()]
-        assert fine_tunings, "no worker process found"  # (the others: multiprocessing's resource tracker)
-        os.kill(fine_tunings[0], signal.SIGKILL)
+        if killed == "the suite":
+            suite.send_signal(signal.SIGTERM)
+        else:  # (the other children: multiprocessing's resource tracker)
+            fine_tunings = [w for w in workers if b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()]
+            assert fine_tunings, "no worker process found"
+            os.kill(fine_tunings[0], signal.SIGKILL)
         _, err = suite.communicate(timeout=60)
         assert suite.returncode != 0
-        assert "worker process ended without a result" in err
+        assert killed == "the suite" or "worker process ended without a result" in err
         deadline = time.monotonic() + 30
         while any(map(_alive, workers)) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert not [w for w in workers if _alive(w)], "the other fine-tuning worker outlived the suite"
-    finally:
-        _stop_all(suite, workers)
-
-
-_SCRIPT = "import json, sys; from albert_lm.glue.config import GlueConfig; "
-_SCRIPT += "from albert_lm.glue.grid import run_glue; run_glue(GlueConfig(**json.loads(sys.argv[1])))"
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
-def test_glue_killed_takes_its_running_fine_tunings_with_it(tiny_model, albert_data, tmp_path):
-    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1,2,3,4", learning_rates="1e-3",
-                  epochs=100000.0)  # fmt: skip  # runs that would not end by themselves
-    fields = json.dumps(dataclasses.asdict(cfg))
-    suite = subprocess.Popen([sys.executable, "-c", _SCRIPT, fields], stderr=subprocess.DEVNULL)
-    workers: set[int] = set()
-    try:
-        workers = _wait_for_workers(suite, 2)
-        time.sleep(3)  # the workers are fine-tuning now
-        suite.send_signal(signal.SIGTERM)
-        assert suite.wait(timeout=60) != 0
-        deadline = time.monotonic() + 30
-        while any(map(_alive, workers)) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not [w for w in workers if _alive(w)], "fine-tuning workers outlived the killed suite"
+        assert not [w for w in workers if _alive(w)], "fine-tuning workers outlived the suite"
     finally:
         _stop_all(suite, workers)
 

@@ -65,33 +65,22 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
     )
 
 
+# What a task distillation run of the suite takes from the fine-tuning run it stands for.
+_SHARED_SETTINGS = ("task", "model", "data", "output", "learning_rate", "seed", "epochs", "batch_size",
+                    "max_seq_length", "max_train_examples", "max_eval_examples", "exit_heads", "precision",
+                    "device", "log_every", "tensorboard", "plot", "overwrite")  # fmt: skip
+
+
 def distill_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> TaskDistillConfig:
     """With --teachers: the run as `albert distill task` from the task's teacher, with the settings a
     fine-tuning run of the suite has (rate, seed, epochs, batch, length, caps)."""
     ft = finetune_config(cfg, task, rate, seed)
     return TaskDistillConfig(
-        task=task,
-        model=ft.model,
-        data=ft.data,
+        **{name: getattr(ft, name) for name in _SHARED_SETTINGS},
         teacher=str(teacher_folder(cfg, task)),
-        output=ft.output,
         augment=cfg.augment,
-        learning_rate=rate,
-        seed=seed,
-        epochs=cfg.epochs,
         max_steps=10**9,  # the epochs decide, as in fine-tuning
-        batch_size=cfg.batch_size,
-        max_seq_length=cfg.max_seq_length,
-        max_train_examples=cfg.max_train_examples,
-        max_eval_examples=cfg.max_eval_examples,
-        exit_heads=cfg.exit_heads,
-        precision=cfg.precision,
-        device=ft.device,
-        log_every=10**9,
         save_every=10**9,
-        tensorboard=False,
-        plot=False,
-        overwrite=True,
     )
 
 
