@@ -98,6 +98,7 @@ def _one_thread(counts: Any) -> None:
 
     torch.set_num_threads(1)
     os.environ["TQDM_DISABLE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # transformers' own bars (loading a teacher)
 
 
 def _run(
