@@ -4,9 +4,10 @@ unpickle), a worker killed by a signal or for memory, or Ctrl-C or SIGTERM in th
 workers are stopped then, and what was finished is kept.
 
 `concurrent.futures` does the pool: it notices a killed worker (BrokenProcessPool) and shares no lock that
-a stopped worker could leave held. multiprocessing.Pool does neither: its `terminate()` can wait forever
-(CPython issues 73945 and 78178), which once hung `albert glue` after a failed run. This module adds the
-stopping, the progress counts and the errors the commands report in one line.
+a stopped worker could leave held. multiprocessing.Pool does neither: it replaces a killed worker and
+waits forever for that worker's task, and its `terminate()` after a failed task can wait forever too
+(CPython issues 73945 and 78178). This module adds the stopping, the progress counts and the errors the
+commands report in one line.
 """
 
 from __future__ import annotations
