@@ -144,11 +144,21 @@ def _result(future: Future, command: str) -> Any:
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End the workers now (SIGTERM; they take its default action) and drop the queued tasks."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    for p in processes:
+    """End the workers now and drop the queued tasks: SIGTERM (a worker takes its default action), then
+    SIGKILL for any still alive after 5 s, e.g. one that was signalled before its set-up reset the
+    handler it inherited. No worker may outlive this: the pool's manager thread waits for every one of
+    them, and the interpreter waits for that thread at exit."""
+    manager = getattr(pool, "_executor_manager_thread", None)
+    processes = dict(getattr(pool, "_processes", None) or {})
+    for p in processes.values():
         if p.is_alive():
             p.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
-    for p in processes:
+    processes.update(getattr(manager, "processes", None) or {})  # the manager thread's own list
+    for p in processes.values():
         p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+    if manager is not None:
+        manager.join(timeout=5)
