@@ -3,6 +3,7 @@ test builds, and a tiny tokenizer trained once per session."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import stat
@@ -72,12 +73,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = session.config.stash[_SESSION_TMP][2]
     after = _dev_listing()
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    messages = []
     if changed:
+        messages.append(
+            f"the test session changed /dev ({', '.join(changed)}): tests must touch nothing there"
+        )
+    # A worker process left alive would keep the interpreter from exiting (a process pool's manager
+    # thread waits for it): ended here, and the run fails naming it.
+    left = multiprocessing.active_children()
+    for child in left:
+        child.kill()
+        child.join(timeout=10)
+    if left:
+        messages.append(f"child processes the tests left running (killed now): {', '.join(map(str, left))}")
+    if messages:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = f"the test session changed /dev ({', '.join(changed)}): tests must touch nothing there"
         if reporter is not None:
-            reporter.write_line(message, red=True)
+            reporter.write("\n")
+            for message in messages:
+                reporter.write_line(message, red=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
