@@ -91,7 +91,7 @@ def run_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneCo
     return distill_config(cfg, task, rate, seed)
 
 
-def _one_thread(counts: Any) -> None:
+def _quiet_one_thread(counts: Any) -> None:
     """A worker's set-up: one thread, and no progress bars (a teacher's passes would draw some over the
     suite's log, which says when each run has finished); `counts`, the pool's progress queue, is unused."""
     import torch
@@ -243,7 +243,8 @@ def _finished(cfg: GlueConfig, job: tuple[str, float, int], record: dict[str, An
 
 def _differences(kept: dict[str, Any], now: dict[str, Any]) -> list[str]:
     what = {"model": "the model's config or weights", "tokenizer": "the tokenizer's vocabulary"}
-    what.update({"teacher": "the task's teacher"} if "teacher" in now else {})
+    if "teacher" in now:
+        what["teacher"] = "the task's teacher"
     out = [f"{what[k]} changed" for k in what if kept.get(k) != now[k]]
     out += [f"its {s}.tsv changed" for s in now["data"] if (kept.get("data") or {}).get(s) != now["data"][s]]
     before = kept.get("settings") or {}
@@ -301,4 +302,4 @@ def _execute(
         )
 
     jobs = [(job, run_config(cfg, *job), records[job]) for job in todo]
-    run_pool(_run, jobs, _workers(cfg), "glue", load=_one_thread, on_result=log, start="spawn")
+    run_pool(_run, jobs, _workers(cfg), "glue", load=_quiet_one_thread, on_result=log, start="spawn")
