@@ -400,6 +400,7 @@ def linear(
     dtype = cast or x.dtype
     if not (
         _ENABLED
+        and not torch.compiler.is_compiling()  # a captured graph takes F.linear; the compiler chooses
         and x.device.type == "cpu"
         and weight.device.type == "cpu"
         and dtype in _DTYPE_NAMES

@@ -31,6 +31,7 @@ from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_
 from albert_lm.files import clear_folder, describe_folder, folder_lock, read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device
+from albert_lm.kernels.float8 import check_float8, convert_to_float8
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
@@ -112,7 +113,14 @@ def _start_process(cfg: PretrainConfig) -> tuple[PretrainConfig, torch.device, D
     if device.type == "cuda":
         torch.cuda.set_device(device)
     d = init_distributed(device, cfg.dist_timeout_s)
-    return _resolved_precision(cfg, device, d), device, d
+    cfg = _resolved_precision(cfg, device, d)
+    if cfg.float8:
+        check_float8(device)
+        if cfg.precision != "bf16":
+            raise ValueError(
+                "--float8 computes what is not float8 under bf16 autocast: --precision bf16 or auto"
+            )
+    return cfg, device, d
 
 
 def _load_data(cfg: PretrainConfig) -> tuple[Any, Any, Any]:
@@ -212,6 +220,12 @@ def _build_model(
         model.sop_classifier.requires_grad_(False)
     model.albert.encoder.gradient_checkpointing = cfg.gradient_checkpointing
     model.to(device).train()
+    if cfg.float8:
+        n = convert_to_float8(model.albert.encoder)
+        logger.info("float8 products in %d linear layers of the encoder (torchao)", n)
+    if cfg.torch_compile:  # in place: parameter names and checkpoints stay those of the plain model
+        logger.info("compiling the encoder (torch.compile): the first steps take a minute or so")
+        model.albert.compile()
     return model, PretrainingObjective(model, sentence_objective, cfg.sop_weight)
 
 

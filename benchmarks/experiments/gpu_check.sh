@@ -6,13 +6,19 @@
 #                timed step (it shares the GPU with the tests only: neither is a timing)
 #   tests        tests/test_cuda.py on the GPU (parity in fp32, bf16 forward/backward, multi-tensor LAMB,
 #                SIGKILL + resume bit-exact)
-#   pretrain     `albert pretrain --recipe $RECIPE --time-budget $BUDGET` on $GPU/data, GPU load sampled
+#   speed        benchmarks/experiments/gpu_speed.py: the albert-base step's variants (compiled, batch 256,
+#                max-autotune, float8), albert-xxlarge bf16 against float8, the profiler's tables, float8's
+#                loss against bf16's on the same real batches
+#   unpad        benchmarks/timings/bench_unpad.py: useful tokens/s of GLUE text, padded against unpadded
+#   pretrain     `albert pretrain --recipe $RECIPE --time-budget $BUDGET $PRETRAIN_ARGS` on $GPU/data, GPU
+#                load sampled; the budget shrinks to end before DEADLINE
 #   bench        `albert bench --device cuda`: albert-base step and inference against transformers, bf16
 #   glue         `albert glue` on the pretrained model ($GLUE_RATES, $GLUE_SEEDS seeds, <= $GLUE_MAX_TRAIN
 #                training examples per task), and the untrained arm's runs still missing
 #   pack         logs, metrics and scores in $OUT/results.tar.gz, the model in bf16 in parts of 15 MB
 # The bench writes $OUT/bench.json row by row, and $OUT/log.txt grows step by step: both survive a kill.
 # Runs stay in $RUNS, so a second call on the same machine does what the first left (glue continues).
+# Wheels in .whl/ (torchao for --float8) are installed first, into $RUNS/site, without the network.
 # Rehearsal on a CPU: DEVICE=cpu BUDGET=30s GLUE_MAX_TRAIN=64 GLUE_MAX_EVAL=64 bash benchmarks/experiments/gpu_check.sh
 set -uo pipefail
 
@@ -23,13 +29,19 @@ DEVICE=${DEVICE:-cuda}
 STEPS=${STEPS:-env glue-random tests pretrain pack bench glue pack}
 RECIPE=${RECIPE:-gpu-10min}
 BUDGET=${BUDGET:-6m}
+PRETRAIN_ARGS=${PRETRAIN_ARGS:---torch-compile}
+SPEED_ARGS=${SPEED_ARGS:-}             # more gpu_speed.py options (rehearsals: a tiny preset)
 GLUE_RATES=${GLUE_RATES:-1e-4,3e-4}
 GLUE_SEEDS=${GLUE_SEEDS:-1}
 GLUE_MAX_TRAIN=${GLUE_MAX_TRAIN:-10000}
 GLUE_WORKERS=${GLUE_WORKERS:-5}
-GLUE_MAX_EVAL=${GLUE_MAX_EVAL:-}       # rehearsals only: a table on part of dev is not GLUE's
+RANDOM_ARM=${RANDOM_ARM:-yes}            # no: the glue step fine-tunes the pretrained model only
+GLUE_MAX_EVAL=${GLUE_MAX_EVAL:-}
+UNPAD_ARGS=${UNPAD_ARGS:-}       # rehearsals only: a table on part of dev is not GLUE's
 LIMIT_TESTS=${LIMIT_TESTS:-100}
 LIMIT_BENCH=${LIMIT_BENCH:-120}
+LIMIT_SPEED=${LIMIT_SPEED:-200}
+LIMIT_UNPAD=${LIMIT_UNPAD:-60}
 LIMIT_PRETRAIN_EXTRA=${LIMIT_PRETRAIN_EXTRA:-60}  # start-up, final evaluation and save, past the budget
 LIMIT_GLUE=${LIMIT_GLUE:-150}
 LIMIT_GLUE_BESIDE=${LIMIT_GLUE_BESIDE:-90}        # the untrained arm beside the tests
@@ -40,6 +52,10 @@ ALBERT=("$PY" -m albert_lm.cli)
 mkdir -p "$OUT" "$RUNS"
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/log.txt
+if compgen -G ".whl/*.whl" > /dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$RUNS/site" \
+        .whl/*.whl >> "$LOG" 2>&1 && export PYTHONPATH=$PYTHONPATH:$(cd "$RUNS/site" && pwd)
+fi
 
 seconds() { "$PY" -c "from albert_lm.settings import parse_duration as p; print(int(p('$1')))"; }
 
@@ -75,7 +91,12 @@ if torch.cuda.is_available():
     p = torch.cuda.get_device_properties(0)
     print(p.name, p.multi_processor_count, "SMs", round(p.total_memory / 2**30), "GiB")
     print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
-import albert_lm.cli'
+import albert_lm.cli
+try:
+    import torchao.float8, torchao
+    print("torchao", torchao.__version__)
+except ImportError as e:
+    print("no torchao:", e)'
 }
 
 step_tests() {
@@ -93,18 +114,36 @@ print(f(res))"
     fi
 }
 
-step_pretrain() {
-    local limit smi_pid=
+step_speed() {
     wait_random
-    limit=$(($(seconds "$BUDGET") + LIMIT_PRETRAIN_EXTRA))
+    mkdir -p "$RUNS/profile"
+    run speed "$LIMIT_SPEED" "$PY" benchmarks/experiments/gpu_speed.py --device "$DEVICE" --data "$GPU/data" \
+        --profile "$RUNS/profile" --json "$OUT/speed.json" $SPEED_ARGS
+}
+
+step_unpad() {
+    wait_random
+    run unpad "$LIMIT_UNPAD" "$PY" benchmarks/timings/bench_unpad.py --device "$DEVICE" --data "$GPU/glue" \
+        --tokenizer "$GPU/tok" --json "$OUT/unpad.json" $UNPAD_ARGS
+}
+
+step_pretrain() {
+    local limit smi_pid= budget
+    wait_random
+    budget=$(seconds "$BUDGET")
+    if [[ -n $DEADLINE ]] && ((budget > DEADLINE - SECONDS - LIMIT_PRETRAIN_EXTRA - 10)); then
+        budget=$((DEADLINE - SECONDS - LIMIT_PRETRAIN_EXTRA - 10))  # a run that ends and saves
+        echo "=== pretrain: budget cut to ${budget}s by the deadline" | tee -a "$LOG"
+    fi
+    limit=$((budget + LIMIT_PRETRAIN_EXTRA))
     if [[ $DEVICE == cuda ]]; then
         nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,power.draw --format=csv -l 5 \
             > "$RUNS/gpu_load.csv" 2>&1 &
         smi_pid=$!
     fi
     run pretrain "$limit" "${ALBERT[@]}" pretrain --recipe "$RECIPE" --data "$GPU/data" \
-        --output "$RUNS/pretrain" --overwrite --time-budget "$BUDGET" --device "$DEVICE" --seed 1 \
-        --save-every 5000 --no-tensorboard
+        --output "$RUNS/pretrain" --overwrite --time-budget "${budget}s" --device "$DEVICE" --seed 1 \
+        --save-every 5000 --no-tensorboard $PRETRAIN_ARGS
     [[ -n $smi_pid ]] && kill "$smi_pid"
 }
 
@@ -113,7 +152,7 @@ step_glue() {
         echo "=== glue: no pretrained model in $RUNS/pretrain" | tee -a "$LOG"
         return
     fi
-    random_arm "$LIMIT_GLUE"  # unless finished beside the tests
+    [[ $RANDOM_ARM == yes ]] && random_arm "$LIMIT_GLUE"  # unless finished beside the tests
     glue_cmd glue-pretrained "$RUNS/pretrain"
     run glue-pretrained "$LIMIT_GLUE" "${GLUE_CMD[@]}"
     wait_random
@@ -121,7 +160,7 @@ step_glue() {
 
 step_pack() {
     (cd "$RUNS" && tar czf "$OUT/results.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' \
-        --exclude='*.pt' --exclude='random' --exclude='spiece.model' -- *) 2>> "$LOG"
+        --exclude='*.pt' --exclude='random' --exclude='site' --exclude='spiece.model' -- *) 2>> "$LOG"
     if [[ -f $RUNS/pretrain/model.safetensors && ! -f $OUT/model.bf16.safetensors.part-aa ]]; then
         # the model itself, in bf16, in parts of 15 MB (what comes back from a lent machine is limited)
         "$PY" -c "import torch; from safetensors.torch import load_file, save_file
@@ -138,10 +177,12 @@ for s in $STEPS; do
         glue-random) random_arm "$LIMIT_GLUE_BESIDE" ;;
         tests) step_tests ;;
         bench) step_bench ;;
+        speed) step_speed ;;
+        unpad) step_unpad ;;
         pretrain) step_pretrain ;;
         glue) step_glue ;;
         pack) step_pack ;;
-        *) echo "unknown step $s (env glue-random tests bench pretrain glue pack)" | tee -a "$LOG"; exit 2 ;;
+        *) echo "unknown step $s (env glue-random tests speed unpad bench pretrain glue pack)" | tee -a "$LOG"; exit 2 ;;
     esac
 done
 wait_random
