@@ -28,9 +28,19 @@ from albert_lm.cli import main
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.model.tf_bundle import CheckpointError, TensorBundle
+from albert_lm.model.unpad import use_unpadding
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tf_checkpoint"
 CONFIG = json.loads((FIXTURES / "release" / "albert_config.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def padded_path():
+    """TensorFlow's reference outputs and transformers' cover every position: the padded path, whose pad
+    tokens have states as theirs do (the unpadded path leaves zeros there; test_unpad.py compares it at
+    the kept tokens)."""
+    with use_unpadding(False):
+        yield
 
 
 @pytest.fixture

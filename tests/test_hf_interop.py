@@ -9,6 +9,7 @@ import torch
 
 import albert_lm
 from albert_lm import AlbertConfig
+from albert_lm.model.unpad import use_unpadding
 
 transformers = pytest.importorskip("transformers")
 
@@ -23,6 +24,15 @@ HEADS = [
 ]
 # (num_hidden_groups, inner_group_num, hidden_act)
 SHAPES = [(1, 1, "gelu_new"), (2, 1, "gelu"), (2, 2, "gelu_new")]
+
+
+@pytest.fixture(autouse=True)
+def padded_path():
+    """These tests compare every position with transformers, pads and losses over them included: the padded
+    path, whose pad tokens have states as theirs do (the unpadded path leaves zeros there; test_unpad.py
+    compares it with transformers at the kept tokens)."""
+    with use_unpadding(False):
+        yield
 
 
 def tiny_hf_config(groups: int = 1, inner: int = 1, act: str = "gelu_new", **kw):

@@ -74,6 +74,7 @@ from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
+from albert_lm.model.unpad import use_unpadding
 from albert_lm.training.evaluation import load_for_task
 
 logger = logging.getLogger(__name__)
@@ -193,7 +194,8 @@ def _export_locked(
     graph = _Graph(model, names)
     shapes = [(1, 3, 9), (3, 4, 37)] if choices else [(1, 9), (3, 37)]  # never the exported example's
     samples = [_sample(shape, config.vocab_size, seed) for seed, shape in enumerate(shapes, start=1)]
-    with torch.no_grad():
+    # A captured graph runs padded (it cannot unpad), pad tokens' states included: so does its reference
+    with torch.no_grad(), use_unpadding(False):
         references = [[t.numpy() for t in graph(*(x[k] for k in INPUTS))] for x in samples]
     need = sum(p.numel() * p.element_size() for p in model.parameters())  # bytes of the graph's weights
     with atomic_folder(out) as tmp, _write_errors_named(out, tmp, need):

@@ -12,6 +12,7 @@ move between the two with identical outputs. Two deliberate differences: Q, K an
 fused matrix multiply, and hidden dropout is applied to the feed-forward output before the residual
 add, as google-research does (transformers leaves it out; with the v2 configs' dropout 0 the two
 agree). Which kernel computes a product or the attention is decided in `albert_lm.kernels`, never here.
+A padded batch runs unpadded: every layer on its N kept tokens, attention alone on (B, S) (`unpad.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from albert_lm.kernels.attention import attention, padding_mask
 from albert_lm.kernels.linear import Linear, shared_weights
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.outputs import BaseModelOutputWithPooling, ModelOutput
+from albert_lm.model.unpad import Unpadding
+from albert_lm.model.unpad import for_mask as unpadding_for
+from albert_lm.model.unpad import use_unpadding as use_unpadding  # the switch, beside the model it turns
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +93,21 @@ class AlbertAttention(nn.Module):
         self.attention_dropout = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        b, s, h = x.shape
-        qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, unpadded: Unpadding | None = None
+    ) -> torch.Tensor:
+        """x (B, S, H), or (N, H) with `unpadded`: then only the attention kernel sees (B, S)."""
+        qkv = self.qkv(x)  # (B, S, 3H) or (N, 3H)
+        if unpadded is not None:
+            qkv = unpadded.pad(qkv)  # (B, S, 3H), zeros at the pads (the mask hides them)
+        b, s, _ = qkv.shape
+        qkv = qkv.view(b, s, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, nh, S, hd)
         dropout = self.attention_dropout if self.training else 0.0
         y = attention(q, k, v, mask, dropout)  # (B, nh, S, hd)
-        y = y.transpose(1, 2).reshape(b, s, h)
+        y = y.transpose(1, 2).reshape(b, s, self.num_heads * self.head_dim)
+        if unpadded is not None:
+            y = unpadded.unpad(y)  # (N, H)
         return self.norm(x + self.dropout(self.out(y)))
 
 
@@ -171,22 +183,35 @@ class AlbertEncoder(nn.Module):
         counts += [sum(f == i for _, f in self.schedule) for i in {f for _, f in self.schedule}]
         self.uses_per_weight = min(counts)
 
-    def _layer(self, x: torch.Tensor, mask: torch.Tensor | None, a: int, f: int) -> torch.Tensor:
-        return self.ffn[f](self.attention[a](x, mask))
+    def _layer(
+        self, x: torch.Tensor, mask: torch.Tensor | None, a: int, f: int, unpadded: Unpadding | None = None
+    ) -> torch.Tensor:
+        return self.ffn[f](self.attention[a](x, mask, unpadded))
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None, output_hidden_states: bool = False
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-        x = self.embedding_projection(x)  # (B, S, E) -> (B, S, H)
+        """x (B, S, E) and the padding mask -> (B, S, H) and, if asked, every layer's input and output.
+
+        With padding (and unpadding on) the layers run on the N kept tokens; each state is padded back
+        with zeros at the pads, so the outputs have the padded path's shapes and kept positions.
+        """
+        unpadded = unpadding_for(mask)
+        if unpadded is not None:
+            x = unpadded.unpad(x)  # (N, E): the projection already runs on kept tokens only
+        x = self.embedding_projection(x)  # (B, S, H) or (N, H)
         states = [x] if output_hidden_states else None
         with shared_weights(self.uses_per_weight, x.device):  # each weight prepared once, used L times
             for a, f in self.schedule:
                 if self.gradient_checkpointing and self.training:
-                    x = checkpoint(self._layer, x, mask, a, f, use_reentrant=False)
+                    x = checkpoint(self._layer, x, mask, a, f, unpadded, use_reentrant=False)
                 else:
-                    x = self._layer(x, mask, a, f)
+                    x = self._layer(x, mask, a, f, unpadded)
                 if states is not None:
                     states.append(x)
+        if unpadded is not None:
+            x = unpadded.pad(x)
+            states = [unpadded.pad(h) for h in states] if states is not None else None
         return x, (tuple(states) if states is not None else None)
 
 
