@@ -110,7 +110,7 @@ def _resolved_precision(cfg: PretrainConfig, device: torch.device, d: DistInfo) 
 def _start_process(cfg: PretrainConfig) -> tuple[PretrainConfig, torch.device, DistInfo]:
     """The device, the process group (under torchrun) and the precision, resolved."""
     device = pick_device(cfg.device)
-    if device.type == "cuda":
+    if device.type == "cuda" and device.index is not None:  # plain "cuda" is the current device already
         torch.cuda.set_device(device)
     d = init_distributed(device, cfg.dist_timeout_s)
     cfg = _resolved_precision(cfg, device, d)
