@@ -230,6 +230,7 @@ def xxlarge_rows(
         row = attempt(vname, run)
         if row:
             result["rows"].append(row)
+            args.json.write_text(json.dumps(result, indent=1))
 
 
 def main() -> None:
@@ -291,6 +292,7 @@ def main() -> None:
         row = attempt(label, fn)
         if row:
             result["rows"].append(row)
+            save()
 
     add(
         "compiled",
