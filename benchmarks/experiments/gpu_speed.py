@@ -233,7 +233,7 @@ def xxlarge_rows(
             args.json.write_text(json.dumps(result, indent=1))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--preset", default="albert-base")
@@ -246,20 +246,11 @@ def main() -> None:
     p.add_argument("--data", type=Path, help="an `albert data create` folder for the float8 loss curves")
     p.add_argument("--loss-steps", type=int, default=200)
     p.add_argument("--json", type=Path, required=True)
-    args = p.parse_args()
-    device = torch.device(args.device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (rehearsal)"
-    peak = chip_peak(name) if device.type == "cuda" else None
-    result: dict[str, Any] = {
-        "device": name,
-        "torch": torch.__version__,
-        "peak_bf16_tflops": peak,
-        "rows": [],
-    }
-    result["date"] = time.strftime("%Y-%m-%d")
+    return p.parse_args()
 
-    def save() -> None:
-        args.json.write_text(json.dumps(result, indent=1))
+
+def attempter(result: dict[str, Any], path: Path, device: torch.device):
+    """attempt(label, fn): fn's result, or None with its error kept in `result`; the JSON rewritten."""
 
     def attempt(label: str, fn) -> Any:
         print(f"--- {label}", flush=True)
@@ -271,11 +262,26 @@ def main() -> None:
             result.setdefault("errors", {})[label] = f"{type(e).__name__}: {e}"[:2000]
             out = None
         print(f"    {time.perf_counter() - t0:.0f} s: {out if isinstance(out, dict) else ''}", flush=True)
-        save()
+        path.write_text(json.dumps(result, indent=1))
         if device.type == "cuda":
             torch.cuda.empty_cache()
         return out
 
+    return attempt
+
+
+def main() -> None:
+    args = parse_args()
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (rehearsal)"
+    peak = chip_peak(name) if device.type == "cuda" else None
+    result: dict[str, Any] = {"device": name, "torch": torch.__version__, "peak_bf16_tflops": peak}
+    result.update(date=time.strftime("%Y-%m-%d"), rows=[])
+
+    def save() -> None:
+        args.json.write_text(json.dumps(result, indent=1))
+
+    attempt = attempter(result, args.json, device)
     config = AlbertConfig.from_preset(args.preset)
     prof = args.profile
     if prof:
