@@ -9,12 +9,13 @@ callers see (B, S, H) as before, with zeros at the padded positions where the pa
 pad tokens' own (meaningless) states.
 
 When it pays (`for_mask`, by default): on a CPU, where the products dominate, and when at least
-`MIN_PADDING` of the batch is padding. Measured with benchmarks/timings/bench_unpad.py (docs/benchmarks.md):
-albert-base on a 2-core Xeon in fp32 runs 1.25-1.9x the useful tokens/s at 35-65% padding and 0.9x
-at 10%; on an H100 in bf16 eager, the gathers cost more than the products they save at every padding
-measured (0.74-0.96x, 3-65%), so a GPU keeps the padded path. The batches albert-lm makes itself are
-grouped by length (about 10% padding in evaluation, 0-3% in fine-tuning), so unpadding is for
-batches in the caller's order: `albert predict`, a server's requests, a Python loop.
+`MIN_PADDING` of the batch is padding. Measured with benchmarks/timings/bench_unpad.py
+(docs/benchmarks.md), albert-base on a 2-core Xeon: 1.36-2.05x the useful tokens/s in fp32 and
+1.30-1.45x in bf16 at 35-64% padding, 0.92-0.96x at 7-8%. On an H100 in bf16 eager the gathers cost
+more than the products they save at every padding measured (0.74-0.96x, 3-65%), so a GPU keeps the
+padded path. The batches albert-lm makes itself (fine-tuning, evaluation, `albert predict` and
+`embed`) are grouped by length, 0-8% padding, so unpadding is for batches in the caller's order: a
+Python loop over the model, a server's requests.
 
 A graph being captured (torch.compile, tracing, ONNX export) cannot branch on the data and keeps the
 padded path; `use_unpadding(False)` keeps it too within a block, `use_unpadding(True)` unpads every
