@@ -224,7 +224,7 @@ def _build_model(
         n = convert_to_float8(model.albert.encoder)
         logger.info("float8 products in %d linear layers of the encoder (torchao)", n)
     if cfg.torch_compile:  # in place: parameter names and checkpoints stay those of the plain model
-        logger.info("compiling the encoder (torch.compile): the first steps take a minute or so")
+        logger.info("compiling the encoder (torch.compile): the first step takes 20 s or more")
         model.albert.compile()
     return model, PretrainingObjective(model, sentence_objective, cfg.sop_weight)
 
