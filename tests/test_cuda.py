@@ -197,3 +197,31 @@ def test_cuda_sigkill_then_resume_is_bit_identical(tmp_path):
     ref1, ref2, resumed = (load_file(tmp_path / n / "model.safetensors") for n in ("ref1", "ref2", "run"))
     assert [k for k in ref1 if not torch.equal(ref1[k], ref2[k])] == []  # deterministic at all
     assert [k for k in ref1 if not torch.equal(ref1[k], resumed[k])] == []
+
+
+@cuda
+@pytest.mark.parametrize("float8", [False, True])
+def test_cuda_compiled_pretraining_on_plain_cuda_saves_plain_names(tmp_path, float8):
+    """`albert pretrain --device cuda --torch-compile [--float8]`: a plain `cuda` device (no index), the
+    encoder compiled in place, float8 linear layers where the GPU has them; the loss falls and the
+    checkpoint has the plain model's names."""
+    if float8:
+        pytest.importorskip("torchao.float8")
+        if torch.cuda.get_device_capability() < (8, 9):
+            pytest.skip("float8 products need compute capability 8.9 or later")
+    from test_pretrain import SyntheticData, tiny_run
+
+    from albert_lm.training.pretrain import pretrain
+
+    cfg = tiny_run(  # the tiny model's sizes are multiples of 16, as float8 products need
+        tmp_path / "run", device="cuda", precision="bf16", max_steps=30, torch_compile=True, float8=float8
+    )
+    result = pretrain(cfg, train_dataset=SyntheticData())
+    assert result.step == 30
+    from safetensors.torch import load_file
+
+    names = load_file(result.output / "model.safetensors").keys()
+    assert names and not any("_orig_mod" in n for n in names)
+    records = [json.loads(line) for line in (result.output / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if r["split"] == "train"]
+    assert losses[-1] < losses[0]
