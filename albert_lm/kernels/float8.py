@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 
 from albert_lm.kernels.linear import Linear
 from albert_lm.kernels.onednn import activate
@@ -50,7 +49,7 @@ def check_float8(device: torch.device) -> None:
         ) from e
 
 
-def _float8_class() -> type[nn.Module]:
+def _float8_class() -> Any:
     from torchao.float8.float8_linear import Float8Linear
 
     class Float8EncoderLinear(Float8Linear):
@@ -62,7 +61,7 @@ def _float8_class() -> type[nn.Module]:
     return Float8EncoderLinear
 
 
-def convert_to_float8(encoder: nn.Module, config: Any = None) -> int:
+def convert_to_float8(encoder: Any, config: Any = None) -> int:
     """Swap the linear layers of `encoder`'s attention and feed-forward blocks for float8 ones, in place;
     the parameters stay the same tensors (same names, same state_dict). Returns how many were swapped.
 
