@@ -186,7 +186,9 @@ class AlbertEncoder(nn.Module):
     def _layer(
         self, x: torch.Tensor, mask: torch.Tensor | None, a: int, f: int, unpadded: Unpadding | None = None
     ) -> torch.Tensor:
-        return self.ffn[f](self.attention[a](x, mask, unpadded))
+        # the plain path calls attention as (x, mask), so a block swapped in with that signature still fits
+        y = self.attention[a](x, mask) if unpadded is None else self.attention[a](x, mask, unpadded)
+        return self.ffn[f](y)
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None, output_hidden_states: bool = False
