@@ -668,3 +668,53 @@ def test_task_distillation_teaches_exit_heads_for_early_exit(world, tmp_path, ca
     assert main([*args, "--depth", "1"]) == 0
     rows = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
     assert rows and all(r["depth"] == 1 for r in rows)
+
+
+# --------------------------------------------------------------------------- the teacher's own tokens
+def test_a_student_of_the_teachers_tokens_learns_token_by_token(world, tmp_path, capsys):
+    """--tokenizer teacher: the student reads the teacher's WordPiece ids, its folder is one transformers
+    reads whole (tokenizer and model), and the token-level losses are trained and recorded."""
+    from albert_lm import AlbertModel
+
+    out = tmp_path / "student"
+    args = _general(world, out, "--tokenizer", "teacher", "--token-relation-weight", "1",
+                    "--token-hidden-weight", "1", "--max-steps", "6", "--eval-every", "3")  # fmt: skip
+    assert main(args) == 0
+    records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    evals = [r for r in records if r["split"] == "eval"]
+    assert all(np.isfinite(r["token_relation_loss"]) and r["token_relation_loss"] > 0 for r in evals)
+    assert all("token_hidden_loss" in r for r in train + evals)
+    assert not (out / "spiece.model").exists() and (out / "vocab.txt").is_file()
+    texts = ["ba ke di.", "mo ru sa ve ba."]
+    theirs = transformers.AutoTokenizer.from_pretrained(world.teacher)
+    mine = transformers.AutoTokenizer.from_pretrained(out)
+    assert [mine(t)["input_ids"] for t in texts] == [theirs(t)["input_ids"] for t in texts]
+    batch = mine(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = transformers.AlbertModel.from_pretrained(out)(**batch).last_hidden_state
+        got = AlbertModel.from_pretrained(out).eval()(**batch).last_hidden_state
+    assert torch.allclose(got, want, atol=1e-4)
+    assert transformers.AlbertConfig.from_pretrained(out).vocab_size == len(theirs)
+
+
+def test_token_level_losses_need_the_teachers_tokens(world, tmp_path, capsys):
+    out = tmp_path / "out"
+    _refused(_general(world, out, "--token-relation-weight", "1"), out, capsys, "--tokenizer teacher")
+
+
+def test_relations_are_zero_for_the_same_vectors_and_ignore_padding():
+    from albert_lm.distill.token_level import relation_heads, relation_kl
+
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    assert relation_kl(x, x, mask, 2).abs() < 1e-6 and relation_kl(x, y, mask, 2) > 0.01
+    z = y.clone()
+    z[1, 3:] = 100.0  # what stands at the pads changes nothing
+    assert torch.allclose(relation_kl(x, y, mask, 2), relation_kl(x, z, mask, 2))
+    wide = torch.cat([y, y], dim=-1)  # teacher twice as wide: relations need only the same R
+    assert relation_kl(y, wide, mask, 2).isfinite()
+    assert relation_heads(256, 384) == 16 and relation_heads(32, 32) == 16 and relation_heads(6, 9) == 3
+    with pytest.raises(ValueError, match="must divide"):
+        relation_heads(256, 384, 12)

@@ -322,3 +322,19 @@ def test_french_and_chinese_books(node, tmp_path, albert_data, code, vocab_size)
     assert len(held) >= 1500
     assert node_mismatches(tok, node, items, tmp_path) == []
     assert python_mismatches(tok, tmp_path / "web", items) == []
+
+
+def test_wordpiece_student_tokenizer(node, tmp_path):
+    """A student of a BERT teacher (`--tokenizer teacher`) carries BERT's own tokenizer.json: transformers.js
+    reads it to the same ids on the tricky strings, single and paired."""
+    transformers = pytest.importorskip("transformers")
+    words = ["the", "quick", "brown", "fox", "cafe", "1", "000", "x", "2", "un", "##believ", "##able", "##s"]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "-", "!", *words]
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    transformers.BertTokenizerFast(str(tmp_path / "vocab" / "vocab.txt")).save_pretrained(tmp_path / "bert")
+    tok = AlbertTokenizer.from_pretrained(tmp_path / "bert")
+    items = _with_plain(TRICKY + PAIRS)
+    assert node_mismatches(tok, node, items, tmp_path) == []
+    config = json.loads((tmp_path / "web" / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "BertTokenizer" and config["do_lower_case"] is True

@@ -149,7 +149,7 @@ class PretrainingDataset(Dataset):
         from albert_lm.data.tokenizer import AlbertTokenizer
 
         tok = AlbertTokenizer.from_pretrained(self.path)
-        pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+        pieces = tok.pieces
         file = self.path / "word_start.npy"
         if not any(np.array_equal(self.word_start, word_start_table(pieces, ref)) for ref in (False, True)):
             raise ValueError(

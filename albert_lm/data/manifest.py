@@ -18,7 +18,9 @@ MANIFEST = "manifest.json"
 WORD_START = "word_start.npy"
 # Files of the folder a pretraining run reads besides the shards: their sha256 is in the manifest's
 # "files" (the tokenizer's also under "tokenizer"), checked by `PretrainingDataset.verify`.
-CHECKSUMMED = ("spiece.model", "tokenizer_config.json", WORD_START)
+# A SentencePiece tokenizer is spiece.model; a WordPiece one (albert_lm.data.wordpiece) tokenizer.json and
+# vocab.txt: those the folder holds are listed.
+CHECKSUMMED = ("spiece.model", "tokenizer.json", "vocab.txt", "tokenizer_config.json", WORD_START)
 
 
 def _splits(metas: list[dict]) -> tuple[dict[str, Any], ExampleStats]:
@@ -45,6 +47,7 @@ def build_manifest(
     """manifest.json of a finished folder: the settings, the tokenizer, every shard with its sha256, the
     counts; an error where no training example came out."""
     splits, total = _splits(metas)
+    tok_file = "spiece.model" if (out / "spiece.model").is_file() else "tokenizer.json"
     skipped_invalid = sum(m["read"]["skipped_invalid_utf8"] for m in metas)
     without_text = sum(m["read"].get("without_text", 0) for m in metas)
     if total.examples == 0:
@@ -74,8 +77,8 @@ def build_manifest(
         "max_seq_length": cfg.max_seq_length,
         "config": asdict(cfg),
         "tokenizer": {
-            "file": "spiece.model",
-            "sha256": file_sha256(out / "spiece.model"),
+            "file": tok_file,
+            "sha256": file_sha256(out / tok_file),
             "vocab_size": tok.vocab_size,
             **{key: getattr(tok, key) for key in RULE_KEYS},
             "fingerprint": tok.fingerprint,
@@ -84,7 +87,7 @@ def build_manifest(
         "inputs": [str(p) for p in inputs],
         "input_formats": plan.formats,
         "split_block_bytes": plan.split_block_bytes,
-        "files": {name: file_sha256(out / name) for name in CHECKSUMMED},
+        "files": {name: file_sha256(out / name) for name in CHECKSUMMED if (out / name).is_file()},
         "splits": splits,
         "summary": summary,
     }

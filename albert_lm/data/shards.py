@@ -54,7 +54,6 @@ from albert_lm.data.examples import (
     static_masks,
 )
 from albert_lm.data.manifest import CHECKSUMMED, MANIFEST, WORD_START, build_manifest
-from albert_lm.data.masking import word_start_table
 from albert_lm.data.plan import SPLITS, Plan, plan_id, plan_shards
 from albert_lm.data.sources import Block, close_streams, expand_inputs
 from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
@@ -86,7 +85,7 @@ def _load_state(tokenizer_dir: str, progress: Any) -> None:
     _worker_state["tok"] = AlbertTokenizer.from_pretrained(tokenizer_dir)
     _worker_state["queue"] = progress
     tok = _worker_state["tok"]
-    _worker_state["word_start"] = word_start_table([tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
+    _worker_state["word_start"] = tok.word_start_table()
 
 
 def _build_shard_task(task: dict[str, Any]) -> dict[str, Any]:
@@ -351,7 +350,7 @@ def _create(
         for stale in (out / split).glob("*.tmp-*") if (out / split).is_dir() else []:
             shutil.rmtree(stale)  # left by a killed run
     tok.save_pretrained(out)
-    word_start = word_start_table([tok.sp.id_to_piece(i) for i in range(tok.vocab_size)])
+    word_start = tok.word_start_table()
     buffer = io.BytesIO()
     np.save(buffer, word_start)
     atomic_write(out / WORD_START, buffer.getvalue())

@@ -18,12 +18,11 @@ Differences, written down:
 - transformers 5's fast tokenizer (the only ALBERT tokenizer left in transformers 5) is a different
   implementation: on about one book line in five it yields other ids (e.g. "vine-clad" becomes
   `vine - ▁clad` instead of `vine - clad`), so we do not use it.
-- Special-token strings inside the text ("[MASK]") are not parsed as special tokens, as in
-  google-research; add special ids with `add_special_tokens=True` or by hand.
+- Special-token strings inside the text ("[MASK]") are not parsed as special tokens (google-research).
 
-The API is transformers-like: `from_pretrained`, `encode`, `decode`, `__call__` for (pairs of) texts with
-truncation and padding, `tokenize`, `convert_tokens_to_ids`, the special id attributes, `save_pretrained`.
-Training a new model: `albert_lm.data.tokenizer_training.train_tokenizer`.
+The API is transformers-like (`from_pretrained`, `encode`, `decode`, `__call__` for (pairs of) texts with
+truncation and padding, `save_pretrained`, ...). Training one: `albert_lm.data.tokenizer_training`; a BERT
+WordPiece vocabulary behind the same API: `albert_lm.data.wordpiece`.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import sentencepiece as spm
 
+from albert_lm.data.masking import word_start_table
 from albert_lm.data.normalization import (
     RULE_KEYS,
     drop_combining,
@@ -100,11 +100,18 @@ class AlbertTokenizer:
         if not str(path).strip():  # Path("") is the current folder: never what an empty value meant
             raise ValueError("tokenizer path: empty; expected a spiece.model file or a folder holding one")
         path = Path(path)
+        from albert_lm.data.wordpiece import WORDPIECE_FILES, WordPieceTokenizer, is_wordpiece_folder
+
+        if path.is_file() and path.name in WORDPIECE_FILES:  # BERT's vocabulary (a student of a BERT teacher)
+            return WordPieceTokenizer.from_pretrained(path.parent, **kwargs)
         if path.is_dir():
             model_file = path / MODEL_FILE
             if not model_file.is_file():
+                if is_wordpiece_folder(path):
+                    return WordPieceTokenizer.from_pretrained(path, **kwargs)
                 raise FileNotFoundError(
-                    f"{path}: folder holds no {MODEL_FILE} (expected a SentencePiece model)"
+                    f"{path}: folder holds no {MODEL_FILE} (expected a SentencePiece model) and no "
+                    "tokenizer.json or vocab.txt (a WordPiece one)"
                 )
         elif path.is_file():
             model_file = path
@@ -162,6 +169,15 @@ class AlbertTokenizer:
 
     def get_vocab(self) -> dict[str, int]:
         return {self.sp.id_to_piece(i): i for i in range(self.vocab_size)}
+
+    @functools.cached_property
+    def pieces(self) -> list[str]:
+        """Every piece, by id."""
+        return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+
+    def word_start_table(self) -> np.ndarray:
+        """(V,) bool: does the piece begin a word (whole-word masking's grouping, `masking.is_start_piece`)."""
+        return word_start_table(self.pieces)
 
     # str is itself a Sequence[str]: mypy calls the overloads overlapping, but the str one comes first,
     # as the isinstance check below does.

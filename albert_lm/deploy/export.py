@@ -90,7 +90,14 @@ class ExportCheckError(ValueError):
     """The exported graph does not compute what the model does (nothing was written)."""
 
 
-COPIED = ("config.json", "finetune_config.json", "spiece.model", "tokenizer_config.json")
+COPIED = (
+    "config.json",
+    "finetune_config.json",
+    "spiece.model",
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "vocab.txt",
+)
 
 
 @dataclass

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.data.tokenizer import CONFIG_FILE, SPECIAL_PIECES, SPIECE_UNDERLINE, AlbertTokenizer
+from albert_lm.data.wordpiece import WordPieceTokenizer
 from albert_lm.files import atomic_write
 
 __all__ = ["TOKENIZER_FILE", "tokenizer_json", "write_web_tokenizer"]
@@ -78,6 +79,12 @@ def write_web_tokenizer(tokenizer: AlbertTokenizer, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     config_out = folder / CONFIG_FILE
     config = _read_config(config_out)  # first: an unreadable one leaves the folder as it was
+    if isinstance(tokenizer, WordPieceTokenizer):  # BERT's own tokenizer.json, which transformers.js reads
+        written = tokenizer.save_pretrained(folder)
+        atomic_write(
+            config_out, json.dumps({**config, **json.loads(config_out.read_text())}, indent=2) + "\n"
+        )
+        return written
     spec = tokenizer_json(tokenizer)
     tok_out = folder / TOKENIZER_FILE
     atomic_write(tok_out, json.dumps(spec, ensure_ascii=False, separators=(",", ":")) + "\n")

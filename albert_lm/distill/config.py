@@ -162,6 +162,9 @@ class GeneralDistillConfig(DistillCommon):
             "embedding_loss",
             "relation_weight",
             "cls_weight",
+            "token_relation_weight",
+            "token_hidden_weight",
+            "relation_heads",
             "mlm_weight",
             "masked_lm_prob",
             "random_depth",
@@ -186,7 +189,8 @@ class GeneralDistillConfig(DistillCommon):
     eval_segments: int = 1000
     """sentences held out for the held-out losses"""
     tokenizer: str | None = None
-    """the student's spiece.model (or its folder); default: --init-from's"""
+    """the student's spiece.model (or its folder, or a WordPiece tokenizer's), or "teacher": the teacher's own
+    WordPiece tokenizer (the token-level losses need it); default: --init-from's"""
     preset: str | None = None
     """student shape preset (see `albert params`; default: H 256, 4 layers, E 128, no sharing)"""
     model_config: str | None = None
@@ -216,6 +220,14 @@ class GeneralDistillConfig(DistillCommon):
     cls_weight: float = 0.0
     """weight of the same two losses on the pooled [CLS] vector (`pooler_output`, what a fine-tuned
     classifier reads), beside the mean-pooled one; 0: off"""
+    token_relation_weight: float = 0.0
+    """weight of MiniLMv2's self-attention relations (the last layer's Q-Q, K-K, V-V, against the
+    teacher's, token by token; the teacher runs in each step); needs --tokenizer teacher; 0: off"""
+    token_hidden_weight: float = 0.0
+    """weight of the last layer's per-token states (1 - cosine, through the projection) against the
+    teacher's; needs --tokenizer teacher; 0: off"""
+    relation_heads: int = 0
+    """relation heads R of --token-relation-weight (dividing both widths); 0: the largest R <= 16 that does"""
     mlm_weight: float = 0.0
     """weight of the student's masked LM on the same text; 0: off"""
     masked_lm_prob: float = 0.15
@@ -228,6 +240,11 @@ class GeneralDistillConfig(DistillCommon):
     """STS-B dev.tsv (or its folder): zero-shot Spearman and Pearson of the student's mean-pooled
     cosines at each evaluation"""
 
+    @property
+    def token_weights(self) -> bool:
+        """Are token-level losses on (the teacher then runs in every step)?"""
+        return bool(self.token_relation_weight or self.token_hidden_weight)
+
     def __post_init__(self) -> None:
         self.check("GeneralDistillConfig")
         check_ranges(
@@ -239,6 +256,9 @@ class GeneralDistillConfig(DistillCommon):
                 "embedding_weight",
                 "relation_weight",
                 "cls_weight",
+                "token_relation_weight",
+                "token_hidden_weight",
+                "relation_heads",
                 "mlm_weight",
                 "eval_segments",
             ),
@@ -247,9 +267,10 @@ class GeneralDistillConfig(DistillCommon):
         )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
-        if not (self.embedding_weight or self.relation_weight or self.mlm_weight):
+        if not (self.embedding_weight or self.relation_weight or self.mlm_weight or self.token_weights):
             raise ValueError(
-                "every loss weight is 0: give --embedding-weight, --relation-weight or --mlm-weight"
+                "every loss weight is 0: give --embedding-weight, --relation-weight, --token-relation-weight, "
+                "--token-hidden-weight or --mlm-weight"
             )
         if self.mlm_weight and not self.masked_lm_prob:
             raise ValueError("--mlm-weight needs --masked-lm-prob above 0")

@@ -29,7 +29,7 @@ from albert_lm.data.corpus import (
     plan_blocks,
     warn_gutenberg_markers,
 )
-from albert_lm.data.masking import IGNORE_INDEX, mask_sequence, word_start_table
+from albert_lm.data.masking import IGNORE_INDEX, mask_sequence
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.data.unspaced import word_count
 from albert_lm.files import InputError
@@ -139,8 +139,7 @@ class Masker:
     """Whole-word n-gram masking of a batch (as pretraining masks), drawn from a generator per step."""
 
     def __init__(self, tokenizer: AlbertTokenizer, prob: float) -> None:
-        pieces = [tokenizer.sp.id_to_piece(i) for i in range(tokenizer.vocab_size)]
-        self.word_start, self.vocab, self.prob = word_start_table(pieces), tokenizer.vocab_size, prob
+        self.word_start, self.vocab, self.prob = tokenizer.word_start_table(), tokenizer.vocab_size, prob
         self.special = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
         self.mask_id = tokenizer.mask_token_id
 

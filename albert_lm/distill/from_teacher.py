@@ -6,7 +6,8 @@ instead of random numbers:
 1. **The embedding, factorised.** Each piece of the student's own SentencePiece vocabulary gets the mean of
    the teacher's embeddings of the WordPiece tokens its text splits into (a word-initial piece "▁house" as
    the word "house"; a continuation "ing" as "##ing" where the teacher knows it); special pieces take the
-   teacher's [CLS], [SEP], [MASK], [PAD], [UNK]. That V x H table is cut by SVD to rank E: the student's
+   teacher's [CLS], [SEP], [MASK], [PAD], [UNK] (a student of the teacher's own vocabulary,
+   `--tokenizer teacher`, takes the teacher's table as it is). That V x H table is cut by SVD to rank E: the student's
    V x E table is U S, and its E -> H projection is the top E right singular vectors, scaled by the
    teacher's embedding LayerNorm gain (with its bias as the projection's bias) and by sqrt(H / E), since
    the student normalises in E dimensions before it projects. Positions and segments go through the same
@@ -69,6 +70,10 @@ def teacher_width(hf_config: Any) -> dict[str, Any]:
 def piece_table(tokenizer: AlbertTokenizer, teacher_tokenizer: Any, table: torch.Tensor) -> torch.Tensor:
     """(V, H): each student piece as the mean of the teacher embeddings of the tokens its text is."""
     vocab = teacher_tokenizer.get_vocab()
+    if (
+        tokenizer.get_vocab() == vocab and len(vocab) == table.shape[0]
+    ):  # the teacher's own (--tokenizer teacher)
+        return table.clone()
     unk = teacher_tokenizer.unk_token_id
     special = {getattr(tokenizer, attr): name for name, attr in _SPECIAL.items()}
     teacher_special = {"[CLS]": teacher_tokenizer.cls_token_id, "[SEP]": teacher_tokenizer.sep_token_id,

@@ -9,7 +9,10 @@ The losses (each with its weight; docs/distill.md says why the defaults are what
   zero-shot similarity uses) against the teacher's;
 - (c) masked LM: the student's MLM head on whole-word n-gram masked input (pretraining's masking). With
   (c) on, one forward pass reads the masked text for all three losses (cheaper than two; the masking is
-  then noise for (a) and (b), as dropout would be).
+  then noise for (a) and (b), as dropout would be);
+- (d) token level, for a student that reads the teacher's tokens (`--tokenizer teacher`): the last
+  layer's self-attention relations and per-token states against the teacher's, which runs on the same
+  ids in each step (`albert_lm.distill.token_level`).
 
 The projection is not part of the student: it is saved beside it as distill_head.safetensors (weight
 (D, H), bias (D,)), for users who want vectors in the teacher's space; the model folder itself is an
@@ -36,6 +39,7 @@ from torch import nn
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.data.sources import expand_inputs
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.data.wordpiece import WordPieceTokenizer, is_wordpiece_folder
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.distill.config import GeneralDistillConfig
 from albert_lm.distill.data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
@@ -50,6 +54,14 @@ from albert_lm.distill.loop import (
 from albert_lm.distill.student import build_student, student_config, student_tokenizer
 from albert_lm.distill.teacher import SentenceTeacher
 from albert_lm.distill.teacher_files import local_teacher
+from albert_lm.distill.token_level import (
+    StudentQKV,
+    TeacherTokens,
+    hidden_loss,
+    padded_forward,
+    relation_heads,
+    relation_kl,
+)
 from albert_lm.files import check_output_apart, folder_lock, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.precision import resolve_precision
@@ -113,6 +125,7 @@ class GeneralDistiller(Distiller):
         text: _Text,
         sts: dict[str, Any] | None,
         teacher: dict[str, Any],
+        token_teacher: TeacherTokens | None = None,
     ) -> None:
         self.cfg, self.out, self.device, self.precision = cfg, out, device, precision
         self.tokenizer, self.model, self.text, self.sts, self.teacher = tokenizer, model, text, sts, teacher
@@ -122,6 +135,10 @@ class GeneralDistiller(Distiller):
         self.train_idx = np.flatnonzero(~text.held)
         self.masker = Masker(tokenizer, cfg.masked_lm_prob) if cfg.mlm_weight else None
         self.limit = cfg.max_seq_length - 2  # room for [CLS] and [SEP]
+        self.token_teacher = token_teacher
+        if token_teacher is not None:
+            self.student_qkv = StudentQKV(model)
+            self.heads = relation_heads(model.config.hidden_size, token_teacher.width, cfg.relation_heads)
 
     def batches(self, epoch: int) -> list[list[int]]:
         rng = np.random.default_rng([self.cfg.seed, epoch])
@@ -156,7 +173,8 @@ class GeneralDistiller(Distiller):
     ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, dev = self.cfg, self.device
         mask = inputs["attention_mask"].to(dev)
-        encoded = self.model.albert(input_ids=inputs["input_ids"].to(dev), attention_mask=mask)
+        with padded_forward(self.token_teacher is not None):
+            encoded = self.model.albert(input_ids=inputs["input_ids"].to(dev), attention_mask=mask)
         hidden = encoded.last_hidden_state
         pooled = mean_pool(hidden.float(), mask)  # (B, H)
         target = torch.from_numpy(np.asarray(self.text.targets[np.asarray(batch)], dtype=np.float32)).to(dev)
@@ -172,6 +190,19 @@ class GeneralDistiller(Distiller):
             cls = encoded.pooler_output.float()
             c = embedding_loss(self.projection(cls), target, cfg.embedding_loss) + relation_loss(cls, target)
             total, parts["cls_loss"] = total + cfg.cls_weight * c, float(c.detach())
+        if self.token_teacher is not None:  # the teacher on the same ids (masked too, with --mlm-weight)
+            t = self.token_teacher(inputs["input_ids"].to(dev), mask)
+            if cfg.token_relation_weight:
+                r = torch.stack(
+                    [
+                        relation_kl(s, t[k], mask, self.heads)
+                        for s, k in zip(self.student_qkv.take(), "qkv", strict=True)
+                    ]
+                ).mean()
+                total, parts["token_relation_loss"] = total + cfg.token_relation_weight * r, float(r.detach())
+            if cfg.token_hidden_weight:
+                h = hidden_loss(self.projection(hidden.float()), t["hidden"], mask)
+                total, parts["token_hidden_loss"] = total + cfg.token_hidden_weight * h, float(h.detach())
         if labels is not None:
             picked = labels.to(dev) != IGNORE_INDEX
             logits = self.model.predictions(hidden[picked]).float()  # (N, V) at the masked positions only
@@ -346,6 +377,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
     precision = resolve_precision(cfg.precision, device)[0]
     teacher = SentenceTeacher(cfg.teacher, device, cfg.teacher_batch_size)
     mc = student_config(cfg, tokenizer.vocab_size, teacher.hf_config)
+    token_teacher = _token_teacher(cfg, teacher, tokenizer)  # refused before anything is written
     sentences = read_sentences(
         cfg.text, cfg.input_format, cfg.strip_gutenberg, cfg.min_words, cfg.max_segments, progress
     )
@@ -370,7 +402,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
     with folder_lock(cfg.output):
         out = prepare_output(cfg, latest)
         model = build_student(cfg, mc, latest, teacher, tokenizer).to(device)
-        d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about)
+        d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about, token_teacher)
         logger.info(
             "student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
             model.albert.num_parameters() / 1e6,
@@ -382,6 +414,23 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
         if latest is None and sts is not None:
             _record_teacher(out, sts["teacher"])
         return train(d, latest)
+
+
+def _token_teacher(
+    cfg: GeneralDistillConfig, teacher: SentenceTeacher, tokenizer: AlbertTokenizer
+) -> TeacherTokens | None:
+    """With token-level losses: the teacher's last layer, once the student is seen to read its tokens."""
+    if not cfg.token_weights:
+        return None
+    theirs = teacher.folder
+    if not is_wordpiece_folder(theirs) or WordPieceTokenizer.from_pretrained(theirs).fingerprint != (
+        tokenizer.fingerprint
+    ):
+        raise ValueError(
+            "--token-relation-weight / --token-hidden-weight compare the student and the teacher token by "
+            f"token: the student must read the teacher's tokens; give --tokenizer teacher (now {cfg.tokenizer})"
+        )
+    return TeacherTokens(teacher.model, cfg.teacher)
 
 
 def _record_teacher(out: Path, scores: dict[str, float]) -> None:

@@ -9,10 +9,12 @@ from typing import Any
 
 import torch
 
-from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.data.wordpiece import WordPieceTokenizer, has_tokenizer, is_wordpiece_folder
 from albert_lm.distill.config import DEFAULT_STUDENT, GeneralDistillConfig
 from albert_lm.distill.from_teacher import init_from_teacher, teacher_width
 from albert_lm.distill.teacher import SentenceTeacher
+from albert_lm.distill.teacher_files import teacher_folder
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training.model_init import warm_start
@@ -51,14 +53,26 @@ def student_config(cfg: GeneralDistillConfig, vocab_size: int, teacher_config: A
     return mc
 
 
+TEACHER_TOKENIZER = "teacher"  # --tokenizer teacher: the teacher's own WordPiece vocabulary
+
+
 def student_tokenizer(cfg: GeneralDistillConfig) -> AlbertTokenizer:
+    if cfg.tokenizer == TEACHER_TOKENIZER:
+        folder = teacher_folder(cfg.teacher)
+        if not is_wordpiece_folder(folder):
+            raise ValueError(
+                f"--tokenizer teacher: the teacher's folder {folder} holds no WordPiece tokenizer "
+                "(tokenizer.json or vocab.txt of a BERT-style model); give the student its own --tokenizer"
+            )
+        return WordPieceTokenizer.from_pretrained(folder)
     if cfg.tokenizer:
         return AlbertTokenizer.from_pretrained(cfg.tokenizer)
-    if cfg.init_from and (Path(cfg.init_from) / MODEL_FILE).is_file():
+    if cfg.init_from and has_tokenizer(cfg.init_from):
         return AlbertTokenizer.from_pretrained(cfg.init_from)
     raise ValueError(
         "no student tokenizer: give --tokenizer DIR (a spiece.model folder; make one with `albert tokenizer "
-        "train --input FILES --output DIR`), or --init-from a model folder that holds its spiece.model"
+        "train --input FILES --output DIR`), --tokenizer teacher (the teacher's WordPiece vocabulary), or "
+        "--init-from a model folder that holds its tokenizer"
     )
 
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.data.wordpiece import has_tokenizer
 from albert_lm.distill.augment import augment_texts
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.distill.config import TaskDistillConfig, task_steps
@@ -146,8 +147,10 @@ def check_student(model_dir: Path, task: Task) -> AlbertTokenizer:
     """The student's tokenizer; refused: a folder without spiece.model, or whose trained classifier has
     another number of outputs than the task has labels."""
     config = AlbertConfig.from_pretrained(model_dir)
-    if not (model_dir / MODEL_FILE).is_file():
-        raise FileNotFoundError(f"--model {model_dir}: no {MODEL_FILE} there (the student's tokenizer)")
+    if not has_tokenizer(model_dir):
+        raise FileNotFoundError(
+            f"--model {model_dir}: no {MODEL_FILE} (or a WordPiece tokenizer.json) there: the student's tokenizer"
+        )
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
     check_tokenizer_fits(tokenizer, model_dir, config)
     heads = config.extra.get("architectures") or []

@@ -38,7 +38,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.data.wordpiece import has_tokenizer
 from albert_lm.files import (
     atomic_folder,
     folder_lock,
@@ -179,9 +180,9 @@ def _check_folders(cfg: FinetuneConfig) -> None:
 
 def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
     """The model's own tokenizer; --tokenizer only for a model without one (or the same vocabulary)."""
-    own = Path(cfg.model) / MODEL_FILE
+    own = Path(cfg.model)
     tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
-    if cfg.tokenizer and own.is_file():
+    if cfg.tokenizer and has_tokenizer(own):
         theirs = AlbertTokenizer.from_pretrained(cfg.model)
         if theirs.fingerprint != tokenizer.fingerprint:
             raise ValueError(

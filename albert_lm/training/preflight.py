@@ -83,9 +83,10 @@ def check_resume(cfg: PretrainConfig, latest: Path) -> None:
 
 def check_tokenizer(tokenizer: Any, folder: Path, option: str) -> None:
     """The model folder's own tokenizer (if it has one) is the data's vocabulary."""
-    from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.data.wordpiece import has_tokenizer
 
-    if tokenizer is None or not (folder / MODEL_FILE).is_file():
+    if tokenizer is None or not has_tokenizer(folder):
         return
     theirs = AlbertTokenizer.from_pretrained(folder)
     if theirs.fingerprint != tokenizer.fingerprint:

@@ -35,6 +35,7 @@ def data_from_text(
     from albert_lm.data.shards import create_pretraining_data
     from albert_lm.data.sources import expand_inputs
     from albert_lm.data.tokenizer import MODEL_FILE
+    from albert_lm.data.wordpiece import has_tokenizer
 
     if cfg.data is not None:
         raise ValueError(
@@ -47,7 +48,7 @@ def data_from_text(
             if Path(cfg.init_from).is_dir()
             else resolve_model(cfg.init_from, "--init-from")
         )
-    if source is None or not (source / MODEL_FILE).is_file():
+    if source is None or not has_tokenizer(source):
         raise ValueError(
             "--text needs the tokenizer of the model it continues: --init-from a model folder holding "
             f"{MODEL_FILE} (for a new model, make a tokenizer and data with `albert tokenizer train` and "
