@@ -2,12 +2,13 @@
 the folder of that snapshot in the hub cache, fetched on first use; everything after reads a folder.
 
 An existing local path always wins, even one spelt like an id. Only what albert-lm reads is fetched:
-config.json, the safetensors weights (one file, or an index and the shards it names), spiece.model,
-tokenizer_config.json and a fine-tuned model's finetune_config.json and eval_results.json; a
-pytorch_model.bin only when the repository has no safetensors weights (a pickle: albert_lm.model.weights
-reads it with torch.load(weights_only=True), which refuses anything but tensors). huggingface_hub itself
-honours HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE and HF_TOKEN; it is imported only when an id is resolved,
-so `import albert_lm` stays light. Every failure is one message naming the id, never the hub's traceback.
+config.json, the safetensors weights (one file, or an index and the shards it names), spiece.model (or
+a WordPiece student's tokenizer.json and vocab.txt), tokenizer_config.json and a fine-tuned model's
+finetune_config.json and eval_results.json; a pytorch_model.bin only when the repository has no
+safetensors weights (a pickle: albert_lm.model.weights reads it with torch.load(weights_only=True),
+which refuses anything but tensors). huggingface_hub itself honours HF_HOME, HF_HUB_CACHE,
+HF_HUB_OFFLINE and HF_TOKEN; it is imported only when an id is resolved, so `import albert_lm` stays
+light. Every failure is one message naming the id, never the hub's traceback.
 
 The cache is read as untrusted input (it may be damaged, copied in by hand, or laid out by someone else):
 the snapshot and every file albert-lm will read must lie inside the repository's folder of the cache
@@ -41,6 +42,8 @@ FILES = (
     "model.safetensors.index.json",
     "albert_lm.safetensors",
     "spiece.model",
+    "tokenizer.json",  # a WordPiece student's (albert_lm.data.wordpiece), with vocab.txt
+    "vocab.txt",
     "tokenizer_config.json",
     "finetune_config.json",
     "eval_results.json",

