@@ -315,6 +315,10 @@ def test_teacher_init_starts_the_student_from_the_teachers_weights(world, tmp_pa
         != 0
     )
     assert "the student takes the teacher's" in capsys.readouterr().err
+    # a student of the teacher's own vocabulary (--tokenizer teacher) takes the teacher's table as it is
+    teacher_vocab = AlbertTokenizer.from_pretrained(world.teacher)
+    own = piece_table(teacher_vocab, words, teacher.embeddings.word_embeddings.weight)
+    assert torch.equal(own, teacher.embeddings.word_embeddings.weight)
 
 
 _RUNNER = """
