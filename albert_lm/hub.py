@@ -2,8 +2,8 @@
 the folder of that snapshot in the hub cache, fetched on first use; everything after reads a folder.
 
 An existing local path always wins, even one spelt like an id. Only what albert-lm reads is fetched:
-config.json, the safetensors weights (one file, or an index and the shards it names), spiece.model (or
-a WordPiece student's tokenizer.json and vocab.txt), tokenizer_config.json and a fine-tuned model's
+config.json, the safetensors weights (one file, or an index and the shards it names), spiece.model (or,
+where there is none, a WordPiece student's tokenizer.json and vocab.txt), tokenizer_config.json and a fine-tuned model's
 finetune_config.json and eval_results.json; a pytorch_model.bin only when the repository has no
 safetensors weights (a pickle: albert_lm.model.weights reads it with torch.load(weights_only=True),
 which refuses anything but tensors). huggingface_hub itself honours HF_HOME, HF_HUB_CACHE,
@@ -42,13 +42,14 @@ FILES = (
     "model.safetensors.index.json",
     "albert_lm.safetensors",
     "spiece.model",
-    "tokenizer.json",  # a WordPiece student's (albert_lm.data.wordpiece), with vocab.txt
-    "vocab.txt",
     "tokenizer_config.json",
     "finetune_config.json",
     "eval_results.json",
 )
 PICKLE = "pytorch_model.bin"
+# A student of a BERT teacher (albert_lm.data.wordpiece) has these instead of spiece.model; fetched only then
+# (an ALBERT repository's own tokenizer.json is transformers' fast tokenizer, which albert-lm does not read).
+WORDPIECE = ("tokenizer.json", "vocab.txt")
 
 
 def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bool | None = None) -> Path:
@@ -80,6 +81,8 @@ def _snapshot(repo: str, revision: str | None, where: str) -> Path:
     """The cached snapshot of `repo` at `revision` holding what albert-lm reads: the listed files first,
     then what they lack (the index's shards, or the pickle of a repository without safetensors)."""
     folder = _download(repo, revision, list(FILES), where)
+    if not (folder / "spiece.model").is_file():  # by commit, as below
+        folder = _download(repo, folder.name, [*FILES, *WORDPIECE], where)
     wanted = _weights_wanted(folder)
     if wanted:  # by commit: the second look-up reads the same snapshot, even if the branch moved on
         folder = _download(repo, folder.name, wanted, where)
@@ -113,7 +116,7 @@ def _download(repo: str, revision: str | None, patterns: list[str], where: str) 
             f"{where}: the hub cache's snapshot {folder} lies outside {root} ({by} leads "
             f"to {folder.resolve()}): a damaged or hostile cache; refused"
         )
-    _check_links(folder, [*FILES, PICKLE], root, where)
+    _check_links(folder, [*FILES, *WORDPIECE, PICKLE], root, where)
     _check_links(folder, _shards(folder), root, where)  # the index is read once it is known to be inside
     return folder
 

@@ -293,6 +293,20 @@ def test_only_what_albert_reads_is_fetched(hub, tiny_model, tmp_path, monkeypatc
     got = resolve_model("org/pickled")
     assert sorted(p.name for p in got.iterdir()) == ["config.json", "pytorch_model.bin", "spiece.model"]
     assert fake.calls[-1] == ("org/pickled", got.name, ["pytorch_model.bin"])  # second look, by commit
+    # a student of a BERT teacher has the teacher's WordPiece files instead of spiece.model: fetched then
+    student = tmp_path / "student"
+    shutil.copytree(both, student)
+    for name in ("spiece.model", "pytorch_model.bin"):
+        os.remove(student / name)
+    (student / "vocab.txt").write_text("[PAD]\n")
+    fake.repos["org/student"] = student
+    got = resolve_model("org/student")
+    assert sorted(p.name for p in got.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "vocab.txt",
+    ]
 
 
 def _refusal(cls: type[Exception]) -> Exception:
