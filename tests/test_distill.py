@@ -722,3 +722,19 @@ def test_relations_are_zero_for_the_same_vectors_and_ignore_padding():
     assert relation_heads(256, 384) == 16 and relation_heads(32, 32) == 16 and relation_heads(6, 9) == 3
     with pytest.raises(ValueError, match="must divide"):
         relation_heads(256, 384, 12)
+
+
+def test_task_recipe_sets_what_taught_every_glue_task_best(world, tmp_path, capsys):
+    """`albert distill task --recipe distill-cpu-1h`: the recipe's task settings (augmented text, rate,
+    epochs, cap), options given winning; a recipe without them is refused by name."""
+    student = _student(world, tmp_path / "general")
+    out = tmp_path / "recipe"
+    assert (
+        main(_task(world, student, out, "--recipe", "distill-cpu-1h", "--max-steps", "2", "--epochs", "1"))
+        == 0
+    )
+    saved = json.loads((out / "best" / "distill_config.json").read_text())
+    assert (saved["augment"], saved["learning_rate"], saved["max_train_examples"]) == (4, 3e-4, 10000)
+    assert saved["epochs"] == 1.0  # given here: wins
+    _refused(_task(world, student, tmp_path / "no", "--recipe", "cpu-1h"), tmp_path / "no", capsys,
+             "no distill_task settings")  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 from albert_lm.cli import build_parser, main
 from albert_lm.data.examples import DataConfig
 from albert_lm.distill.commands import _general_settings
-from albert_lm.distill.config import GeneralDistillConfig
+from albert_lm.distill.config import GeneralDistillConfig, TaskDistillConfig
 from albert_lm.settings import option_values, recipe, recipe_names
 from albert_lm.training.pretrain_config import PretrainConfig
 
@@ -19,11 +19,19 @@ def test_shipped_recipes_load_and_hold_only_known_settings():
     assert {"cpu-10min", "cpu-1h", "gpu-10min", "paper-base"} <= set(recipe_names())  # the four
     for name in recipe_names():
         r = recipe(name)
-        assert r["description"] and set(r) == {"description", "tokenizer", "data", "pretrain", "distill"}
+        assert r["description"] and set(r) == {
+            "description",
+            "tokenizer",
+            "data",
+            "pretrain",
+            "distill",
+            "distill_task",
+        }
         DataConfig(**r["data"]).validate()
         PretrainConfig.load(recipe=r["pretrain"])
         assert set(r["tokenizer"]) <= {"vocab_size"}
         GeneralDistillConfig(**r["distill"])
+        TaskDistillConfig(**r["distill_task"])
     paper = PretrainConfig.load(recipe=recipe("paper-base")["pretrain"])
     assert (paper.preset, paper.learning_rate, paper.max_steps, paper.warmup_steps) == (
         "albert-base",

@@ -86,6 +86,12 @@ def task_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.tasks.glue import GLUE_TASKS
 
     add_config_option(p, "task distillation")
+    p.add_argument(
+        "--recipe",
+        metavar="NAME",
+        help="a distillation recipe's task settings (distill-cpu-1h: what taught every GLUE-5 task best), "
+        "or a JSON file; options given here win",
+    )
     add_options(
         p,
         TaskDistillConfig,
@@ -174,7 +180,12 @@ def run_task(args: argparse.Namespace) -> int:
     from albert_lm.distill.task import distill_task
 
     _run_settings(args)
-    result = distill_task(load_settings(TaskDistillConfig, args, TASK_REQUIRED))
+    name = getattr(args, "recipe", None)
+    own = recipe(name)["distill_task"] if name else {}
+    if name and not own:
+        raise ValueError(f"--recipe {name}: no distill_task settings (distill-cpu-1h has them)")
+    cfg = load_settings(TaskDistillConfig, args, TASK_REQUIRED, recipe_values=own, recipe_name=name or "")
+    result = distill_task(cfg)
     return _report(result, "distill task")
 
 
