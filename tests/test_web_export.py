@@ -362,3 +362,34 @@ def test_default_tasks(models):
     assert choose_task(models["pretrained"], None) == "fill-mask"
     assert choose_task(models["student"], None) == "feature-extraction"
     assert choose_task(models["classifier"], "feature-extraction") == "feature-extraction"
+
+
+def test_wordpiece_student_page_matches_embed(
+    tiny_config, tiny_corpus_and_tokenizer, browser, serve, tmp_path
+):
+    """A student that reads its BERT teacher's tokens (`albert distill general --tokenizer teacher`):
+    the page tokenizes with the teacher's own tokenizer.json to albert-lm's ids and embeds alike."""
+    transformers = pytest.importorskip("transformers")
+    from albert_lm import Predictor
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.model.heads import AlbertForPreTraining
+
+    corpus = tiny_corpus_and_tokenizer[0]
+    words = sorted({w.strip(".").lower() for w in corpus.read_text().split()})
+    (tmp_path / "vocab").mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words, "##s"]
+    (tmp_path / "vocab" / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    transformers.BertTokenizerFast(str(tmp_path / "vocab" / "vocab.txt")).save_pretrained(tmp_path / "bert")
+    student = tmp_path / "student"
+    torch.manual_seed(0)
+    AlbertForPreTraining(tiny_config(vocab_size=len(vocab), initializer_range=0.1)).save_pretrained(student)
+    AlbertTokenizer.from_pretrained(tmp_path / "bert").save_pretrained(student)
+    write_json(student / "distill_results.json", {"student_parameters": 0})
+    a, b = TEXT, "Nonu gutire li nobiso be."
+    out = export(student, tmp_path / "web")
+    vectors = Predictor(student, device="cpu", precision="fp32").embed([a, b])
+    page = Page(browser, serve(out), "fp32")
+    got = page.predict(a, b)
+    page.close(tmp_path / "wordpiece.png")
+    assert got["input_ids"][0] == python_ids(student, a)
+    assert np.abs(np.array(got["vectors"]) - vectors).max() < FP32_TOLERANCE
