@@ -61,12 +61,12 @@ def check_tokenizer_fits(
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(
             f"{where}: {tokenizer.vocab_size} pieces, but the model in {model_dir} has {config.vocab_size} "
-            "embedding rows: this tokenizer is not the model's; use the spiece.model it was trained with"
+            "embedding rows: this tokenizer is not the model's; use the one it was trained with"
         )
     if recorded and recorded != tokenizer.fingerprint:
         raise ValueError(
             f"{where}: vocabulary fingerprint {tokenizer.fingerprint}, but {model_dir} was fine-tuned with "
-            f"the tokenizer of fingerprint {recorded} (finetune_config.json): this spiece.model was replaced; "
+            f"the tokenizer of fingerprint {recorded} (finetune_config.json): this tokenizer was replaced; "
             "put back the one the model was trained with"
         )
 
