@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -28,21 +29,13 @@ import numpy as np
 import numpy.typing as npt
 
 from albert_lm.data.tokenizer import CONFIG_FILE, MODEL_FILE, AlbertTokenizer
-from albert_lm.files import atomic_write
+from albert_lm.files import InputError, atomic_write, read_json_object
 
 TOKENIZER_JSON = "tokenizer.json"
 VOCAB_TXT = "vocab.txt"
 WORDPIECE_FILES = (TOKENIZER_JSON, VOCAB_TXT)
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION = "##"
-
-
-def _tokenizers() -> Any:
-    try:
-        import tokenizers
-    except ImportError:  # pragma: no cover - a dependency of albert-lm
-        raise ImportError("a WordPiece tokenizer needs HF tokenizers: pip install tokenizers") from None
-    return tokenizers
 
 
 class WordPieceTokenizer(AlbertTokenizer):
@@ -64,23 +57,19 @@ class WordPieceTokenizer(AlbertTokenizer):
         self.pad_token_id, self.unk_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id = ids
         self.all_special_ids = list(ids)
         self.all_special_tokens = list(SPECIAL_TOKENS)
-        self._digit_comma_ids = frozenset()
 
     # ------------------------------------------------------------------ loading and saving
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> WordPieceTokenizer:
         """A folder holding tokenizer.json (preferred) or vocab.txt, as transformers saves a BERT tokenizer."""
+        import tokenizers as tk  # imported where a WordPiece tokenizer is loaded
+
         folder = Path(path)
-        config: dict[str, Any] = {}
-        if (folder / CONFIG_FILE).is_file():
-            try:
-                config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError) as e:
-                raise ValueError(f"{folder / CONFIG_FILE}: not readable JSON ({e})") from None
-            if not isinstance(config, dict):
-                raise ValueError(f"{folder / CONFIG_FILE}: expected a JSON object")
-        lower = bool(kwargs.get("do_lower_case", config.get("do_lower_case", True)))
-        tk = _tokenizers()
+        config_file = folder / CONFIG_FILE
+        config = read_json_object(config_file, "tokenizer config") if config_file.is_file() else {}
+        lower = kwargs.get("do_lower_case", config.get("do_lower_case", True))
+        if not isinstance(lower, bool):
+            raise InputError(config_file, f"do_lower_case must be true or false, got {lower!r}")
         if (folder / TOKENIZER_JSON).is_file():
             source = folder / TOKENIZER_JSON
             try:
@@ -177,7 +166,7 @@ class WordPieceTokenizer(AlbertTokenizer):
     ) -> tuple[np.ndarray, np.ndarray]:
         batch = self.encode_batch(texts)
         lens = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-        flat = np.fromiter((i for row in batch for i in row), dtype=dtype, count=int(lens.sum()))
+        flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=dtype, count=int(lens.sum()))
         return flat, lens
 
     # ------------------------------------------------------------------ decoding
