@@ -217,6 +217,27 @@ def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
     assert np.load(tmp_path / "e.npy").shape == (2, 32)
 
 
+def test_a_student_keeps_only_the_heads_it_trained(world, tmp_path, capsys):
+    """Without a masked-LM loss the student's MLM head never trains: the folder keeps the encoder alone,
+    its card says feature extraction and fill-mask refuses it; with the loss, the MLM head is kept."""
+    plain, mlm = tmp_path / "plain", tmp_path / "mlm"
+    assert main(_general(world, plain, "--max-steps", "2")) == 0
+    names = set(load_file(plain / "model.safetensors"))
+    assert not any(n.startswith(("predictions.", "sop_classifier.")) for n in names), sorted(names)
+    card = (plain / "README.md").read_text()
+    assert "pipeline_tag: feature-extraction" in card and "fill-mask" not in card
+    (tmp_path / "masked.txt").write_text("Ba [MASK] di.\n")
+    capsys.readouterr()
+    assert main(["fill-mask", "--model", str(plain), "--input", str(tmp_path / "masked.txt")]) == 1
+    assert "masked-LM head" in capsys.readouterr().err
+    assert (
+        main(_general(world, mlm, "--max-steps", "2", "--mlm-weight", "1", "--masked-lm-prob", "0.15")) == 0
+    )
+    assert any(n.startswith("predictions.") for n in load_file(mlm / "model.safetensors"))
+    assert "pipeline_tag: fill-mask" in (mlm / "README.md").read_text()
+    assert main(["fill-mask", "--model", str(mlm), "--input", str(tmp_path / "masked.txt"), "-q"]) == 0
+
+
 def test_cls_weight_teaches_the_pooled_cls_that_fine_tuning_reads(world, tmp_path):
     """Without --cls-weight the pooler (what a fine-tuned classifier reads) never moves from its random
     start; with it, the pooler is trained and its loss recorded."""

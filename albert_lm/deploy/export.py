@@ -66,6 +66,7 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.deploy.loading import refuse_untrained_mlm
 from albert_lm.deploy.onnx_exit import exit_graphs
 from albert_lm.deploy.predict import NotFineTuned, model_task
 from albert_lm.deploy.web_heads import head_model
@@ -126,6 +127,8 @@ class _Graph(nn.Module):
 def _model(model_dir: Path, head: str = "auto") -> tuple[nn.Module, list[str], bool]:
     """(model in eval mode, its output names, whether inputs carry a choices axis); `head` as
     `export_onnx`'s (web_heads.HEADS)."""
+    if head == "masked_lm":
+        refuse_untrained_mlm(model_dir)
     if head != "auto":
         return (*head_model(model_dir, head), False)
     try:
@@ -420,9 +423,13 @@ def _compare(
     for inputs, wanted in zip(samples, references, strict=True):
         got = session.run(None, {k: v.numpy() for k, v in inputs.items()})
         for a, b in zip(got, wanted, strict=True):
-            worst_diff = max(worst_diff, float(np.abs(a - b).max()))
+            worst_diff = float(
+                np.maximum(worst_diff, np.abs(a - b).max())
+            )  # a NaN stays NaN (max() drops it)
             a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-            worst_cosine = min(worst_cosine, float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12)))
+            worst_cosine = float(
+                np.minimum(worst_cosine, a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+            )
     return worst_diff, worst_cosine
 
 

@@ -26,7 +26,14 @@ from typing import Any
 import torch
 
 from albert_lm.deploy.inputs import check_output, jsonl, parse_columns, read_texts, with_kept, write_output
-from albert_lm.deploy.loading import Setup, load_setup, model_folder, run_batches, weight_names
+from albert_lm.deploy.loading import (
+    Setup,
+    load_setup,
+    model_folder,
+    refuse_untrained_mlm,
+    run_batches,
+    weight_names,
+)
 from albert_lm.deploy.texts_config import FillMaskConfig
 from albert_lm.files import InputError
 from albert_lm.model.heads import AlbertForMaskedLM
@@ -61,6 +68,7 @@ class MaskFiller:
         self.setup: Setup = load_setup(model, device, precision, max_seq_length)
         self.batch_size = batch_size
         folder = self.setup.folder
+        refuse_untrained_mlm(folder)
         names = weight_names(folder)
         if names is not None and not any(n.startswith("predictions.") for n in names):
             arch = (self.setup.config.extra.get("architectures") or ["no architectures"])[0]
@@ -111,6 +119,15 @@ class MaskFiller:
             hidden = model.albert(**inputs).last_hidden_state  # (B, S, H)
             is_mask = inputs["input_ids"] == self.setup.tokenizer.mask_token_id  # (B, S)
             probs = torch.softmax(model.predictions(hidden[is_mask]).float(), -1)  # (masks, V)
+            if not bool(probs.isfinite().all()):  # topk would rank NaN first: [SEP] "at probability NaN"
+                raise ValueError(
+                    f"{self.setup.folder}: the model gave non-finite probabilities (NaN or infinity)"
+                    + (
+                        "; try --precision fp32"
+                        if self.setup.precision != "fp32"
+                        else "; its weights are damaged"
+                    )
+                )
             top = probs.topk(k, dim=-1)
             counts = is_mask.sum(-1).tolist()
             values, ids = top.values.cpu().split(counts), top.indices.cpu().split(counts)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.files import read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
@@ -82,6 +83,25 @@ def weight_names(folder: Path) -> set[str] | None:
     return safetensors_names(file)
 
 
+STUDENT_SETTINGS = "distill_config.json"  # what `albert distill` leaves in a student's folder
+
+
+def refuse_untrained_mlm(folder: Path) -> None:
+    """Refuse a masked-LM head that never trained: a student of `albert distill general` without a
+    masked-LM loss. Students made since keep no such head; older ones kept the random one beside the
+    encoder, which would answer fill-mask with noise at exit 0."""
+    settings = folder / STUDENT_SETTINGS
+    if not settings.is_file():
+        return
+    weight = read_json_object(settings, "distillation settings").get("mlm_weight", 1)
+    if not weight:
+        raise ValueError(
+            f"{folder}: its masked-LM head never trained (a student of albert distill general with "
+            f"mlm_weight {weight!r} in {STUDENT_SETTINGS}): it embeds texts (albert embed) but cannot fill "
+            "masks; distil with --mlm-weight for a student that does"
+        )
+
+
 @torch.no_grad()
 def run_batches(
     setup: Setup,
@@ -103,4 +123,4 @@ def run_batches(
     return results
 
 
-__all__ = ["Setup", "load_setup", "model_folder", "run_batches", "weight_names"]
+__all__ = ["Setup", "load_setup", "model_folder", "refuse_untrained_mlm", "run_batches", "weight_names"]

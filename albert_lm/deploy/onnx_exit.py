@@ -290,9 +290,13 @@ def _compare(
             feed = {"hidden": hidden, "attention_mask": mask, "application": np.array([i], dtype=np.int64)}
             hidden, logits = layers[k].run(None, feed)
             ref = wanted[i - 1]
-            worst_diff = max(worst_diff, float(np.abs(logits - ref).max()))
+            worst_diff = float(
+                np.maximum(worst_diff, np.abs(logits - ref).max())
+            )  # a NaN stays NaN (max() drops it)
             a, b = logits.ravel().astype(np.float64), ref.ravel().astype(np.float64)
-            worst_cosine = min(worst_cosine, float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12)))
+            worst_cosine = float(
+                np.minimum(worst_cosine, a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+            )
     return worst_diff, worst_cosine
 
 

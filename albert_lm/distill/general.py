@@ -51,7 +51,7 @@ from albert_lm.distill.loop import (
     prepare_output,
     train,
 )
-from albert_lm.distill.student import build_student, student_config, student_tokenizer
+from albert_lm.distill.student import build_student, student_config, student_tokenizer, trained_part
 from albert_lm.distill.teacher import SentenceTeacher
 from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.distill.token_level import (
@@ -270,7 +270,7 @@ class GeneralDistiller(Distiller):
         self.projection.load_state_dict(state["projection"])
 
     def finish(self, last: dict[str, Any]) -> dict[str, Any]:
-        self.model.save_pretrained(self.out)
+        trained_part(self.model, self.cfg.mlm_weight).save_pretrained(self.out)
         self.write_files(self.out)
         result = {
             **last, "student_parameters": self.model.albert.num_parameters(),

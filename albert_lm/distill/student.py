@@ -16,7 +16,8 @@ from albert_lm.distill.from_teacher import init_from_teacher, teacher_width
 from albert_lm.distill.teacher import SentenceTeacher
 from albert_lm.distill.teacher_files import teacher_folder
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.heads import AlbertForPreTraining
+from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.model.heads import AlbertForMaskedLM, AlbertForPreTraining
 from albert_lm.training.model_init import warm_start
 
 
@@ -94,3 +95,18 @@ def build_student(
             model, tokenizer, teacher.model.cpu(), teacher.tokenizer, cfg.teacher_init, cfg.teacher
         )
     return model
+
+
+def trained_part(model: AlbertForPreTraining, mlm_weight: float) -> AlbertPreTrainedModel:
+    """What a student folder keeps of `model`: the encoder, and the masked-LM head only where a masked-LM
+    loss trained it. General distillation never trains the sentence-order head, nor the masked-LM head
+    without --mlm-weight: kept, they would answer `albert fill-mask` with noise and make the card say
+    fill-mask; left out, the folder is a feature extractor (AlbertModel) and fill-mask refuses it."""
+    if not mlm_weight:
+        return model.albert
+    kept = AlbertForMaskedLM(model.config)
+    kept.albert, kept.predictions = (
+        model.albert,
+        model.predictions,
+    )  # the decoder stays tied to the embeddings
+    return kept

@@ -32,7 +32,7 @@ from albert_lm.kernels.linear import shared_weights
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForSequenceClassification, head_in_fp32
 from albert_lm.model.outputs import ModelOutput
-from albert_lm.model.weights import write_weights
+from albert_lm.model.weights import read_safetensors, write_weights
 
 EXIT_FILE = "exit_heads.safetensors"
 
@@ -64,17 +64,29 @@ class ExitHeads(nn.Module):
 
     @classmethod
     def load(cls, folder: Path, config: AlbertConfig) -> ExitHeads | None:
-        """The heads saved in `folder`, or None where it has none."""
-        from safetensors.torch import load_file
-
+        """The heads saved in `folder`, or None where it has none. The file is read like the model's
+        weights (a damaged file, a non-finite value or an integer tensor is refused, naming the tensor)
+        and must hold exactly the classifiers of this model's depth, width and labels."""
         path = folder / EXIT_FILE
         if not path.is_file():
             return None
         heads = cls(config)
-        try:
-            heads.load_state_dict(load_file(str(path)))
-        except (RuntimeError, OSError) as e:  # a damaged file or one of another model's shape
-            raise ValueError(f"{path}: not the early-exit heads of this model ({e})") from None
+        state = read_safetensors(path)
+        expected = {n: tuple(t.shape) for n, t in heads.state_dict().items()}
+        found = {n: tuple(t.shape) for n, t in state.items()}
+        if found != expected:
+            misfit = sorted(
+                [f"missing {n}" for n in expected if n not in found]
+                + [f"unexpected {n}" for n in found if n not in expected]
+                + [f"{n} is {found[n]}, expected {e}" for n, e in expected.items() if found.get(n, e) != e]
+            )
+            raise ValueError(
+                f"{path}: not the early-exit heads of this model ({config.num_hidden_layers - 1} classifiers "
+                f"of {config.hidden_size} -> {config.num_labels}): {'; '.join(misfit[:4])}"
+                + (f" (and {len(misfit) - 4} more)" if len(misfit) > 4 else "")
+                + "; fine-tune again with --exit-heads, or remove the file to run at full depth"
+            )
+        heads.load_state_dict(state)
         return heads
 
 

@@ -52,13 +52,43 @@ def _unreadable(file: Path, e: BaseException) -> ValueError:
     return ValueError(f"{file}: not a readable safetensors file (truncated or corrupt?): {detail}")
 
 
-def _read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+_INDEX_BUFFERS = ("position_ids", "token_type_ids")
+
+
+def check_tensors(state: dict[str, torch.Tensor], file: Path) -> dict[str, torch.Tensor]:
+    """`state` as read from `file`, once every tensor is checked: a floating-point dtype (an integer or
+    boolean weight is a file of something else) and every value finite. One NaN weight makes every
+    answer NaN, which argmax then reads as class 0 and a JSON writer as a bare NaN; so a damaged or
+    diverged model is refused here, where every model, head and checkpoint is read, naming the tensor."""
+    for name, tensor in state.items():
+        if name.endswith(_INDEX_BUFFERS) and not tensor.is_floating_point():
+            continue  # transformers' position and token-type index buffers: integers by design, never read
+        if not tensor.is_floating_point():
+            raise ValueError(
+                f"{file}: tensor {name} is {str(tensor.dtype).removeprefix('torch.')}, expected floating-point "
+                "weights (float32, float16 or bfloat16): not a model's weights file, or a damaged one"
+            )
+        finite = tensor.isfinite()
+        if not bool(finite.all()):
+            bad = tensor.numel() - int(finite.sum())
+            raise ValueError(
+                f"{file}: tensor {name} has {bad} non-finite value{'s' if bad > 1 else ''} (NaN or "
+                f"infinity) of {tensor.numel()}: a damaged file or a run that diverged; restore the "
+                "file from a good copy or train again"
+            )
+    return state
+
+
+def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of one safetensors file, checked (`check_tensors`); a file the library cannot read is
+    a ValueError naming it."""
     from safetensors.torch import load_file  # torch loads only where tensors are made (convert needs none)
 
     try:
-        return load_file(str(file), device="cpu")
+        state = load_file(str(file), device="cpu")
     except _SAFETENSORS_ERRORS as e:
         raise _unreadable(file, e) from e
+    return check_tensors(state, file)
 
 
 def safetensors_names(file: Path) -> set[str]:
@@ -112,11 +142,11 @@ def read_weights(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Pa
     if file.name == SAFETENSORS_INDEX:
         state: dict[str, torch.Tensor] = {}
         for shard in sorted(set(read_weight_map(file).values())):
-            state.update(_read_safetensors(file.parent / shard))
+            state.update(read_safetensors(file.parent / shard))
         return state, file
     if file.suffix == ".bin":
-        return _read_bin(file), file
-    return _read_safetensors(file), file
+        return check_tensors(_read_bin(file), file), file
+    return read_safetensors(file), file
 
 
 def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:

@@ -129,7 +129,25 @@ def run_model(
                 outputs[i] = {"logits": value}
                 if depth is not None:
                     outputs[i]["depth"] = np.asarray(int(depth[row]))
-    return [outputs[i] for i in range(len(features))]
+    ordered = [outputs[i] for i in range(len(features))]
+    check_finite_outputs(ordered, precision)
+    return ordered
+
+
+def check_finite_outputs(outputs: Sequence[dict[str, np.ndarray]], precision: str) -> None:
+    """Refuse NaN or infinite scores: argmax reads a NaN row as class 0 and a metric as a wrong figure, so
+    a broken model would otherwise answer with exit 0."""
+    bad = [i for i, o in enumerate(outputs) if any(not np.isfinite(v).all() for v in o.values())]
+    if bad:
+        hint = (
+            "; try --precision fp32 (the scores may overflow in reduced precision)"
+            if precision in ("fp16", "bf16")
+            else "; the model's weights or inputs are damaged"
+        )
+        raise ValueError(
+            f"the model gave non-finite scores (NaN or infinity) for {len(bad)} of {len(outputs)} rows "
+            f"(the first: row {bad[0] + 1}){hint}"
+        )
 
 
 @dataclass
