@@ -10,12 +10,21 @@ import json
 import logging
 import re
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+from albert_lm.files import InputError
 
 logger = logging.getLogger(__name__)
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 RULE_KEYS = ("do_lower_case", "remove_space", "keep_accents")
+# The booleans a tokenizer_config.json may hold (ours, and those transformers reads for BERT, ALBERT and
+# other tokenizers): each is a JSON boolean or null (the default). "false" in quotes is a non-empty string,
+# which Python and transformers read as true.
+TOKENIZER_BOOLEANS = (*RULE_KEYS, "tokenize_chinese_chars", "strip_accents", "do_basic_tokenize",
+                      "clean_up_tokenization_spaces", "add_prefix_space", "trim_offsets", "split_by_punct",
+                      "add_bos_token", "add_eos_token", "legacy", "split_special_tokens")  # fmt: skip
 
 
 def drop_combining(text: str) -> str:
@@ -56,13 +65,23 @@ def read_rule(config_file: Path) -> dict[str, bool]:
         raise ValueError(f"{config_file}: not readable JSON ({why})") from None
     if not isinstance(saved, dict):
         raise ValueError(f"{config_file}: expected a JSON object")
-    rule = {}
-    for key in RULE_KEYS:
-        if saved.get(key) is not None:
-            if not isinstance(saved[key], bool):
-                raise ValueError(f"{config_file}: {key} must be true or false, got {saved[key]!r}")
-            rule[key] = saved[key]
-    return rule
+    check_booleans(saved, config_file)
+    return {key: saved[key] for key in RULE_KEYS if saved.get(key) is not None}
+
+
+def check_booleans(config: Mapping[str, Any], config_file: Path) -> None:
+    """Refuse a tokenizer config whose boolean field (TOKENIZER_BOOLEANS) holds anything but true, false
+    or null, naming the file and the field: `"do_lower_case": "false"` would otherwise read as true."""
+    for key in TOKENIZER_BOOLEANS:
+        value = config.get(key)
+        if value is not None and not isinstance(value, bool):
+            shown = json.dumps(value, ensure_ascii=False)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise InputError(
+                config_file,
+                f"{key}: expected true or false, got {shown} (a JSON boolean has no quotes; null "
+                "means the default)",
+            )
 
 
 class RuledVocabulary(Protocol):

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from albert_lm.data.normalization import check_booleans
 from albert_lm.data.tokenizer import CONFIG_FILE, MODEL_FILE, AlbertTokenizer
 from albert_lm.files import InputError, atomic_write, read_json_object
 
@@ -61,17 +62,22 @@ class WordPieceTokenizer(AlbertTokenizer):
     # ------------------------------------------------------------------ loading and saving
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> WordPieceTokenizer:
-        """A folder holding tokenizer.json (preferred) or vocab.txt, as transformers saves a BERT tokenizer."""
+        """A folder holding tokenizer.json (preferred) or vocab.txt, as transformers saves a BERT tokenizer.
+        Its ids must be 0..V-1, one piece each (`check_wordpiece_ids`), and its config's booleans JSON
+        booleans."""
         import tokenizers as tk  # imported where a WordPiece tokenizer is loaded
 
         folder = Path(path)
         config_file = folder / CONFIG_FILE
         config = read_json_object(config_file, "tokenizer config") if config_file.is_file() else {}
+        check_booleans(config, config_file)
         lower = kwargs.get("do_lower_case", config.get("do_lower_case", True))
         if not isinstance(lower, bool):
-            raise InputError(config_file, f"do_lower_case must be true or false, got {lower!r}")
-        if (folder / TOKENIZER_JSON).is_file():
-            source = folder / TOKENIZER_JSON
+            raise ValueError(f"do_lower_case: expected true or false, got {lower!r}")
+        source = check_wordpiece_ids(folder)
+        if source is None:
+            raise FileNotFoundError(f"{folder}: no {TOKENIZER_JSON} or {VOCAB_TXT} (a WordPiece tokenizer)")
+        if source.name == TOKENIZER_JSON:
             try:
                 backend = tk.Tokenizer.from_file(str(source))
             except Exception as e:  # the library raises Exception for every malformed file
@@ -81,11 +87,9 @@ class WordPieceTokenizer(AlbertTokenizer):
             kind = type(backend.model).__name__
             if kind != "WordPiece":
                 raise ValueError(f"{source}: a {kind} tokenizer; expected a WordPiece one (BERT's)")
-        elif (folder / VOCAB_TXT).is_file():
-            source = folder / VOCAB_TXT
-            backend = _from_vocab(tk, source, lower, config.get("tokenize_chinese_chars", True))
         else:
-            raise FileNotFoundError(f"{folder}: no {TOKENIZER_JSON} or {VOCAB_TXT} (a WordPiece tokenizer)")
+            chinese = config.get("tokenize_chinese_chars")
+            backend = _from_vocab(tk, source, lower, chinese is not False, config.get("strip_accents"))
         return cls(backend, source, lower)
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> list[Path]:
@@ -175,15 +179,16 @@ class WordPieceTokenizer(AlbertTokenizer):
         return str(self.backend.decode(ids, skip_special_tokens=skip_special_tokens))
 
 
-def _from_vocab(tk: Any, vocab: Path, lower: bool, chinese: bool) -> Any:
-    """BERT's tokenizer from a vocab.txt alone (what transformers' BertTokenizerFast builds from one)."""
+def _from_vocab(tk: Any, vocab: Path, lower: bool, chinese: bool, strip_accents: bool | None) -> Any:
+    """BERT's tokenizer from a vocab.txt alone (what transformers' BertTokenizerFast builds from one, with
+    the config's tokenize_chinese_chars and strip_accents: None follows the lower-casing)."""
     try:
         model = tk.models.WordPiece.from_file(str(vocab), unk_token="[UNK]")
     except Exception as e:  # the library raises Exception for an unreadable file
         raise ValueError(f"{vocab}: not a WordPiece vocabulary ({str(e).splitlines()[0][:200]})") from None
     backend = tk.Tokenizer(model)
     backend.normalizer = tk.normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=bool(chinese), strip_accents=None, lowercase=lower
+        clean_text=True, handle_chinese_chars=chinese, strip_accents=strip_accents, lowercase=lower
     )
     backend.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
     backend.decoder = tk.decoders.WordPiece(prefix=CONTINUATION)
@@ -191,6 +196,87 @@ def _from_vocab(tk: Any, vocab: Path, lower: bool, chinese: bool) -> Any:
     if cls_id is not None and sep_id is not None:
         backend.post_processor = tk.processors.BertProcessing(("[SEP]", sep_id), ("[CLS]", cls_id))
     return backend
+
+
+# --------------------------------------------------------------------------- ids 0..V-1, one piece each
+def check_wordpiece_ids(folder: Path) -> Path | None:
+    """The vocabulary file a WordPiece folder is read from (tokenizer.json first, else vocab.txt; None
+    where it has neither), refused where its ids are not 0..V-1 with one piece each: a repeated line of
+    vocab.txt leaves its first id without a piece and gives a later piece an id past the embedding rows,
+    and a tokenizer.json with two pieces on one id or a gap does alike. transformers reads them the same
+    way, so a teacher's folder is checked here too. A tokenizer.json of another model (BPE, Unigram) is
+    left to its reader."""
+    if (folder / TOKENIZER_JSON).is_file():
+        source = folder / TOKENIZER_JSON
+        try:
+            state = read_json_object(source, "tokenizers file")
+        except ValueError:
+            return source  # not JSON: the tokenizers library's reader names what is wrong
+        model = state.get("model")
+        if isinstance(model, dict) and model.get("type") == "WordPiece":
+            _check_json_ids(source, model.get("vocab"), state.get("added_tokens"))
+        return source
+    if (folder / VOCAB_TXT).is_file():
+        _check_vocab_lines(folder / VOCAB_TXT)
+        return folder / VOCAB_TXT
+    return None
+
+
+def _check_vocab_lines(vocab: Path) -> None:
+    """Each line of vocab.txt one piece, none twice (read as `tokenizers` reads it: line by line, the
+    trailing spaces left out)."""
+    try:
+        text = vocab.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(
+            vocab, f"not UTF-8 text (byte {e.start}); expected one WordPiece piece a line"
+        ) from None
+    first: dict[str, int] = {}
+    for number, line in enumerate(text.split("\n")[: -1 if text.endswith("\n") else None], start=1):
+        piece = line.rstrip()
+        if piece in first:
+            shown = repr(piece) if piece else "an empty piece"
+            raise InputError(
+                vocab,
+                f"the piece {shown} again (first on line {first[piece]}): a piece a line, each once, so "
+                "that line N is id N-1; a repeated line leaves an id without a piece and shifts the ids the "
+                "model was trained with. Remove the repeated line, or give the vocabulary the model was "
+                "trained with",
+                number,
+            )
+        first[piece] = number
+
+
+def _check_json_ids(source: Path, vocab: Any, added: Any) -> None:
+    """tokenizer.json's vocabulary (and added tokens) give the ids 0..V-1, one piece each."""
+    if not isinstance(vocab, dict) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()
+    ):
+        raise InputError(source, "model.vocab: expected an object of pieces and their integer ids")
+    pieces: dict[int, list[str]] = {}
+    for piece, i in vocab.items():
+        pieces.setdefault(i, []).append(piece)
+    for token in added if isinstance(added, list) else []:
+        content, i = (token.get("content"), token.get("id")) if isinstance(token, dict) else (None, None)
+        if isinstance(i, int) and vocab.get(content) != i:  # an added token not in the vocabulary
+            pieces.setdefault(i, []).append(str(content))
+    how = "; give the tokenizer the model was trained with (its ids are the model's embedding rows)"
+    for i in sorted(pieces):
+        if len(pieces[i]) > 1:
+            shown = " and ".join(repr(p) for p in pieces[i][:4])
+            raise InputError(
+                source, f"id {i} is given to {len(pieces[i])} pieces, {shown}: one piece an id{how}"
+            )
+        if i < 0:
+            raise InputError(source, f"{pieces[i][0]!r} has id {i}: ids start at 0{how}")
+    missing = next((i for i in range(len(pieces)) if i not in pieces), None)
+    if missing is not None:
+        top = max(pieces)
+        raise InputError(
+            source,
+            f"no piece has id {missing}, yet {pieces[top][0]!r} has id {top}: the ids of {len(pieces)} pieces "
+            f"are 0..{len(pieces) - 1}, each once, with no gap{how}",
+        )
 
 
 def is_wordpiece_folder(folder: Path) -> bool:
@@ -204,4 +290,10 @@ def has_tokenizer(folder: str | os.PathLike) -> bool:
     return (Path(folder) / MODEL_FILE).is_file() or is_wordpiece_folder(Path(folder))
 
 
-__all__ = ["WORDPIECE_FILES", "WordPieceTokenizer", "has_tokenizer", "is_wordpiece_folder"]
+__all__ = [
+    "WORDPIECE_FILES",
+    "WordPieceTokenizer",
+    "check_wordpiece_ids",
+    "has_tokenizer",
+    "is_wordpiece_folder",
+]
