@@ -20,11 +20,13 @@ sorted by length so batches carry little padding (the teacher's cost falls by ha
 and `progress.json` is rewritten only after the chunk's rows are flushed: a kill loses at most one chunk.
 Memory stays bounded: values live in the memory map, a batch of texts at a time goes through the teacher.
 
-An entry is trusted only as far as it is as written: before it is read, its record must describe the
-texts and every chunk must have its recorded checksum; an entry edited since (a file truncated, replaced
-or damaged, its record changed) is computed again from its first chunk that differs, with a warning. One
-command fills an entry at a time (a lock on its folder): another run on the same teacher and texts waits,
-then reads what the first wrote.
+An entry is trusted only as far as it is as written: before it is read, its record must name this
+teacher (its fingerprint: the folder's key alone is no proof, a cache may be copied or renamed by hand)
+and describe the texts, and every chunk must have its recorded checksum. An entry of another teacher, or
+of no teacher recorded, is computed again from its first row; one edited since (a file truncated,
+replaced or damaged, its record changed) from its first chunk that differs; either with a warning naming
+what differs. One command fills an entry at a time (a lock on its folder): another run on the same
+teacher and texts waits, then reads what the first wrote.
 """
 
 from __future__ import annotations
@@ -155,6 +157,11 @@ class TeacherCache:
             progress = read_json_object(self.folder / PROGRESS, "teacher cache progress")
         except (OSError, ValueError) as e:
             return 0, f"its record does not read ({_one_line(e)})"
+        if (
+            meta.get("teacher_fingerprint") != self.meta["teacher_fingerprint"]
+            or meta.get("kind") != self.meta["kind"]
+        ):
+            return 0, self._another_teacher(meta)
         changed = [
             k for k in ("texts_sha256", "rows", "width", "dtype", "format") if meta.get(k) != self.meta[k]
         ]
@@ -177,6 +184,20 @@ class TeacherCache:
                 end = min((chunk + 1) * CHUNK, len(self.texts))
                 return chunk, f"{VALUES}: rows {chunk * CHUNK}-{end - 1} differ from what was written"
         return done, None
+
+    def _another_teacher(self, meta: dict[str, Any]) -> str:
+        """Why an entry whose record names another teacher (or none: a cache copied by hand, or written
+        before the record was compared) is not this teacher's outputs, though its shape may be theirs."""
+        theirs = meta.get("teacher_fingerprint")
+        if not isinstance(theirs, str) or not theirs:
+            return f"{META} records no teacher fingerprint, so its outputs may be any teacher's"
+        ours = self.meta["teacher_fingerprint"]
+        if theirs != ours:
+            return (
+                f"{META} records the outputs of another teacher (fingerprint {theirs[:20]}, this teacher's "
+                f"{ours}: its config, weights, tokenizer or pooling differ)"
+            )
+        return f"{META} records {meta.get('kind')!r} outputs, not {self.meta['kind']!r}"
 
     def _read_values(self) -> tuple[np.ndarray | None, str]:
         """The values file as a read-only memory map, or (None, why it is not the file written)."""

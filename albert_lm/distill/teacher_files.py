@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from albert_lm.data.normalization import check_booleans
+from albert_lm.data.wordpiece import check_wordpiece_ids
 from albert_lm.files import InputError, file_sha256, parse_json, read_json_object
 from albert_lm.hub import resolve_model
 
@@ -119,6 +121,7 @@ def check_encoder(folder: Path, what: str = "--teacher") -> dict[str, Any]:
     for name in JSON_FILES:  # transformers' own reading would fail without the file's name, or recurse
         if (folder / name).exists():
             read_json_object(folder / name, f"teacher {name}")
+    check_tokenizer_identity(folder)
     values = read_json_object(config, "model config")
     model_type = str(values.get("model_type", ""))
     arch = values.get("architectures") or []
@@ -149,6 +152,16 @@ def check_encoder(folder: Path, what: str = "--teacher") -> dict[str, Any]:
             "loaded from the folder",
         )
     return values
+
+
+def check_tokenizer_identity(folder: Path) -> None:
+    """The teacher's tokenizer is the one its ids say: tokenizer_config.json's booleans are JSON booleans
+    (transformers reads "false" as true, or fails naming no file), and a WordPiece vocabulary's ids are
+    0..V-1, one piece each (a repeated line of vocab.txt moves the ids of the model's embedding rows)."""
+    config = folder / "tokenizer_config.json"
+    if config.is_file():
+        check_booleans(read_json_object(config, "teacher tokenizer_config.json"), config)
+    check_wordpiece_ids(folder)
 
 
 def one_line(e: BaseException, limit: int = 300) -> str:
@@ -248,14 +261,27 @@ def max_length_of(folder: Path, positions: int | None) -> int:
 
 
 def fingerprint(folder: Path, extra: str) -> str:
-    """A content hash of the teacher: config.json, its weights and tokenizer files, and `extra` (the
-    pooling or the kind of output, the input length): what its outputs depend on."""
+    """A content hash of the teacher: config.json, its weights (every shard a
+    model.safetensors.index.json names, not the index alone: teachers of one shape share it) and tokenizer
+    files, and `extra` (the pooling or the kind of output, the input length): what its outputs depend on."""
     h = hashlib.sha256(extra.encode())
     found = False
-    for name in ("config.json", *WEIGHT_FILES, *TOKENIZER_FILES):
+    for name in ("config.json", *WEIGHT_FILES, *_shards(folder), *TOKENIZER_FILES):
         if (folder / name).is_file():
             h.update(f"\n{name}\0{file_sha256(folder / name)}".encode())
             found = found or name in WEIGHT_FILES
     if not found:
         raise FileNotFoundError(f"--teacher {folder}: no weights there ({', '.join(WEIGHT_FILES)})")
     return h.hexdigest()[:20]
+
+
+def _shards(folder: Path) -> list[str]:
+    """The weight files model.safetensors.index.json names (its weight_map's values), each once, in order;
+    none where there is no index."""
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return []
+    weight_map = read_json_object(index, "teacher model.safetensors.index.json").get("weight_map")
+    if not isinstance(weight_map, dict):
+        raise InputError(index, "weight_map: expected an object of weight names and their shard files")
+    return sorted({str(v) for v in weight_map.values() if isinstance(v, str) and "/" not in v})
