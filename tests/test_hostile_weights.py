@@ -173,7 +173,7 @@ def test_damaged_exit_heads_are_refused_by_export(runs, tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_non_finite_scores_are_refused_not_printed(runs, tmp_path, capsys, monkeypatch):
+def test_non_finite_scores_are_refused_not_printed(runs, tiny_sst2, tmp_path, capsys, monkeypatch):
     """Finite weights can still give non-finite scores (an overflow in reduced precision): predict and
     evaluate refuse them instead of writing NaN (not JSON) or scoring every row as class 0."""
     from albert_lm.model.heads import AlbertForSequenceClassification
@@ -190,6 +190,9 @@ def test_non_finite_scores_are_refused_not_printed(runs, tmp_path, capsys, monke
     refused(capsys, ["predict", "--model", str(runs / "run" / "best"), "--input", str(runs / "texts.txt"),
                      "--output", str(out)], "non-finite scores")  # fmt: skip
     assert not out.exists()
+    refused(capsys, ["evaluate", "--task", "sst2", "--model", str(runs / "run" / "best"), "--data",
+                     str(tiny_sst2 / "sst2"), "--output", str(tmp_path / "eval")], "non-finite scores")  # fmt: skip
+    assert not (tmp_path / "eval" / "eval_results.json").exists()
 
 
 def test_the_exports_comparison_keeps_a_nan_difference(tmp_path):

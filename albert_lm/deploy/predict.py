@@ -360,7 +360,9 @@ def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int
         return []
     features = tm.task.featurize(examples, tm.tokenizer, tm.max_len)
     pad = tm.tokenizer.pad_token_id
-    outputs = run_model(tm.model, features, tm.batch_size, pad, tm.device, tm.precision, "predict")
+    outputs = run_model(
+        tm.model, features, tm.batch_size, pad, tm.device, tm.precision, "predict", finite=True
+    )
     if tm.task.head == "question_answering":
         return _span_records(tm, examples, features, outputs, lines)
     if tm.task.head == "token_classification":
