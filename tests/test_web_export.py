@@ -286,16 +286,25 @@ def test_embedding_page_matches_embed(models, browser, serve, tmp_path):
 # --------------------------------------------------------------------------- refusals (no browser)
 @pytest.fixture
 def fake_modules(tmp_path) -> Path:
-    """A node_modules with the files the export copies (empty): the refusals come before the export."""
+    """A node_modules with tiny stand-ins for the files the export copies, at the pinned versions (they
+    pass its checks, tests/test_hostile_web.py): the refusals come before the export."""
+    page = ROOT / "albert_lm" / "deploy" / "web"
+    pins = json.loads((page / "package.json").read_text())["dependencies"]
+    lock = json.loads((page / "package-lock.json").read_text())["packages"]
     root = tmp_path / "node_modules"
-    for package, files in (
-        ("@huggingface/transformers", ("transformers.min.js",)),
-        ("onnxruntime-web", ("ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")),
+    files = {
+        "@huggingface/transformers/dist/transformers.min.js": b"export const env = {};\n",
+        "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": b"export default 0;\n",
+        "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": b"\0asm\x01\0\0\0",
+    }
+    for name, content in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    for package, version in (
+        ("@huggingface/transformers", pins["@huggingface/transformers"]),
+        ("onnxruntime-web", lock["node_modules/onnxruntime-web"]["version"]),
     ):
-        (root / package / "dist").mkdir(parents=True)
-        (root / package / "package.json").write_text('{"version": "0.0.0"}')
-        for name in files:
-            (root / package / "dist" / name).write_text("")
+        write_json(root / package / "package.json", {"name": package, "version": version})
     return root
 
 
