@@ -23,6 +23,13 @@ The graphs are `export_onnx`'s (captured, checked in ONNX Runtime against PyTorc
 transformer optimizer and dynamic quantization); ONNX Runtime Web runs the int8 graph's fused ops
 (com.microsoft SkipLayerNormalization and FastGelu) too. The folder is filled under a temporary name
 and renamed. Serve it with any static server (`python -m http.server -d FOLDER`) and open the page.
+
+Every input is checked before anything is written, as the commands the page mirrors check it: the
+tokenizer against the model (`check_tokenizer_fits`, predict's, fill-mask's and embed's), a classifier's
+labels against its outputs (`check_head_fits`), the weights (read only through `load_model`, which
+refuses non-finite and non-floating-point tensors), the npm packages (`web_files.find_modules`); and the
+output is kept apart from every folder the export reads (the model, the npm packages, the page's
+source), with or without --overwrite.
 """
 
 from __future__ import annotations
@@ -39,11 +46,12 @@ from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.export import exclusive_output, export_onnx
 from albert_lm.deploy.loading import DEFAULT_LENGTH, weight_names
 from albert_lm.deploy.predict import NotFineTuned, model_task, output_labels
-from albert_lm.deploy.web_files import Modules, copy_javascript, copy_page, find_modules
+from albert_lm.deploy.web_files import PAGE_SOURCE, Modules, copy_javascript, copy_page, find_modules
 from albert_lm.deploy.web_tokenizer import write_web_tokenizer
-from albert_lm.files import atomic_folder, write_json
+from albert_lm.files import atomic_folder, check_output_apart, read_json_object, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
+from albert_lm.training.evaluation import check_head_fits, check_tokenizer_fits
 from albert_lm.training.finetune_config import read_saved_settings
 
 logger = logging.getLogger(__name__)
@@ -116,13 +124,30 @@ def export_web(
     """Export, check, and write the web folder (see the module docstring)."""
     modules = find_modules(npm_modules)  # before the minutes of the export: a missing install fails now
     model_dir, out = resolve_model(model_dir), Path(output)
+    # every folder the export reads, kept apart from the output (with --overwrite too): before the lock
+    # below makes the output folder, and before the new folder replaces the old one
+    inputs = {"--model": model_dir, modules.given_as: modules.folder, "page source": PAGE_SOURCE}
+    check_output_apart(out, inputs)
     with exclusive_output(model_dir, out, overwrite):
         chosen = choose_task(model_dir, task)
-        tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+        tokenizer = checked_tokenizer(model_dir, chosen)
         with atomic_folder(out) as tmp:
             result = _fill(model_dir, tmp, chosen, tokenizer, modules, opset, tolerance)
     logger.info("web export %s -> %s (%s)", model_dir, out, chosen)
     return WebExportResult(out, chosen, result.max_abs_diff, result.int8_cosine, folder_sizes(out))
+
+
+def checked_tokenizer(model_dir: Path, task: str) -> AlbertTokenizer:
+    """The folder's tokenizer, checked against its model as `albert predict`, `fill-mask` and `embed`
+    check it (`check_tokenizer_fits`: as many pieces as embedding rows, the fingerprint fine-tuning
+    recorded), and a classifier's labels against its outputs as `albert predict` checks them."""
+    config = AlbertConfig.from_pretrained(model_dir)
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    saved = read_saved_settings(model_dir)
+    check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
+    if task == "text-classification":
+        check_head_fits(model_task(model_dir)[0], config, model_dir)
+    return tokenizer
 
 
 def _fill(
@@ -229,7 +254,7 @@ def _about(task: str, config: AlbertConfig) -> str:
 def _web_config(model_dir: Path, task: str, manifest: dict[str, Any]) -> dict[str, Any]:
     """config.json as transformers.js reads it: the model's own, with the task's architecture (and a
     classifier's label names both ways)."""
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    config = read_json_object(model_dir / "config.json", "a model configuration")
     config.update(model_type="albert", architectures=[ARCHITECTURES[task]])
     if task == "text-classification" and manifest["labels"]:
         config["id2label"] = {str(i): name for i, name in enumerate(manifest["labels"])}
@@ -249,4 +274,12 @@ def folder_sizes(folder: Path) -> dict[str, int]:
     }
 
 
-__all__ = ["TASKS", "WebExportResult", "choose_task", "export_web", "folder_sizes", "model_name"]
+__all__ = [
+    "TASKS",
+    "WebExportResult",
+    "checked_tokenizer",
+    "choose_task",
+    "export_web",
+    "folder_sizes",
+    "model_name",
+]
