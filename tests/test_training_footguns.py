@@ -164,3 +164,19 @@ def test_resume_alone_reads_the_runs_settings_and_a_finished_run_extends(sop_dat
     assert "the learning-rate schedule is now a 6-step run's" in caplog.text
     saved = json.loads((run / "pretrain_config.json").read_text())
     assert saved["max_steps"] == 6 and saved["model_overrides"] == {"num_hidden_layers": 1}
+
+
+def test_a_finetuning_run_whose_loss_turns_non_finite_stops_with_pretrainings_error(
+    tiny_sst2, tmp_path, capsys
+):
+    """At an absurd learning rate the weights turn NaN within steps: the run stops with exit 1 at that step,
+    saving no model, instead of finishing with exit 0 and a broken best/."""
+    out = tmp_path / "run"
+    argv = ["finetune", "--task", "sst2", "--model", str(tiny_sst2 / "base"), "--data", str(tiny_sst2 / "sst2"),
+            "--output", str(out), "--max-steps", "6", "--batch-size", "8", "--learning-rate", "1e30",
+            "--warmup-steps", "0", "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot",
+            "-q"]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "the loss or the gradient is not finite" in err and "Lower --learning-rate" in err, err
+    assert not (out / "best").exists()

@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 OPTIMIZERS = ("lamb", "adamw")
 
 
+class NonFiniteLossError(ValueError):
+    """The loss (or the gradient) became inf or NaN: the run stops without saving the step."""
+
+
 class Lamb(torch.optim.Optimizer):
     """LAMB (You et al., 2020) as google-research/albert's LAMBOptimizer.
 

@@ -52,7 +52,7 @@ from albert_lm.training.clock import LoopClock
 from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
 from albert_lm.training.monitor import METRICS_FILE, MetricsLog, format_line, plot_metrics
 from albert_lm.training.objective import STATS, PretrainingObjective, summarize
-from albert_lm.training.optim import PAPER_WARMUP_FRACTION, clip_by_global_norm
+from albert_lm.training.optim import PAPER_WARMUP_FRACTION, NonFiniteLossError, clip_by_global_norm
 from albert_lm.training.pretrain_config import PretrainConfig
 from albert_lm.training.pretrain_setup import Run, setup
 
@@ -72,10 +72,6 @@ class PretrainResult:
     interrupted: bool
     final_metrics: dict[str, float]
     signum: int | None = None  # the signal that stopped it (interrupted runs)
-
-
-class NonFiniteLossError(ValueError):
-    """The loss (or the gradient) became inf or NaN: the run stops without saving the step."""
 
 
 @dataclass
