@@ -238,10 +238,9 @@ def _check_vocab_lines(vocab: Path) -> None:
             shown = repr(piece) if piece else "an empty piece"
             raise InputError(
                 vocab,
-                f"the piece {shown} again (first on line {first[piece]}): a piece a line, each once, so "
-                "that line N is id N-1; a repeated line leaves an id without a piece and shifts the ids the "
-                "model was trained with. Remove the repeated line, or give the vocabulary the model was "
-                "trained with",
+                f"the piece {shown} again (first on line {first[piece]}): line N is the piece of id N-1, so "
+                f"a repeated line leaves id {first[piece] - 1} without a piece and moves the ids the model was "
+                "trained with; remove the repeated line, or give the vocabulary the model was trained with",
                 number,
             )
         first[piece] = number
