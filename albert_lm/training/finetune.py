@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -73,7 +72,7 @@ from albert_lm.training.evaluation import (
 )
 from albert_lm.training.finetune_config import SAVED_FILE, FinetuneConfig, read_saved_settings, schedule
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, FinetuneLog
-from albert_lm.training.optim import NonFiniteLossError, build_optimizer, build_scheduler, clip_by_global_norm
+from albert_lm.training.optim import build_optimizer, build_scheduler, check_finite_step, clip_by_global_norm
 from albert_lm.training.run_cards import write_finetune_card
 from albert_lm.training.run_folder import RunKind
 
@@ -290,7 +289,6 @@ class _Trainer:
     scheduler: Any
     scaler: torch.amp.GradScaler
     heads: ExitHeads | None = None  # --exit-heads: a classifier after every layer
-    done: int = 0  # optimizer steps taken
 
     @classmethod
     def build(
@@ -336,19 +334,13 @@ class _Trainer:
             seen += len(idx)
         self.scaler.unscale_(self.optimizer)
         norm = float(clip_by_global_norm(self.model.parameters(), cfg.max_grad_norm))
-        if not self.scaler.is_enabled() and not (math.isfinite(norm) and math.isfinite(loss_sum)):
-            # fp16's loss scaler skips such a step itself; otherwise the weights would turn NaN
-            raise NonFiniteLossError(
-                f"step {self.done + 1}: the loss or the gradient is not finite (loss {loss_sum}, gradient "
-                f"norm {norm}); stopped without saving. Lower --learning-rate or raise --warmup-steps and start "
-                "again"
-            )
+        if not self.scaler.is_enabled():  # fp16's loss scaler skips a non-finite step itself
+            check_finite_step(self.scheduler.last_epoch + 1, loss_sum, norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         lr = self.scheduler.get_last_lr()[0]
         self.scheduler.step()
-        self.done += 1
         return loss_sum, seen, lr
 
 
