@@ -189,6 +189,21 @@ def test_non_finite_weights_are_refused(folders, npm, tmp_path, capsys, value, t
     assert not out.exists()
 
 
+@pytest.mark.parametrize("task", ["fill-mask", "feature-extraction"])
+def test_every_task_loads_its_weights_through_load_model(folders, npm, tmp_path, capsys, task):
+    """The masked-LM head and the encoder (web_heads) are checked as the classifier is: an infinite
+    embedding row the export's check never reads is refused for each."""
+    model = copy_of(folders, "pretrained", tmp_path)
+    edit_weights(
+        model, lambda w: w["albert.embeddings.word_embeddings.weight"].__setitem__((1, 0), float("inf"))
+    )
+    out = tmp_path / "web"
+    assert export(model, out, npm, "--task", task) == 1
+    line = one_error(capsys)
+    assert "model.safetensors" in line and "albert.embeddings.word_embeddings.weight" in line
+    assert not out.exists()
+
+
 def test_weights_that_are_not_floating_point_are_refused(folders, npm, tmp_path, capsys):
     model = copy_of(folders, "classifier", tmp_path)
     edit_weights(model, lambda w: w.update({"classifier.weight": w["classifier.weight"].to(torch.int32)}))

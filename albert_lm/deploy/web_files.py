@@ -86,7 +86,7 @@ def _package_json(folder: Path, package: str, where: str) -> dict[str, Any]:
     """`package`'s package.json under `folder`: an object of that name, with a version string."""
     manifest = folder / package / "package.json"
     if not manifest.is_file():
-        raise FileNotFoundError(f"{where}: no {package} installed there: {HOW_TO_INSTALL}")
+        raise FileNotFoundError(f"{where}: no {package} installed there (no {manifest}): {HOW_TO_INSTALL}")
     try:
         found = read_json_object(manifest, "an npm package")
     except InputError as e:  # names the file (and the line)
