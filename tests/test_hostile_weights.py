@@ -228,3 +228,19 @@ def test_a_student_without_a_trained_mlm_head_is_refused_by_fill_mask(tiny_sst2,
 
     with pytest.raises(ValueError, match="never trained"):  # the web page's fill-mask graph
         export_onnx(student, tmp_path / "o", head="masked_lm")
+
+
+def test_onnx_export_refuses_a_tokenizer_that_is_not_the_models(
+    runs, tiny_corpus_and_tokenizer, tmp_path, capsys
+):
+    """The export copies the tokenizer beside the graph: one with more pieces than the model's embedding
+    rows would give ids the graph cannot look up, so it is refused as predict refuses it."""
+    pytest.importorskip("onnxruntime")
+    from albert_lm.data.tokenizer_training import train_tokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(runs / "run" / "best", model)
+    train_tokenizer([tiny_corpus_and_tokenizer[0]], tmp_path / "tok", vocab_size=220, num_threads=1)
+    shutil.copy(tmp_path / "tok" / "spiece.model", model / "spiece.model")
+    refused(capsys, ["export", "--model", str(model), "--output", str(tmp_path / "o")], "spiece.model", "220")
+    assert not (tmp_path / "o").exists()

@@ -76,7 +76,8 @@ from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.unpad import use_unpadding
-from albert_lm.training.evaluation import load_for_task
+from albert_lm.training.evaluation import check_tokenizer_fits, load_for_task
+from albert_lm.training.finetune_config import read_saved_settings
 
 logger = logging.getLogger(__name__)
 
@@ -192,9 +193,13 @@ def exclusive_output(model_dir: Path, out: Path, overwrite: bool) -> Iterator[No
 def _export_locked(
     ort: Any, model_dir: Path, out: Path, opset: int, int8: bool, tolerance: float, head: str, exits: bool
 ) -> ExportResult:
-    AlbertTokenizer.from_pretrained(model_dir)  # the tokenizer is part of the export: it must load
-    model, names, choices = _model(model_dir, head)
     config = AlbertConfig.from_pretrained(model_dir)
+    # The tokenizer is part of the export: it must load and be the model's (as predict and embed check)
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    check_tokenizer_fits(
+        tokenizer, model_dir, config, read_saved_settings(model_dir).get("tokenizer_fingerprint")
+    )
+    model, names, choices = _model(model_dir, head)
     graph = _Graph(model, names)
     shapes = [(1, 3, 9), (3, 4, 37)] if choices else [(1, 9), (3, 37)]  # never the exported example's
     samples = [_sample(shape, config.vocab_size, seed) for seed, shape in enumerate(shapes, start=1)]
