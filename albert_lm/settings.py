@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import itertools
 import os
+import re
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -35,9 +36,11 @@ from albert_lm.values import (  # noqa: F401 (the checks, importable from here a
     _describe,
     _union_args,
     check_fields,
+    check_range,
     check_ranges,
     device_name,
     field_docs,
+    file_values,
     json_repr,
     parse_duration,
     seed_list,
@@ -356,24 +359,19 @@ def merge_settings(
     """The one way every command's settings are made: a recipe's section, then a settings FILE (a run's
     saved settings), then the values `given` (the options typed; None is "not given"): each wins over the
     one before. `required` fields must come from one of them; keys in `ignored` are a saved run's
-    bookkeeping, skipped; any other key the file or the recipe has that `cls` lacks is an error naming it,
-    and a value the dataclass refuses is reported with where it came from (the recipe, the file or the
-    option)."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    values: dict[str, Any] = dict(recipe_values or {})
-    source = dict.fromkeys(values, recipe_file(recipe_name) if recipe_name else "recipe")
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise InputError(source[unknown[0]], f"unknown setting(s) {', '.join(unknown)}")
+    bookkeeping, skipped; any other key the file or the recipe has that `cls` lacks, or a value of another
+    type than its field's (also one an option replaces), is an error naming it and the file, and a value
+    the dataclass refuses is reported with where it came from (the recipe, the file or the option)."""
+    values: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    recipe_layer = (recipe_file(recipe_name) if recipe_name else "recipe", dict(recipe_values or {}), ())
+    layers: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [recipe_layer]
     if file:
-        saved = read_json_object(file, "settings")
-        unknown = sorted(set(saved) - known - set(ignored))
-        if unknown:
-            raise InputError(
-                file, f"unknown setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}"
-            )
-        values.update({k: v for k, v in saved.items() if k in known})
-        source.update(dict.fromkeys((k for k in saved if k in known), str(file)))
+        layers.append((str(file), read_json_object(file, "settings"), tuple(ignored)))
+    for where, layer, skip in layers:
+        own = file_values(cls, layer, where, skip)  # every key a field of `cls`, of its type
+        values.update(own)
+        source.update(dict.fromkeys(own, where))
     typed = {k: v for k, v in given.items() if v is not None}
     values.update(typed)
     source.update({k: "--" + k.replace("_", "-") for k in typed})
@@ -382,10 +380,10 @@ def merge_settings(
         raise ValueError(f"missing {', '.join(missing)}: give it on the command line or in --config FILE")
     try:
         return cls(**values)
-    except ValueError as e:  # the field's own check: say where the value came from
-        name = str(e).removeprefix(f"{cls.__name__}: ").split(":")[0].split(" ")[0]
-        where = source.get(name)
-        raise ValueError(f"{where}: {e}" if where and not str(e).startswith(where) else str(e)) from None
+    except ValueError as e:  # the field's own check: say where the value came from (the first field named)
+        named = (w.lstrip("-").replace("-", "_") for w in re.findall(r"[\w-]+", str(e)))
+        origin = next((source[w] for w in named if w in source), None)
+        raise ValueError(f"{origin}: {e}" if origin and not str(e).startswith(origin) else str(e)) from None
 
 
 # --------------------------------------------------------------------------- recipes

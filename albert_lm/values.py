@@ -94,26 +94,52 @@ def json_repr(value: Any) -> str:
         return repr(value)
 
 
+# Upper bounds of the counts a user gives, far above any real run: a value past one is a slip (extra
+# zeros, another unit) that would hang the command, fill its memory or overflow a C integer once work has
+# started, so it is refused before. A config lists its fields under these names in `check_ranges`.
+BOUNDS: dict[str, int] = {
+    "batch": 1 << 16,  # rows in a batch, micro-batches per step, texts per teacher pass
+    "length": 1 << 16,  # tokens: sequence lengths, strides, questions and answers, masked tokens, words
+    "steps": 10**9,  # optimizer steps, every "every N steps", a timeout's seconds
+    "epochs": 10**6,  # passes over the training data
+    "count": 10**9,  # examples, sentences, batches, checkpoints kept, candidates, layers
+    "workers": 1024,  # processes at once
+    "repeats": 1000,  # the same work again: the dupe factor, timed repeats
+    "seed": (1 << 63) - 1,  # torch's seeds are signed 64-bit integers
+}
+
+
+def _at_most(cap: int, value: Any) -> bool:
+    return value <= cap
+
+
 # Ranges `check_ranges` knows: (test, what the message says a value must be).
 _RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "at_least_one": (lambda v: v >= 1, ">= 1"),
     "positive": (lambda v: v > 0, "> 0"),
     "non_negative": (lambda v: v >= 0, ">= 0"),
     "fraction": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    **{group: (functools.partial(_at_most, cap), f"<= {cap:,}") for group, cap in BOUNDS.items()},
 }
 
 
 def check_ranges(obj: Any, where: str = "", **groups: Iterable[str]) -> None:
-    """Each field named in a group (`at_least_one`, `positive`, `non_negative`, `fraction`) holds a value
-    in that range, None aside; else one ValueError naming the field (after `check_fields`: types are
-    right by then)."""
+    """Each field named in a group holds a value in that range, None aside; else one ValueError naming
+    the field, the bound and the value (after `check_fields`: types are right by then). Lower bounds:
+    `at_least_one`, `positive`, `non_negative`, `fraction`; upper bounds: the names of BOUNDS (a field
+    is usually in one group of each)."""
     for group, names in groups.items():
-        test, bound = _RANGES[group]
         for name in names:
-            value = getattr(obj, name)
-            if value is not None and not test(value):
-                prefix = f"{where}: " if where else ""
-                raise ValueError(f"{prefix}{name} must be {bound}, got {value}")
+            check_range(getattr(obj, name), group, name, where)
+
+
+def check_range(value: Any, group: str, name: str, where: str = "") -> None:
+    """`value` of the setting `name` within the range `group` (see `check_ranges`), None aside: also for
+    an option that is no config field (`--workers` of data create, `--repeats` of bench)."""
+    test, bound = _RANGES[group]
+    if value is not None and not test(value):
+        prefix = f"{where}: " if where else ""
+        raise ValueError(f"{prefix}{name} must be {bound}, got {value}")
 
 
 def check_fields(obj: Any, where: str = "") -> None:
@@ -127,6 +153,28 @@ def check_fields(obj: Any, where: str = "") -> None:
         if not _matches(value, hints[f.name]):
             prefix = f"{where}: " if where else ""
             raise ValueError(f"{prefix}{f.name}: expected {_describe(hints[f.name])}, got {json_repr(value)}")
+
+
+def file_values(cls: type, values: dict[str, Any], where: str, ignored: Iterable[str] = ()) -> dict[str, Any]:
+    """The keys of a settings file or a recipe's section (`values`, read from `where`) that are fields of
+    the dataclass `cls`, each of its field's type as `check_fields` checks them. A key that is no field
+    (and not `ignored`: a saved run's bookkeeping) or a value of another type is an InputError naming
+    `where` and the field: "run.json: max_steps: expected an integer, got "3"". The file is checked whole,
+    also where an option replaces one of its values: a wrong type means the file is not what its writer
+    thinks, and the run would differ from it as soon as the option is left out."""
+    from albert_lm.files import InputError
+
+    hints, names = typing.get_type_hints(cls), {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names - set(ignored))
+    if unknown:
+        raise InputError(
+            where, f"unknown setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(names))}"
+        )
+    own = {k: v for k, v in values.items() if k in names}
+    for name, value in own.items():
+        if not _matches(value, hints[name]):
+            raise InputError(where, f"{name}: expected {_describe(hints[name])}, got {json_repr(value)}")
+    return own
 
 
 # --------------------------------------------------------------------------- shared values

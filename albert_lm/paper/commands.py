@@ -43,6 +43,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     from albert_lm.training.pretrain_config import PretrainConfig
 
     values = option_values(args, ReproduceConfig)
+    values.pop("model_overrides", None)  # the option's list of KEY=VALUE, not yet the field's object
     if args.model_overrides:  # typed ones win over a --config file's
         values["model_overrides"] = PretrainConfig.parse_overrides(args.model_overrides)
     result = reproduce(merge_settings(ReproduceConfig, values, args.config, required=("data",)))

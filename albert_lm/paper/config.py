@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.paper.claims import CLAIMS
-from albert_lm.settings import device_name, parse_duration, seed_list
+from albert_lm.settings import check_fields, check_ranges, device_name, parse_duration, seed_list
 
 
 @dataclass
@@ -46,15 +46,15 @@ class ReproduceConfig:
     (default: refuse, naming what differs)"""
 
     def __post_init__(self) -> None:
+        check_fields(self)  # types first: a list of cells or a number for a time budget is named as such
         if self.claim not in CLAIMS:
             raise ValueError(f"claim {self.claim!r}: expected one of {', '.join(CLAIMS)}")
         device_name(self.device)
         if self.seconds() * min(c.budget for c in CLAIMS[self.claim].cells) < 1:
             raise ValueError(f"time budget {self.time_budget}: gives a cell less than a second of training")
-        for name in ("max_steps", "eval_batches"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name}: expected a whole number >= 1, got {value}")
+        check_ranges(
+            self, at_least_one=("max_steps", "eval_batches"), steps=("max_steps",), count=("eval_batches",)
+        )
         if "sentence" in CLAIMS[self.claim].measures and not self.nsp_data:
             raise ValueError(
                 "the sentence claim scores every model on held-out NSP pairs too: give --nsp-data DIR "
