@@ -132,6 +132,8 @@ def demo_recipe(**overrides: Any) -> dict[str, dict[str, Any]]:
             raise ValueError(f"demo: unknown setting {key!r}")
         for name in owners:
             r[name][key] = value
+    PretrainConfig(**r["pretrain"])  # checked now (types, ranges, bounds), not once the data is made
+    DataConfig(**r["data"]).validate()
     return {name: r[name] for name in sections}
 
 

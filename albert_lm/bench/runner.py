@@ -46,6 +46,7 @@ from albert_lm.bench.workloads import (
 from albert_lm.kernels import autotune, precision
 from albert_lm.kernels.hardware import cpu_info, tune_cpu_allocator
 from albert_lm.model.config import AlbertConfig
+from albert_lm.values import check_range
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +195,7 @@ def check_settings(
     """Refuse settings that would fail late or mean something else (0 repeats: no timing at all)."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"--repeats {repeats}: expected a whole number >= 1")
+    check_range(repeats, "repeats", "--repeats")
     unknown = [p for p in only if p not in PARTS]
     if unknown or not only:
         raise ValueError(f"--only {' '.join(only)}: expected some of {', '.join(PARTS)}")

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from albert_lm.settings import add_options, add_recipe_option, option_values, recipe_file, recipe_section
+from albert_lm.settings import (
+    add_options,
+    add_recipe_option,
+    check_range,
+    option_values,
+    recipe_file,
+    recipe_section,
+)
 
 INPUT_HELP = (
     "text files (plain, or compressed .gz .bz2 .xz .zst), JSON Lines (.jsonl) or Parquet files, folders "
@@ -208,6 +215,7 @@ def run_data_create(args: argparse.Namespace) -> int:
         raise ValueError(f"recipe {recipe_file(args.recipe)}: unknown data field(s) {', '.join(unknown)}")
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers {args.workers}: expected at least 1")
+    check_range(args.workers, "workers", "--workers")
     if not 1024 <= args.shard_mb * (1 << 20) < float(1 << 62):  # also refuses nan and inf
         raise ValueError(f"--shard-mb {args.shard_mb}: expected a number of MB from 0.001 (1 KiB) up")
     # The output must not be, hold or lie inside the tokenizer as given (a folder); the library checks

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from albert_lm.data.masking import UniformStream, mask_sequence
-from albert_lm.settings import check_fields
+from albert_lm.settings import check_fields, check_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,13 @@ class DataConfig:
 
     def validate(self) -> None:
         check_fields(self, "data settings")
+        check_ranges(
+            self,
+            "data settings",
+            length=("max_seq_length", "max_predictions_per_seq", "max_ngram"),
+            repeats=("dupe_factor",),
+            seed=("seed",),
+        )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
         if self.objective not in OBJECTIVES:

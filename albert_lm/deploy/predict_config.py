@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name
-from albert_lm.training.finetune_config import ExitSettings
+from albert_lm.training.finetune_config import EXIT_COUNTS, ExitSettings
 
 
 @dataclass
@@ -52,6 +52,13 @@ class PredictConfig(ExitSettings):
     def __post_init__(self) -> None:
         check_fields(self, "predict")
         device_name(self.device)
-        check_ranges(self, "predict", at_least_one=("batch_size",))
+        check_ranges(
+            self,
+            "predict",
+            at_least_one=("batch_size",),
+            batch=("batch_size",),
+            length=("max_seq_length",),
+            count=EXIT_COUNTS,
+        )
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"predict: max_seq_length {self.max_seq_length}: expected at least 8")

@@ -45,7 +45,14 @@ class TextsConfig:
     def _check(self, command: str) -> None:
         check_fields(self, command)
         device_name(self.device)
-        check_ranges(self, command, at_least_one=("batch_size", "depth"))
+        check_ranges(
+            self,
+            command,
+            at_least_one=("batch_size", "depth"),
+            batch=("batch_size",),
+            length=("max_seq_length",),
+            count=("depth",),
+        )
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"{command}: max_seq_length {self.max_seq_length}: expected at least 8")
 
@@ -59,7 +66,7 @@ class FillMaskConfig(TextsConfig):
 
     def __post_init__(self) -> None:
         self._check("fill-mask")
-        check_ranges(self, "fill-mask", at_least_one=("top_k",))
+        check_ranges(self, "fill-mask", at_least_one=("top_k",), count=("top_k",))
 
 
 @dataclass

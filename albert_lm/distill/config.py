@@ -115,6 +115,7 @@ class DistillCommon:
     def check(self, where: str) -> None:
         check_fields(self, where)
         device_name(self.device)
+        check_ranges(self, where, **_COMMON_BOUNDS)
         if self.precision == "fp16":
             raise ValueError(f"{where}: precision fp16 is not offered for distillation; use bf16 or fp32")
         if self.resume and self.overwrite:
@@ -137,6 +138,14 @@ class DistillCommon:
 
 _COMMON_COUNTS = ("max_steps", "batch_size", "log_every", "teacher_batch_size", "max_seq_length")
 _COMMON_NON_NEGATIVE = ("warmup_steps", "weight_decay", "eval_every", "save_every", "keep_last")
+# Upper bounds of both modes' counts (`values.BOUNDS`).
+_COMMON_BOUNDS = {
+    "batch": ("batch_size", "teacher_batch_size"),
+    "length": ("max_seq_length",),
+    "steps": ("max_steps", "warmup_steps", "log_every", "eval_every", "save_every"),
+    "count": ("keep_last",),
+    "seed": ("seed",),
+}
 
 
 @dataclass
@@ -264,6 +273,8 @@ class GeneralDistillConfig(DistillCommon):
             ),
             positive=("learning_rate", "max_grad_norm"),
             fraction=("masked_lm_prob", "random_depth"),
+            count=("max_segments", "eval_segments", "relation_heads"),
+            length=("min_words",),
         )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")
@@ -356,6 +367,8 @@ class TaskDistillConfig(DistillCommon):
             non_negative=(*_COMMON_NON_NEGATIVE, "hard_label_weight", "augment"),
             positive=("learning_rate", "max_grad_norm", "temperature", "epochs"),
             fraction=("dropout", "classifier_dropout"),
+            count=("max_train_examples", "max_eval_examples"),
+            epochs=("epochs",),
         )
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length {self.max_seq_length}: expected at least 8")

@@ -80,6 +80,11 @@ class GlueConfig:
             ),
             positive=("epochs",),
             non_negative=("augment",),
+            batch=("batch_size",),
+            length=("max_seq_length",),
+            count=("max_train_examples", "max_eval_examples"),
+            workers=("workers",),
+            epochs=("epochs",),
         )
         if self.teachers is None and self.augment:
             raise ValueError("--augment: only with --teachers (the teacher labels the variants)")

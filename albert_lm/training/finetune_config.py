@@ -210,6 +210,12 @@ class FinetuneConfig:
             positive=("epochs", "learning_rate", "max_grad_norm"),
             non_negative=("warmup_steps", "weight_decay", "seed"),
             fraction=("dropout", "classifier_dropout"),
+            batch=("batch_size", "eval_batch_size", "gradient_accumulation_steps"),
+            length=("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "max_qa_length"),
+            steps=("max_steps", "warmup_steps", "log_every", "eval_every"),
+            epochs=("epochs",),
+            count=("max_train_examples", "max_eval_examples", "n_best"),
+            seed=("seed",),
         )
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(
@@ -319,6 +325,9 @@ def read_saved_settings(folder: str | Path) -> dict[str, Any]:
     return saved
 
 
+EXIT_COUNTS = ("patience", "depth")  # ExitSettings' counts of layers, bounded as counts
+
+
 @dataclass(kw_only=True)
 class ExitSettings:
     """Early exit at inference, for a model fine-tuned with --exit-heads (one rule at most; none: every
@@ -370,3 +379,4 @@ class EvaluateConfig(ExitSettings):
     def __post_init__(self) -> None:
         check_fields(self, "evaluate")
         device_name(self.device)
+        check_ranges(self, "evaluate", batch=("batch_size",), length=("max_seq_length",), count=EXIT_COUNTS)

@@ -206,6 +206,19 @@ class PretrainConfig:
                 "projection_init_std",
             ),
             fraction=("adam_beta1", "adam_beta2", "masked_lm_prob"),
+            batch=("batch_size", "gradient_accumulation_steps"),
+            length=("max_predictions_per_seq",),
+            steps=(
+                "max_steps",
+                "warmup_steps",
+                "save_every",
+                "eval_every",
+                "log_every",
+                "dropout_off_step",
+                "dist_timeout_s",
+            ),
+            count=("eval_batches", "keep_last"),
+            seed=("seed",),
         )
         if self.time_budget is not None:
             try:
