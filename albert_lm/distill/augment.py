@@ -25,6 +25,25 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 Pair = tuple[str, str | None]
+# The most texts a task distillation holds for its teacher to label, the training examples and their
+# variants together: Tang et al.'s 20 variants of SST-2's 67k sentences (1.4M), MNLI's 393k pairs with 11
+# each. Each text is held in memory with its features, and a CPU teacher labels a few thousand a minute.
+MAX_TEXTS = 5_000_000
+
+
+def check_augment(examples: int, rounds: int, what: str = "training examples") -> int:
+    """The texts `rounds` variants (--augment) of `examples` texts make at most, the texts included:
+    examples x (1 + rounds); refused over MAX_TEXTS before one is built, naming the option, the value, the
+    cap and the count."""
+    texts = examples * (1 + rounds)
+    if texts > MAX_TEXTS:
+        most = max(0, MAX_TEXTS // max(1, examples) - 1)
+        raise ValueError(
+            f"--augment {rounds}: {examples:,} {what} x (1 + {rounds:,}) = {texts:,} texts to build and have "
+            f"the teacher label, over the cap of {MAX_TEXTS:,}; give --augment {most} or less, or fewer "
+            "examples (--max-train-examples)"
+        )
+    return texts
 
 
 def augment_texts(
@@ -35,7 +54,9 @@ def augment_texts(
     drop: float = 0.1,
     window: float = 0.25,
 ) -> list[Pair]:
-    """Up to `rounds` new variants of each of `texts` (module docstring), in order: text 0's, then 1's."""
+    """Up to `rounds` new variants of each of `texts` (module docstring), in order: text 0's, then 1's;
+    refused before any is made where they would be too many (`check_augment`)."""
+    check_augment(len(texts), rounds)
     counts = Counter(w for a, b in texts for t in (a, b) if t for w in t.split())
     words = list(counts)
     cumulative = list(accumulate(counts[w] for w in words))

@@ -137,6 +137,7 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
                 f"--teachers {cfg.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
                 f"transformers folder at {teacher_folder(cfg, task)})"
             )
+    _check_augment(cfg, tasks)
     teachers = {"--teachers": Path(cfg.teachers)} if cfg.teachers is not None else {}
     check_output_apart(out, {"--model": model, "--data": data, **teachers})
     if out.exists() and not out.is_dir():
@@ -261,6 +262,20 @@ def glue_device(cfg: GlueConfig) -> str:
     from albert_lm.training.evaluation import pick_device
 
     return pick_device(cfg.device).type
+
+
+def _check_augment(cfg: GlueConfig, tasks: list[str]) -> None:
+    """--augment's texts of each task counted before any run starts (`distill.augment.check_augment`):
+    each run would refuse them itself, but only once the suite's other runs were under way."""
+    if cfg.teachers is None or not cfg.augment:
+        return
+    from albert_lm.distill.augment import check_augment
+    from albert_lm.training.evaluation import build_task, read_split
+
+    for task in tasks:
+        ft = finetune_config(cfg, task, cfg.rates()[0], cfg.seed_list()[0])
+        train = read_split(build_task(ft), Path(ft.data), "train", cfg.max_train_examples) or []
+        check_augment(len(train), cfg.augment, f"{GLUE5[task][0]} training examples")
 
 
 # Runs sharing one GPU by default: each is a process with its own CUDA context (~0.5 GB), and a small
