@@ -280,9 +280,12 @@ def iter_text_lines(
     skip_invalid_utf8: bool = False,
     max_line_bytes: int = 1 << 20,
     text_column: str = "text",
+    stats: ReadStats | None = None,
 ) -> Iterator[str]:
     """All lines of one file (its Gutenberg body with `strip_gutenberg`), checked and streamed a MiB at
-    a time. For JSON Lines and Parquet, the lines of each record's text, a blank line after each."""
+    a time. For JSON Lines and Parquet, the lines of each record's text, a blank line after each; the
+    records whose text is null or empty are left out and counted into `stats` (`without_text`), which
+    the caller reports."""
     path = Path(path)
     check_input_file(path)
     records = is_records(path)
@@ -291,7 +294,7 @@ def iter_text_lines(
             path, "--strip-gutenberg keeps the text between a book's markers; this file holds records"
         )
     start, end = gutenberg_body(path) if strip_gutenberg else (0, None)
-    stats = ReadStats()
+    stats = stats if stats is not None else ReadStats()
     ended = True  # whether the text so far ends with a line end (an empty text: one empty line)
     for block, data in _chunks(path, start, end, max_line_bytes, records, text_column):
         if records:

@@ -187,7 +187,9 @@ def _train(
         if sentences.error is not None:  # the reader's own error (bad input, Ctrl-C), not SentencePiece's
             raise sentences.error from None
         if sentences.lines == 0:
-            raise ValueError(f"no text lines in {', '.join(str(p) for p in inputs)}") from None
+            raise ValueError(
+                f"no text lines in {', '.join(str(p) for p in inputs)}{sentences.left_out()}"
+            ) from None
         raise _vocabulary_error(e) from None
     if sentences.error is not None:
         raise sentences.error
@@ -205,7 +207,13 @@ def _train(
             sentences.lines,
         )
     _warn_small_vocabulary(tok)
-    logger.info("trained a %d-piece unigram model on %d lines -> %s", tok.vocab_size, sentences.lines, out)
+    logger.info(
+        "trained a %d-piece unigram model on %d lines%s -> %s",
+        tok.vocab_size,
+        sentences.lines,
+        sentences.left_out(),
+        out,
+    )
     return tok
 
 
@@ -356,6 +364,7 @@ class _Sentences:
         self.inputs, self.rule = inputs, rule
         self.lines = 0
         self.split = 0  # lines over the limit, split
+        self.without_text = 0  # JSON Lines or Parquet records whose text is null or empty, left out
         self.error: BaseException | None = None  # what stopped the reading (SentencePiece hides it)
         self.stop = threading.Event()  # set when the command is interrupted: the reading ends
         self.finished = False  # the reading has ended (SentencePiece then trains in C++ alone)
@@ -374,13 +383,19 @@ class _Sentences:
         self.stop.set()
         return not self.finished
 
+    def left_out(self) -> str:
+        """The records left out for want of text, in words for the summary ("" where none was)."""
+        n = self.without_text
+        return f" ({n} record{'s' if n != 1 else ''} with a null or empty text field left out)" if n else ""
+
     def _lines(self) -> Iterator[str]:
-        from albert_lm.data.corpus import iter_text_lines
+        from albert_lm.data.corpus import ReadStats, iter_text_lines
 
         r = self.rule
         for path in self.inputs:
+            stats = ReadStats()
             lines = iter_text_lines(
-                Path(path), r.strip_gutenberg, r.skip_invalid_utf8, r.max_line_bytes, r.text_column
+                Path(path), r.strip_gutenberg, r.skip_invalid_utf8, r.max_line_bytes, r.text_column, stats
             )
             for line in unwrap_lines(lines):
                 text = preprocess_text(line, lower=r.do_lower_case, keep_accents=r.keep_accents)
@@ -393,3 +408,4 @@ class _Sentences:
                     yield part
                 if self.stop.is_set():
                     raise KeyboardInterrupt
+            self.without_text += stats.without_text  # the file read to its end: its count is whole

@@ -75,12 +75,29 @@ def read_sentences(
                     bar.update(1)
                 if len(out) >= max_segments:
                     bar.close()
-                    return out
+                    return _counted(out, files, stats)
     bar.close()
     if not out:
         names = ", ".join(str(f) for f in files[:3]) + (" ..." if len(files) > 3 else "")
-        raise InputError(names, f"no sentence of at least {min_words} words in the text given (--min-words)")
-    return out
+        raise InputError(
+            names,
+            f"no sentence of at least {min_words} words in the text given (--min-words){left_out(stats)}",
+        )
+    return _counted(out, files, stats)
+
+
+def left_out(stats: ReadStats) -> str:
+    """The records a reading left out for want of text (JSON Lines or Parquet records whose text field is
+    null or empty), in words for its summary line ("" where none was)."""
+    n = stats.without_text
+    return f"; {n} record{'s' if n != 1 else ''} with a null or empty text field left out" if n else ""
+
+
+def _counted(sentences: list[str], files: Sequence[str | os.PathLike], stats: ReadStats) -> list[str]:
+    """`sentences`, the reading's summary logged: how many, from how many files, and the records left out
+    for want of text (JSON Lines or Parquet records whose text field is null or empty), never silently."""
+    logger.info("read %d distinct sentences from %d file(s)%s", len(sentences), len(files), left_out(stats))
+    return sentences
 
 
 def held_out(sentences: Sequence[str], count: int) -> np.ndarray:

@@ -38,7 +38,7 @@ from albert_lm.data.wordpiece import has_tokenizer
 from albert_lm.distill.augment import augment_texts
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.distill.config import TaskDistillConfig, task_steps
-from albert_lm.distill.data import read_sentences
+from albert_lm.distill.data import left_out, read_sentences
 from albert_lm.distill.loop import (
     CONFIG_FILE,
     Distiller,
@@ -97,16 +97,18 @@ def unlabelled(task: Task, texts: Sequence[Pair]) -> list[Any]:
 
 def read_extra(files: Sequence[str], pairs: bool) -> list[Pair]:
     """--extra-text: a pair task's lines `text<TAB>text pair`; a single-text task's sentences (a sentence
-    per line, or raw prose split as general distillation splits it)."""
-    from albert_lm.data.corpus import iter_text_lines
+    per line, or raw prose split as general distillation splits it). JSON Lines records whose text is null
+    or empty are left out and counted in the log."""
+    from albert_lm.data.corpus import ReadStats, iter_text_lines
 
     if not files:
         return []
     if not pairs:
         return [(s, None) for s in read_sentences(files, "auto", False, 1, 10**9, progress=False)]
     out: list[Pair] = []
+    stats = ReadStats()
     for file in files:
-        for n, line in enumerate(iter_text_lines(Path(file)), start=1):
+        for n, line in enumerate(iter_text_lines(Path(file), stats=stats), start=1):
             if not line.strip():
                 continue
             parts = line.split("\t")
@@ -114,7 +116,8 @@ def read_extra(files: Sequence[str], pairs: bool) -> list[Pair]:
                 raise InputError(file, "expected the two texts of a pair separated by one TAB", line=n)
             out.append((parts[0], parts[1]))
     if not out:
-        raise InputError(", ".join(files), "--extra-text: no text")
+        raise InputError(", ".join(files), f"--extra-text: no text{left_out(stats)}")
+    logger.info("--extra-text: %d pairs of texts%s", len(out), left_out(stats))
     return out
 
 

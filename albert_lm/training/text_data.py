@@ -69,5 +69,7 @@ def data_from_text(
         clear_folder(output)
         cfg = dataclasses.replace(cfg, overwrite=False)
     out = output / TEXT_DATA
-    create_pretraining_data(files, source, out, data_cfg, num_workers=1, progress=progress)
+    manifest = create_pretraining_data(files, source, out, data_cfg, num_workers=1, progress=progress)
+    if left_out := manifest.get("summary", {}).get("records_without_text"):  # as `data create` says it
+        logger.warning("--text: %d records had a null or empty text field (left out)", left_out)
     return dataclasses.replace(cfg, data=str(out))
