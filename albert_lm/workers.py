@@ -67,7 +67,10 @@ def run_pool(
     except BaseException:
         _stop_workers(pool)
         raise
-    pool.shutdown(wait=True)
+    else:
+        pool.shutdown(wait=True)
+    finally:  # every worker is gone by now
+        _release(counts)
     return results
 
 
@@ -141,6 +144,23 @@ def _result(future: Future, command: str) -> Any:
     except Exception as e:  # a bug: its type and message here; the worker's traceback with -v
         logger.debug("worker traceback: %s", getattr(e.__cause__, "tb", ""))
         raise ChildProcessError(f"a `{command}` worker failed: {type(e).__name__}: {e}") from e
+
+
+def _release(q: Any) -> None:
+    """Close the parent's end of a multiprocessing queue and unlink its named semaphores now. Under
+    "spawn" each of its locks is a POSIX semaphore in /dev/shm (sem.mp-*) that multiprocessing unlinks
+    only when the queue is garbage-collected; after a failed pool the queue sits in a reference cycle
+    (the pool's initializer arguments, the traceback's frames), so the files would stay as long as the
+    process lives (a test session, a notebook, the Python API). Under "fork" they have no name: nothing
+    to do. Called once no worker uses the queue."""
+    from multiprocessing import util
+
+    q.close()
+    locks = [getattr(q, name, None) for name in ("_rlock", "_wlock", "_sem")]
+    for finalizer in list(getattr(util, "_finalizer_registry", {}).values()):
+        ref = getattr(finalizer, "_weakref", None)  # the object each finalizer cleans up after
+        if ref is not None and any(ref() is lock for lock in locks if lock is not None):
+            finalizer()  # SemLock._cleanup: sem_unlink, and the resource tracker told; runs once
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
