@@ -196,6 +196,26 @@ def tiny_sst2(tmp_path_factory, tiny_config, tiny_corpus_and_tokenizer) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def tiny_exit_run(tmp_path_factory, tiny_sst2) -> Path:
+    """The tiny 4-layer model fine-tuned on tiny_sst2's SST-2-like folder with --exit-heads: run/best/,
+    with base/ and sst2/ linked to the shared fixture's, and texts.txt and masked.txt to read (read only:
+    tests that change a folder copy it first)."""
+    from albert_lm.cli import main
+
+    root = tmp_path_factory.mktemp("exit")
+    for name in ("base", "sst2"):
+        (root / name).symlink_to(tiny_sst2 / name, target_is_directory=True)
+    args = ["finetune", "--task", "sst2", "--model", str(root / "base"), "--data", str(root / "sst2"),
+            "--output", str(root / "run"), "--max-steps", "4", "--batch-size", "8", "--max-seq-length", "32",
+            "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--exit-heads",
+            "-q"]  # fmt: skip
+    assert main(args) == 0
+    (root / "texts.txt").write_text("bala kemo fira\ndusa tovi ramu bala\nkemo\n")
+    (root / "masked.txt").write_text("bala [MASK] fira\n")
+    return root
+
+
 @pytest.fixture
 def one_thread():
     """Tiny models on a shared 2-core machine: one thread avoids OpenMP spin contention (and makes the

@@ -112,29 +112,11 @@ def test_heads_round_trip_and_bad_rules_are_refused(tiny_config, tmp_path):
 
 
 # --------------------------------------------------------------------------- the commands
-@pytest.fixture(scope="module")
-def exit_run(tmp_path_factory, tiny_sst2):
-    """A tiny 4-layer model fine-tuned on an SST-2-like folder with --exit-heads (base/ and sst2/ are
-    the shared fixture's, linked)."""
-    from albert_lm.cli import main
-
-    root = tmp_path_factory.mktemp("exit")
-    for name in ("base", "sst2"):
-        (root / name).symlink_to(tiny_sst2 / name, target_is_directory=True)
-    args = ["finetune", "--task", "sst2", "--model", str(root / "base"), "--data", str(root / "sst2"),
-            "--output", str(root / "run"), "--max-steps", "4", "--batch-size", "8", "--max-seq-length", "32",
-            "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--exit-heads",
-            "-q"]  # fmt: skip
-    assert main(args) == 0
-    (root / "texts.txt").write_text("bala kemo fira\ndusa tovi ramu bala\nkemo\n")
-    return root
-
-
-def test_finetune_saves_the_heads_beside_a_folder_transformers_reads_unchanged(exit_run):
+def test_finetune_saves_the_heads_beside_a_folder_transformers_reads_unchanged(tiny_exit_run):
     transformers = pytest.importorskip("transformers")
     from albert_lm.model.early_exit import EXIT_FILE
 
-    best = exit_run / "run" / "best"
+    best = tiny_exit_run / "run" / "best"
     assert (best / EXIT_FILE).is_file() and "early exit" in (best / "README.md").read_text()
     ours = AlbertForSequenceClassification.from_pretrained(best).eval()
     heads = ExitHeads.load(best, ours.config)
@@ -146,10 +128,10 @@ def test_finetune_saves_the_heads_beside_a_folder_transformers_reads_unchanged(e
         torch.testing.assert_close(theirs(**batch).logits, full, rtol=1e-4, atol=1e-5)
 
 
-def test_predict_and_evaluate_exit_early_and_say_the_depth(exit_run, capsys):
+def test_predict_and_evaluate_exit_early_and_say_the_depth(tiny_exit_run, capsys):
     from albert_lm.cli import main
 
-    best, texts = exit_run / "run" / "best", exit_run / "texts.txt"
+    best, texts = tiny_exit_run / "run" / "best", tiny_exit_run / "texts.txt"
     assert (
         main(
             ["predict", "--model", str(best), "--input", str(texts), "--depth", "2", "--device", "cpu", "-q"]
@@ -160,7 +142,7 @@ def test_predict_and_evaluate_exit_early_and_say_the_depth(exit_run, capsys):
     assert [r["depth"] for r in rows] == [2, 2, 2] and all("label" in r for r in rows)
     assert main(["predict", "--model", str(best), "--input", str(texts), "--device", "cpu", "-q"]) == 0
     assert all("depth" not in json.loads(ln) for ln in capsys.readouterr().out.splitlines())
-    data = exit_run / "sst2"
+    data = tiny_exit_run / "sst2"
     args = ["evaluate", "--task", "sst2", "--model", str(best), "--data", str(data), "--device", "cpu", "-q"]
     assert main([*args, "--patience", "1"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -172,20 +154,20 @@ def test_predict_and_evaluate_exit_early_and_say_the_depth(exit_run, capsys):
     assert [r["depth"] for r in rows] == [1, 1]
 
 
-def test_early_exit_is_refused_where_it_cannot_run(exit_run, tmp_path, capsys):
+def test_early_exit_is_refused_where_it_cannot_run(tiny_exit_run, tmp_path, capsys):
     from albert_lm.cli import main
 
     plain = tmp_path / "plain"
     import shutil
 
-    shutil.copytree(exit_run / "run" / "best", plain)
+    shutil.copytree(tiny_exit_run / "run" / "best", plain)
     (plain / "exit_heads.safetensors").unlink()
-    texts = str(exit_run / "texts.txt")
+    texts = str(tiny_exit_run / "texts.txt")
     assert (
         main(["predict", "--model", str(plain), "--input", texts, "--patience", "2", "--device", "cpu"]) != 0
     )
     assert "fine-tune with --exit-heads" in capsys.readouterr().err
-    best = str(exit_run / "run" / "best")
+    best = str(tiny_exit_run / "run" / "best")
     assert main(["predict", "--model", best, "--input", texts, "--patience", "2", "--depth", "1"]) != 0
     assert "one exit rule" in capsys.readouterr().err
     assert main(["predict", "--model", best, "--input", texts, "--depth", "9"]) != 0
@@ -196,10 +178,10 @@ def test_early_exit_is_refused_where_it_cannot_run(exit_run, tmp_path, capsys):
         assert f"{option} {value}" in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_patience_0_and_the_full_depth_are_the_plain_model_bit_for_bit(exit_run, capsys):
+def test_patience_0_and_the_full_depth_are_the_plain_model_bit_for_bit(tiny_exit_run, capsys):
     from albert_lm.cli import main
 
-    best, texts = str(exit_run / "run" / "best"), str(exit_run / "texts.txt")
+    best, texts = str(tiny_exit_run / "run" / "best"), str(tiny_exit_run / "texts.txt")
     outputs = []
     for extra in ((), ("--patience", "0"), ("--depth", "4")):
         assert main(["predict", "--model", best, "--input", texts, "--device", "cpu", "-q", *extra]) == 0
@@ -208,7 +190,7 @@ def test_patience_0_and_the_full_depth_are_the_plain_model_bit_for_bit(exit_run,
     assert outputs[0] == outputs[1] == outputs[2]
 
 
-def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit_run, tmp_path):
+def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(tiny_exit_run, tmp_path):
     """--depth K on an all-shared model is the same weights with K layers: a copy of the folder whose
     config says num_hidden_layers K gives the same vectors and candidates."""
     import shutil
@@ -217,7 +199,7 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit
 
     from albert_lm.deploy.api import Predictor
 
-    base = exit_run / "base"
+    base = tiny_exit_run / "base"
     config = json.loads((base / "config.json").read_text())
     assert config.get("num_hidden_groups", 1) == 1 and config["num_hidden_layers"] == 4
     one = tmp_path / "one-layer"
@@ -244,7 +226,7 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(exit
 
 
 @pytest.mark.slow
-def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(exit_run, tmp_path):
+def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(tiny_exit_run, tmp_path):
     """`albert export` writes the embeddings and the shared layer as graphs of their own; the loop of
     docs/finetune.md, run as written on them, gives each row PyTorch's depth and probabilities."""
     pytest.importorskip("onnxruntime")
@@ -259,7 +241,7 @@ def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(exit_run, tmp_path):
     from albert_lm.deploy.onnx_exit import EXIT_SNIPPET
 
     best, out = tmp_path / "best", tmp_path / "onnx"
-    shutil.copytree(exit_run / "run" / "best", best)
+    shutil.copytree(tiny_exit_run / "run" / "best", best)
     tokenizer = AlbertTokenizer.from_pretrained(best)
     pieces = sorted(p.lstrip("\u2581") for p in tokenizer.get_vocab() if p.isalpha())
     rng = np.random.default_rng(0)

@@ -15,25 +15,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from test_bad_input import refused
 
-from albert_lm.cli import main
 from albert_lm.model.early_exit import EXIT_FILE
 
 LAYER_NORM = "albert.embeddings.LayerNorm.weight"  # transformers' name, in a fine-tuned folder's file
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, tiny_sst2):
-    """A tiny 4-layer model fine-tuned on an SST-2-like folder with --exit-heads, its pretrained base,
-    and a file of texts."""
-    root = tmp_path_factory.mktemp("weights")
-    args = ["finetune", "--task", "sst2", "--model", str(tiny_sst2 / "base"), "--data", str(tiny_sst2 / "sst2"),
-            "--output", str(root / "run"), "--max-steps", "2", "--batch-size", "8", "--max-seq-length", "32",
-            "--device", "cpu", "--precision", "fp32", "--no-tensorboard", "--no-plot", "--exit-heads",
-            "-q"]  # fmt: skip
-    assert main(args) == 0
-    (root / "texts.txt").write_text("bala kemo fira\ndusa tovi ramu bala\n")
-    (root / "masked.txt").write_text("bala [MASK] fira\n")
-    return root
 
 
 def _damaged(src: Path, dst: Path, name: str | None = None, value: float = float("nan"), dtype=None) -> Path:
@@ -108,22 +92,26 @@ COMMANDS = ("predict", "evaluate", "embed", "fill-mask", "finetune", "export")
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_non_finite_weight_is_refused_naming_the_file_and_tensor(
-    runs, tiny_sst2, tmp_path, capsys, command, value
+    tiny_exit_run, tiny_sst2, tmp_path, capsys, command, value
 ):
     if command == "export":
         pytest.importorskip("onnxruntime")
-    model = _damaged(runs / "run" / "best", tmp_path / "model", value=value)
+    model = _damaged(tiny_exit_run / "run" / "best", tmp_path / "model", value=value)
     base = _damaged(tiny_sst2 / "base", tmp_path / "base", value=value)
     (tmp_path / "sst2").symlink_to(tiny_sst2 / "sst2", target_is_directory=True)
-    shutil.copy(runs / "texts.txt", tmp_path / "texts.txt")
-    argv = _commands(model, base, tmp_path / "texts.txt", runs / "masked.txt", tmp_path / "out")[command]
+    shutil.copy(tiny_exit_run / "texts.txt", tmp_path / "texts.txt")
+    argv = _commands(model, base, tmp_path / "texts.txt", tiny_exit_run / "masked.txt", tmp_path / "out")[
+        command
+    ]
     refused(capsys, argv, "model.safetensors", "LayerNorm.weight", "non-finite", untouched=(model, base))
     assert not [f for f in (tmp_path / "out").rglob("*") if f.is_file()], "files written by a refused run"
 
 
-def test_an_integer_weight_is_refused_naming_the_file_and_tensor(runs, tmp_path, capsys):
-    model = _damaged(runs / "run" / "best", tmp_path / "model", "classifier.weight", dtype=torch.int32)
-    shutil.copy(runs / "texts.txt", tmp_path / "texts.txt")
+def test_an_integer_weight_is_refused_naming_the_file_and_tensor(tiny_exit_run, tmp_path, capsys):
+    model = _damaged(
+        tiny_exit_run / "run" / "best", tmp_path / "model", "classifier.weight", dtype=torch.int32
+    )
+    shutil.copy(tiny_exit_run / "texts.txt", tmp_path / "texts.txt")
     argv = ["predict", "--model", str(model), "--input", str(tmp_path / "texts.txt")]
     refused(capsys, argv, "model.safetensors", "classifier.weight", "int32")
 
@@ -156,24 +144,24 @@ EXIT_DAMAGE = ("nan", "inf", "int32", "shape", "garbage", "empty", "truncated", 
 
 @pytest.mark.parametrize("kind", EXIT_DAMAGE)
 @pytest.mark.parametrize("rule", [["--depth", "1"], ["--patience", "1"], ["--exit-confidence", "0.5"]])
-def test_damaged_exit_heads_are_refused_naming_the_file(runs, tmp_path, capsys, kind, rule):
+def test_damaged_exit_heads_are_refused_naming_the_file(tiny_exit_run, tmp_path, capsys, kind, rule):
     model = tmp_path / "model"
-    shutil.copytree(runs / "run" / "best", model)
+    shutil.copytree(tiny_exit_run / "run" / "best", model)
     _exit_heads(model, kind)
-    argv = ["predict", "--model", str(model), "--input", str(runs / "texts.txt"), *rule]
+    argv = ["predict", "--model", str(model), "--input", str(tiny_exit_run / "texts.txt"), *rule]
     refused(capsys, argv, EXIT_FILE, untouched=(model,))
 
 
-def test_damaged_exit_heads_are_refused_by_export(runs, tmp_path, capsys):
+def test_damaged_exit_heads_are_refused_by_export(tiny_exit_run, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     model = tmp_path / "model"
-    shutil.copytree(runs / "run" / "best", model)
+    shutil.copytree(tiny_exit_run / "run" / "best", model)
     _exit_heads(model, "inf")
     refused(capsys, ["export", "--model", str(model), "--output", str(tmp_path / "o")], EXIT_FILE)
     assert not (tmp_path / "o").exists()
 
 
-def test_non_finite_scores_are_refused_not_printed(runs, tiny_sst2, tmp_path, capsys, monkeypatch):
+def test_non_finite_scores_are_refused_not_printed(tiny_exit_run, tiny_sst2, tmp_path, capsys, monkeypatch):
     """Finite weights can still give non-finite scores (an overflow in reduced precision): predict and
     evaluate refuse them instead of writing NaN (not JSON) or scoring every row as class 0."""
     from albert_lm.model.heads import AlbertForSequenceClassification
@@ -187,10 +175,11 @@ def test_non_finite_scores_are_refused_not_printed(runs, tiny_sst2, tmp_path, ca
 
     monkeypatch.setattr(AlbertForSequenceClassification, "forward", overflowing)
     out = tmp_path / "p.jsonl"
-    refused(capsys, ["predict", "--model", str(runs / "run" / "best"), "--input", str(runs / "texts.txt"),
+    best = tiny_exit_run / "run" / "best"
+    refused(capsys, ["predict", "--model", str(best), "--input", str(tiny_exit_run / "texts.txt"),
                      "--output", str(out)], "non-finite scores")  # fmt: skip
     assert not out.exists()
-    refused(capsys, ["evaluate", "--task", "sst2", "--model", str(runs / "run" / "best"), "--data",
+    refused(capsys, ["evaluate", "--task", "sst2", "--model", str(tiny_exit_run / "run" / "best"), "--data",
                      str(tiny_sst2 / "sst2"), "--output", str(tmp_path / "eval")], "non-finite scores")  # fmt: skip
     assert not (tmp_path / "eval" / "eval_results.json").exists()
 
@@ -216,12 +205,14 @@ def test_the_exports_comparison_keeps_a_nan_difference(tmp_path):
     assert not diff <= 1e-4 and not cosine >= 0.9
 
 
-def test_a_student_without_a_trained_mlm_head_is_refused_by_fill_mask(tiny_sst2, runs, tmp_path, capsys):
+def test_a_student_without_a_trained_mlm_head_is_refused_by_fill_mask(
+    tiny_sst2, tiny_exit_run, tmp_path, capsys
+):
     """An older student of `distill general` (mlm_weight 0) kept the random masked-LM head."""
     student = tmp_path / "student"
     shutil.copytree(tiny_sst2 / "base", student)
     (student / "distill_config.json").write_text(json.dumps({"mlm_weight": 0.0}))
-    refused(capsys, ["fill-mask", "--model", str(student), "--input", str(runs / "masked.txt")],
+    refused(capsys, ["fill-mask", "--model", str(student), "--input", str(tiny_exit_run / "masked.txt")],
             str(student), "never trained", "distill_config.json")  # fmt: skip
     pytest.importorskip("onnxruntime")
     from albert_lm.deploy.export import export_onnx
@@ -231,7 +222,7 @@ def test_a_student_without_a_trained_mlm_head_is_refused_by_fill_mask(tiny_sst2,
 
 
 def test_onnx_export_refuses_a_tokenizer_that_is_not_the_models(
-    runs, tiny_corpus_and_tokenizer, tmp_path, capsys
+    tiny_exit_run, tiny_corpus_and_tokenizer, tmp_path, capsys
 ):
     """The export copies the tokenizer beside the graph: one with more pieces than the model's embedding
     rows would give ids the graph cannot look up, so it is refused as predict refuses it."""
@@ -239,7 +230,7 @@ def test_onnx_export_refuses_a_tokenizer_that_is_not_the_models(
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     model = tmp_path / "model"
-    shutil.copytree(runs / "run" / "best", model)
+    shutil.copytree(tiny_exit_run / "run" / "best", model)
     train_tokenizer([tiny_corpus_and_tokenizer[0]], tmp_path / "tok", vocab_size=220, num_threads=1)
     shutil.copy(tmp_path / "tok" / "spiece.model", model / "spiece.model")
     refused(capsys, ["export", "--model", str(model), "--output", str(tmp_path / "o")], "spiece.model", "220")
