@@ -252,3 +252,37 @@ def test_glue_teacher_options_are_checked(tiny_model, albert_data, tmp_path):
         _config(tiny_model, albert_data, tmp_path, teachers=str(tmp_path), classifier_pooling="mean")
     with pytest.raises(ValueError, match="augment"):
         _config(tiny_model, albert_data, tmp_path, teachers=str(tmp_path), augment=-1)
+
+
+def test_settings_compare_a_missing_key_as_its_default():
+    """Resuming and reusing a finished GLUE run compare settings one way: a setting the saved file lacks
+    (added to albert-lm since) counts as its default."""
+    from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.run_folder import changed_settings
+
+    now = FinetuneConfig(task="rte", model="m", data="d", output="o")
+    saved = json.loads(json.dumps(dataclasses.asdict(now)))
+    assert changed_settings(saved, now) == []
+    del saved["exit_heads"]  # a setting newer than the file, at its default (False): no change
+    assert changed_settings(saved, now) == []
+    changed = dataclasses.replace(now, classifier_pooling="mean", learning_rate=5e-5)
+    assert changed_settings(saved, changed, ignore=("learning_rate",)) == [
+        "classifier_pooling: None there, 'mean' now"
+    ]
+
+
+def test_a_finished_run_is_reused_after_a_new_setting_at_its_default(tiny_model, albert_data, tmp_path):
+    """A record written before a setting existed does not make the suite refuse to go on; a changed
+    setting still does."""
+    cfg = _config(tiny_model, albert_data, tmp_path / "glue", tasks="rte", seeds="1", learning_rates="1e-3",
+                  workers=1)  # fmt: skip
+    result = run_glue(cfg)
+    (record,) = (tmp_path / "glue").glob("*/lr-*/seed-*/glue_run.json")
+    kept = json.loads(record.read_text())
+    del kept["settings"]["exit_heads"]
+    record.write_text(json.dumps(kept))
+    assert run_glue(cfg) == result
+    kept["settings"]["dropout"] = 0.3
+    record.write_text(json.dumps(kept))
+    with pytest.raises(ValueError, match="dropout: 0.3 there"):
+        run_glue(cfg)

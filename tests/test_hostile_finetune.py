@@ -285,7 +285,7 @@ def test_glue_reuses_only_runs_of_the_same_model_data_and_settings(world, capsys
     assert (run / "eval_results.json").stat().st_mtime_ns == stamp
     argv = _glue(w, out)
     argv[argv.index("--max-seq-length") + 1] = "40"
-    refused(capsys, argv, "max_seq_length was 48, now 40", "--overwrite", untouched=(out,))
+    refused(capsys, argv, "max_seq_length: 48 there, 40 now", "--overwrite", untouched=(out,))
     # another model (same config, other weights)
     other = tmp_path / "other_model"
     shutil.copytree(w["pre"], other)

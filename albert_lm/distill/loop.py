@@ -125,7 +125,7 @@ def check_output(cfg: DistillCommon, inputs: dict[str, Any]) -> Path | None:
         DISTILLATION, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
     )
     if cfg.resume and latest is not None:
-        run_folder.check_resume(DISTILLATION, latest, cfg.to_dict())
+        run_folder.check_resume(DISTILLATION, latest, cfg)
     return latest if cfg.resume else None
 
 

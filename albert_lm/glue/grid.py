@@ -36,6 +36,7 @@ from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, run_folder, t
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.training.run_folder import changed_settings
 from albert_lm.workers import run_pool
 
 logger = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ def _finished(cfg: GlueConfig, job: tuple[str, float, int], record: dict[str, An
             kept = read_json_object(folder / RUN_RECORD, "glue run record")
         except ValueError:
             kept = {}
-        differs = _differences(kept, record)
+        differs = _differences(kept, record, run_config(cfg, *job))
     if not differs:
         return True
     if cfg.overwrite:
@@ -242,19 +243,18 @@ def _finished(cfg: GlueConfig, job: tuple[str, float, int], record: dict[str, An
     )
 
 
-def _differences(kept: dict[str, Any], now: dict[str, Any]) -> list[str]:
+def _differences(
+    kept: dict[str, Any], now: dict[str, Any], settings: FinetuneConfig | TaskDistillConfig
+) -> list[str]:
+    """What differs between a finished run's record `kept` and this suite's `now` for it: the inputs' hashes,
+    then the run's `settings` as resuming compares them (a setting the record lacks counts as its default)."""
     what = {"model": "the model's config or weights", "tokenizer": "the tokenizer's vocabulary"}
     if "teacher" in now:
         what["teacher"] = "the task's teacher"
     out = [f"{what[k]} changed" for k in what if kept.get(k) != now[k]]
     out += [f"its {s}.tsv changed" for s in now["data"] if (kept.get("data") or {}).get(s) != now["data"][s]]
-    before = kept.get("settings") or {}
-    out += [
-        f"{name} was {before.get(name)!r}, now {value!r}"
-        for name, value in now["settings"].items()
-        if before.get(name) != value
-    ]
-    return out
+    before = kept.get("settings")
+    return out + changed_settings(before if isinstance(before, dict) else {}, settings, _NOT_RECORDED)
 
 
 def glue_device(cfg: GlueConfig) -> str:

@@ -78,7 +78,7 @@ def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
 
 def check_resume(cfg: PretrainConfig, latest: Path) -> None:
     """A resumed run keeps the settings it was started with (RESUME_MAY_CHANGE aside)."""
-    run_folder.check_resume(PRETRAINING, latest, cfg.to_dict())
+    run_folder.check_resume(PRETRAINING, latest, cfg)
 
 
 def check_tokenizer(tokenizer: Any, folder: Path, option: str) -> None:

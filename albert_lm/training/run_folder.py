@@ -7,8 +7,9 @@ Each loop describes its kind of run once (`RunKind`); the words a user reads are
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,17 +67,47 @@ def check_output(
         )
 
 
-def check_resume(kind: RunKind, latest: Path, now: Mapping[str, Any]) -> None:
-    """A resumed run keeps the settings it was started with (`kind.may_change` aside): `now` against the
-    settings file saved in the checkpoint `latest`, compared as the file holds them (tuples as lists)."""
+def changed_settings(saved: Mapping[str, Any], now: Any, ignore: Iterable[str] = ()) -> list[str]:
+    """Each setting of the settings dataclass `now` that differs from the settings file `saved`
+    ("name: X there, Y now"), `ignore` aside, compared as the file holds them (tuples as lists). A setting
+    the file lacks counts as its default: one added to albert-lm since the file was written changes
+    nothing at its default, and is a change set otherwise. Resuming a run and reusing a finished GLUE
+    run both compare this way."""
+    values = _as_json(dataclasses.asdict(now))
+    defaults = _as_json({f.name: _default(f) for f in dataclasses.fields(now)})
+    skip = set(ignore)
+    changed = []
+    for name, value in values.items():
+        if name in skip or (name not in saved and defaults[name] is dataclasses.MISSING):
+            continue
+        before = saved.get(name, defaults[name])
+        if before != value:
+            changed.append(f"{name}: {before!r} there, {value!r} now")
+    return changed
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING  # a setting without a default: a file without it cannot say it changed
+
+
+def _as_json(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` as a JSON file would hold them (tuples as lists), MISSING kept."""
+    return {k: v if v is dataclasses.MISSING else json.loads(json.dumps(v)) for k, v in values.items()}
+
+
+def check_resume(kind: RunKind, latest: Path, now: Any) -> None:
+    """A resumed run keeps the settings it was started with (`kind.may_change` aside): the settings
+    dataclass `now` against the settings file saved in the checkpoint `latest` (`changed_settings`)."""
     saved = read_json_object(latest / kind.settings_file, f"{kind.name} settings")
-    now = json.loads(json.dumps(dict(now)))
-    changed = [k for k, v in now.items() if k not in kind.may_change and k in saved and saved[k] != v]
+    changed = changed_settings(saved, now, kind.may_change)
     if changed:
-        diffs = "; ".join(f"{k}: {saved[k]!r} there, {now[k]!r} now" for k in changed)
         raise ValueError(
-            f"--resume: the settings differ from the run in {latest} ({diffs}). A resumed run keeps its "
-            f"settings: drop the change, or {kind.new_run_hint.format(latest=latest)}"
+            f"--resume: the settings differ from the run in {latest} ({'; '.join(changed)}). A resumed run "
+            f"keeps its settings: drop the change, or {kind.new_run_hint.format(latest=latest)}"
         )
 
 
