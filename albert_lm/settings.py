@@ -41,6 +41,7 @@ from albert_lm.values import (  # noqa: F401 (the checks, importable from here a
     device_name,
     field_docs,
     file_values,
+    help_groups,
     json_repr,
     parse_duration,
     seed_list,
@@ -243,7 +244,7 @@ def add_options(
 ) -> None:
     """One `--field-name` option per field of the dataclass `cls`, in field order.
 
-    `groups` (title -> field names; by default the class's HELP_GROUPS, declared with its fields) files
+    `groups` (title -> field names; by default the sections its fields' metadata name, `help_groups`) files
     options under headed sections of --help, in that order; the fields no group names follow under
     "other options".
 
@@ -257,7 +258,7 @@ def add_options(
     skip, required = set(skip), set(required)
     help_of, metavar_of, flag_of = dict(helps or {}), dict(metavars or {}), dict(flags or {})
     choices_of = dict(choices or {})
-    target = _grouper(parser, groups if groups is not None else getattr(cls, "HELP_GROUPS", None))
+    target = _grouper(parser, groups if groups is not None else help_groups(cls))
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue

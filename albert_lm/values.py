@@ -23,7 +23,16 @@ from typing import Any
 
 @functools.cache
 def field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstrings of a dataclass: the string literal right under each field."""
+    """The attribute docstrings of a dataclass, its bases' first: the string literal right under each
+    field (a subclass that redeclares a field to change its default keeps the base's docstring)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_docs(klass))
+    return docs
+
+
+def _own_docs(cls: type) -> dict[str, str]:
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):  # no source (frozen or zipped install): options without help
@@ -41,6 +50,47 @@ def field_docs(cls: type) -> dict[str, str]:
         ):
             docs[node.target.id] = " ".join(after.value.value.split())
     return docs
+
+
+# The --help sections of the training commands, in the order they are shown.
+SECTIONS = ("data and output", "teacher and data", "the model", "the student", "losses",
+            "objective", "how long", "batch and optimizer", "sizes", "machine", "checkpoints",
+            "evaluation and records", "question answering and multiple choice", "your own data's columns")  # fmt: skip
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    group: str,
+    resume: bool = False,
+    recorded: bool = True,
+    factory: Callable[[], Any] | None = None,
+) -> Any:
+    """A settings dataclass field and what it is: `group`, the --help section it is shown under (one of
+    SECTIONS); `resume`, whether a resumed run may change it (where it reads and writes, how often it logs
+    and saves, where it runs: not what it computes); `recorded`, whether a run's record keeps it (False:
+    it does not change the result, or its content is recorded instead, as a model's hash for its path).
+    The lists of what may change on resume and what a record ignores are read from these, never typed."""
+    if group not in SECTIONS:
+        raise ValueError(f"setting group {group!r}: expected one of {', '.join(SECTIONS)}")
+    meta = {"group": group, "resume": resume, "recorded": recorded}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def help_groups(cls: type) -> dict[str, tuple[str, ...]]:
+    """Section title -> the fields shown under it, in SECTIONS' order (fields without a group: none)."""
+    groups: dict[str, list[str]] = {}
+    for f in dataclasses.fields(cls):
+        if "group" in f.metadata:
+            groups.setdefault(f.metadata["group"], []).append(f.name)
+    return {title: tuple(groups[title]) for title in SECTIONS if title in groups}
+
+
+def settings_where(cls: type, flag: str, value: bool = True) -> frozenset[str]:
+    """The fields of `cls` whose `setting` metadata `flag` ("resume" or "recorded") is `value`."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get(flag, not value) == value)
 
 
 def _union_args(hint: Any) -> tuple[Any, ...] | None:

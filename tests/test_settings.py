@@ -138,21 +138,34 @@ def test_evaluate_and_reproduce_take_a_settings_file(tmp_path, capsys):
     refused(capsys, ["reproduce", "sharing"], "missing --data")
 
 
-def test_every_field_of_a_grouped_settings_class_is_in_one_group():
-    """`--help` sections are declared with the settings (HELP_GROUPS): a new field must be filed under one
-    of them (an option shown under "other options" is one nobody placed), and under one only."""
+def test_every_field_of_a_loops_settings_says_what_it_is():
+    """Each field of the training loops' settings carries its metadata (`values.setting`: its --help
+    section, whether a resumed run may change it, whether a run record keeps it), from which the help
+    sections, RESUME_MAY_CHANGE and glue's unrecorded settings are read; a new field without it fails
+    here. A class redeclares a field of its base (LoopSettings, ResumableSettings) only to change its
+    default: same type, same metadata."""
     import dataclasses
+    import typing
 
     from albert_lm.distill.config import GeneralDistillConfig, TaskDistillConfig
     from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.loop_settings import LoopSettings, ResumableSettings
     from albert_lm.training.pretrain_config import PretrainConfig
+    from albert_lm.values import SECTIONS
 
-    # fields given their options by hand (not by add_options), so in no section of the class
-    by_hand = {"model_overrides", "text", "claim"}
     for cls in (PretrainConfig, FinetuneConfig, GeneralDistillConfig, TaskDistillConfig):
-        grouped = [name for names in cls.HELP_GROUPS.values() for name in names]
-        fields = {f.name for f in dataclasses.fields(cls)} - by_hand
-        assert len(grouped) == len(set(grouped)), f"{cls.__name__}: a field in two sections"
-        assert not fields - set(grouped), (
-            f"{cls.__name__}: in no --help section: {sorted(fields - set(grouped))}"
-        )
+        for f in dataclasses.fields(cls):
+            assert set(f.metadata) == {"group", "resume", "recorded"}, (
+                f"{cls.__name__}.{f.name}: no setting()"
+            )
+            assert f.metadata["group"] in SECTIONS
+        base = ResumableSettings if issubclass(cls, ResumableSettings) else LoopSettings
+        assert issubclass(cls, base)
+        ours, theirs = typing.get_type_hints(cls), typing.get_type_hints(base)
+        inherited = {f.name: f for f in dataclasses.fields(base)}
+        for f in dataclasses.fields(cls):
+            if f.name in inherited:
+                assert ours[f.name] == theirs[f.name], (
+                    f"{cls.__name__}.{f.name}: another type than its base's"
+                )
+                assert f.metadata == inherited[f.name].metadata, f"{cls.__name__}.{f.name}: other metadata"

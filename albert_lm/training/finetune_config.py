@@ -13,10 +13,12 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from albert_lm.files import InputError, read_json_object
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, json_repr
+from albert_lm.training.loop_settings import LoopSettings
+from albert_lm.values import setting
 
 
 @dataclass(frozen=True)
@@ -55,133 +57,75 @@ _DEFAULT_WARMUP_FRACTION = 0.1
 
 
 @dataclass
-class FinetuneConfig:
+class FinetuneConfig(LoopSettings):
     """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""
 
-    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "what to fine-tune": ("task", "model", "data", "output", "tokenizer", "overwrite"),
-        "training": (
-            "max_steps",
-            "epochs",
-            "batch_size",
-            "learning_rate",
-            "warmup_steps",
-            "weight_decay",
-            "max_grad_norm",
-            "gradient_accumulation_steps",
-            "dropout",
-            "classifier_dropout",
-            "exit_heads",
-            "classifier_pooling",
-            "seed",
-        ),
-        "sizes": ("max_seq_length", "eval_batch_size", "max_train_examples", "max_eval_examples"),
-        "machine": ("precision", "device"),
-        "evaluation and records": ("eval_every", "log_every", "tensorboard", "plot"),
-        "question answering and multiple choice": (
-            "doc_stride",
-            "max_query_length",
-            "n_best",
-            "max_answer_length",
-            "null_score_diff_threshold",
-            "max_qa_length",
-        ),
-        "your own data's columns": (
-            "text_column",
-            "text_pair_column",
-            "label_column",
-            "tokens_column",
-            "tags_column",
-        ),
-    }
-    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
-
-    task: str
+    task: str = setting(group="data and output")
     """the task (GLUE name, squad1, squad2, race, classification, token-classification)"""
-    model: str
+    model: str = setting(group="data and output", recorded=False)
     """pretrained model folder (config.json, weights, spiece.model), or hub id org/name[@rev]"""
-    data: str
+    data: str = setting(group="data and output", recorded=False)
     """the task's folder (train/dev files) or one file"""
-    output: str
+    output: str = setting(group="data and output", recorded=False)
     """output folder"""
-    tokenizer: str | None = None
+    tokenizer: str | None = setting(None, group="data and output", recorded=False)
     """spiece.model (or its folder) when --model has none"""
-    overwrite: bool = False
-    """replace the run the output folder holds (its eval_results.json, metrics.jsonl, best/, predictions/;
-    other files there stay); refused otherwise"""
-    max_steps: int | None = None
+    max_steps: int | None = setting(None, group="batch and optimizer")
     """optimizer steps (default: the task's)"""
-    epochs: float | None = None
+    epochs: float | None = setting(None, group="batch and optimizer")
     """train for this many epochs instead of --max-steps (--max-steps wins where both are given)"""
-    batch_size: int | None = None
+    batch_size: int | None = setting(None, group="batch and optimizer")
     """training batch size (default: the task's)"""
-    eval_batch_size: int | None = None
+    eval_batch_size: int | None = setting(None, group="sizes")
     """evaluation batch size (default: twice the training batch)"""
-    learning_rate: float | None = None
+    learning_rate: float | None = setting(None, group="batch and optimizer")
     """peak learning rate (default: the task's)"""
-    warmup_steps: int | None = None
+    warmup_steps: int | None = setting(None, group="batch and optimizer")
     """warmup steps (default: the task's warmup fraction of the steps)"""
-    max_seq_length: int | None = None
+    max_seq_length: int | None = setting(None, group="sizes")
     """tokens per example (default: the task's, 512; 384 for SQuAD 1.1)"""
-    weight_decay: float = 0.01
-    """decoupled weight decay (not on biases and layer norms)"""
-    max_grad_norm: float = 1.0
-    """clip the global gradient norm to this"""
-    gradient_accumulation_steps: int = 1
+    gradient_accumulation_steps: int = setting(1, group="batch and optimizer")
     """batches per optimizer step"""
-    dropout: float | None = None
+    dropout: float | None = setting(None, group="batch and optimizer")
     """encoder dropout, hidden and attention (default: the task's, 0 or 0.1)"""
-    classifier_dropout: float = 0.1
+    classifier_dropout: float = setting(0.1, group="batch and optimizer")
     """dropout before the task head"""
-    exit_heads: bool = False
+    exit_heads: bool = setting(False, group="batch and optimizer")
     """also train a classifier after every layer (PABEE's weighting: deeper ones weigh more), saved in
     exit_heads.safetensors beside the model, for early exit in predict and evaluate (--patience,
     --exit-confidence, --depth); classification and regression tasks"""
-    classifier_pooling: Literal["cls", "mean"] | None = None
+    classifier_pooling: Literal["cls", "mean"] | None = setting(None, group="batch and optimizer")
     """what a sequence classifier reads: cls, the [CLS] vector (ALBERT's; transformers reads it), or mean,
     the mean of the tokens' vectors, which `albert distill general` teaches (transformers'
     AlbertForSequenceClassification would read [CLS] instead: such a folder's outputs are albert-lm's);
     default: the model folder's own (cls unless it says mean)"""
-    seed: int = 12345
-    """seed of initialisation, data order and dropout"""
-    precision: Precision = "auto"
-    """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
-    AMX), else fp32; fp16 on CUDA only"""
-    device: str = "auto"
-    """auto, cpu, cuda, cuda:1, ..."""
-    eval_every: int | None = None
+    eval_every: int | None = setting(None, group="evaluation and records")
     """evaluate every N steps (default: once per epoch and at the end)"""
-    log_every: int = 50
-    """log a line every N steps"""
-    tensorboard: bool = True
-    """write TensorBoard events (train loss and learning rate, every dev metric) under OUTPUT/tensorboard"""
-    plot: bool = True
-    """draw training_curves.png (train loss, the task's dev metric) at each evaluation and at the end"""
-    max_train_examples: int | None = None
+    max_train_examples: int | None = setting(None, group="sizes")
     """use only the first N training examples (quick runs)"""
-    max_eval_examples: int | None = None
+    max_eval_examples: int | None = setting(None, group="sizes")
     """use only the first N dev examples"""
-    doc_stride: int = 128
+    doc_stride: int = setting(128, group="question answering and multiple choice")
     """SQuAD: window stride in tokens"""
-    max_query_length: int = 64
+    max_query_length: int = setting(64, group="question answering and multiple choice")
     """SQuAD: question tokens kept"""
-    n_best: int = 20
+    n_best: int = setting(20, group="question answering and multiple choice")
     """SQuAD: start/end candidates per window"""
-    max_answer_length: int = 30
+    max_answer_length: int = setting(30, group="question answering and multiple choice")
     """SQuAD: longest answer in tokens"""
-    null_score_diff_threshold: float | None = None
+    null_score_diff_threshold: float | None = setting(None, group="question answering and multiple choice")
     """SQuAD 2.0: answer '' when null score - best span score exceeds this (default: best F1 on dev)"""
-    max_qa_length: int = 128
+    max_qa_length: int = setting(128, group="question answering and multiple choice")
     """RACE: question + option tokens kept"""
-    text_column: str = "text"
+    text_column: str = setting("text", group="your own data's columns")
     """classification: text column"""
-    text_pair_column: str | None = "text_pair"
+    text_pair_column: str | None = setting("text_pair", group="your own data's columns")
     """classification: optional second text column"""
-    label_column: str = "label"
+    label_column: str = setting("label", group="your own data's columns")
     """classification: label column"""
-    tokens_column: str = "tokens"
+    tokens_column: str = setting("tokens", group="your own data's columns")
     """token classification: tokens column"""
-    tags_column: str = "tags"
+    tags_column: str = setting("tags", group="your own data's columns")
     """token classification: tags column"""
 
     def __post_init__(self) -> None:

@@ -22,30 +22,12 @@ from albert_lm.model.config import AlbertConfig
 from albert_lm.training import run_folder
 from albert_lm.training.pretrain_config import PretrainConfig
 from albert_lm.training.run_folder import RunKind
+from albert_lm.values import settings_where
 
 # What a resumed run may change: where it reads and writes, how often it logs, saves and evaluates, and
-# where it runs. Anything else changed would make the run's record differ from what ran.
-RESUME_MAY_CHANGE = frozenset(
-    {
-        "data",
-        "output",
-        "resume",
-        "overwrite",
-        "save_every",
-        "keep_last",
-        "eval_every",
-        "eval_batches",
-        "eval_text",
-        "log_every",
-        "device",
-        "precision",
-        "tensorboard",
-        "plot",
-        "dist_timeout_s",
-        "gradient_checkpointing",
-        "max_steps",  # a finished run extended: the schedule becomes the longer run's (pretrain_setup)
-    }
-)
+# where it runs, as each field's metadata says (`albert_lm.values.setting`). Anything else changed would
+# make the run's record differ from what ran.
+RESUME_MAY_CHANGE = settings_where(PretrainConfig, "resume")
 
 # Files that mark a folder as a pretraining run's (besides checkpoint-N folders).
 RUN_FILES = ("pretrain_config.json", "model.safetensors", "metrics.jsonl")

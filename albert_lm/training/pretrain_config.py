@@ -10,163 +10,93 @@ import dataclasses
 import json
 import math
 import os
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from albert_lm.hub import resolve_model
 from albert_lm.settings import (
-    Precision,
     check_fields,
     check_ranges,
     device_name,
     merge_settings,
     parse_duration,
 )
+from albert_lm.training.loop_settings import ResumableSettings
+from albert_lm.values import setting
 
 
 @dataclass
-class PretrainConfig:
+class PretrainConfig(ResumableSettings):
     """One pretraining run. Defaults are the paper's (Section 4.1) and google-research's flags."""
 
-    HELP_GROUPS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "data and output": ("data", "output", "resume", "overwrite"),
-        "the model": ("preset", "model_config", "init_from", "init_from_group0", "projection_init_std"),
-        "how long": ("max_steps", "time_budget"),
-        "batch and optimizer": (
-            "batch_size",
-            "gradient_accumulation_steps",
-            "learning_rate",
-            "warmup_steps",
-            "poly_power",
-            "optimizer",
-            "weight_decay",
-            "adam_beta1",
-            "adam_beta2",
-            "adam_epsilon",
-            "bias_correction",
-            "max_grad_norm",
-        ),
-        "objective": ("sop_weight", "masked_lm_prob", "max_predictions_per_seq", "dropout_off_step"),
-        "machine": (
-            "precision",
-            "device",
-            "torch_compile",
-            "float8",
-            "gradient_checkpointing",
-            "dist_timeout_s",
-            "seed",
-        ),
-        "checkpoints, evaluation and records": (
-            "save_every",
-            "keep_last",
-            "eval_every",
-            "eval_batches",
-            "eval_text",
-            "log_every",
-            "tensorboard",
-            "plot",
-        ),
-    }
-    """the headed sections of `--help`, each field in one (tests/test_settings.py checks)"""
+    log_every: int = setting(10, group="evaluation and records", resume=True, recorded=False)
+    max_steps: int = setting(125_000, group="how long", resume=True)
+    warmup_steps: int = setting(3125, group="batch and optimizer")
+    optimizer: Literal["lamb", "adamw"] = setting("lamb", group="batch and optimizer")
+    eval_every: int = setting(0, group="evaluation and records", resume=True)
+    save_every: int = setting(5000, group="checkpoints", resume=True, recorded=False)
+    keep_last: int = setting(5, group="checkpoints", resume=True)
 
-    data: str | None = None
+    data: str | None = setting(None, group="data and output", resume=True, recorded=False)
     """folder from `albert data create` (holds spiece.model, train and eval splits)"""
-    output: str = "runs/pretrain"
+    output: str = setting("runs/pretrain", group="data and output", resume=True, recorded=False)
     """output folder"""
-    preset: str = "albert-base"
+    preset: str = setting("albert-base", group="the model")
     """model preset (see `albert params`)"""
-    model_config: str | None = None
+    model_config: str | None = setting(None, group="the model")
     """a model config.json, instead of a preset"""
-    model_overrides: dict[str, Any] = field(default_factory=dict)
+    model_overrides: dict[str, Any] = setting(factory=dict, group="the model")
     """AlbertConfig fields to change, e.g. {"num_hidden_layers": 24}"""
-    init_from: str | None = None
+    init_from: str | None = setting(None, group="the model")
     """warm start from a model folder, or hub id org/name[@rev] (depth growth)"""
-    init_from_group0: bool = False
+    init_from_group0: bool = setting(False, group="the model")
     """start every hidden group from group 0 (google-research's warm start)"""
-    projection_init_std: float | None = None
+    projection_init_std: float | None = setting(None, group="the model")
     """std of the E -> H embedding projection at initialisation (default: the model's initializer_range,
     0.02, as google-research). With E << H the first layer then sees inputs of std ~0.02 * sqrt(E) while
     every later layer sees layer-normed ones; 1/sqrt(E) gives it unit-scale inputs too, which measurably
     speeds up early learning of small models (docs/notes/pretraining_plateau.md)"""
-    max_steps: int = 125_000
-    """optimizer steps (with --time-budget: the most it may take)"""
-    time_budget: str | None = None
-    """stop after this much training time (e.g. 10m, 1h, 1h30m), with the learning rate decayed to 0 over
-    the budget instead of over max_steps: the schedule is complete whatever this machine's speed.
-    Checkpointed and resumable as any run (the time spent is carried over); not bit-exact, as timing is
-    not"""
-    batch_size: int = 8
+    batch_size: int = setting(8, group="batch and optimizer")
     """sequences per process and micro-step"""
-    gradient_accumulation_steps: int = 1
+    gradient_accumulation_steps: int = setting(1, group="batch and optimizer")
     """micro-steps per optimizer step"""
-    learning_rate: float = 0.00176
+    learning_rate: float = setting(0.00176, group="batch and optimizer")
     """peak learning rate for your global batch (batch-size x accumulation x processes). The paper's
     0.00176 is for 4096; for a smaller global batch B scale it by sqrt(B / 4096) (LAMB's square-root
     rule; `albert pretrain --help` lists the figures, computed by `scaled_learning_rate`)"""
-    warmup_steps: int = 3125
-    """linear warmup steps"""
-    poly_power: float = 1.0
+    poly_power: float = setting(1.0, group="batch and optimizer")
     """power of the decay after warmup (1: linear to zero at max_steps)"""
-    optimizer: Literal["lamb", "adamw"] = "lamb"
-    """optimizer"""
-    weight_decay: float = 0.01
-    """decoupled weight decay (not on biases and layer norms)"""
-    adam_beta1: float = 0.9
+    adam_beta1: float = setting(0.9, group="batch and optimizer")
     """first-moment decay"""
-    adam_beta2: float = 0.999
+    adam_beta2: float = setting(0.999, group="batch and optimizer")
     """second-moment decay"""
-    adam_epsilon: float = 1e-6
+    adam_epsilon: float = setting(1e-6, group="batch and optimizer")
     """denominator epsilon"""
-    bias_correction: bool = False
+    bias_correction: bool = setting(False, group="batch and optimizer")
     """Adam bias correction in LAMB/AdamW (google-research: none)"""
-    max_grad_norm: float = 1.0
-    """clip the global gradient norm to this"""
-    sop_weight: float = 1.0
+    sop_weight: float = setting(1.0, group="objective")
     """weight of the sentence-order (or NSP) loss; 0: masked LM only (SOP accuracy still reported)"""
-    masked_lm_prob: float | None = None
+    masked_lm_prob: float | None = setting(None, group="objective")
     """mask this fraction of the training examples' tokens instead of the data's rate (dynamically
     masked data only); the held-out split keeps the data's rate, so held-out figures compare across runs"""
-    max_predictions_per_seq: int | None = None
+    max_predictions_per_seq: int | None = setting(None, group="objective")
     """most masked tokens per training example with masked_lm_prob (default: the data's cap scaled by
     masked_lm_prob / the data's rate, rounded up)"""
-    precision: Precision = "auto"
-    """auto: bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with AVX512-BF16 or
-    AMX), else fp32; bf16 = autocast"""
-    torch_compile: bool = False
+    torch_compile: bool = setting(False, group="machine")
     """compile the encoder with torch.compile (GPU): an albert-base step ran 1.58x the eager one on an
     H100, after 20-30 s of compiling that the time budget counts"""
-    float8: bool = False
+    float8: bool = setting(False, group="machine")
     """the encoder's linear layers in float8 (torchao; a GPU of compute capability 8.9+: Ada, Hopper),
     the rest under bf16 autocast; needs --torch-compile to be fast"""
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = setting(False, group="machine", resume=True)
     """recompute layers in backward (less memory, ~30% more time)"""
-    dropout_off_step: int | None = None
+    dropout_off_step: int | None = setting(None, group="objective")
     """switch dropout off from this step (paper Section 4.9)"""
-    save_every: int = 5000
-    """checkpoint every N steps"""
-    keep_last: int = 5
-    """the newest checkpoints kept (0: every one)"""
-    eval_every: int = 0
-    """evaluate on the held-out split every N steps (0: at the end only)"""
-    eval_batches: int = 100
+    eval_batches: int = setting(100, group="evaluation and records", resume=True)
     """held-out batches per evaluation (google-research's max_eval_steps)"""
-    eval_text: str | None = None
+    eval_text: str | None = setting(None, group="evaluation and records", resume=True)
     """plain-text file for an out-of-domain MLM evaluation"""
-    log_every: int = 10
-    """log a line every N steps"""
-    seed: int = 12345
-    """seed of initialisation, data order and masking"""
-    resume: bool = False
-    """continue from the newest checkpoint in the output folder"""
-    overwrite: bool = False
-    """replace the run the output folder holds (refused otherwise)"""
-    device: str = "auto"
-    """auto: CUDA when there is one"""
-    tensorboard: bool = True
-    """write TensorBoard events"""
-    plot: bool = True
-    """draw training_curves.png at the end"""
-    dist_timeout_s: int = 600
+    dist_timeout_s: int = setting(600, group="machine", resume=True)
     """seconds a collective may wait before it fails instead of hanging"""
 
     def __post_init__(self) -> None:
