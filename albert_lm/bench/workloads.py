@@ -224,9 +224,14 @@ def write_weights(workload: Workload, config: AlbertConfig, folder: Path, data: 
 
     torch.manual_seed(0)
     if workload.kind == "inference":
-        AlbertModel(config).save_pretrained(folder)
         spiece = data / "tokenizer" / "albert-30k" / "spiece.model" if data else None
-        if spiece and spiece.is_file():  # the ONNX rows: `albert export` ships a tokenizer, so needs one
+        if spiece and spiece.is_file():  # the ONNX rows: `albert export` ships a tokenizer, so needs one,
+            # and checks that it is the model's: the embedding gets one row a piece
+            config = dataclasses.replace(
+                config, vocab_size=AlbertTokenizer.from_pretrained(spiece).vocab_size
+            )
+        AlbertModel(config).save_pretrained(folder)
+        if spiece and spiece.is_file():
             shutil.copy(spiece, folder / "spiece.model")
     elif workload.kind == "pretraining":
         AlbertForPreTraining(config).save_pretrained(folder)
