@@ -227,9 +227,10 @@ def write_weights(workload: Workload, config: AlbertConfig, folder: Path, data: 
         spiece = data / "tokenizer" / "albert-30k" / "spiece.model" if data else None
         if spiece and spiece.is_file():  # the ONNX rows: `albert export` ships a tokenizer, so needs one,
             # and checks that it is the model's: the embedding gets one row a piece
-            config = dataclasses.replace(
-                config, vocab_size=AlbertTokenizer.from_pretrained(spiece).vocab_size
-            )
+            with contextlib.suppress(ValueError, OSError):  # unreadable: the worker's export says so
+                config = dataclasses.replace(
+                    config, vocab_size=AlbertTokenizer.from_pretrained(spiece).vocab_size
+                )
         AlbertModel(config).save_pretrained(folder)
         if spiece and spiece.is_file():
             shutil.copy(spiece, folder / "spiece.model")
