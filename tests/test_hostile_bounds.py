@@ -227,7 +227,9 @@ def test_distillation_readers_count_records_without_text(caplog, tmp_path):
     rows = _records(tmp_path / "s.jsonl", ["one two three four.", None, "five six seven eight.", None])
     pairs = _records(tmp_path / "p.jsonl", ["one two\tthree four", None, "five six\tseven"])
     with caplog.at_level(logging.INFO, logger="albert_lm"):
-        assert read_sentences([rows], "auto", False, 1, 100, progress=False) == [
+        assert read_sentences(
+            [rows], "auto", strip_gutenberg=False, min_words=1, max_segments=100, progress=False
+        ) == [
             "one two three four.",
             "five six seven eight.",
         ]

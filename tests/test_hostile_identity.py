@@ -80,7 +80,9 @@ def test_a_cache_holding_another_teachers_outputs_is_computed_again(tmp_path, ca
         del meta["teacher_fingerprint"]
         (b.folder / "meta.json").write_text(json.dumps(meta))
     with caplog.at_level(logging.WARNING, logger="albert_lm.distill.cache"):
-        values = cached_teacher_outputs(_cache(tmp_path, "teacher-b"), _outputs(2.0), 4, None, "t", False)
+        values = cached_teacher_outputs(
+            _cache(tmp_path, "teacher-b"), _outputs(2.0), 4, None, "t", progress=False
+        )
     np.testing.assert_array_equal(values, np.full((len(TEXTS), 2), 2.0, np.float32))
     assert "meta.json" in caplog.text and "teacher" in caplog.text
     assert json.loads((b.folder / "meta.json").read_text())["teacher_fingerprint"] == "teacher-b"

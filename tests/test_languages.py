@@ -789,7 +789,9 @@ def test_distillation_text_counts_characters_as_words_where_there_are_no_spaces(
     assert word_count("a 中文 b") == 4 and word_count("。") == 1
     text = tmp_path / "zh.txt"
     text.write_text("他拿起筆來，寫了一封書。我有一句話要對你說。好。\n\n兩人騎著馬出城去了。\n")
-    got = read_sentences([text], "paragraphs", False, 3, 100, progress=False)
+    got = read_sentences(
+        [text], "paragraphs", strip_gutenberg=False, min_words=3, max_segments=100, progress=False
+    )
     assert got == [
         "他拿起筆來，寫了一封書。",
         "我有一句話要對你說。",

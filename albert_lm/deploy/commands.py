@@ -195,7 +195,14 @@ def run_export(args: argparse.Namespace) -> int:
             raise ValueError(f"{name}: only for --format web")
     from albert_lm.deploy.export import export_onnx
 
-    r = export_onnx(args.model, args.output, args.opset, args.int8, args.tolerance, args.overwrite)
+    r = export_onnx(
+        args.model,
+        args.output,
+        opset=args.opset,
+        int8=args.int8,
+        tolerance=args.tolerance,
+        overwrite=args.overwrite,
+    )
     int8 = f"; int8 cosine {r.int8_cosine:.5f}" if r.int8_cosine is not None else ""
     print(f"{r.folder}: outputs {', '.join(r.outputs)}; max |ORT - PyTorch| {r.max_abs_diff:.2e}{int8}")
     return 0
@@ -205,7 +212,13 @@ def _export_web(args: argparse.Namespace) -> int:
     from albert_lm.deploy.web import export_web
 
     r = export_web(
-        args.model, args.output, args.task, args.npm_modules, args.opset, args.tolerance, args.overwrite
+        args.model,
+        args.output,
+        task=args.task,
+        npm_modules=args.npm_modules,
+        opset=args.opset,
+        tolerance=args.tolerance,
+        overwrite=args.overwrite,
     )
     mib = {k: f"{v / 2**20:.1f} MiB" for k, v in r.sizes.items()}
     print(

@@ -155,6 +155,7 @@ def _sample(shape: tuple[int, ...], vocab: int, seed: int) -> dict[str, torch.Te
 def export_onnx(
     model_dir: str | Path,
     output: str | Path,
+    *,
     opset: int = 18,
     int8: bool = False,
     tolerance: float = 1e-4,

@@ -115,6 +115,7 @@ def choose_task(model_dir: Path, task: str | None) -> str:
 def export_web(
     model_dir: str | Path,
     output: str | Path,
+    *,
     task: str | None = None,
     npm_modules: str | os.PathLike | None = None,
     opset: int = 18,
@@ -162,7 +163,16 @@ def _fill(
     """Everything into the temporary folder `tmp`; `export_onnx`'s result."""
     work = tmp / ".onnx"
     # the page runs the whole graph: no early-exit graphs (ONNX Runtime's loop, `albert export`'s)
-    result = export_onnx(model_dir, work, opset, True, tolerance, False, HEADS[task], exits=False)
+    result = export_onnx(
+        model_dir,
+        work,
+        opset=opset,
+        int8=True,
+        tolerance=tolerance,
+        overwrite=False,
+        head=HEADS[task],
+        exits=False,
+    )
     (tmp / "onnx").mkdir()
     _inline_weights(work / "model.onnx", tmp / "onnx" / "model.onnx")
     os.replace(work / "model.int8.onnx", tmp / "onnx" / "model_quantized.onnx")

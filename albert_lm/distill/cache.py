@@ -388,6 +388,7 @@ def cached_teacher_outputs(
     batch_size: int,
     lengths: Sequence[int] | None,
     desc: str,
+    *,
     progress: bool = True,
 ) -> np.ndarray:
     """The entry's values, filled first where rows are missing (logged either way)."""

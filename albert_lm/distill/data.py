@@ -45,6 +45,7 @@ MAX_WORDS = 96  # a longer "sentence" (a list, a table, an unsplit paragraph) is
 def read_sentences(
     files: Sequence[str | os.PathLike],
     input_format: str,
+    *,
     strip_gutenberg: bool,
     min_words: int,
     max_segments: int,

@@ -379,7 +379,12 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
     mc = student_config(cfg, tokenizer.vocab_size, teacher.hf_config)
     token_teacher = _token_teacher(cfg, teacher, tokenizer)  # refused before anything is written
     sentences = read_sentences(
-        cfg.text, cfg.input_format, cfg.strip_gutenberg, cfg.min_words, cfg.max_segments, progress
+        cfg.text,
+        cfg.input_format,
+        strip_gutenberg=cfg.strip_gutenberg,
+        min_words=cfg.min_words,
+        max_segments=cfg.max_segments,
+        progress=progress,
     )
     sts = _read_sts(cfg)
     cache = TeacherCache(
@@ -392,7 +397,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
         {"teacher": cfg.teacher, "what": "pooled sentence vectors", "files": cfg.text},
     )
     targets = cached_teacher_outputs(
-        cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences], "teacher", progress
+        cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences], "teacher", progress=progress
     )
     if sts is not None:
         _teacher_sts(cfg, teacher, root, sts)

@@ -104,7 +104,12 @@ def read_extra(files: Sequence[str], pairs: bool) -> list[Pair]:
     if not files:
         return []
     if not pairs:
-        return [(s, None) for s in read_sentences(files, "auto", False, 1, 10**9, progress=False)]
+        return [
+            (s, None)
+            for s in read_sentences(
+                files, "auto", strip_gutenberg=False, min_words=1, max_segments=10**9, progress=False
+            )
+        ]
     out: list[Pair] = []
     stats = ReadStats()
     for file in files:

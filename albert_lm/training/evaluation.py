@@ -103,6 +103,7 @@ def run_model(
     device: torch.device,
     precision: str = "fp32",
     desc: str = "eval",
+    *,
     finite: bool = False,
 ) -> list[dict[str, np.ndarray]]:
     """Per-feature outputs in feature order, trimmed to each feature's length (logits as float32).
@@ -188,6 +189,7 @@ def evaluate_sets(
     pad_id: int,
     device: torch.device,
     precision: str,
+    *,
     finite: bool = False,
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Metrics of every evaluation set (suffixed names) and the predictions per split; `finite` as
@@ -196,7 +198,7 @@ def evaluate_sets(
     predictions: dict[str, Any] = {}
     for s in sets:
         start = time.perf_counter()
-        outputs = run_model(model, s.features, batch_size, pad_id, device, precision, s.split, finite)
+        outputs = run_model(model, s.features, batch_size, pad_id, device, precision, s.split, finite=finite)
         seconds = time.perf_counter() - start
         preds = task.predict(s.examples, s.features, outputs)
         predictions[s.split] = preds
@@ -328,7 +330,7 @@ def evaluate_model(
     model = model.to(dev)
     batch_size = required(cfg.eval_batch_size, "eval_batch_size")
     results, preds = evaluate_sets(
-        task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision, True
+        task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision, finite=True
     )
     results.update({f"exit_{k}": v for k, v in (exit_rule or {}).items() if v is not None})
     if output:
