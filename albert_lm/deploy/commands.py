@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from albert_lm.deploy.export_config import ExportConfig
 from albert_lm.deploy.predict_config import PredictConfig
 from albert_lm.deploy.texts_config import EmbedConfig, FillMaskConfig, TextsConfig
 from albert_lm.settings import VOCABULARY, add_config_option, add_options, field_docs, load_settings
@@ -132,49 +133,14 @@ def run_embed(args: argparse.Namespace) -> int:
 
 
 def export_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model",
-        required=True,
-        metavar="DIR",
-        help="model folder (fine-tuned, or pretrained), or hub id org/name[@rev]",
+    add_config_option(p, "export")
+    add_options(
+        p,
+        ExportConfig,
+        required=("model", "output"),
+        suppress=True,
+        metavars={"model": "DIR", "output": "DIR", "npm_modules": "DIR"},
     )
-    p.add_argument(
-        "--output", required=True, metavar="DIR", help="new or empty folder for the exported model"
-    )
-    p.add_argument(
-        "--format",
-        choices=("onnx", "web"),
-        default="onnx",
-        help="onnx: model.onnx for ONNX Runtime; web: a page that runs the model in the browser, with "
-        "transformers.js (default onnx)",
-    )
-    p.add_argument(
-        "--int8",
-        action="store_true",
-        help="also model.int8.onnx (ONNX Runtime dynamic int8; --format web always writes both)",
-    )
-    p.add_argument(
-        "--task",
-        choices=("text-classification", "fill-mask", "feature-extraction"),
-        default=None,
-        help="--format web: what the page does (default: a fine-tuned classifier classifies, a distilled "
-        "student embeds, a pretraining checkpoint fills masks)",
-    )
-    p.add_argument(
-        "--npm-modules",
-        metavar="DIR",
-        default=None,
-        help="--format web: the node_modules to copy transformers.js and ONNX Runtime Web from (default "
-        "$ALBERT_WEB_MODULES, else .web/node_modules, which `make web` installs)",
-    )
-    p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
-    p.add_argument(
-        "--tolerance",
-        type=float,
-        default=1e-4,
-        help="largest |ONNX Runtime - PyTorch| accepted (default 1e-4)",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace what the output folder holds")
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -188,37 +154,35 @@ def run_export(args: argparse.Namespace) -> int:
     --format web writes a folder to serve as it is (python -m http.server -d DIR): a page that
     classifies, fills masks or embeds in the browser, offline, with transformers.js and ONNX Runtime
     Web copied from --npm-modules (make web installs them); fp32 and int8 models, int8 loaded first."""
-    if args.format == "web":
-        return _export_web(args)
-    for name, value in (("--task", args.task), ("--npm-modules", args.npm_modules)):
-        if value is not None:
-            raise ValueError(f"{name}: only for --format web")
+    cfg = load_settings(ExportConfig, args, ("model", "output"))
+    if cfg.format == "web":
+        return _export_web(cfg)
     from albert_lm.deploy.export import export_onnx
 
     r = export_onnx(
-        args.model,
-        args.output,
-        opset=args.opset,
-        int8=args.int8,
-        tolerance=args.tolerance,
-        overwrite=args.overwrite,
+        cfg.model,
+        cfg.output,
+        opset=cfg.opset,
+        int8=cfg.int8,
+        tolerance=cfg.tolerance,
+        overwrite=cfg.overwrite,
     )
     int8 = f"; int8 cosine {r.int8_cosine:.5f}" if r.int8_cosine is not None else ""
     print(f"{r.folder}: outputs {', '.join(r.outputs)}; max |ORT - PyTorch| {r.max_abs_diff:.2e}{int8}")
     return 0
 
 
-def _export_web(args: argparse.Namespace) -> int:
+def _export_web(cfg: ExportConfig) -> int:
     from albert_lm.deploy.web import export_web
 
     r = export_web(
-        args.model,
-        args.output,
-        task=args.task,
-        npm_modules=args.npm_modules,
-        opset=args.opset,
-        tolerance=args.tolerance,
-        overwrite=args.overwrite,
+        cfg.model,
+        cfg.output,
+        task=cfg.task,
+        npm_modules=cfg.npm_modules,
+        opset=cfg.opset,
+        tolerance=cfg.tolerance,
+        overwrite=cfg.overwrite,
     )
     mib = {k: f"{v / 2**20:.1f} MiB" for k, v in r.sizes.items()}
     print(
