@@ -51,7 +51,7 @@ from albert_lm.deploy.web_tokenizer import write_web_tokenizer
 from albert_lm.files import atomic_folder, check_output_apart, read_json_object, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
-from albert_lm.training.evaluation import check_head_fits, check_tokenizer_fits
+from albert_lm.training.evaluation import check_head_fits
 from albert_lm.training.finetune_config import read_saved_settings
 
 logger = logging.getLogger(__name__)
@@ -139,13 +139,11 @@ def export_web(
 
 
 def checked_tokenizer(model_dir: Path, task: str) -> AlbertTokenizer:
-    """The folder's tokenizer, checked against its model as `albert predict`, `fill-mask` and `embed`
-    check it (`check_tokenizer_fits`: as many pieces as embedding rows, the fingerprint fine-tuning
-    recorded), and a classifier's labels against its outputs as `albert predict` checks them."""
+    """The folder's tokenizer, and a classifier's labels checked against its outputs as `albert predict`
+    checks them. The tokenizer against the model (`check_tokenizer_fits`) is `export_onnx`'s first check,
+    before any graph is made."""
     config = AlbertConfig.from_pretrained(model_dir)
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
-    saved = read_saved_settings(model_dir)
-    check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
     if task == "text-classification":
         check_head_fits(model_task(model_dir)[0], config, model_dir)
     return tokenizer
