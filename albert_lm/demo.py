@@ -309,7 +309,7 @@ def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) ->
 
     resume = latest_checkpoint(model_dir) is not None  # a rerun continues (or re-reports) the run
     cfg = PretrainConfig(**{**settings, "data": str(data_dir), "output": str(model_dir), "resume": resume})
-    return pretrain(cfg).final_metrics
+    return pretrain(cfg).metrics
 
 
 def probe(

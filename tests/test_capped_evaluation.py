@@ -70,7 +70,8 @@ def test_capped_finetune_logs_and_records_the_dev_examples_of_the_file(
         "eval_examples_in_file",
     }
     assert json.loads((out / "best" / "eval_results.json").read_text())["max_eval_examples"] == 5
-    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["split"] == "dev"]
     assert [e["eval_examples"] for e in evals] == [{"dev": 5}, {"dev": 5}]
     card = (out / "best" / "README.md").read_text()
     assert (

@@ -345,15 +345,15 @@ def test_teacher_init_starts_the_student_from_the_teachers_weights(world, tmp_pa
 _RUNNER = """
 import os, signal, sys
 from albert_lm.cli import main
-from albert_lm.distill import loop as distill
+from albert_lm.training import loop
 kill_at = int(sys.argv[1])
-take = distill._take_step
-def step_then_signal(loop):
-    norm = take(loop)
-    if loop.step == kill_at:
+take = loop._take_step
+def step_then_signal(obj, progress, scaler):
+    last = take(obj, progress, scaler)
+    if progress.step == kill_at:
         os.kill(os.getpid(), signal.SIGTERM)
-    return norm
-distill._take_step = step_then_signal
+    return last
+loop._take_step = step_then_signal
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -148,7 +148,8 @@ def test_glue_end_to_end(albert_data, tiny_model, tmp_path, capsys, task, folder
     assert names <= set(results) and results["step"] in (2, 4)
     for name in names:
         assert -1.0 <= results[name] <= 1.0
-    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["split"] == "dev"]
     assert [e["step"] for e in evals] == [2, 4]
     # the kept checkpoint is the best evaluation
     main_metric = {"rte": "accuracy", "stsb": "spearman", "cola": "mcc"}[task]

@@ -27,17 +27,11 @@ from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.settings import parse_duration
 from albert_lm.training.checkpoint import latest_checkpoint
+from albert_lm.training.loop import Cadence, train_step
 from albert_lm.training.model_init import warm_start
 from albert_lm.training.objective import PretrainingObjective
 from albert_lm.training.optim import TimeBudgetFactor
-from albert_lm.training.pretrain import (
-    PretrainConfig,
-    pretrain,
-    should_eval,
-    should_log,
-    should_save,
-    train_step,
-)
+from albert_lm.training.pretrain import PretrainConfig, pretrain
 
 TESTS = Path(__file__).resolve().parent
 
@@ -235,7 +229,7 @@ def test_time_budget_stops_with_the_schedule_complete_and_resumes(tmp_path, one_
     assert not r.interrupted and 3 < r.step < 100_000  # the budget ended it, not max_steps
     state = torch.load(latest_checkpoint(out) / "training_state.pt", weights_only=True)
     assert state["step"] == r.step and state["elapsed_s"] >= 3.0  # checkpointed at the last step
-    assert r.final_metrics["lr"] <= 0.3 * tiny_run(out).learning_rate  # decayed to ~0 by the end
+    assert r.metrics["lr"] <= 0.3 * tiny_run(out).learning_rate  # decayed to ~0 by the end
     assert (out / "model.safetensors").is_file()
 
 
@@ -253,7 +247,7 @@ def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):
     # training time on every record (curves against minutes), never decreasing
     elapsed = [r["elapsed_s"] for r in records]
     assert elapsed == sorted(elapsed) and elapsed[-1] > 0
-    assert "eval_mlm_acc" in result.final_metrics
+    assert "eval_mlm_acc" in result.metrics
     assert (out / "training_curves.png").stat().st_size > 0
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     saved = json.loads((out / "pretrain_config.json").read_text())
@@ -274,7 +268,7 @@ def test_bf16_gradient_checkpointing_and_dropout_off(tmp_path, one_thread):
         model_overrides=overrides,
     )
     r = pretrain(cfg, train_dataset=SyntheticData())
-    assert r.step == 4 and torch.isfinite(torch.tensor(r.final_metrics["loss"]))
+    assert r.step == 4 and torch.isfinite(torch.tensor(r.metrics["loss"]))
     model = AlbertForPreTraining.from_pretrained(tmp_path)
     assert model.config.hidden_dropout_prob == 0.1  # the saved config keeps the run's setting
 
@@ -334,14 +328,14 @@ def test_loaders_collate_in_order_and_leave_the_global_generator_alone():
 
 
 def test_log_eval_and_save_decisions():
-    cfg = tiny_run("unused", max_steps=10, log_every=4, eval_every=5, save_every=3)
-    assert [s for s in range(1, 11) if should_log(s, cfg, False)] == [4, 8, 10]
-    assert [s for s in range(1, 11) if should_eval(s, cfg, False)] == [5]  # the final evaluation does step 10
-    assert [s for s in range(1, 11) if should_save(s, cfg, False)] == [3, 6, 9, 10]
-    assert should_log(7, cfg, True) and should_save(7, cfg, True) and not should_eval(5, cfg, True)
-    never = tiny_run("unused", max_steps=10, eval_every=0, save_every=0)
-    assert not any(should_eval(s, never, False) for s in range(1, 11))
-    assert [s for s in range(1, 11) if should_save(s, never, False)] == [10]
+    cadence = Cadence(total=10, log_every=4, eval_every=5, save_every=3)
+    assert [s for s in range(1, 11) if cadence.log(s, False)] == [4, 8, 10]
+    assert [s for s in range(1, 11) if cadence.eval(s, False)] == [5]  # the final evaluation does step 10
+    assert [s for s in range(1, 11) if cadence.save(s, False)] == [3, 6, 9, 10]
+    assert cadence.log(7, True) and cadence.save(7, True) and not cadence.eval(5, True)
+    never = Cadence(total=10, log_every=4)
+    assert not any(never.eval(s, False) for s in range(1, 11))
+    assert [s for s in range(1, 11) if never.save(s, False)] == [10]
 
 
 def test_train_step_accumulates_clips_and_steps(one_thread):
@@ -529,9 +523,9 @@ def test_loss_falls_over_50_steps_on_real_text(albert_data, book_data, tmp_path,
     first, last = train[0]["mlm_loss"], min(r["mlm_loss"] for r in train[-3:])
     assert last < first - 0.5, (first, last)
     uniform = torch.log(torch.tensor(800.0)).item()  # a model that learnt nothing
-    assert result.final_metrics["eval_mlm_loss"] < uniform - 0.5
-    assert 0.0 <= result.final_metrics["eval_sop_acc"] <= 1.0
-    assert result.final_metrics["eval_text_mlm_loss"] < uniform  # out-of-domain text (WikiText-2)
+    assert result.metrics["eval_mlm_loss"] < uniform - 0.5
+    assert 0.0 <= result.metrics["eval_sop_acc"] <= 1.0
+    assert result.metrics["eval_text_mlm_loss"] < uniform  # out-of-domain text (WikiText-2)
     # The final folder is a complete model + tokenizer.
     assert (tmp_path / "run" / "spiece.model").is_file() and (tmp_path / "run" / "config.json").is_file()
 

@@ -70,8 +70,10 @@ def test_finetune_writes_tensorboard_events_curves_and_a_model_card(tiny_pretrai
         3,
         4,
     ]
-    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [e["step"] for e in evals] == [2, 4]  # metrics.jsonl: still one line per evaluation
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["split"] == "dev"]
+    assert [e["step"] for e in evals] == [2, 4]  # metrics.jsonl: one line per evaluation (split "dev")
+    assert {r["split"] for r in records} == {"train", "dev"}  # and the train records, as every loop writes
     for name in ("accuracy", "f1_macro"):
         assert scalars[f"dev/{name}"] == [(e["step"], pytest.approx(e[name])) for e in evals]
     assert (out / "training_curves.png").read_bytes().startswith(b"\x89PNG")

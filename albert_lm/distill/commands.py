@@ -123,7 +123,7 @@ def _run_settings(args: argparse.Namespace) -> None:
     output, resume = getattr(args, "output", None), getattr(args, "resume", False)
     if getattr(args, "config", None) or not (output and resume):
         return
-    from albert_lm.distill.loop import CONFIG_FILE
+    from albert_lm.distill.distiller import CONFIG_FILE
     from albert_lm.training import checkpoint as ckpt
 
     latest = ckpt.latest_checkpoint(output)

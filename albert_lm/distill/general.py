@@ -27,6 +27,7 @@ own figures recorded once beside them, split "teacher" in metrics.jsonl).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,12 @@ from albert_lm.data.wordpiece import WordPieceTokenizer, is_wordpiece_folder
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.distill.config import GeneralDistillConfig
 from albert_lm.distill.data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
-from albert_lm.distill.loop import (
+from albert_lm.distill.distiller import (
     CONFIG_FILE,
     Distiller,
-    DistillResult,
     check_output,
+    distill,
     prepare_output,
-    train,
 )
 from albert_lm.distill.student import build_student, student_config, student_tokenizer, trained_part
 from albert_lm.distill.teacher import SentenceTeacher
@@ -71,6 +71,7 @@ from albert_lm.model.weights import write_weights
 from albert_lm.tasks.batches import length_bucketed_batches
 from albert_lm.tasks.metrics import pearson_spearman
 from albert_lm.training.evaluation import pick_device
+from albert_lm.training.loop import LoopResult, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ class GeneralDistiller(Distiller):
         self.cfg, self.out, self.device, self.precision = cfg, out, device, precision
         self.tokenizer, self.model, self.text, self.sts, self.teacher = tokenizer, model, text, sts, teacher
         self.projection = nn.Linear(model.config.hidden_size, text.targets.shape[1]).to(device)
-        self.trainable = nn.ModuleDict({"student": model, "projection": self.projection})
+        self.module = nn.ModuleDict({"student": model, "projection": self.projection})
         self.total_steps = cfg.max_steps
         self.train_idx = np.flatnonzero(~text.held)
         self.masker = Masker(tokenizer, cfg.masked_lm_prob) if cfg.mlm_weight else None
@@ -139,6 +140,11 @@ class GeneralDistiller(Distiller):
         if token_teacher is not None:
             self.student_qkv = StudentQKV(model)
             self.heads = relation_heads(model.config.hidden_size, token_teacher.width, cfg.relation_heads)
+        token = token_teacher is not None
+        on = {"embedding_loss": cfg.embedding_weight, "relation_loss": cfg.relation_weight, "cls_loss": cfg.cls_weight,
+              "token_relation_loss": token and cfg.token_relation_weight, "token_hidden_loss": token and
+              cfg.token_hidden_weight, "mlm_loss": cfg.mlm_weight, "mlm_acc": cfg.mlm_weight}  # fmt: skip
+        self.parts = (*(k for k, w in on.items() if w), "loss")  # what `_losses` reports
 
     def batches(self, epoch: int) -> list[list[int]]:
         rng = np.random.default_rng([self.cfg.seed, epoch])
@@ -151,7 +157,7 @@ class GeneralDistiller(Distiller):
         t = self.tokenizer
         return collate_ids(rows, t.cls_token_id, t.sep_token_id, t.pad_token_id)
 
-    def loss(self, batch: list[int], step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss_parts(self, batch: list[int], step: int) -> tuple[torch.Tensor, dict[str, float]]:
         inputs = self._inputs(batch)
         labels = None
         if self.masker is not None:
@@ -214,8 +220,8 @@ class GeneralDistiller(Distiller):
         return total, parts
 
     @torch.no_grad()
-    def evaluate(self, step: int) -> dict[str, Any]:
-        self.trainable.eval()
+    def scores(self, step: int) -> dict[str, Any]:
+        self.module.eval()
         held = np.flatnonzero(self.text.held)
         sums: dict[str, float] = {}
         batches = [
@@ -254,7 +260,7 @@ class GeneralDistiller(Distiller):
             out[idx] = mean_pool(hidden.last_hidden_state.float(), mask).cpu().numpy()
         return out
 
-    def write_files(self, folder: Path) -> None:
+    def write_files(self, folder: Path, p: Progress | None = None) -> None:
         self.tokenizer.save_pretrained(folder)
         write_json(folder / CONFIG_FILE, self.cfg.to_dict())
         meta = {"input": "the student's mean-pooled last layer (albert embed --pooling mean)",
@@ -263,13 +269,13 @@ class GeneralDistiller(Distiller):
             folder / HEAD_FILE, {k: v.float() for k, v in self.projection.state_dict().items()}, meta
         )
 
-    def state(self) -> dict[str, Any]:
+    def own_state(self) -> dict[str, Any]:
         return {"projection": {k: v.detach().cpu() for k, v in self.projection.state_dict().items()}}
 
-    def restore(self, state: dict[str, Any]) -> None:
+    def restore_own(self, state: dict[str, Any]) -> None:
         self.projection.load_state_dict(state["projection"])
 
-    def finish(self, last: dict[str, Any]) -> dict[str, Any]:
+    def complete(self, last: dict[str, Any]) -> dict[str, Any]:
         trained_part(self.model, self.cfg.mlm_weight).save_pretrained(self.out)
         self.write_files(self.out)
         result = {
@@ -360,7 +366,7 @@ def _teacher_sts(
     )
 
 
-def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> DistillResult:
+def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopResult:
     """Run (or resume) general distillation as `cfg` says (module docstring)."""
     if cfg.init_from:  # a hub id: its cached snapshot from here on
         cfg = dataclasses.replace(cfg, init_from=str(resolve_model(cfg.init_from, "--init-from")))
@@ -418,7 +424,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> Distill
         )
         if latest is None and sts is not None:
             _record_teacher(out, sts["teacher"])
-        return train(d, latest)
+        return distill(d, latest)
 
 
 def _token_teacher(
@@ -440,10 +446,5 @@ def _token_teacher(
 
 def _record_teacher(out: Path, scores: dict[str, float]) -> None:
     """The teacher's STS-B figures, once, as the first line of metrics.jsonl (split "teacher")."""
-    import json
-
     with open(out / "metrics.jsonl", "a") as f:
         f.write(json.dumps({"step": 0, "split": "teacher", **scores}) + "\n")
-
-
-__all__ = ["HEAD_FILE", "GeneralDistiller", "distill_general"]

@@ -39,13 +39,12 @@ from albert_lm.distill.augment import augment_texts
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.distill.config import TaskDistillConfig, task_steps
 from albert_lm.distill.data import left_out, read_sentences
-from albert_lm.distill.loop import (
+from albert_lm.distill.distiller import (
     CONFIG_FILE,
     Distiller,
-    DistillResult,
     check_output,
+    distill,
     prepare_output,
-    train,
 )
 from albert_lm.distill.teacher import TaskTeacher
 from albert_lm.distill.teacher_files import local_teacher
@@ -74,6 +73,7 @@ from albert_lm.training.evaluation import (
     run_model,
 )
 from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.training.loop import LoopResult, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -201,19 +201,22 @@ class TaskDistiller(Distiller):
         self.cfg, self.fcfg, self.out, self.device, self.precision = cfg, fcfg, out, device, precision
         self.task, self.tokenizer, self.model, self.data = task, tokenizer, model, data
         self.heads = ExitHeads(model.config).to(device) if cfg.exit_heads else None
-        self.trainable = nn.ModuleDict({"model": model, "exit_heads": self.heads}) if self.heads else model
+        self.module = nn.ModuleDict({"model": model, "exit_heads": self.heads}) if self.heads else model
         per_epoch = math.ceil(len(data.features) / cfg.batch_size)
         self.total_steps = task_steps(cfg, per_epoch)
         self.lengths = [feature_length(f) for f in data.features]
         self.best: float | None = None
         self.best_record: dict[str, Any] = {}
+        labels = ("label_loss",) if cfg.hard_label_weight else ()
+        agreement = ("agreement",) if task.problem_type != "regression" else ()
+        self.parts = ("loss", "distill_loss", *labels, *agreement)  # what `_taught` reports
 
     def batches(self, epoch: int) -> list[list[int]]:
         return length_bucketed_batches(
             self.lengths, self.cfg.batch_size, np.random.default_rng([self.cfg.seed, epoch])
         )
 
-    def loss(self, batch: list[int], step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss_parts(self, batch: list[int], step: int) -> tuple[torch.Tensor, dict[str, float]]:
         batch_inputs = collate([self.data.features[i] for i in batch], self.tokenizer.pad_token_id)
         inputs = {k: v.to(self.device) for k, v in batch_inputs.items()}
         target = torch.from_numpy(np.asarray(self.data.targets[batch], dtype=np.float32)).to(self.device)
@@ -253,7 +256,7 @@ class TaskDistiller(Distiller):
         return total, parts
 
     @torch.no_grad()
-    def evaluate(self, step: int) -> dict[str, Any]:
+    def scores(self, step: int) -> dict[str, Any]:
         pad = self.tokenizer.pad_token_id
         results, preds = evaluate_sets(
             self.task, self.model, self.data.dev, 2 * self.cfg.batch_size, pad, self.device, self.precision
@@ -298,20 +301,20 @@ class TaskDistiller(Distiller):
         )
         return len(features) / (time.perf_counter() - t0)
 
-    def write_files(self, folder: Path) -> None:
+    def write_files(self, folder: Path, p: Progress | None = None) -> None:
         self.tokenizer.save_pretrained(folder)
         write_json(folder / CONFIG_FILE, self.cfg.to_dict())
 
-    def state(self) -> dict[str, Any]:
+    def own_state(self) -> dict[str, Any]:
         heads = {k: v.detach().cpu() for k, v in self.heads.state_dict().items()} if self.heads else {}
         return {"best": self.best, "best_record": json.dumps(self.best_record), "exit_heads": heads}
 
-    def restore(self, state: dict[str, Any]) -> None:
+    def restore_own(self, state: dict[str, Any]) -> None:
         self.best, self.best_record = state.get("best"), json.loads(state.get("best_record") or "{}")
         if self.heads is not None and state.get("exit_heads"):
             self.heads.load_state_dict(state["exit_heads"])
 
-    def finish(self, last: dict[str, Any]) -> dict[str, Any]:
+    def complete(self, last: dict[str, Any]) -> dict[str, Any]:
         result = {**self.best_record, **{f"teacher_{k}": v for k, v in self.data.teacher_dev.items()}}
         if self.data.dev:
             speed = self._dev_speed()
@@ -406,7 +409,7 @@ def _read(
     return _Data(features, gold, targets, dev, teacher_dev)
 
 
-def distill_task(cfg: TaskDistillConfig) -> DistillResult:
+def distill_task(cfg: TaskDistillConfig) -> LoopResult:
     """Run (or resume) task distillation as `cfg` says (module docstring)."""
     cfg = dataclasses.replace(cfg, model=str(resolve_model(str(cfg.model))))
     if not Path(str(cfg.data)).exists():
@@ -436,4 +439,4 @@ def distill_task(cfg: TaskDistillConfig) -> DistillResult:
             run_length(d.total_steps, cfg.time_budget),
             cfg.teacher,
         )
-        return train(d, latest)
+        return distill(d, latest)

@@ -11,24 +11,24 @@ What we add around it:
 - batches are bucketed by length: examples are shuffled, then sorted by length inside windows of 50
   batches, and the batches shuffled again, so short sentences are padded to their neighbours' length,
   not to `max_seq_length`; evaluation runs in length order and restores the original order;
+- the steps, log lines, records and curves of the one training loop (`albert_lm.training.loop`); a loss or
+  gradient that turns inf or NaN stops the run with an error;
 - evaluation on dev every `eval_every` steps and at the end; the checkpoint with the best value of
   the task's main metric is kept in OUTPUT/best (written under a temporary name, then renamed), with
   its dev predictions in OUTPUT/predictions (GLUE submission TSVs, SQuAD predictions JSON, ...);
 - OUTPUT/eval_results.json holds the best checkpoint's metrics under their usual names and the dev
   examples evaluated ("eval_examples"; with "max_eval_examples" and "eval_examples_in_file" where that cap
-  kept fewer than the files hold), and OUTPUT/metrics.jsonl one line per evaluation; TensorBoard events
-  (OUTPUT/tensorboard: train loss and learning rate at each log line, every dev metric at each
-  evaluation) and OUTPUT/training_curves.png, drawn at each evaluation, as pretraining writes them
-  (`albert_lm.training.monitor`); OUTPUT/best holds a model card, README.md (`albert_lm.training.run_cards`);
+  kept fewer than the files hold), and OUTPUT/metrics.jsonl a train record at each log line and one
+  (split "dev") per evaluation; TensorBoard events (OUTPUT/tensorboard) and OUTPUT/training_curves.png at
+  the end, as every loop writes them (`albert_lm.training.monitor`); OUTPUT/best holds a model card,
+  README.md (`albert_lm.training.run_cards`);
 - every input file is read and checked before anything is written, so bad input leaves no output.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +55,8 @@ from albert_lm.tasks.batches import collate, feature_length, length_bucketed_bat
 from albert_lm.tasks.glue import glue_id2label
 from albert_lm.tasks.task import Feature
 from albert_lm.training import run_folder
-from albert_lm.training.clock import LoopClock
 from albert_lm.training.evaluation import (
     EvalSet,
-    autocast_for,
     build_task,
     check_tokenizer_fits,
     eval_counts,
@@ -71,8 +69,9 @@ from albert_lm.training.evaluation import (
     resolved_precision,
 )
 from albert_lm.training.finetune_config import SAVED_FILE, FinetuneConfig, read_saved_settings, schedule
-from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, FinetuneLog
-from albert_lm.training.optim import build_optimizer, build_scheduler, check_finite_step, clip_by_global_norm
+from albert_lm.training.loop import Objective, Progress, to_device, train
+from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, plot_metrics
+from albert_lm.training.optim import build_optimizer, build_scheduler
 from albert_lm.training.run_cards import write_finetune_card
 from albert_lm.training.run_folder import RunKind
 
@@ -122,11 +121,11 @@ def _finetune(
 ) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    run = _Run(cfg, task, tokenizer, device, out, eval_sets, model_given)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
-    run.steps = total
     model = load_for_task(task, cfg.model, cfg).to(device)
-    trainer = _Trainer.build(run, model, train_features, rng, warmup, total)
+    out.mkdir(parents=True, exist_ok=True)
+    run = FineTuning(cfg, task, tokenizer, device, out, eval_sets, model_given, model, train_features, rng)
+    run.plan(warmup, total, steps_per_epoch)
     logger.info(
         "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
         cfg.task,
@@ -139,13 +138,7 @@ def _finetune(
         cfg.learning_rate,
         device,
     )
-    best = _train(run, trainer, total, steps_per_epoch)
-    _predict_test_sets(run)
-    write_json(out / "eval_results.json", best.record)
-    logger.info(
-        "best %s = %s at step %d; model in %s", task.main_metric, best.main, best.record["step"], out / "best"
-    )
-    return dict(best.record)
+    return train(run).metrics
 
 
 RUN_FILES = ("eval_results.json", METRICS_FILE, "best", "predictions", TENSORBOARD_DIR, CURVES_FILE)
@@ -202,45 +195,6 @@ def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
     return tokenizer
 
 
-@dataclass
-class _Run:
-    """What the parts of one fine-tuning run share: settings, task, tokenizer, device, output folder and
-    the evaluation sets (dev, and test to predict at the end)."""
-
-    cfg: FinetuneConfig
-    task: Task
-    tokenizer: AlbertTokenizer
-    device: torch.device
-    out: Path
-    eval_sets: list[EvalSet]
-    model_given: str | None = None  # --model as typed, where it was a hub id (cfg.model: its snapshot)
-    steps: int = 0  # the optimizer steps the run takes (its model cards say them)
-
-    @property
-    def dev_sets(self) -> list[EvalSet]:
-        return [s for s in self.eval_sets if not s.split.startswith("test")]
-
-    @property
-    def test_sets(self) -> list[EvalSet]:
-        return [s for s in self.eval_sets if s.split.startswith("test")]
-
-    def evaluate(
-        self, model: torch.nn.Module, sets: Sequence[EvalSet]
-    ) -> tuple[dict[str, float], dict[str, Any]]:
-        pad_id = self.tokenizer.pad_token_id
-        batch_size = required(self.cfg.eval_batch_size, "eval_batch_size")
-        return evaluate_sets(self.task, model, sets, batch_size, pad_id, self.device, self.cfg.precision)
-
-
-@dataclass
-class _Evaluation:
-    """One evaluation on the dev sets."""
-
-    main: float  # the task's main metric (the step, without a dev set: the latest is the best)
-    record: dict[str, Any]  # step, epoch and metrics, as in metrics.jsonl
-    predictions: dict[str, Any]  # per dev split
-
-
 def _fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
     """The device to run on; fits `cfg` to it and to the model: max_seq_length at most the model's
     positions, precision `auto` resolved, fp16 only on CUDA."""
@@ -278,127 +232,127 @@ def _read_inputs(
 
 
 @dataclass
-class _Trainer:
-    """Optimizer steps: gradient accumulation, autocast, fp16 loss scaling, clipping, the LR schedule."""
+class _Evaluation:
+    """One evaluation on the dev sets."""
 
-    run: _Run
+    main: float  # the task's main metric (the step, without a dev set: the latest is the best)
+    record: dict[str, Any]  # step, epoch and metrics, as in metrics.jsonl
+    predictions: dict[str, Any]  # per dev split
+
+
+class FineTuning(Objective):
+    """A fine-tuning run as the loop trains it: length-bucketed batches of the task's features, AdamW as
+    google-research's, the dev sets evaluated and the best kept in OUTPUT/best. No checkpoints: a stopped
+    run starts again (--overwrite)."""
+
+    cfg: FinetuneConfig
     model: AlbertPreTrainedModel
-    features: list[Feature]
-    batches: Iterator[list[int]]
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    scaler: torch.amp.GradScaler
-    heads: ExitHeads | None = None  # --exit-heads: a classifier after every layer
+    stats = ("loss", "micro_batches", "examples")
 
-    @classmethod
-    def build(
-        cls,
-        run: _Run,
+    def __init__(
+        self,
+        cfg: FinetuneConfig,
+        task: Task,
+        tokenizer: AlbertTokenizer,
+        device: torch.device,
+        out: Path,
+        eval_sets: list[EvalSet],
+        model_given: str | None,
         model: AlbertPreTrainedModel,
         features: list[Feature],
         rng: np.random.Generator,
-        warmup: int,
-        total: int,
-    ) -> _Trainer:
-        cfg, device = run.cfg, run.device
-        lr = required(cfg.learning_rate, "learning_rate")
-        heads = ExitHeads(model.config).to(device) if cfg.exit_heads else None
-        trained = nn.ModuleDict({"model": model, "exit_heads": heads}) if heads is not None else model
-        optimizer = build_optimizer(trained, "adamw", lr=lr, weight_decay=cfg.weight_decay)
-        scheduler = build_scheduler(optimizer, warmup, total)
-        scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16" and device.type == "cuda")
+    ) -> None:
+        self.name, self.cfg, self.task, self.tokenizer, self.device, self.out = (
+            f"finetune {cfg.task}",
+            cfg,
+            task,
+            tokenizer,
+            device,
+            out,
+        )
+        self.precision, self.eval_sets, self.model, self.features = cfg.precision, eval_sets, model, features
+        self.model_given = model_given  # --model as typed, where it was a hub id (cfg.model: its snapshot)
+        self.heads = ExitHeads(model.config).to(device) if cfg.exit_heads else None  # --exit-heads
+        self.module = nn.ModuleDict({"model": model, "exit_heads": self.heads}) if self.heads else model
         batch_size = required(cfg.batch_size, "batch_size")
-        batches = _endless_batches([feature_length(f) for f in features], batch_size, rng)
-        return cls(run, model, features, batches, optimizer, scheduler, scaler, heads)
+        self.batches = _endless_batches([feature_length(f) for f in features], batch_size, rng)
+        self.best: _Evaluation | None = None
 
-    def _loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    def plan(self, warmup: int, total: int, steps_per_epoch: int) -> None:
+        """The optimizer and the schedule of a run of `total` steps, evaluated every --eval-every (default:
+        every epoch)."""
+        lr = required(self.cfg.learning_rate, "learning_rate")
+        self.optimizer = build_optimizer(self.module, "adamw", lr=lr, weight_decay=self.cfg.weight_decay)
+        self.scheduler = build_scheduler(self.optimizer, warmup, total)
+        self.total_steps, self.steps_per_epoch = total, steps_per_epoch
+        self.eval_every = self.cfg.eval_every or steps_per_epoch
+
+    @property
+    def dev_sets(self) -> list[EvalSet]:
+        return [s for s in self.eval_sets if not s.split.startswith("test")]
+
+    @property
+    def test_sets(self) -> list[EvalSet]:
+        return [s for s in self.eval_sets if s.split.startswith("test")]
+
+    def micro_batches(self, step: int) -> list[list[int]]:
+        return [next(self.batches) for _ in range(self.cfg.gradient_accumulation_steps)]
+
+    def loss(self, micro: list[int], step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = collate([self.features[i] for i in micro], self.tokenizer.pad_token_id)
+        inputs = to_device(batch, self.device)
         if self.heads is None:
-            return self.model(**inputs).loss
-        labels = inputs.pop("labels")
-        assert isinstance(self.model, AlbertForSequenceClassification)
-        return exit_loss(self.model, self.heads, inputs, labels)
+            loss = self.model(**inputs).loss
+        else:
+            assert isinstance(self.model, AlbertForSequenceClassification)
+            loss = exit_loss(self.model, self.heads, inputs, inputs.pop("labels"))
+        counts = torch.tensor([1.0, len(micro)], dtype=torch.float64, device=loss.device)
+        return loss, torch.cat([loss.detach().double().reshape(1), counts])
 
-    def step(self) -> tuple[float, int, float]:
-        """One optimizer step; returns (loss, examples seen, the learning rate it used)."""
-        cfg, device = self.run.cfg, self.run.device
-        self.model.train()
-        loss_sum, seen = 0.0, 0
-        for _ in range(cfg.gradient_accumulation_steps):
-            idx = next(self.batches)
-            batch = collate([self.features[i] for i in idx], self.run.tokenizer.pad_token_id)
-            inputs = {k: v.to(device) for k, v in batch.items()}
-            with autocast_for(device, cfg.precision):
-                loss = self._loss(inputs) / cfg.gradient_accumulation_steps
-            self.scaler.scale(loss).backward()
-            loss_sum += float(loss.detach())
-            seen += len(idx)
-        self.scaler.unscale_(self.optimizer)
-        norm = float(clip_by_global_norm(self.model.parameters(), cfg.max_grad_norm))
-        if not self.scaler.is_enabled():  # fp16's loss scaler skips a non-finite step itself
-            check_finite_step(self.scheduler.last_epoch + 1, loss_sum, norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        lr = self.scheduler.get_last_lr()[0]
-        self.scheduler.step()
-        return loss_sum, seen, lr
+    def record(self, sums: torch.Tensor, step: int) -> dict[str, float]:
+        loss, micro, examples = sums.tolist()
+        return {
+            "loss": loss / max(micro, 1.0),
+            "epoch": round(step / self.steps_per_epoch, 3),
+            "examples": examples,
+        }
 
+    def evaluate(self, step: int) -> dict[str, dict[str, Any]]:
+        """The dev sets' metrics; the best evaluation so far is saved (OUTPUT/best, OUTPUT/predictions)."""
+        batch_size = required(self.cfg.eval_batch_size, "eval_batch_size")
+        pad = self.tokenizer.pad_token_id
+        results, preds = evaluate_sets(
+            self.task, self.model, self.dev_sets, batch_size, pad, self.device, self.cfg.precision
+        )
+        # What was evaluated: examples per dev split, and the cap where --max-eval-examples kept fewer.
+        counts = eval_counts(self.dev_sets, self.cfg.max_eval_examples)
+        record = {"step": step, "epoch": round(step / self.steps_per_epoch, 3), **results, **counts}
+        evaluation = _Evaluation(results.get(self.task.main_metric, step), record, preds)
+        if self.best is None or evaluation.main > self.best.main:
+            self.best = evaluation
+            _save_best(self, evaluation)
+        return {"dev": {k: v for k, v in record.items() if k not in ("step", "max_eval_examples")}}
 
-def _train(run: _Run, trainer: _Trainer, total: int, steps_per_epoch: int) -> _Evaluation:
-    """`total` steps, logged every `log_every` and evaluated every `eval_every` steps and at the end;
-    the run log (`FinetuneLog`) gets every log line and evaluation, OUTPUT/best and OUTPUT/predictions the
-    best. Returns the best."""
-    run.out.mkdir(parents=True, exist_ok=True)
-    log = FinetuneLog(
-        run.out, [run.task.main_metric + s.suffix for s in run.dev_sets], run.cfg.tensorboard, run.cfg.plot
-    )
-    try:
-        return _steps(run, trainer, log, total, steps_per_epoch)
-    finally:
-        log.close()
+    def last_good(self) -> str:
+        best = self.out / "best"
+        return f"{best} holds the best evaluation so far" if best.is_dir() else "nothing was saved"
 
+    def finish(self, evals: dict[str, dict[str, Any]], p: Progress) -> dict[str, Any]:
+        """Test-set predictions by the best checkpoint, and its metrics in eval_results.json."""
+        assert self.best is not None
+        _predict_test_sets(self)
+        write_json(self.out / "eval_results.json", self.best.record)
+        logger.info(
+            "best %s = %s at step %d; model in %s",
+            self.task.main_metric,
+            self.best.main,
+            self.best.record["step"],
+            self.out / "best",
+        )
+        return dict(self.best.record)
 
-def _steps(run: _Run, trainer: _Trainer, log: FinetuneLog, total: int, steps_per_epoch: int) -> _Evaluation:
-    """The training loop of `_train`."""
-    cfg = run.cfg
-    eval_every = cfg.eval_every or steps_per_epoch
-    best: _Evaluation | None = None
-    running, seen, t0 = 0.0, 0, time.perf_counter()
-    clock = LoopClock(f"finetune {cfg.task}", step=0, total_steps=total, cpu=run.device.type == "cpu")
-    for step in range(1, total + 1):
-        loss, n_seen, lr = trainer.step()
-        running += loss
-        seen += n_seen
-        clock.tick(step)
-        clock.bar.set_postfix(loss=f"{loss:.4f}")
-        if step % cfg.log_every == 0 or step == total:
-            n = cfg.log_every if step % cfg.log_every == 0 else (step % cfg.log_every)
-            rate = seen / (time.perf_counter() - t0)
-            logger.info("step %d | loss %.4f | lr %.3g | %.1f ex/s", step, running / n, lr, rate)
-            log.train(step, running / n, lr)
-            running, seen, t0 = 0.0, 0, time.perf_counter()
-        if step % eval_every == 0 or step == total:
-            evaluation = _evaluate_dev(run, trainer.model, log, step, round(step / steps_per_epoch, 3))
-            if best is None or evaluation.main > best.main:
-                best = evaluation
-                _save_best(run, trainer.model, best, trainer.heads)
-            t0 = time.perf_counter()  # examples/s counts training only
-    clock.close()
-    assert best is not None
-    return best
-
-
-def _evaluate_dev(
-    run: _Run, model: torch.nn.Module, log: FinetuneLog, step: int, epoch: float
-) -> _Evaluation:
-    """Evaluate on the dev sets and record the metrics (metrics.jsonl, TensorBoard, the curves)."""
-    results, preds = run.evaluate(model, run.dev_sets)
-    # What was evaluated: examples per dev split, and the cap where --max-eval-examples kept fewer.
-    record = {"step": step, "epoch": epoch, **results, **eval_counts(run.dev_sets, run.cfg.max_eval_examples)}
-    log.evaluation({k: v for k, v in record.items() if k != "max_eval_examples"})  # not a TensorBoard curve
-    if results:
-        logger.info("eval at step %d: %s", step, json.dumps(results, sort_keys=True))
-    return _Evaluation(results.get(run.task.main_metric, step), record, preds)
+    def plot(self) -> None:
+        plot_metrics(self.out, [self.task.main_metric + s.suffix for s in self.dev_sets])
 
 
 def _endless_batches(
@@ -408,15 +362,16 @@ def _endless_batches(
         yield from length_bucketed_batches(lengths, batch_size, rng)
 
 
-def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation, heads: ExitHeads | None) -> None:
+def _save_best(run: FineTuning, best: _Evaluation) -> None:
     """OUTPUT/best (model, tokenizer, settings, metrics), filled under a temporary name and then swapped
     in, so a crash never leaves half a model; then the dev predictions in OUTPUT/predictions."""
     with atomic_folder(run.out / "best") as tmp:
         # GLUE's label names (negative/positive, ...) in config.json: predict and transformers' pipeline say them
+        model = run.model
         model.config.id2label = glue_id2label(run.task.name) or model.config.id2label
         model.save_pretrained(tmp)
-        if heads is not None:
-            heads.save(tmp)
+        if run.heads is not None:
+            run.heads.save(tmp)
         run.tokenizer.save_pretrained(tmp)
         settings = dataclasses.asdict(run.cfg)
         settings["labels"] = list(run.task.labels)
@@ -430,7 +385,7 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation, heads
             run.cfg,
             run.task,
             best.record,
-            steps=run.steps,
+            steps=run.total_steps,
             location=run.out / "best",
             model_given=run.model_given,
         )
@@ -438,12 +393,14 @@ def _save_best(run: _Run, model: AlbertPreTrainedModel, best: _Evaluation, heads
         run.task.write_predictions(s.examples, best.predictions[s.split], run.out / "predictions", s.split)
 
 
-def _predict_test_sets(run: _Run) -> None:
+def _predict_test_sets(run: FineTuning) -> None:
     """Predictions of the test sets (those with a file) by the best checkpoint, in OUTPUT/predictions."""
     if not run.test_sets:
         return
     model = load_for_task(run.task, run.out / "best", None).to(run.device)
-    _, preds = run.evaluate(model, run.test_sets)
+    batch_size = required(run.cfg.eval_batch_size, "eval_batch_size")
+    pad = run.tokenizer.pad_token_id
+    _, preds = evaluate_sets(run.task, model, run.test_sets, batch_size, pad, run.device, run.cfg.precision)
     for s in run.test_sets:
         path = run.task.write_predictions(s.examples, preds[s.split], run.out / "predictions", s.split)
         logger.info("test predictions: %s", path)

@@ -36,6 +36,8 @@ class LoopSettings:
     """write TensorBoard events under OUTPUT/tensorboard"""
     plot: bool = setting(True, group="evaluation and records", resume=True, recorded=False)
     """draw training_curves.png"""
+    eval_on_start: bool = setting(False, group="evaluation and records", resume=True, recorded=False)
+    """evaluate once before the first step: the starting point of the curves"""
 
 
 @dataclass(kw_only=True)

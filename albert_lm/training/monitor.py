@@ -1,13 +1,9 @@
 """What a training run reports: metrics.jsonl, TensorBoard events, the console line, the curves PNG.
 
-Pretraining (`MetricsLog`): a train record every `log_every` steps and a record per evaluation set, in
-metrics.jsonl and as TensorBoard scalars (SPLIT/NAME); training_curves.png from metrics.jsonl at the end.
-On resume, records past the checkpoint are dropped so the files tell one history.
-
-Fine-tuning (`FinetuneLog`): metrics.jsonl keeps one line per dev evaluation, as it always has (eval
-records are what `albert glue` and users read there); TensorBoard gets the train loss and learning rate at
-each log line and every dev metric at each evaluation; training_curves.png (train loss, the task's dev
-metric, learning rate) is drawn again at each evaluation, so a long run shows its curves as it goes.
+Every loop (`albert_lm.training.loop`) writes one `MetricsLog`: a train record every `log_every` steps and
+a record per evaluation set (split "eval", "eval_text", "dev", ...), in metrics.jsonl and as TensorBoard
+scalars (SPLIT/NAME); the log line of each (`format_line`); training_curves.png from metrics.jsonl at the
+end (`plot_metrics`). On resume, records past the checkpoint are dropped so the files tell one history.
 
 Only rank 0 writes. TensorBoard and matplotlib are optional at run time: without them a warning, and no
 events or PNG. (The plain-text evaluation set is data: `albert_lm.data.dataset.text_eval_dataset`.)
@@ -100,67 +96,40 @@ class MetricsLog:
         self.events.close()
 
 
-class FinetuneLog:
-    """A fine-tuning run's records (module docstring): `train` at each log line, `evaluation` at each
-    dev evaluation, `close` at the end (also after an error: the curves so far are drawn)."""
-
-    def __init__(self, output: Path, dev_metrics: Sequence[str], tensorboard: bool, plot: bool):
-        self.output, self.dev_metrics, self.plot = output, list(dev_metrics), plot
-        self.metrics = MetricsLog(output, 0, tensorboard)
-        self.train_points: list[tuple[int, float, float]] = []  # (step, mean loss since the last, lr)
-        self.evaluations: list[dict[str, Any]] = []
-        self._drawn = 0  # records in the PNG on disk
-
-    def train(self, step: int, loss: float, lr: float) -> None:
-        self.train_points.append((step, loss, lr))
-        self.metrics.events.add("train", {"loss": loss, "lr": lr}, step)
-
-    def evaluation(self, record: dict[str, Any]) -> None:
-        self.metrics.write(record, split="dev")
-        self.evaluations.append(record)
-        self.draw()
-
-    def draw(self) -> Path | None:
-        """training_curves.png, unless --no-plot or nothing is new since it was last drawn."""
-        records = len(self.train_points) + len(self.evaluations)
-        if not self.plot or records == self._drawn:
-            return None
-        self._drawn = records
-        dev = {m: [(r["step"], r[m]) for r in self.evaluations if m in r] for m in self.dev_metrics}
-        panels: dict[str, dict[str, Points]] = {
-            "loss": {"train": [(s, loss) for s, loss, _ in self.train_points]},
-            "dev " + " / ".join(self.dev_metrics): {f"dev {m}": pts for m, pts in dev.items()},
-            "learning rate": {"train": [(s, lr) for s, _, lr in self.train_points]},
-        }
-        return draw_curves(self.output / CURVES_FILE, panels)
-
-    def close(self) -> None:
-        self.metrics.close()
-        self.draw()
-
-
-def format_line(step: int, m: dict[str, float], prefix: str = "step") -> str:
-    parts = [f"{prefix} {step}", f"loss {m['loss']:.4f}", f"mlm_acc {m['mlm_acc']:.4f}"]
-    if "sop_acc" in m:
-        parts.append(f"sop_acc {m['sop_acc']:.4f}")
+def format_line(prefix: str, m: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """One log line of a record: `prefix | KEY value | ... | lr ... | tok/s ...` (`keys` in their order,
+    then the learning rate and the rates, where the record has them)."""
+    parts = [prefix, *(f"{k} {m[k]:.4f}" for k in keys if k in m)]
     if "lr" in m:
-        parts += [f"lr {m['lr']:.3e}", f"tok/s {m['tok_per_s']:.0f}"]
+        parts.append(f"lr {m['lr']:.3e}")
+    parts += [f"{k.removesuffix('_per_s')}/s {v:.0f}" for k, v in m.items() if k.endswith("_per_s")]
     return " | ".join(parts)
 
 
-def plot_metrics(output: str | os.PathLike) -> Path | None:
-    """Pretraining's training_curves.png from metrics.jsonl: loss, MLM and SOP accuracy (train and
-    eval), lr."""
-    records = [json.loads(ln) for ln in (Path(output) / METRICS_FILE).read_text().splitlines() if ln.strip()]
-    panels: dict[str, dict[str, Points]] = {key: {} for key in ("loss", "mlm_acc", "sop_acc")}
-    for split in ("train", "eval", "eval_text"):
-        rows = [r for r in records if r.get("split", "train") == split]
-        for key, series in panels.items():
-            pts = [(r["step"], r[key]) for r in rows if key in r]
-            if pts:
-                series[split] = pts
+def plot_metrics(output: str | os.PathLike, scores: Sequence[str] | None = None) -> Path | None:
+    """training_curves.png from metrics.jsonl: the loss of every split, a panel per score in `scores` (by
+    default up to three of the evaluations' scores) with every split that has it, the learning rate."""
+    lines = (Path(output) / METRICS_FILE).read_text().splitlines()
+    records = [r for r in map(json.loads, filter(str.strip, lines)) if isinstance(r, dict)]
+    splits = list(dict.fromkeys(r.get("split", "train") for r in records if r.get("split") != "teacher"))
+    if scores is None:
+        evals = [r for r in records if r.get("split") not in ("train", "teacher")]
+        scores = sorted({k for r in evals for k, v in r.items() if _is_score(k, v)})[:3]
+    panels: dict[str, dict[str, Points]] = {}
+    for key in ("loss", *scores):
+        series = {
+            s: [(r["step"], r[key]) for r in records if r.get("split", "train") == s and key in r]
+            for s in splits
+        }
+        panels[key] = {s: pts for s, pts in series.items() if pts}
     panels["learning rate"] = {"train": [(r["step"], r["lr"]) for r in records if "lr" in r]}
     return draw_curves(Path(output) / CURVES_FILE, panels)
+
+
+def _is_score(key: str, value: Any) -> bool:
+    """A number of an evaluation worth a curve: not a loss (the loss panel has it), time, epoch or count."""
+    skip = key.endswith(("loss", "_per_s", "_examples")) or key in ("elapsed_s", "epoch", "step")
+    return isinstance(value, float) and not skip and not key.startswith("teacher_")
 
 
 _STYLES = {"train": "-", "eval_text": "s--"}  # any other series (evaluations): points joined by lines

@@ -36,12 +36,12 @@ from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight, run_folder
+from albert_lm.training import preflight
 from albert_lm.training.clock import run_length
 from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
 from albert_lm.training.monitor import MetricsLog
-from albert_lm.training.objective import STATS, PretrainingObjective
+from albert_lm.training.objective import PretrainingObjective
 from albert_lm.training.optim import (
     PAPER_WARMUP_FRACTION,
     build_optimizer,
@@ -64,7 +64,7 @@ CUDA_MAX_LOADER_WORKERS = 12
 
 @dataclass
 class Run:
-    """Everything the loop's parts share: what `setup` built, and where the run stands."""
+    """Everything `setup` built, and where the run stands in its data (`albert_lm.training.pretrain`)."""
 
     cfg: PretrainConfig
     d: DistInfo
@@ -79,14 +79,12 @@ class Run:
     loader: DataLoader
     tokenizer: Any = None
     evals: dict[str, Any] = field(default_factory=dict)  # split name -> data set
-    metrics: MetricsLog | None = None  # rank 0's
-    step: int = 0  # optimizer steps taken
+    latest: Path | None = None  # the checkpoint the run resumes from
+    step: int = 0  # optimizer steps taken (as the model cards say it)
+    metrics: MetricsLog | None = None  # rank 0's (the model cards read its evaluations)
     epoch: int = 0
     offset: int = 0  # position in the epoch's order of the next global batch
-    acc: torch.Tensor = field(default_factory=lambda: torch.zeros(len(STATS), dtype=torch.float64))
-    compute_s: float = 0.0  # time in steps since the last train record
     dropout_off: bool = False
-    elapsed_s: float = 0.0  # training time so far, all sessions of the run (what --time-budget counts)
     batches: Iterator[dict[str, torch.Tensor]] | None = None  # the loader's iterator over this epoch
     lock: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # rank 0's hold on `out`
 
@@ -281,27 +279,7 @@ def _train_loader(
     return sampler, pretraining_loader(dataset, sampler, num_workers=workers, pin_memory=pin)
 
 
-def _restore(run: Run, latest: Path) -> None:
-    """Continue from `latest`: optimizer, scheduler, data position, this rank's RNG and metric sums."""
-    state = run_folder.read_state(preflight.PRETRAINING, latest)
-    run.optimizer.load_state_dict(state["optimizer"])
-    run.scheduler.load_state_dict(state["scheduler"])
-    run.step, run.epoch, run.offset = state["step"], state["epoch"], state["offset"]
-    run.elapsed_s = float(state.get("elapsed_s", 0.0))
-    _say_if_extended(run, latest)
-    ranks = state["ranks"]
-    if len(ranks) != run.d.world and run.d.main:
-        logger.warning(
-            "resuming %d processes from %d: data order kept, RNG streams not", run.d.world, len(ranks)
-        )
-    mine = ranks[min(run.d.rank, len(ranks) - 1)]
-    ckpt.restore_rng_state(mine["rng"])
-    run.acc = mine["acc"].to(run.device)
-    if run.d.main:
-        logger.info("resumed from %s (step %d)", latest, run.step)
-
-
-def _say_if_extended(run: Run, latest: Path) -> None:
+def say_if_extended(run: Run, latest: Path) -> None:
     """A finished (or running) run given a larger --max-steps goes on under the longer run's schedule."""
     before = read_json_object(latest / preflight.SETTINGS_FILE, "run configuration").get("max_steps")
     cfg = run.cfg
@@ -407,12 +385,10 @@ def _setup_locked(
         sampler,
         loader,
         tokenizer,
-        acc=torch.zeros(len(STATS), dtype=torch.float64, device=device),
+        latest=latest,
         lock=lock,
     )
-    if latest is not None:
-        _restore(run, latest)
-    else:
+    if latest is None:  # a resumed run restores each rank's generators (`albert_lm.training.loop`)
         torch.manual_seed(cfg.seed + d.rank)  # dropout differs between ranks; weights are rank 0's (DDP)
     if eval_dataset is not None:
         run.evals["eval"] = eval_dataset
@@ -420,6 +396,5 @@ def _setup_locked(
         seq = min(128, model.config.max_position_embeddings)
         run.evals["eval_text"] = text_eval_dataset(cfg.eval_text, tokenizer, seq)
     if d.main:
-        run.metrics = MetricsLog(out, run.step, cfg.tensorboard)
         _log_start(run, train_dataset)
     return run
