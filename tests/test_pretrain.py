@@ -638,3 +638,12 @@ def test_sop_weight_zero_trains_masked_lm_only_and_still_scores_sop(tiny_config)
     mlm_only.backward()
     head = model.sop_classifier.classifier.weight.grad
     assert head is not None and torch.count_nonzero(head) == 0  # in the graph (DDP), no gradient
+
+
+def test_eval_on_start_records_the_model_before_its_first_step(tmp_path, one_thread):
+    out = tmp_path / "run"
+    cfg = tiny_run(out, max_steps=2, eval_every=0, eval_on_start=True)
+    pretrain(cfg, train_dataset=SyntheticData(), eval_dataset=SyntheticData(n=16, seed=1))
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["split"] == "eval"] == [0, 2]
+    assert [r["step"] for r in records if r["split"] == "train"] == [2]

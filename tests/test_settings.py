@@ -169,3 +169,30 @@ def test_every_field_of_a_loops_settings_says_what_it_is():
                     f"{cls.__name__}.{f.name}: another type than its base's"
                 )
                 assert f.metadata == inherited[f.name].metadata, f"{cls.__name__}.{f.name}: other metadata"
+
+
+def test_every_field_of_a_loops_settings_is_read_by_the_package():
+    """A setting declared but read nowhere is an option that does nothing: each field of the loops'
+    settings is read (`.NAME`, or by its name as a string) somewhere in the package besides the module that
+    declares it. Adding an option to every loop is a field in `training/loop_settings.py` and its use in
+    `training/loop.py`; forgetting the use fails here."""
+    import dataclasses
+    import inspect
+    import re
+    from pathlib import Path
+
+    import albert_lm
+    from albert_lm.distill.config import GeneralDistillConfig, TaskDistillConfig
+    from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.pretrain_config import PretrainConfig
+
+    package = Path(albert_lm.__file__).parent
+    sources = {p: p.read_text() for p in package.rglob("*.py")}
+    for cls in (PretrainConfig, FinetuneConfig, GeneralDistillConfig, TaskDistillConfig):
+        for f in dataclasses.fields(cls):
+            owner = next(c for c in cls.__mro__ if f.name in c.__dict__.get("__annotations__", {}))
+            declared = Path(inspect.getfile(owner))
+            use = re.compile(rf"\.{f.name}\b|[\"']{f.name}[\"']")
+            assert any(use.search(text) for p, text in sources.items() if p != declared), (
+                f"{owner.__name__}.{f.name}: read nowhere outside {declared.name}"
+            )

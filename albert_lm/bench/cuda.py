@@ -127,8 +127,8 @@ def pretraining_steps(
     config: AlbertConfig, batch: int, seq: int, compiled: bool, device: torch.device
 ) -> tuple[dict[str, Step], dict[str, float]]:
     """({side: one training step}, {side: initial fp32 loss}) on one seeded random batch."""
+    from albert_lm.bench.workloads import train_step
     from albert_lm.training.objective import PretrainingObjective
-    from albert_lm.training.optim import build_optimizer, clip_by_global_norm
 
     ours, theirs = _models(config, "pretraining", device)
     data = {k: v.to(device) for k, v in pretraining_batch(config.vocab_size, batch, seq).items()}
@@ -144,20 +144,8 @@ def pretraining_steps(
         ours.albert = torch.compile(ours.albert)
         theirs = torch.compile(theirs)
     loss_fns = {"ours": lambda: objective(data)[0], "theirs": lambda: theirs(**data).loss}
-    steps: dict[str, Step] = {}
-    for side, model in (("ours", ours), ("theirs", theirs)):
-        opt = build_optimizer(model, "lamb", lr=1e-5)
-        params = [p for p in model.parameters() if p.requires_grad]
-
-        def step(loss_fn=loss_fns[side], opt=opt, params=params) -> None:
-            with _autocast(device):
-                loss = loss_fn()
-            loss.backward()
-            clip_by_global_norm(params, 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-
-        steps[side] = step
+    sides = (("ours", ours), ("theirs", theirs))
+    steps: dict[str, Step] = {side: train_step(m, loss_fns[side], "bf16", str(device)) for side, m in sides}
     return steps, losses
 
 

@@ -179,20 +179,20 @@ def pretraining_batch(vocab: int, batch: int, seq: int, seed: int = 0) -> dict[s
 
 
 def train_step(
-    model: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], precision: str
+    model: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], precision: str, device: str = "cpu"
 ) -> Callable[[], None]:
-    """One pretraining step as `albert pretrain` takes it: loss, backward, clip at 1.0, LAMB, zero grads."""
-    from albert_lm.training.optim import build_optimizer, clip_by_global_norm
+    """One pretraining step as `albert pretrain` takes it, through the training loop's own step
+    (`albert_lm.training.loop.train_step`): loss, backward, clip at 1.0, LAMB, zero grads."""
+    from albert_lm.training.loop import train_step as loop_step
+    from albert_lm.training.loop_settings import LoopSettings
+    from albert_lm.training.optim import build_optimizer
 
     opt = build_optimizer(model, "lamb", lr=1e-5)
+    cfg, where = LoopSettings(precision=precision), torch.device(device)  # type: ignore[arg-type]
+    no_stats = torch.zeros(1, dtype=torch.float64, device=where)
 
     def run() -> None:
-        with _autocast(precision):
-            loss = loss_fn()
-        loss.backward()
-        clip_by_global_norm(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        loop_step(model, opt, None, [None], cfg, where, loss=lambda _: (loss_fn(), no_stats))
 
     return run
 

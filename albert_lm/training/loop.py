@@ -182,7 +182,7 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
 def train_step(
     module: nn.Module,
     optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     micro_batches: Sequence[Any],
     cfg: LoopSettings,
     device: torch.device,
@@ -214,7 +214,8 @@ def train_step(
         scaler.update()
     else:
         optimizer.step()
-    scheduler.step()
+    if scheduler is not None:
+        scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     assert stats is not None, "a step needs at least one micro-batch"
     return StepStats(stats, grad_norm, lr, total)

@@ -41,16 +41,6 @@ class NonFiniteLossError(ValueError):
     """The loss (or the gradient) became inf or NaN: the run stops without saving the step."""
 
 
-def check_finite_step(step: int, loss: float, grad_norm: float) -> None:
-    """Stop a run whose loss or gradient norm at optimizer step `step` is not finite: one more step would
-    turn every weight NaN and the run would end as if it had trained."""
-    if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-        raise NonFiniteLossError(
-            f"step {step}: the loss or the gradient is not finite (loss {loss}, gradient norm {grad_norm}); "
-            "stopped without saving. Lower --learning-rate or raise --warmup-steps and start again"
-        )
-
-
 class Lamb(torch.optim.Optimizer):
     """LAMB (You et al., 2020) as google-research/albert's LAMBOptimizer.
 
