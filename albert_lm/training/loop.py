@@ -49,8 +49,6 @@ from albert_lm.training.run_folder import RunKind
 
 logger = logging.getLogger(__name__)
 
-Loss = Callable[[Any], tuple[torch.Tensor, torch.Tensor]]  # micro-batch -> (loss, its `stats` sums)
-
 
 @dataclass
 class Progress:
@@ -80,7 +78,7 @@ class StepStats:
     stats: torch.Tensor  # (len(stats),) float64: the sums over this rank's micro-batches
     grad_norm: torch.Tensor  # 0-d: the global gradient norm before clipping
     lr: float  # the learning rate the step used
-    loss: torch.Tensor = field(default_factory=lambda: torch.zeros(()))  # 0-d: the step's (detached)
+    loss: torch.Tensor  # 0-d: the step's loss (detached)
 
 
 class Objective(abc.ABC):
@@ -142,8 +140,13 @@ class Objective(abc.ABC):
 
     def last_good(self) -> str:
         """Where the last good state is, for the line of a run stopped by a non-finite loss."""
-        newest = ckpt.latest_checkpoint(self.out) if self.kind else None
-        return f"the newest checkpoint, {newest}, is the last good state" if newest else "nothing was saved"
+        if self.kind is None:
+            return "nothing was saved"
+        newest = ckpt.latest_checkpoint(self.out)
+        if newest is None:
+            return "no checkpoint was saved yet"
+        again = self.kind.new_run_hint.format(latest=newest)
+        return f"the newest checkpoint, {newest}, is the last good state ({again})"
 
     @abc.abstractmethod
     def finish(self, evals: dict[str, dict[str, Any]], p: Progress) -> dict[str, Any]:
@@ -187,7 +190,7 @@ def train_step(
     cfg: LoopSettings,
     device: torch.device,
     *,
-    loss: Loss | None = None,
+    loss: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] | None = None,
     precision: str | None = None,
     scaler: torch.amp.GradScaler | None = None,
 ) -> StepStats:
