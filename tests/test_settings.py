@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
@@ -169,3 +170,17 @@ def test_every_field_of_a_loops_settings_says_what_it_is():
                     f"{cls.__name__}.{f.name}: another type than its base's"
                 )
                 assert f.metadata == inherited[f.name].metadata, f"{cls.__name__}.{f.name}: other metadata"
+
+
+def test_a_fine_tuned_folders_readers_check_its_task_settings_as_finetune_checks_them():
+    """`albert_lm.runtime.finetuned.SavedTask` stands before training: it declares the task settings of
+    FinetuneConfig that predict, export and evaluate read from finetune_config.json, alike."""
+    from albert_lm.runtime.finetuned import SavedTask
+
+    ours = {f.name: f for f in dataclasses.fields(FinetuneConfig)}
+    hints, theirs = typing.get_type_hints(FinetuneConfig), typing.get_type_hints(SavedTask)
+    for f in dataclasses.fields(SavedTask):
+        assert f.name in ours, f.name
+        assert theirs[f.name] == hints[f.name], f.name
+        if f.name != "task":  # FinetuneConfig requires it; a saved file without one is a classifier
+            assert f.default == ours[f.name].default, f.name

@@ -77,8 +77,9 @@ from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.unpad import use_unpadding
-from albert_lm.training.evaluation import check_tokenizer_fits, load_for_task
-from albert_lm.training.finetune_config import read_saved_settings
+from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.runtime.task_model import load_for_task
 
 logger = logging.getLogger(__name__)
 
