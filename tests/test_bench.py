@@ -108,13 +108,13 @@ def test_ablations_that_change_the_computation_not_a_switch(albert_data):
 
 def test_switched_off_replaces_and_restores():
     from albert_lm.bench.ablations import _file_order_batches, _switched_off
-    from albert_lm.training import evaluation
+    from albert_lm.runtime import run
 
-    original = evaluation.length_bucketed_batches
+    original = run.length_bucketed_batches
     with _switched_off("length-sorted evaluation batches"):
-        assert evaluation.length_bucketed_batches is _file_order_batches
-        assert evaluation.length_bucketed_batches([5, 1, 9, 2, 7], 2) == [[0, 1], [2, 3], [4]]
-    assert evaluation.length_bucketed_batches is original
+        assert run.length_bucketed_batches is _file_order_batches
+        assert run.length_bucketed_batches([5, 1, 9, 2, 7], 2) == [[0, 1], [2, 3], [4]]
+    assert run.length_bucketed_batches is original
 
 
 def test_cli_bench_parts_are_the_suites_parts():

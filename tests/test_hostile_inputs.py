@@ -221,6 +221,15 @@ def test_evaluate_and_finetune_name_finetune_config(capsys, models, tmp_path):
     )
 
 
+def test_evaluate_names_finetune_config_for_a_training_setting(capsys, models, tmp_path):
+    """Evaluate takes all its settings from the file, the training ones too (a learning rate the runtime's
+    readers, predict and export, never use): each is checked there, the file and the field named."""
+    model = _copy(models, tmp_path)
+    _edit_json(model / "finetune_config.json", learning_rate="abc")
+    ev = ["evaluate", "--task", "classification", "--model", str(model), "--data", str(models["task"])]
+    refused(capsys, ev, "finetune_config.json", "learning_rate")
+
+
 def test_evaluate_without_output_runs(capsys, models):
     """The saved settings are read with a placeholder output folder: none is needed to print the scores."""
     argv = [

@@ -1,10 +1,13 @@
-"""The shape of the package: no import circle between its modules (imports made only for type hints
-included: a circle there is a circle of concepts), and no module over 450 lines."""
+"""The shape of the package: no import circle between its modules (imports made only for type hints, and
+imports made late inside a function, included: a circle there is a circle of concepts), and no module
+over 450 lines."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from albert_lm import _EXPORTS
 
 ROOT = Path(__file__).resolve().parents[1] / "albert_lm"
 MAX_LINES = 450
@@ -15,18 +18,29 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports_at_module_level(tree: ast.Module) -> set[str]:
-    """albert_lm modules imported at the top of a module or in its `if TYPE_CHECKING:` block (an import
-    inside a function is a deliberate late import, made where it is used)."""
+def _imports(tree: ast.Module, module: str, is_package: bool, modules: set[str]) -> set[str]:
+    """Every albert_lm module `module` imports, wherever the import stands: at the top, under `if
+    TYPE_CHECKING:` or inside a function. A late import (made where it is used, to keep start-up light)
+    is still an edge of the graph: it only puts off the circle to the first call that closes it.
+    Relative imports are read from `module`'s package; a public name taken from `albert_lm` itself is
+    the module that defines it (`albert_lm._EXPORTS`); a submodule taken from its package (`from
+    albert_lm.tasks import metrics`) is that submodule, as `from albert_lm.tasks.metrics import x` is."""
     found: set[str] = set()
-    body = list(tree.body)
-    for node in tree.body:
-        if isinstance(node, ast.If):
-            body.extend(node.body)
-    for node in body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("albert_lm"):
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from . import x, from ..y import z
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            if not base.startswith("albert_lm"):
+                continue
+            for a in node.names:
+                if f"{base}.{a.name}" in modules:  # a submodule: its package is only its parent
+                    found.add(f"{base}.{a.name}")
+                elif base == "albert_lm" and a.name in _EXPORTS:
+                    found.add(f"albert_lm.{_EXPORTS[a.name]}")
+                else:
+                    found.add(base)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("albert_lm"))
     return found
@@ -36,7 +50,7 @@ def _graph() -> dict[str, set[str]]:
     files = {_module(p): p for p in ROOT.rglob("*.py")}
     graph = {}
     for name, path in files.items():
-        targets = _imports_at_module_level(ast.parse(path.read_text()))
+        targets = _imports(ast.parse(path.read_text()), name, path.name == "__init__.py", set(files))
         graph[name] = {t for t in targets if t in files and t != name and t != "albert_lm"}
     return graph
 

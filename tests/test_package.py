@@ -41,6 +41,7 @@ STAGES = [
     "kernels",
     "model",
     "tasks",
+    "runtime",
     "training",
     "distill",
     "glue",
@@ -50,6 +51,9 @@ STAGES = [
     "demo",
     "cli",
 ]
+# Stages that stand after others on the road but take only their output: deploy uses a saved model
+# folder (the checkpoint), never the code of the loops that made it.
+APART = {"deploy": ("training", "distill", "glue")}
 
 
 def _stage(module: str) -> str:
@@ -57,27 +61,55 @@ def _stage(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_each_stage_imports_only_from_the_stages_before_it():
+def _imports() -> list[tuple[str, str, str]]:
+    """(the module's file, its stage, the albert_lm module it imports) for every import of every module,
+    wherever it stands (top, `if TYPE_CHECKING:`, inside a function): `import albert_lm.x`, `from
+    albert_lm.x import y`, relative forms, and public names taken from `albert_lm` itself (the module
+    that defines each)."""
     import ast
     from pathlib import Path
 
     root = Path(albert_lm.__file__).parent
-    wrong = []
+    found = []
     for path in sorted(root.rglob("*.py")):
         if path == root / "__init__.py":
             continue  # the public exports name every stage
         here = path.stem if path.parent == root else path.relative_to(root).parts[0]
         assert here in STAGES, f"{path.relative_to(root)}: a module outside the stages {STAGES}"
+        package = ["albert_lm", *path.relative_to(root).parent.parts]
+        name = str(path.relative_to(root))
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("albert_lm"):
-                assert node.module is not None
-                targets = (
-                    [node.module]
-                    if node.module != "albert_lm"
-                    else [f"albert_lm.{a.name}" for a in node.names]
-                )
-                for target in targets:
-                    there = _stage(target)
-                    if there in STAGES and STAGES.index(there) > STAGES.index(here):
-                        wrong.append(f"{path.relative_to(root)} imports {target}")
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+                if base == "albert_lm":
+                    targets = [f"albert_lm.{albert_lm._EXPORTS.get(a.name, a.name)}" for a in node.names]
+                else:
+                    targets = [base]
+            found += [(name, here, t) for t in targets if t.startswith("albert_lm.")]
+    return found
+
+
+def test_each_stage_imports_only_from_the_stages_before_it():
+    wrong = [
+        f"{name} imports {target}"
+        for name, here, target in _imports()
+        if (there := _stage(target)) in STAGES and STAGES.index(there) > STAGES.index(here)
+    ]
     assert not wrong, "imports against the road:\n" + "\n".join(wrong)
+
+
+def test_deploy_imports_no_training_loop():
+    """A model folder is all deploy needs of training: what both use (loading a model for a task, running
+    it, checking a tokenizer and a head against it, a fine-tuned folder's saved settings) stands before
+    training, in `albert_lm.runtime`."""
+    wrong = [
+        f"{name} imports {target}"
+        for name, here, target in _imports()
+        if _stage(target) in APART.get(here, ())
+    ]
+    assert not wrong, "imports of a stage kept apart:\n" + "\n".join(wrong)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
@@ -196,3 +197,17 @@ def test_every_field_of_a_loops_settings_is_read_by_the_package():
             assert any(use.search(text) for p, text in sources.items() if p != declared), (
                 f"{owner.__name__}.{f.name}: read nowhere outside {declared.name}"
             )
+
+
+def test_a_fine_tuned_folders_readers_check_its_task_settings_as_finetune_checks_them():
+    """`albert_lm.runtime.finetuned.SavedTask` stands before training: it declares the task settings of
+    FinetuneConfig that predict, export and evaluate read from finetune_config.json, alike."""
+    from albert_lm.runtime.finetuned import SavedTask
+
+    ours = {f.name: f for f in dataclasses.fields(FinetuneConfig)}
+    hints, theirs = typing.get_type_hints(FinetuneConfig), typing.get_type_hints(SavedTask)
+    for f in dataclasses.fields(SavedTask):
+        assert f.name in ours, f.name
+        assert theirs[f.name] == hints[f.name], f.name
+        if f.name != "task":  # FinetuneConfig requires it; a saved file without one is a classifier
+            assert f.default == ours[f.name].default, f.name

@@ -12,8 +12,9 @@ import torch
 
 from albert_lm.cli import main
 from albert_lm.data.corpus import iter_text_lines
-from albert_lm.data.tokenizer import AlbertTokenizer, preprocess_text, truncate_pair_from_end
+from albert_lm.data.tokenizer import AlbertTokenizer, preprocess_text
 from albert_lm.data.tokenizer_training import train_tokenizer
+from albert_lm.data.truncation import truncate_pair_from_end
 
 SPECIAL_WORDS = ["Émile", "1,000", "2,5", "naïve", "café", "crème", "brûlée", "THE", "Town,", "yes!"]
 

@@ -44,14 +44,14 @@ def _file_order_batches(lengths, batch_size: int, rng=None, window: int = 50) ->
 @contextlib.contextmanager
 def _file_order_evaluation() -> Iterator[None]:
     """Evaluation batches in file order within this block: `length_bucketed_batches` replaced."""
-    from albert_lm.training import evaluation
+    from albert_lm.runtime import run
 
-    was = evaluation.length_bucketed_batches
-    evaluation.length_bucketed_batches = _file_order_batches
+    was = run.length_bucketed_batches
+    run.length_bucketed_batches = _file_order_batches
     try:
         yield
     finally:
-        evaluation.length_bucketed_batches = was
+        run.length_bucketed_batches = was
 
 
 # Each ablated choice: a block within which it is off.

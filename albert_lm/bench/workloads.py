@@ -337,8 +337,8 @@ def _sst2_runner(side: str, precision: str, folder: Path, data: Path | None):
 
     from albert_lm.data.tokenizer import AlbertTokenizer
     from albert_lm.model.heads import AlbertForSequenceClassification
+    from albert_lm.runtime.run import run_model
     from albert_lm.tasks import get_task
-    from albert_lm.training.evaluation import run_model
 
     assert data is not None
     batch_size = 32

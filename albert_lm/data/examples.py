@@ -208,7 +208,7 @@ def truncate_pair_randomly(
 ) -> tuple[np.ndarray, np.ndarray]:
     """google-research `truncate_seq_pair`: trim the longer side one token at a time, front or back at random.
 
-    Pretraining's rule; fine-tuning cuts from the end only (`albert_lm.data.tokenizer.truncate_pair_from_end`).
+    Pretraining's rule; fine-tuning cuts from the end only (`albert_lm.data.truncation.truncate_pair_from_end`).
     The reference's loop removes from A while len(A) > len(B), else from B; the number removed from each
     side follows from the lengths alone, and the front/back choices are i.i.d. fair coins, so drawing
     each side's front count from Binomial(k, 0.5) gives the same distribution in one call.

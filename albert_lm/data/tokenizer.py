@@ -35,7 +35,7 @@ import os
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -49,9 +49,10 @@ from albert_lm.data.normalization import (
     read_rule,
     warn_unreachable,
 )
+from albert_lm.data.truncation import truncate_pair_from_end
 from albert_lm.files import atomic_write
 
-__all__ = ["RULE_KEYS", "AlbertTokenizer", "load_sentencepiece", "preprocess_text", "truncate_pair_from_end"]
+__all__ = ["RULE_KEYS", "AlbertTokenizer", "load_sentencepiece", "preprocess_text"]
 
 
 SPIECE_UNDERLINE = "\u2581"
@@ -91,6 +92,15 @@ class AlbertTokenizer:
         self._digit_comma_ids = frozenset(np.flatnonzero(self._digit_comma).tolist())
 
     # ------------------------------------------------------------------ loading and saving
+    # Other vocabularies behind this interface, tried before spiece.model: subclasses that say which paths
+    # are theirs (`folder_of`). BERT's WordPiece is one (its module adds it; `albert_lm.data` imports it).
+    other_kinds: ClassVar[list[type[AlbertTokenizer]]] = []
+
+    @classmethod
+    def folder_of(cls, path: Path) -> Path | None:
+        """The folder of this kind's tokenizer that `path` names, or None: spiece.model is read last."""
+        return None
+
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> AlbertTokenizer:
         """Load a `spiece.model` file, or a folder holding one, with the normalization rule of the
@@ -100,15 +110,12 @@ class AlbertTokenizer:
         if not str(path).strip():  # Path("") is the current folder: never what an empty value meant
             raise ValueError("tokenizer path: empty; expected a spiece.model file or a folder holding one")
         path = Path(path)
-        from albert_lm.data.wordpiece import WORDPIECE_FILES, WordPieceTokenizer, is_wordpiece_folder
-
-        if path.is_file() and path.name in WORDPIECE_FILES:  # BERT's vocabulary (a student of a BERT teacher)
-            return WordPieceTokenizer.from_pretrained(path.parent, **kwargs)
+        for kind in AlbertTokenizer.other_kinds:  # BERT's WordPiece (a student of a BERT teacher)
+            if (folder := kind.folder_of(path)) is not None:
+                return kind.from_pretrained(folder, **kwargs)
         if path.is_dir():
             model_file = path / MODEL_FILE
             if not model_file.is_file():
-                if is_wordpiece_folder(path):
-                    return WordPieceTokenizer.from_pretrained(path, **kwargs)
                 raise FileNotFoundError(
                     f"{path}: folder holds no {MODEL_FILE} (expected a SentencePiece model) and no "
                     "tokenizer.json or vocab.txt (a WordPiece one)"
@@ -393,42 +400,6 @@ class AlbertTokenizer:
 
     def batch_decode(self, batch: Iterable[Iterable[int]], skip_special_tokens: bool = False) -> list[str]:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
-
-
-def truncate_pair_from_end(
-    ids_a: Sequence[int], ids_b: Sequence[int] | None, budget: int, strategy: bool | str = True
-) -> tuple[list[int], list[int] | None]:
-    """Cut (ids_a, ids_b) to at most `budget` ids in all, from the end (transformers' strategies).
-
-    True / "longest_first" is BERT's `_truncate_seq_pair`: one id at a time from the end of the longer
-    side (of A on a tie). Fine-tuning's rule; pretraining cuts at random ends instead
-    (`albert_lm.data.examples.truncate_pair_randomly`). Returns new lists.
-    """
-    if budget < 0:
-        raise ValueError(f"max_length leaves no room for the special tokens (budget {budget})")
-    a, b = list(ids_a), None if ids_b is None else list(ids_b)
-    excess = len(a) + len(b or []) - budget
-    if excess <= 0:
-        return a, b
-    if strategy in (True, "longest_first"):
-        for _ in range(excess):
-            if b is not None and len(b) > len(a):
-                b.pop()
-            else:
-                a.pop()
-    elif strategy == "only_first":
-        if excess > len(a):
-            raise ValueError(f"cannot truncate the first text by {excess} ids: it has {len(a)}")
-        a = a[: len(a) - excess]
-    elif strategy == "only_second":
-        if b is None or excess > len(b):
-            raise ValueError(f"cannot truncate the second text by {excess} ids: it has {len(b or [])}")
-        b = b[: len(b) - excess]
-    else:
-        raise ValueError(
-            f"truncation={strategy!r}: expected True, 'longest_first', 'only_first' or 'only_second'"
-        )
-    return a, b
 
 
 def _is_digit_comma(piece: str) -> bool:

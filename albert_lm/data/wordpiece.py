@@ -61,6 +61,14 @@ class WordPieceTokenizer(AlbertTokenizer):
 
     # ------------------------------------------------------------------ loading and saving
     @classmethod
+    def folder_of(cls, path: Path) -> Path | None:
+        """`AlbertTokenizer.from_pretrained` reads BERT's vocabulary here: tokenizer.json or vocab.txt, or
+        a folder holding one and no spiece.model (which is read first)."""
+        if path.is_file() and path.name in WORDPIECE_FILES:
+            return path.parent
+        return path if is_wordpiece_folder(path) and not (path / MODEL_FILE).is_file() else None
+
+    @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> WordPieceTokenizer:
         """A folder holding tokenizer.json (preferred) or vocab.txt, as transformers saves a BERT tokenizer.
         Its ids must be 0..V-1, one piece each (`check_wordpiece_ids`), and its config's booleans JSON
@@ -177,6 +185,9 @@ class WordPieceTokenizer(AlbertTokenizer):
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         ids = [int(i) for i in ids if int(i) != self.pad_token_id]
         return str(self.backend.decode(ids, skip_special_tokens=skip_special_tokens))
+
+
+AlbertTokenizer.other_kinds.append(WordPieceTokenizer)
 
 
 def _from_vocab(tk: Any, vocab: Path, lower: bool, chinese: bool, strip_accents: bool | None) -> Any:

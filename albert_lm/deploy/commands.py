@@ -12,8 +12,8 @@ import sys
 from albert_lm.deploy.export_config import ExportConfig
 from albert_lm.deploy.predict_config import PredictConfig
 from albert_lm.deploy.texts_config import EmbedConfig, FillMaskConfig, TextsConfig
+from albert_lm.runtime.exits import ExitSettings
 from albert_lm.settings import VOCABULARY, add_config_option, add_options, field_docs, load_settings
-from albert_lm.training.finetune_config import ExitSettings
 
 
 def predict_options(p: argparse.ArgumentParser) -> None:

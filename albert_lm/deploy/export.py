@@ -66,6 +66,7 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.deploy.library_logs import quiet, verbose
 from albert_lm.deploy.loading import refuse_untrained_mlm
 from albert_lm.deploy.onnx_exit import exit_graphs
 from albert_lm.deploy.predict import NotFineTuned, model_task
@@ -76,8 +77,9 @@ from albert_lm.kernels import linear as kernels
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.unpad import use_unpadding
-from albert_lm.training.evaluation import check_tokenizer_fits, load_for_task
-from albert_lm.training.finetune_config import read_saved_settings
+from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.runtime.task_model import load_for_task
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +172,7 @@ def export_onnx(
     ort = _needs("onnxruntime")
     _needs("onnxscript")
     model_dir, out = resolve_model(model_dir), Path(output)  # a hub id: its cached snapshot
-    with exclusive_output(model_dir, out, overwrite), _quiet(*NOISY, root=False):
+    with exclusive_output(model_dir, out, overwrite), quiet(*NOISY, root=False):
         return _export_locked(ort, model_dir, out, opset, int8, tolerance, head, exits)
 
 
@@ -369,7 +371,7 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
     from onnxruntime.transformers.optimizer import optimize_model
 
     optimized = folder / "model.optimized.onnx"
-    with _quiet("onnxruntime", "onnxruntime.transformers"):
+    with quiet("onnxruntime", "onnxruntime.transformers"):
         graph = optimize_model(
             str(folder / "model.onnx"),
             model_type="bert",
@@ -393,37 +395,13 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
     return cosine
 
 
-def _verbose() -> bool:
-    """Whether the user asked for every library's log (`albert -v`: the root logger at DEBUG)."""
-    return logging.getLogger().getEffectiveLevel() <= logging.DEBUG
-
-
-@contextlib.contextmanager
-def _quiet(*loggers: str, root: bool = True):
-    """These loggers (and the root logger, where ONNX Runtime's optimizer and quantizer log their advice
-    at WARNING) at ERROR for the block, unless `_verbose()`: errors still show, and exceptions reach the
-    caller as they are; albert-lm's own loggers keep their level unless `root`."""
-    if _verbose():
-        yield
-        return
-    names = ("", *loggers) if root else loggers
-    saved = [(logging.getLogger(n), logging.getLogger(n).level) for n in names]
-    for log, _ in saved:
-        log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for log, level in saved:
-            log.setLevel(level)
-
-
 def _compare(
     ort: Any, path: Path, samples: list[dict[str, torch.Tensor]], references: list[list[np.ndarray]]
 ) -> tuple[float, float]:
     """(largest absolute difference, smallest cosine) of the graph's outputs to PyTorch's, one session."""
     options = ort.SessionOptions()
     # ONNX Runtime's own (C++) log: errors only, unless -v (then its default: warnings)
-    options.log_severity_level = 2 if _verbose() else 3
+    options.log_severity_level = 2 if verbose() else 3
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     worst_diff, worst_cosine = 0.0, 1.0
     for inputs, wanted in zip(samples, references, strict=True):

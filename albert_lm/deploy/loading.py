@@ -17,11 +17,12 @@ import torch
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import read_json_object
 from albert_lm.hub import resolve_model
+from albert_lm.kernels.device import autocast, pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
+from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.fits import check_tokenizer_fits
 from albert_lm.tasks.batches import collate, length_bucketed_batches
-from albert_lm.training.evaluation import autocast_for, check_tokenizer_fits, pick_device, resolved_precision
-from albert_lm.training.finetune_config import read_saved_settings
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def run_batches(
     for idx in length_bucketed_batches([len(f["input_ids"]) for f in features], batch_size, None):
         batch = collate([features[i] for i in idx], setup.tokenizer.pad_token_id)
         inputs = {k: v.to(setup.device) for k, v in batch.items()}
-        with autocast_for(setup.device, setup.precision):
+        with autocast(setup.device, setup.precision):
             rows = step(inputs)
         for i, row in zip(idx, rows, strict=True):
             results[i] = row

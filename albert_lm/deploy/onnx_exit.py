@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from albert_lm.deploy.library_logs import quiet
 from albert_lm.kernels import linear as kernels
 from albert_lm.kernels.attention import padding_mask
 from albert_lm.model.config import AlbertConfig
@@ -202,10 +203,8 @@ def export_exit(
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         spec["layers_int8"] = [n.replace(".onnx", ".int8.onnx") for n in names]
-        from albert_lm.deploy.export import _quiet  # here: export.py imports this module
-
         for name, quantized in zip(names, spec["layers_int8"], strict=True):
-            with _quiet("onnxruntime"):  # the quantizer's notes on each tensor, at INFO on the root logger
+            with quiet("onnxruntime"):  # the quantizer's notes on each tensor, at INFO on the root logger
                 quantize_dynamic(
                     folder / name, folder / quantized, weight_type=QuantType.QInt8, per_channel=True
                 )

@@ -51,23 +51,19 @@ from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import PredictConfig
 from albert_lm.files import InputError, read_json_object
 from albert_lm.hub import resolve_model
+from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
+from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits
+from albert_lm.runtime.run import run_model
+from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.glue import GlueExample, GlueTask, label_names
 from albert_lm.tasks.race import LETTERS, RaceExample
 from albert_lm.tasks.squad import SquadExample, SquadTask
 from albert_lm.tasks.squad_decoding import decode
 from albert_lm.tasks.text_classification import TextExample, TokenExample
-from albert_lm.training.evaluation import (
-    check_head_fits,
-    check_tokenizer_fits,
-    load_for_task,
-    pick_device,
-    resolved_precision,
-    run_model,
-)
-from albert_lm.training.finetune_config import read_saved_settings
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from albert_lm.runtime.exits import EXIT_COUNTS, ExitSettings
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name
-from albert_lm.training.finetune_config import EXIT_COUNTS, ExitSettings
 
 
 @dataclass

@@ -51,8 +51,8 @@ from albert_lm.deploy.web_tokenizer import write_web_tokenizer
 from albert_lm.files import atomic_folder, check_output_apart, read_json_object, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
-from albert_lm.training.evaluation import check_head_fits
-from albert_lm.training.finetune_config import read_saved_settings
+from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.fits import check_head_fits
 
 logger = logging.getLogger(__name__)
 

@@ -64,13 +64,13 @@ from albert_lm.distill.token_level import (
 )
 from albert_lm.files import check_output_apart, folder_lock, write_json
 from albert_lm.hub import resolve_model
+from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.card import write_model_card
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.model.weights import write_weights
 from albert_lm.tasks.batches import length_bucketed_batches
 from albert_lm.tasks.metrics import pearson_spearman
-from albert_lm.training.evaluation import pick_device
 from albert_lm.training.loop import LoopResult, Progress
 
 logger = logging.getLogger(__name__)

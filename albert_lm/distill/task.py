@@ -8,9 +8,10 @@ scale as T changes), or for a regression (STS-B) the squared difference of the s
 --hard-label-weight x the gold labels' loss where there are labels.
 
 The task's reading, features, evaluation and prediction files are `albert finetune`'s
-(`albert_lm.training.evaluation`, `albert_lm.tasks`), and so is the output: OUTPUT/best is the best dev
-checkpoint with finetune_config.json naming the task and its labels, so `albert predict` and
-`albert evaluate` take it; OUTPUT/eval_results.json holds its dev scores beside the teacher's (teacher_*).
+(`albert_lm.training.evaluation`, `albert_lm.runtime`, `albert_lm.tasks`), and so is the output:
+OUTPUT/best is the best dev checkpoint with finetune_config.json naming the task and its labels, so
+`albert predict` and `albert evaluate` take it; OUTPUT/eval_results.json holds its dev scores beside the
+teacher's (teacher_*).
 
 The teacher's labels are matched to the task's by name where they are named (an MNLI teacher may order
 them otherwise); a teacher with another number of labels than the task, or a student whose classifier
@@ -50,28 +51,22 @@ from albert_lm.distill.teacher import TaskTeacher
 from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.files import InputError, atomic_folder, folder_lock, write_json
 from albert_lm.hub import resolve_model
+from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitHeads, depth_weighted, exit_logits
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
+from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.runtime.run import run_model
+from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
 from albert_lm.tasks.task import Feature
 from albert_lm.tasks.text_classification import TextExample
 from albert_lm.training.clock import run_length
-from albert_lm.training.evaluation import (
-    EvalSet,
-    build_task,
-    check_tokenizer_fits,
-    eval_sets_of,
-    evaluate_sets,
-    load_for_task,
-    pick_device,
-    read_split,
-    run_model,
-)
+from albert_lm.training.evaluation import EvalSet, build_task, eval_sets_of, evaluate_sets, read_split
 from albert_lm.training.finetune_config import FinetuneConfig
 from albert_lm.training.loop import LoopResult, Progress
 

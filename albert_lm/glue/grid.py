@@ -249,7 +249,7 @@ def _differences(
 
 def glue_device(cfg: GlueConfig) -> str:
     """cpu or cuda: `device` with auto resolved (a GPU when torch sees one), checked to exist here."""
-    from albert_lm.training.evaluation import pick_device
+    from albert_lm.kernels.device import pick_device
 
     return pick_device(cfg.device).type
 

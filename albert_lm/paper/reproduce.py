@@ -32,6 +32,7 @@ from albert_lm.files import (
     read_json_object,
     write_json,
 )
+from albert_lm.kernels.device import pick_device
 from albert_lm.model.weights import find_weights
 from albert_lm.paper import measures
 from albert_lm.paper.claims import CLAIMS, Cell, Claim
@@ -40,7 +41,6 @@ from albert_lm.paper.report import format_table, plot_claim
 from albert_lm.paper.verdicts import verdicts
 from albert_lm.settings import recipe
 from albert_lm.training import preflight
-from albert_lm.training.evaluation import pick_device
 from albert_lm.training.pretrain import pretrain
 from albert_lm.training.pretrain_config import PretrainConfig
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from albert_lm.data.tokenizer import truncate_pair_from_end
+from albert_lm.data.truncation import truncate_pair_from_end
 from albert_lm.files import InputError as InputError  # re-exported: albert_lm.tasks.task.InputError
 
 HEADS = ("sequence_classification", "question_answering", "multiple_choice", "token_classification")

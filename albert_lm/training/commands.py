@@ -184,7 +184,8 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- albert evaluate
 def evaluate_options(p: argparse.ArgumentParser) -> None:
-    from albert_lm.training.finetune_config import EvaluateConfig, ExitSettings
+    from albert_lm.runtime.exits import ExitSettings
+    from albert_lm.training.finetune_config import EvaluateConfig
 
     add_config_option(p, "evaluate")
     add_options(

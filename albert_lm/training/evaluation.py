@@ -1,5 +1,5 @@
-"""Running a model on a task's examples, and evaluating a fine-tuned model: length-sorted batches,
-outputs back in example order, the task's metrics and prediction files. The fine-tuning loop
+"""Evaluating a model on a task: its evaluation sets read and featurized, the model run on them
+(`albert_lm.runtime.run`), the task's metrics and prediction files. The fine-tuning loop
 (`albert_lm.training.finetune`) evaluates through here, and so does `albert evaluate --model`.
 """
 
@@ -20,57 +20,23 @@ import torch
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import write_json
 from albert_lm.hub import resolve_model
-from albert_lm.kernels.device import autocast as autocast_for
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
-from albert_lm.model.encoder import AlbertPreTrainedModel
-from albert_lm.model.heads import (
-    AlbertForMultipleChoice,
-    AlbertForQuestionAnswering,
-    AlbertForSequenceClassification,
-    AlbertForTokenClassification,
-)
-from albert_lm.progress import progress_bar
+from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits
+from albert_lm.runtime.run import run_model
+from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
-from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.task import Feature
-from albert_lm.training.finetune_config import FinetuneConfig, read_saved_settings
+from albert_lm.training.finetune_config import FinetuneConfig, check_saved_config
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-HEAD_CLASSES = {
-    "sequence_classification": AlbertForSequenceClassification,
-    "question_answering": AlbertForQuestionAnswering,
-    "multiple_choice": AlbertForMultipleChoice,
-    "token_classification": AlbertForTokenClassification,
-}
-
 
 # --------------------------------------------------------------------------- running the model
-def check_tokenizer_fits(
-    tokenizer: AlbertTokenizer, model_dir: str | Path, config: AlbertConfig, recorded: str | None = None
-) -> None:
-    """Refuse a tokenizer that does not belong to the model: one whose vocabulary size is not the
-    number of rows of the model's embedding (ids past the table crash; a smaller vocabulary means
-    other pieces behind the same ids), or, where the model folder records the fingerprint of the
-    tokenizer it was fine-tuned with (`recorded`), another vocabulary of the same size."""
-    where = tokenizer.model_file
-    if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(
-            f"{where}: {tokenizer.vocab_size} pieces, but the model in {model_dir} has {config.vocab_size} "
-            "embedding rows: this tokenizer is not the model's; use the one it was trained with"
-        )
-    if recorded and recorded != tokenizer.fingerprint:
-        raise ValueError(
-            f"{where}: vocabulary fingerprint {tokenizer.fingerprint}, but {model_dir} was fine-tuned with "
-            f"the tokenizer of fingerprint {recorded} (finetune_config.json): this tokenizer was replaced; "
-            "put back the one the model was trained with"
-        )
-
-
 def model_fingerprint(model_dir: str | Path) -> str:
     """A content hash of a model folder: config.json and every weights file (shards included)."""
     from albert_lm.files import file_sha256
@@ -92,67 +58,6 @@ def required(value: _T | None, name: str) -> _T:
     if value is None:
         raise ValueError(f"{name} is None: pass a resolved config (FinetuneConfig.resolved())")
     return value
-
-
-@torch.no_grad()
-def run_model(
-    model: torch.nn.Module,
-    features: Sequence[Feature],
-    batch_size: int,
-    pad_id: int,
-    device: torch.device,
-    precision: str = "fp32",
-    desc: str = "eval",
-    *,
-    finite: bool = False,
-) -> list[dict[str, np.ndarray]]:
-    """Per-feature outputs in feature order, trimmed to each feature's length (logits as float32).
-    `finite`: refuse non-finite scores (the commands that print them; a training loop's evaluation
-    records what a diverging run scores instead)."""
-    model.eval()
-    outputs: dict[int, dict[str, np.ndarray]] = {}
-    batches = length_bucketed_batches([feature_length(f) for f in features], batch_size, None)
-    for idx in progress_bar(batches, desc=desc, unit="batch", leave=False):
-        chunk = [features[i] for i in idx]
-        batch = collate(chunk, pad_id)
-        inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
-        with autocast_for(device, precision):
-            out = model(**inputs)
-        if getattr(out, "start_logits", None) is not None:
-            starts, ends = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
-            for row, i in enumerate(idx):
-                n = len(features[i]["input_ids"])
-                outputs[i] = {"start_logits": starts[row, :n], "end_logits": ends[row, :n]}
-        else:
-            logits = out.logits.float().cpu().numpy()
-            depth = getattr(out, "depth", None)  # early exit: the layer each row stopped after
-            for row, i in enumerate(idx):
-                value = logits[row]
-                if value.ndim == 2:  # token classification: (L, num_labels)
-                    value = value[: len(features[i]["input_ids"])]
-                outputs[i] = {"logits": value}
-                if depth is not None:
-                    outputs[i]["depth"] = np.asarray(int(depth[row]))
-    ordered = [outputs[i] for i in range(len(features))]
-    if finite:
-        check_finite_outputs(ordered, precision)
-    return ordered
-
-
-def check_finite_outputs(outputs: Sequence[dict[str, np.ndarray]], precision: str) -> None:
-    """Refuse NaN or infinite scores: argmax reads a NaN row as class 0 and a metric as a wrong figure, so
-    a broken model would otherwise answer with exit 0."""
-    bad = [i for i, o in enumerate(outputs) if any(not np.isfinite(v).all() for v in o.values())]
-    if bad:
-        hint = (
-            "; or try --precision fp32 (scores may overflow in reduced precision)"
-            if precision != "fp32"
-            else ""
-        )
-        raise ValueError(
-            f"the model gave non-finite scores (NaN or infinity) for {len(bad)} of {len(outputs)} rows "
-            f"(the first: row {bad[0] + 1}): its weights are damaged or a training run diverged{hint}"
-        )
 
 
 @dataclass
@@ -256,35 +161,6 @@ def eval_sets_of(
     return sets
 
 
-def load_for_task(task: Task, model_dir: str | Path, cfg: FinetuneConfig | None) -> AlbertPreTrainedModel:
-    """The task's head class on `model_dir`: with `cfg` (fine-tuning) a fresh head sized for the task;
-    without it (evaluate, predict) the folder must hold trained weights of that head, or a random head
-    would be scored or used as if it were the model."""
-    from albert_lm.model.hf_interop import load_model
-
-    cls = HEAD_CLASSES[task.head]
-    overrides: dict[str, Any] = {}
-    if cfg is not None:  # a fresh head on a pretrained encoder
-        overrides.update(
-            hidden_dropout_prob=cfg.dropout,
-            attention_probs_dropout_prob=cfg.dropout,
-            classifier_dropout_prob=cfg.classifier_dropout,
-        )
-        if cfg.classifier_pooling is not None:
-            overrides["classifier_pooling"] = cfg.classifier_pooling
-        if task.head == "question_answering":
-            overrides["num_labels"] = 2
-        elif task.head != "multiple_choice":
-            overrides["num_labels"] = task.num_labels
-            if task.labels:
-                overrides["id2label"] = dict(enumerate(task.labels))
-            if task.problem_type:
-                overrides["problem_type"] = task.problem_type
-    model = load_model(cls, model_dir, require_head=cfg is None, **overrides)
-    assert isinstance(model, AlbertPreTrainedModel)
-    return model
-
-
 # --------------------------------------------------------------------------- evaluation of a saved model
 EVAL_FILES = ("eval_results.json", "predictions")
 
@@ -379,6 +255,7 @@ def _eval_config(
     """(the model's saved fine-tuning settings, the settings to evaluate with): the saved ones, with this
     task, folders, device and the sizes given here."""
     saved = read_saved_settings(model_dir)
+    check_saved_config(model_dir, saved)
     if saved.get("task") not in (None, task_name):
         logger.warning("%s was fine-tuned on %s, evaluated on %s", model_dir, saved["task"], task_name)
     known = {f.name for f in dataclasses.fields(FinetuneConfig)}
@@ -406,16 +283,4 @@ def _check_eval_output(out: Path, model_dir: Path, data: Path, overwrite: bool) 
         raise FileExistsError(
             f"--output {out} already holds {' and '.join(there)} (another evaluation or a fine-tuning run): "
             "pass --overwrite to replace them, or choose another --output"
-        )
-
-
-def check_head_fits(task: Task, config: AlbertConfig, model_dir: Path) -> None:
-    """The model's classifier has one output per label of the task (or one for a regression)."""
-    if task.head not in ("sequence_classification", "token_classification"):
-        return
-    if task.num_labels != config.num_labels:
-        labels = ", ".join(task.labels) or "a regression score"
-        raise ValueError(
-            f"--model {model_dir}: its classifier has {config.num_labels} outputs, the task {task.name} "
-            f"{len(task.labels) or 1} ({labels}): the model was not fine-tuned on this task"
         )

@@ -46,10 +46,14 @@ from albert_lm.files import (
     write_json,
 )
 from albert_lm.hub import resolve_model
+from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
+from albert_lm.runtime.finetuned import SAVED_FILE, read_saved_settings
+from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.glue import glue_id2label
@@ -58,17 +62,13 @@ from albert_lm.training import run_folder
 from albert_lm.training.evaluation import (
     EvalSet,
     build_task,
-    check_tokenizer_fits,
     eval_counts,
     eval_sets_of,
     evaluate_sets,
-    load_for_task,
-    pick_device,
     read_split,
     required,
-    resolved_precision,
 )
-from albert_lm.training.finetune_config import SAVED_FILE, FinetuneConfig, read_saved_settings, schedule
+from albert_lm.training.finetune_config import FinetuneConfig, schedule
 from albert_lm.training.loop import Objective, Progress, to_device, train
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, plot_metrics
 from albert_lm.training.optim import build_optimizer, build_scheduler

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from albert_lm.files import InputError, read_json_object
-from albert_lm.settings import Precision, check_fields, check_ranges, device_name, json_repr
+from albert_lm.files import InputError
+from albert_lm.runtime.exits import EXIT_COUNTS, ExitSettings
+from albert_lm.runtime.finetuned import RUN_FOLDERS, SAVED_FILE
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name
 from albert_lm.training.loop_settings import LoopSettings
 from albert_lm.values import setting
 
@@ -235,59 +237,18 @@ def steps_override_line(max_steps: int, epochs: float, epoch_steps: int) -> str:
     )
 
 
-SAVED_FILE = "finetune_config.json"  # a fine-tuned model's settings, written beside its weights
-# What finetune_config.json holds besides FinetuneConfig's fields; the folder fields are where the run
-# read and wrote, not settings of the model, and are not checked.
-_SAVED_EXTRAS = ("labels", "tokenizer_fingerprint", "model_given")
-_RUN_FOLDERS = ("model", "data", "output")
-
-
-def read_saved_settings(folder: str | Path) -> dict[str, Any]:
-    """The finetune_config.json of a fine-tuned model folder ({} where there is none), every value
-    checked as a FinetuneConfig field (type and range), `labels` as a list of label names and
-    `tokenizer_fingerprint` as a string: an error names the file and the field, so a value written by
-    hand never reaches the code that uses it (a string max_seq_length compared with a number, a string
-    of labels read as one label per character). Unknown keys are kept and ignored."""
-    path = Path(folder) / SAVED_FILE
-    if not path.is_file():
-        return {}
-    saved = read_json_object(path, "fine-tuning settings")
+def check_saved_config(folder: str | Path, saved: dict[str, Any]) -> None:
+    """Every value of a fine-tuned model folder's saved settings (`read_saved_settings`, which checks what
+    the model's readers use) checked as a FinetuneConfig field, the training ones included: an error
+    names the file and the field, before a run or an evaluation takes its settings from there."""
     known = {f.name for f in dataclasses.fields(FinetuneConfig)}
-    values: dict[str, Any] = {k: v for k, v in saved.items() if k in known and k not in _RUN_FOLDERS}
+    values: dict[str, Any] = {k: v for k, v in saved.items() if k in known and k not in RUN_FOLDERS}
     values.setdefault("task", "classification")  # absent: predict reads the task from config.json
-    values.update(dict.fromkeys(_RUN_FOLDERS, "-"))  # where the run was: not settings of the model
+    values.update(dict.fromkeys(RUN_FOLDERS, "-"))  # where the run was: not settings of the model
     try:
         FinetuneConfig(**values)
     except ValueError as e:
-        raise InputError(path, str(e)) from None
-    labels = saved.get("labels") or []
-    if not isinstance(labels, list) or not all(isinstance(x, str) and x for x in labels):
-        raise InputError(path, f"labels: expected a list of label names, got {json_repr(labels)}")
-    for name in _SAVED_EXTRAS[1:]:
-        if saved.get(name) is not None and not isinstance(saved[name], str):
-            raise InputError(path, f"{name}: expected a string, got {json_repr(saved[name])}")
-    return saved
-
-
-EXIT_COUNTS = ("patience", "depth")  # ExitSettings' counts of layers, bounded as counts
-
-
-@dataclass(kw_only=True)
-class ExitSettings:
-    """Early exit at inference, for a model fine-tuned with --exit-heads (one rule at most; none: every
-    layer). The options of `albert predict` and `albert evaluate` (`albert_lm.model.early_exit`)."""
-
-    patience: int | None = None
-    """early exit (a model fine-tuned with --exit-heads): stop a row once this many layers in a row agree
-    with the layer before (PABEE); rows that stop leave the batch; 0: no early exit"""
-    exit_confidence: float | None = None
-    """early exit: stop a row at the first layer whose top class probability is at least this"""
-    depth: int | None = None
-    """early exit: every row stops after this many layers"""
-
-    def exit_rule_values(self) -> dict[str, Any]:
-        """The rule as `ExitRule`'s arguments."""
-        return {"patience": self.patience, "confidence": self.exit_confidence, "depth": self.depth}
+        raise InputError(Path(folder) / SAVED_FILE, str(e)) from None
 
 
 @dataclass

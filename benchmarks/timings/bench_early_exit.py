@@ -25,7 +25,8 @@ import torch
 
 from albert_lm.deploy.predict import load_task_model, predict_examples
 from albert_lm.kernels.hardware import cpu_info
-from albert_lm.training.evaluation import evaluate_model, read_split, run_model
+from albert_lm.runtime.run import run_model
+from albert_lm.training.evaluation import evaluate_model, read_split
 
 
 def rules(layers: int) -> list[tuple[str, dict[str, Any]]]:

@@ -1,0 +1,64 @@
+"""A model folder loaded with its task's head: a fine-tuned one as it was saved, or a pretrained encoder
+with a fresh head sized for the task (the start of a fine-tuning run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.model.heads import (
+    AlbertForMultipleChoice,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+)
+from albert_lm.tasks import Task
+
+HEAD_CLASSES = {
+    "sequence_classification": AlbertForSequenceClassification,
+    "question_answering": AlbertForQuestionAnswering,
+    "multiple_choice": AlbertForMultipleChoice,
+    "token_classification": AlbertForTokenClassification,
+}
+
+
+class FreshHead(Protocol):
+    """What a fresh head on a pretrained encoder is made with: a fine-tuning run's dropouts and what its
+    classifier reads (a `FinetuneConfig`, resolved, or a distillation's)."""
+
+    @property
+    def dropout(self) -> float | None: ...  # the encoder's, hidden and attention
+    @property
+    def classifier_dropout(self) -> float: ...
+    @property
+    def classifier_pooling(self) -> str | None: ...  # None: the folder's own
+
+
+def load_for_task(task: Task, model_dir: str | Path, fresh: FreshHead | None) -> AlbertPreTrainedModel:
+    """The task's head class on `model_dir`: with `fresh` (fine-tuning) a fresh head sized for the task;
+    without it (evaluate, predict, export) the folder must hold trained weights of that head, or a random
+    head would be scored or used as if it were the model."""
+    from albert_lm.model.hf_interop import load_model
+
+    cls = HEAD_CLASSES[task.head]
+    overrides: dict[str, Any] = {}
+    if fresh is not None:  # a fresh head on a pretrained encoder
+        overrides.update(
+            hidden_dropout_prob=fresh.dropout,
+            attention_probs_dropout_prob=fresh.dropout,
+            classifier_dropout_prob=fresh.classifier_dropout,
+        )
+        if fresh.classifier_pooling is not None:
+            overrides["classifier_pooling"] = fresh.classifier_pooling
+        if task.head == "question_answering":
+            overrides["num_labels"] = 2
+        elif task.head != "multiple_choice":
+            overrides["num_labels"] = task.num_labels
+            if task.labels:
+                overrides["id2label"] = dict(enumerate(task.labels))
+            if task.problem_type:
+                overrides["problem_type"] = task.problem_type
+    model = load_model(cls, model_dir, require_head=fresh is None, **overrides)
+    assert isinstance(model, AlbertPreTrainedModel)
+    return model
