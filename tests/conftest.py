@@ -3,6 +3,7 @@ test builds, and a tiny tokenizer trained once per session."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import shutil
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 from typing import NoReturn
 
 import pytest
+from worlds import data_argv, made_up_text, tiny_pretrain_argv, tokenizer_argv
 
 from albert_lm.model.config import AlbertConfig
 
@@ -157,6 +159,42 @@ def tiny_corpus_and_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> tuple
     (d / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     train_tokenizer([d / "corpus.txt"], d / "tok", vocab_size=200, num_threads=1)
     return d / "corpus.txt", d / "tok"
+
+
+@pytest.fixture(scope="session")
+def two_tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two made-up texts (corpus: `made_up_text` of seed 0, corpus_b: of seed 1), a 120-piece tokenizer
+    trained on each (tok_a, tok_b) and pretraining data made with each (data_a, data_b: 48 tokens, a fifth
+    held out, 10 kB shards). Read only: tests that change a folder copy it first."""
+    from albert_lm.cli import main
+
+    d = tmp_path_factory.mktemp("two-tokenizers")
+    w = {"corpus": made_up_text(d / "a.txt", 0), "corpus_b": made_up_text(d / "b.txt", 1)}
+    for name, corpus in (("a", w["corpus"]), ("b", w["corpus_b"])):
+        w[f"tok_{name}"], w[f"data_{name}"] = d / f"tok_{name}", d / f"data_{name}"
+        assert main(tokenizer_argv(corpus, w[f"tok_{name}"], "--vocab-size", "120")) == 0
+        more = ["--max-seq-length", "48", "--eval-fraction", "0.2", "--shard-mb", "0.01", "--workers", "1"]
+        assert main(data_argv(corpus, w[f"tok_{name}"], w[f"data_{name}"], *more, "--no-progress")) == 0
+    return w
+
+
+@pytest.fixture(scope="session")
+def run_world(two_tokenizers, tmp_path_factory) -> dict[str, Path]:
+    """`two_tokenizers`, a finished pretraining run on A's data (run: 2 steps of `tiny_pretrain_argv`, with
+    checkpoints) and a small classification task (task: 40 train, 20 dev rows). Read only: tests that
+    change a folder copy it first (the bad-input tests hash them before and after)."""
+    from albert_lm.cli import main
+
+    d = tmp_path_factory.mktemp("world")
+    w = {**two_tokenizers, "root": d, "run": d / "run", "task": d / "task"}
+    assert main(tiny_pretrain_argv(w["data_a"], w["run"], "--max-steps", "2", "--save-every", "1")) == 0
+    w["task"].mkdir()
+    for split, n in (("train", 40), ("dev", 20)):
+        rows = [
+            json.dumps({"text": f"word{i % 7} river", "label": "yes" if i % 2 else "no"}) for i in range(n)
+        ]
+        (w["task"] / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    return w
 
 
 @pytest.fixture(scope="session")

@@ -15,15 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from worlds import TINY_OVERRIDES as TINY
+from worlds import data_argv, made_up_text, tokenizer_argv
+from worlds import tiny_pretrain_argv as _pretrain
+from worlds import two_step_finetune_argv as _finetune
 
 from albert_lm.cli import main
-
-TINY = ["hidden_size=32", "embedding_size=16", "num_attention_heads=2", "intermediate_size=64",
-        "num_hidden_layers=2", "max_position_embeddings=64"]  # fmt: skip
 
 
 def folder_hash(path: Path) -> str:
@@ -52,131 +51,13 @@ def refused(capsys, argv: list[str], *expected: str, untouched: tuple[Path, ...]
     return line
 
 
-def _corpus(path: Path, seed: int) -> Path:
-    rng = np.random.default_rng(seed)
-    syll = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
-    words = ["".join(rng.choice(syll, size=int(rng.integers(1, 4)))) for _ in range(300)]
-    docs = [
-        "\n".join(" ".join(rng.choice(words, size=int(rng.integers(4, 16)))) + "." for _ in range(8))
-        for _ in range(150)
-    ]
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory) -> dict[str, Path]:
-    """Two tokenizers of the same size (A, B), data made with each, a finished pretraining run on A's data
-    (with checkpoints), and a small classification task."""
-    d = tmp_path_factory.mktemp("world")
-    w = {"root": d, "corpus": _corpus(d / "a.txt", 0), "corpus_b": _corpus(d / "b.txt", 1)}
-    for name, corpus in (("a", w["corpus"]), ("b", w["corpus_b"])):
-        assert (
-            main(
-                [
-                    "tokenizer",
-                    "train",
-                    "--input",
-                    str(corpus),
-                    "--vocab-size",
-                    "120",
-                    "--output",
-                    str(d / f"tok_{name}"),
-                ]
-            )
-            == 0
-        )
-        assert (
-            main(
-                [
-                    "data",
-                    "create",
-                    "--input",
-                    str(corpus),
-                    "--tokenizer",
-                    str(d / f"tok_{name}"),
-                    "--output",
-                    str(d / f"data_{name}"),
-                    "--max-seq-length",
-                    "48",
-                    "--eval-fraction",
-                    "0.2",
-                    "--shard-mb",
-                    "0.01",
-                    "--workers",
-                    "1",
-                    "--no-progress",
-                ]
-            )
-            == 0
-        )
-        w[f"tok_{name}"], w[f"data_{name}"] = d / f"tok_{name}", d / f"data_{name}"
-    w["run"] = d / "run"
-    assert main(_pretrain(w["data_a"], w["run"], "--max-steps", "2", "--save-every", "1")) == 0
-    task = d / "task"
-    task.mkdir()
-    for split, n in (("train", 40), ("dev", 20)):
-        rows = [
-            json.dumps({"text": f"word{i % 7} river", "label": "yes" if i % 2 else "no"}) for i in range(n)
-        ]
-        (task / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
-    w["task"] = task
-    return w
-
-
 # The same tiny run as a config file (options given on the command line would win over its values).
 BASE_CONFIG = {"preset": "albert-tiny", "model_overrides": {k: int(v) for k, v in (kv.split("=") for kv in TINY)},
                "batch_size": 4, "max_steps": 2, "tensorboard": False, "plot": False}  # fmt: skip
 
 
-def _pretrain(data: Path, out: Path, *more: str) -> list[str]:
-    over = [x for kv in TINY for x in ("--model-override", kv)]
-    return [
-        "pretrain",
-        "--data",
-        str(data),
-        "--output",
-        str(out),
-        "--preset",
-        "albert-tiny",
-        *over,
-        "--batch-size",
-        "4",
-        "--warmup-steps",
-        "1",
-        "--learning-rate",
-        "0.005",
-        "--log-every",
-        "1",
-        "--no-tensorboard",
-        "--no-plot",
-        "--max-steps",
-        "2",
-        *more,
-    ]
-
-
-def _finetune(model: Path, data: Path, out: Path, *more: str) -> list[str]:
-    return [
-        "finetune",
-        "--task",
-        "classification",
-        "--model",
-        str(model),
-        "--data",
-        str(data),
-        "--output",
-        str(out),
-        "--max-steps",
-        "2",
-        "--batch-size",
-        "8",
-        *more,
-    ]
-
-
 # --------------------------------------------------------------------------- settings: types and ranges
-def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(world, capsys, tmp_path):
+def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(run_world, capsys, tmp_path):
     out = tmp_path / "out"
     for values, field in (
         ({"max_steps": "3"}, "max_steps"),
@@ -188,7 +69,7 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(w
     ):
         file = tmp_path / "config.json"
         file.write_text(json.dumps({**BASE_CONFIG, **values}))
-        argv = ["pretrain", "--config", str(file), "--data", str(world["data_a"]), "--output", str(out)]
+        argv = ["pretrain", "--config", str(file), "--data", str(run_world["data_a"]), "--output", str(out)]
         msg = refused(capsys, argv, str(file), field, "expected")
         assert not out.exists(), msg
     for flags, text in (
@@ -200,29 +81,18 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(w
         (["--model-override", "hidden_size=abc"], "hidden_size"),
         (["--time-budget", "ten minutes"], "time budget"),
     ):
-        refused(capsys, [*_pretrain(world["data_a"], out), *flags], text)
+        refused(capsys, [*_pretrain(run_world["data_a"], out), *flags], text)
         assert not out.exists()
     for flags, text in (
         (["--epochs", "0"], "epochs"),
         (["--learning-rate", "-1"], "learning_rate"),
         (["--dropout", "1.5"], "dropout"),
     ):
-        refused(capsys, _finetune(world["run"], world["task"], out, *flags), text)
+        refused(capsys, _finetune(run_world["run"], run_world["task"], out, *flags), text)
         assert not out.exists()
     refused(
         capsys,
-        [
-            "data",
-            "create",
-            "--input",
-            str(world["corpus"]),
-            "--tokenizer",
-            str(world["tok_a"]),
-            "--output",
-            str(out),
-            "--workers",
-            "-3",
-        ],
+        data_argv(run_world["corpus"], run_world["tok_a"], out, "--workers", "-3"),
         "--workers",
     )
     refused(
@@ -230,7 +100,7 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(w
         [
             "glue",
             "--model",
-            str(world["run"]),
+            str(run_world["run"]),
             "--data",
             str(tmp_path),
             "--output",
@@ -281,8 +151,8 @@ def test_any_json_value_in_a_config_file_is_accepted_or_refused_with_a_value_err
 
 
 # --------------------------------------------------------------------------- the tokenizer meets the model
-def test_a_model_never_meets_another_vocabulary_of_the_same_size(world, capsys, tmp_path):
-    run, data_b = world["run"], world["data_b"]
+def test_a_model_never_meets_another_vocabulary_of_the_same_size(run_world, capsys, tmp_path):
+    run, data_b = run_world["run"], run_world["data_b"]
     # resume a run on data made with another tokenizer
     refused(
         capsys,
@@ -303,51 +173,42 @@ def test_a_model_never_meets_another_vocabulary_of_the_same_size(world, capsys, 
     # fine-tune with --tokenizer overriding the model's own
     refused(
         capsys,
-        [*_finetune(run, world["task"], tmp_path / "ft"), "--tokenizer", str(world["tok_b"])],
+        [*_finetune(run, run_world["task"], tmp_path / "ft"), "--tokenizer", str(run_world["tok_b"])],
         "--tokenizer",
         "own tokenizer",
         untouched=(run,),
     )
     assert not (tmp_path / "ft").exists()
     # the same vocabulary passed again is fine
-    assert main([*_finetune(run, world["task"], tmp_path / "ft"), "--tokenizer", str(world["tok_a"])]) == 0
+    assert (
+        main([*_finetune(run, run_world["task"], tmp_path / "ft"), "--tokenizer", str(run_world["tok_a"])])
+        == 0
+    )
 
 
-def test_data_that_does_not_fit_the_model_is_refused_before_training(world, capsys, tmp_path):
+def test_data_that_does_not_fit_the_model_is_refused_before_training(run_world, capsys, tmp_path):
     out = tmp_path / "out"
     refused(
         capsys,
-        [*_pretrain(world["data_a"], out), "--model-override", "max_position_embeddings=32"],
+        [*_pretrain(run_world["data_a"], out), "--model-override", "max_position_embeddings=32"],
         "32 positions",
         "48 tokens",
     )
     assert not out.exists()
     big = tmp_path / "tok_big"
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(world["corpus"]),
-                "--vocab-size",
-                "160",
-                "--output",
-                str(big),
-            ]
-        )
-        == 0
+    assert main(tokenizer_argv(run_world["corpus"], big, "--vocab-size", "160")) == 0
+    refused(
+        capsys, [*_finetune(run_world["run"], run_world["task"], out), "--tokenizer", str(big)], "160 pieces"
     )
-    refused(capsys, [*_finetune(world["run"], world["task"], out), "--tokenizer", str(big)], "160 pieces")
 
 
 # --------------------------------------------------------------------------- never overwrite a user's work
-def test_another_run_in_the_output_folder_is_never_overwritten(world, capsys, tmp_path):
-    run = world["run"]
+def test_another_run_in_the_output_folder_is_never_overwritten(run_world, capsys, tmp_path):
+    run = run_world["run"]
     # pretrain into a folder holding a run (with checkpoints; then a finished run without them)
     refused(
         capsys,
-        _pretrain(world["data_a"], run),
+        _pretrain(run_world["data_a"], run),
         "holds another run",
         "--resume",
         "--overwrite",
@@ -359,26 +220,31 @@ def test_another_run_in_the_output_folder_is_never_overwritten(world, capsys, tm
         (finished / name).write_bytes((run / name).read_bytes())
     refused(
         capsys,
-        _pretrain(world["data_a"], finished),
+        _pretrain(run_world["data_a"], finished),
         "holds another run",
         "a finished run",
         untouched=(finished,),
     )
     refused(
         capsys,
-        [*_pretrain(world["data_a"], finished), "--resume"],
+        [*_pretrain(run_world["data_a"], finished), "--resume"],
         "no checkpoint to resume",
         untouched=(finished,),
     )
     # output = an input
-    refused(capsys, _pretrain(world["data_a"], world["data_a"]), "--data", untouched=(world["data_a"],))
-    refused(capsys, _finetune(run, world["task"], run), "--model", untouched=(run,))
-    # fine-tune into a folder holding another fine-tuning run
-    ft = tmp_path / "ft"
-    assert main(_finetune(run, world["task"], ft)) == 0
     refused(
         capsys,
-        _finetune(run, world["task"], ft, "--seed", "2"),
+        _pretrain(run_world["data_a"], run_world["data_a"]),
+        "--data",
+        untouched=(run_world["data_a"],),
+    )
+    refused(capsys, _finetune(run, run_world["task"], run), "--model", untouched=(run,))
+    # fine-tune into a folder holding another fine-tuning run
+    ft = tmp_path / "ft"
+    assert main(_finetune(run, run_world["task"], ft)) == 0
+    refused(
+        capsys,
+        _finetune(run, run_world["task"], ft, "--seed", "2"),
         "holds another run",
         "best/",
         "--overwrite",
@@ -387,19 +253,10 @@ def test_another_run_in_the_output_folder_is_never_overwritten(world, capsys, tm
     # a tokenizer folder
     refused(
         capsys,
-        [
-            "tokenizer",
-            "train",
-            "--input",
-            str(world["corpus"]),
-            "--vocab-size",
-            "120",
-            "--output",
-            str(world["tok_a"]),
-        ],
+        tokenizer_argv(run_world["corpus"], run_world["tok_a"], "--vocab-size", "120"),
         "already holds a tokenizer",
         "--overwrite",
-        untouched=(world["tok_a"],),
+        untouched=(run_world["tok_a"],),
     )
     # data create into a folder an interrupted run of other settings left behind
     stale = tmp_path / "stale"
@@ -407,45 +264,20 @@ def test_another_run_in_the_output_folder_is_never_overwritten(world, capsys, tm
     (stale / ".albert-data-plan.json").write_text(json.dumps({"plan_id": "0123"}))
     refused(
         capsys,
-        [
-            "data",
-            "create",
-            "--input",
-            str(world["corpus"]),
-            "--tokenizer",
-            str(world["tok_a"]),
-            "--output",
-            str(stale),
-            "--workers",
-            "1",
-            "--no-progress",
-        ],
+        data_argv(run_world["corpus"], run_world["tok_a"], stale, "--workers", "1", "--no-progress"),
         ".albert-data-plan.json",
         "unfinished",
         untouched=(stale,),
     )
     # --overwrite replaces, when asked
-    assert main(_finetune(run, world["task"], ft, "--seed", "2", "--overwrite")) == 0
+    assert main(_finetune(run, run_world["task"], ft, "--seed", "2", "--overwrite")) == 0
     assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(world["corpus"]),
-                "--vocab-size",
-                "120",
-                "--output",
-                str(tmp_path / "tok"),
-                "--overwrite",
-            ]
-        )
-        == 0
+        main(tokenizer_argv(run_world["corpus"], tmp_path / "tok", "--vocab-size", "120", "--overwrite")) == 0
     )
 
 
-def test_resume_with_changed_settings_is_refused(world, capsys):
-    run = world["run"]
+def test_resume_with_changed_settings_is_refused(run_world, capsys):
+    run = run_world["run"]
     for flags, field in (
         (["--batch-size", "8"], "batch_size"),
         (["--model-override", "num_hidden_layers=3"], "model_overrides"),
@@ -453,7 +285,11 @@ def test_resume_with_changed_settings_is_refused(world, capsys):
     ):
         refused(
             capsys,
-            [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"), "--resume", *flags],
+            [
+                *_pretrain(run_world["data_a"], run, "--max-steps", "2", "--save-every", "1"),
+                "--resume",
+                *flags,
+            ],
             field,
             "--init-from",
             untouched=(run,),
@@ -461,12 +297,12 @@ def test_resume_with_changed_settings_is_refused(world, capsys):
 
 
 # --------------------------------------------------------------------------- damaged files
-def test_damaged_data_and_state_files_are_refused_before_the_first_step(world, capsys, tmp_path):
+def test_damaged_data_and_state_files_are_refused_before_the_first_step(run_world, capsys, tmp_path):
     import shutil
 
     for target in ("shard", "tokenizer"):
         data = tmp_path / f"data_{target}"
-        shutil.copytree(world["data_a"], data)
+        shutil.copytree(run_world["data_a"], data)
         if target == "shard":
             file = sorted((data / "train").rglob("tokens.npy"))[0]
             raw = bytearray(file.read_bytes())
@@ -475,25 +311,27 @@ def test_damaged_data_and_state_files_are_refused_before_the_first_step(world, c
             expect = "damaged or changed"
         else:
             file = data / "spiece.model"
-            file.write_bytes((world["tok_b"] / "spiece.model").read_bytes())
+            file.write_bytes((run_world["tok_b"] / "spiece.model").read_bytes())
             expect = "not the tokenizer this data was made with"
         refused(capsys, _pretrain(data, tmp_path / f"out_{target}"), str(file), expect)
         assert not (tmp_path / f"out_{target}").exists()
     # a training state with other keys
     run = tmp_path / "run"
-    shutil.copytree(world["run"], run)
+    shutil.copytree(run_world["run"], run)
     state = sorted(run.glob("checkpoint-*"))[-1] / "training_state.pt"
     import torch
 
     torch.save({"hello": 1}, state)
     refused(
         capsys,
-        [*_pretrain(world["data_a"], run, "--max-steps", "2", "--save-every", "1"), "--resume"],
+        [*_pretrain(run_world["data_a"], run, "--max-steps", "2", "--save-every", "1"), "--resume"],
         str(state),
         "missing",
     )
     # --eval-text that is not text; evaluate --predictions on a JSON that is not SQuAD
-    refused(capsys, [*_pretrain(world["data_a"], tmp_path / "o"), "--eval-text", sys.executable], "not UTF-8")
+    refused(
+        capsys, [*_pretrain(run_world["data_a"], tmp_path / "o"), "--eval-text", sys.executable], "not UTF-8"
+    )
     fake = tmp_path / "fake.json"
     fake.write_text(json.dumps({"data": [{"title": "x"}]}))
     preds = tmp_path / "preds.json"
@@ -507,12 +345,12 @@ def test_damaged_data_and_state_files_are_refused_before_the_first_step(world, c
 
 
 # --------------------------------------------------------------------------- failing loud in training
-def test_a_non_finite_loss_stops_the_run_with_an_error_and_no_final_model(world, capsys, tmp_path):
+def test_a_non_finite_loss_stops_the_run_with_an_error_and_no_final_model(run_world, capsys, tmp_path):
     out = tmp_path / "nan"
     msg = refused(
         capsys,
         _pretrain(
-            world["data_a"],
+            run_world["data_a"],
             out,
             "--optimizer",
             "adamw",
@@ -530,39 +368,19 @@ def test_a_non_finite_loss_stops_the_run_with_an_error_and_no_final_model(world,
     assert not (out / "model.safetensors").exists()
 
 
-def test_empty_eval_split_is_no_evaluation_not_zero(world, tmp_path):
+def test_empty_eval_split_is_no_evaluation_not_zero(run_world, tmp_path):
     data = tmp_path / "data"
-    assert (
-        main(
-            [
-                "data",
-                "create",
-                "--input",
-                str(world["corpus"]),
-                "--tokenizer",
-                str(world["tok_a"]),
-                "--output",
-                str(data),
-                "--max-seq-length",
-                "48",
-                "--eval-fraction",
-                "0",
-                "--workers",
-                "1",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    more = ["--max-seq-length", "48", "--eval-fraction", "0", "--workers", "1", "--no-progress"]
+    assert main(data_argv(run_world["corpus"], run_world["tok_a"], data, *more)) == 0
     out = tmp_path / "run"
     assert main(_pretrain(data, out, "--max-steps", "1")) == 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert records and all(r.get("split") == "train" for r in records)
 
 
-def test_a_signal_saves_and_exits_with_the_shells_code(world, tmp_path):
+def test_a_signal_saves_and_exits_with_the_shells_code(run_world, tmp_path):
     out = tmp_path / "run"
-    argv = _pretrain(world["data_a"], out, "--max-steps", "100000", "--save-every", "100000")
+    argv = _pretrain(run_world["data_a"], out, "--max-steps", "100000", "--save-every", "100000")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "albert_lm.cli", *argv],
@@ -589,7 +407,7 @@ def test_ctrl_c_anywhere_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(tt, "train_tokenizer", interrupted)
-    corpus = _corpus(tmp_path / "c.txt", 0)
+    corpus = made_up_text(tmp_path / "c.txt", 0)
     code = main(["tokenizer", "train", "--input", str(corpus), "--output", str(tmp_path / "tok")])
     err = capsys.readouterr().err
     assert code == 130 and "interrupted" in err and "Traceback" not in err
@@ -599,43 +417,15 @@ def test_ctrl_c_anywhere_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path)
 def test_tokenizer_training_uses_long_lines_and_is_byte_reproducible(tmp_path):
     from albert_lm.data.tokenizer import AlbertTokenizer
 
-    corpus = _corpus(tmp_path / "c.txt", 0)
+    corpus = made_up_text(tmp_path / "c.txt", 0)
     # one paragraph per line: every line far over SentencePiece's default 4192-byte limit
     paragraphs = corpus.read_text().replace("\n\n", "\0").replace("\n", " ").replace("\0", "\n")
     long = tmp_path / "long.txt"
     long.write_text((paragraphs.replace("\n", " ") + "\n") * 3)
     assert min(len(line) for line in long.read_text().splitlines()) > 4192
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(long),
-                "--vocab-size",
-                "120",
-                "--output",
-                str(tmp_path / "t1"),
-            ]
-        )
-        == 0
-    )
+    assert main(tokenizer_argv(long, tmp_path / "t1", "--vocab-size", "120")) == 0
     assert AlbertTokenizer.from_pretrained(tmp_path / "t1").vocab_size == 120  # trained on the long lines
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(long),
-                "--vocab-size",
-                "120",
-                "--output",
-                str(tmp_path / "t2"),
-            ]
-        )
-        == 0
-    )
+    assert main(tokenizer_argv(long, tmp_path / "t2", "--vocab-size", "120")) == 0
     assert (tmp_path / "t1" / "spiece.model").read_bytes() == (tmp_path / "t2" / "spiece.model").read_bytes()
     assert str(tmp_path) not in (tmp_path / "t1" / "spiece.model").read_bytes().decode("latin-1")
 
@@ -646,37 +436,11 @@ def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine line\n\xff\xfe broken\n")
-    corpus = _corpus(tmp_path / "c.txt", 0)
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(corpus),
-                "--vocab-size",
-                "60",
-                "--output",
-                str(tmp_path / "t"),
-            ]
-        )
-        == 0
-    )
+    corpus = made_up_text(tmp_path / "c.txt", 0)
+    assert main(tokenizer_argv(corpus, tmp_path / "t", "--vocab-size", "60")) == 0
     for argv in (
         ["tokenizer", "train", "--input", str(bad), "--vocab-size", "20", "--output", str(tmp_path / "t2")],
-        [
-            "data",
-            "create",
-            "--input",
-            str(bad),
-            "--tokenizer",
-            str(tmp_path / "t"),
-            "--output",
-            str(tmp_path / "d"),
-            "--workers",
-            "1",
-            "--no-progress",
-        ],
+        data_argv(bad, tmp_path / "t", tmp_path / "d", "--workers", "1", "--no-progress"),
     ):
         line = refused(capsys, argv, "UTF-8", "--skip-invalid-utf8")
         group = build_parser()._subparsers._group_actions[0].choices[argv[0]]  # type: ignore[union-attr]
@@ -686,17 +450,17 @@ def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
 
 
 # -------------------------------------------------------------------------- pretrain --text (task-adaptive pretraining)
-def test_continued_pretraining_on_plain_text_is_one_command(world, capsys, tmp_path):
+def test_continued_pretraining_on_plain_text_is_one_command(run_world, capsys, tmp_path):
     from albert_lm.data.tokenizer import AlbertTokenizer
 
     out = tmp_path / "tapt"
-    argv = ["pretrain", "--init-from", str(world["run"]), "--text", str(world["corpus_b"]), "--output", str(out),
-            "--preset", "albert-tiny", *[x for kv in TINY for x in ("--model-override", kv)], "--batch-size", "4",
-            "--max-steps", "2", "--no-tensorboard", "--no-plot"]  # fmt: skip
+    argv = ["pretrain", "--init-from", str(run_world["run"]), "--text", str(run_world["corpus_b"]), "--output",
+            str(out), "--preset", "albert-tiny", *[x for kv in TINY for x in ("--model-override", kv)],
+            "--batch-size", "4", "--max-steps", "2", "--no-tensorboard", "--no-plot"]  # fmt: skip
     assert main(argv) == 0
     assert (out / "data" / "manifest.json").is_file() and (out / "model.safetensors").is_file()
     made = AlbertTokenizer.from_pretrained(out / "data").fingerprint
-    assert made == AlbertTokenizer.from_pretrained(world["run"]).fingerprint  # the model's own tokenizer
+    assert made == AlbertTokenizer.from_pretrained(run_world["run"]).fingerprint  # the model's own tokenizer
     assert json.loads((out / "data" / "manifest.json").read_text())["max_seq_length"] == 64  # the positions
     # the same command again: the run is there (resume or overwrite, as for any run)
     refused(capsys, argv, "holds another run", untouched=(out,))
@@ -704,14 +468,18 @@ def test_continued_pretraining_on_plain_text_is_one_command(world, capsys, tmp_p
     # a folder (or glob) of text, as `albert data create` takes it
     folder = tmp_path / "texts"
     (folder / "sub").mkdir(parents=True)
-    shutil.copy(world["corpus_b"], folder / "sub" / "b.txt")
+    shutil.copy(run_world["corpus_b"], folder / "sub" / "b.txt")
     folder_argv = [*argv[:4], str(folder), "--output", str(tmp_path / "tapt2"), *argv[7:]]
     assert main(folder_argv) == 0
     made = json.loads((tmp_path / "tapt2" / "data" / "manifest.json").read_text())["summary"]
-    assert made["input_bytes"] == world["corpus_b"].stat().st_size
+    assert made["input_bytes"] == run_world["corpus_b"].stat().st_size
     # without a model to take the tokenizer from, or with --data as well: refused, nothing written
     refused(
-        capsys, ["pretrain", "--text", str(world["corpus_b"]), "--output", str(tmp_path / "x")], "--init-from"
+        capsys,
+        ["pretrain", "--text", str(run_world["corpus_b"]), "--output", str(tmp_path / "x")],
+        "--init-from",
     )
-    refused(capsys, [*argv[:-2], "--data", str(world["data_a"]), "--output", str(tmp_path / "y")], "not both")
+    refused(
+        capsys, [*argv[:-2], "--data", str(run_world["data_a"]), "--output", str(tmp_path / "y")], "not both"
+    )
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 import blingfire
 import pytest
 from test_bad_input import folder_hash, refused
+from worlds import data_argv, tokenizer_argv
 
 from albert_lm.data.corpus import guess_format, input_formats, plan_blocks
 from albert_lm.data.examples import DataConfig
@@ -213,17 +214,7 @@ def test_a_failed_overwrite_leaves_the_tokenizer_that_was_there(tiny_corpus_and_
         (out / f.name).write_bytes(f.read_bytes())
     refused(
         capsys,
-        [
-            "tokenizer",
-            "train",
-            "--input",
-            str(corpus),
-            "--vocab-size",
-            "30000",
-            "--output",
-            str(out),
-            "--overwrite",
-        ],
+        tokenizer_argv(corpus, out, "--vocab-size", "30000", "--overwrite"),
         "at most",
         untouched=(out,),
     )
@@ -286,21 +277,7 @@ def test_a_failed_data_create_leaves_no_folder(tiny_corpus_and_tokenizer, tmp_pa
     out = tmp_path / "new" / "data"
     refused(
         capsys,
-        [
-            "data",
-            "create",
-            "--input",
-            str(corpus),
-            "--tokenizer",
-            str(tok),
-            "--output",
-            str(out),
-            "--max-seq-length",
-            "48",
-            "--max-line-bytes",
-            "10",
-            "--no-progress",
-        ],
+        data_argv(corpus, tok, out, "--max-seq-length", "48", "--max-line-bytes", "10", "--no-progress"),
         "--max-line-bytes 10",
     )
     assert not (tmp_path / "new").exists()

@@ -15,7 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_MODEL
 from safetensors.torch import load_file
+from worlds import TINY_BERT, distill_general_argv, distill_task_argv
 
 from albert_lm.cli import main
 from albert_lm.distill import cache as distill_cache
@@ -40,14 +42,7 @@ def _bert(folder: Path, vocab: list[str], num_labels: int | None = None, seed: i
 
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    kw = dict(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
+    kw = dict(vocab_size=len(vocab), **TINY_BERT)
     torch.manual_seed(seed)
     if num_labels is None:
         model = BertModel(BertConfig(**kw))
@@ -112,44 +107,17 @@ def world(tiny_corpus_and_tokenizer, tmp_path_factory) -> SimpleNamespace:
 
 
 def _general(w: SimpleNamespace, out: Path, *extra: str, student: list[str] = TINY_STUDENT) -> list[str]:
-    args = [
-        "distill",
-        "general",
-        "--teacher",
-        str(w.teacher),
-        "--text",
-        str(w.corpus),
-        "--tokenizer",
-        str(w.tok),
-        "--output",
-        str(out),
-        "--cache",
-        str(w.cache),
-        "--max-segments",
-        "400",
-        "--eval-segments",
-        "20",
-    ]
-    for o in student:
-        args += ["--model-override", o]
-    return [*args, *QUICK, *extra]
+    over = [x for o in student for x in ("--model-override", o)]
+    segments = ["--max-segments", "400", "--eval-segments", "20"]
+    return distill_general_argv(w.teacher, w.corpus, w.tok, out, w.cache, *segments, *over, *QUICK, *extra)
 
 
 def _student(w: SimpleNamespace, folder: Path, **changes) -> Path:
     """A fresh tiny ALBERT folder with the student tokenizer (as `albert distill general` writes one)."""
     from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertTokenizer
 
-    values = dict(
-        vocab_size=200,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
     torch.manual_seed(0)
-    AlbertForPreTraining(AlbertConfig(**{**values, **changes})).save_pretrained(folder)
+    AlbertForPreTraining(AlbertConfig(**{**TINY_MODEL, "vocab_size": 200, **changes})).save_pretrained(folder)
     AlbertTokenizer.from_pretrained(w.tok).save_pretrained(folder)
     return folder
 
@@ -457,24 +425,7 @@ def test_the_named_teacher_is_found_or_named_for_install():
 def _task(
     w: SimpleNamespace, student: Path, out: Path, *extra: str, teacher_dir: Path | None = None
 ) -> list[str]:
-    return [
-        "distill",
-        "task",
-        "--task",
-        "classification",
-        "--model",
-        str(student),
-        "--teacher",
-        str(teacher_dir or w.task_teacher),
-        "--data",
-        str(w.task),
-        "--output",
-        str(out),
-        "--cache",
-        str(w.cache),
-        *QUICK,
-        *extra,
-    ]
+    return distill_task_argv(student, teacher_dir or w.task_teacher, w.task, out, w.cache, *QUICK, *extra)
 
 
 def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):

@@ -8,6 +8,7 @@ import random
 
 import pytest
 import torch
+from worlds import data_argv, finetune_argv, pretrain_argv, tokenizer_argv
 
 from albert_lm import AlbertForPreTraining, AlbertForSequenceClassification, AlbertTokenizer
 from albert_lm.cli import main
@@ -93,80 +94,19 @@ def test_text_to_transformers_through_the_cli(tmp_path):
     corpus = tmp_path / "corpus.txt"
     _corpus(corpus)
 
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(corpus),
-                "--vocab-size",
-                "64",
-                "--output",
-                str(tmp_path / "tok"),
-            ]
-        )
-        == 0
-    )
+    assert main(tokenizer_argv(corpus, tmp_path / "tok", "--vocab-size", "64")) == 0
     tok = AlbertTokenizer.from_pretrained(tmp_path / "tok")
     assert tok.vocab_size == 64 and tok.mask_token_id == 4
 
-    assert (
-        main(
-            [
-                "data",
-                "create",
-                "--input",
-                str(corpus),
-                "--tokenizer",
-                str(tmp_path / "tok"),
-                "--output",
-                str(tmp_path / "data"),
-                "--max-seq-length",
-                "32",
-                "--seed",
-                "1",
-                "--eval-fraction",
-                "0.2",
-                "--workers",
-                "1",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert main(data_argv(corpus, tmp_path / "tok", tmp_path / "data", "--max-seq-length", "32", "--seed",
+                          "1", "--eval-fraction", "0.2", "--workers", "1", "--no-progress")) == 0  # fmt: skip
     manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
     assert manifest  # written last: its presence means the data is complete
 
     run = tmp_path / "run"
-    assert (
-        main(
-            [
-                "pretrain",
-                "--data",
-                str(tmp_path / "data"),
-                "--output",
-                str(run),
-                "--preset",
-                "albert-tiny",
-                "--max-steps",
-                "6",
-                "--batch-size",
-                "4",
-                "--warmup-steps",
-                "2",
-                "--learning-rate",
-                "0.005",
-                "--save-every",
-                "3",
-                "--log-every",
-                "2",
-                "--seed",
-                "3",
-            ]
-        )
-        == 0
-    )
+    assert main(pretrain_argv(tmp_path / "data", run, "--preset", "albert-tiny", "--max-steps", "6",
+                              "--batch-size", "4", "--warmup-steps", "2", "--learning-rate", "0.005",
+                              "--save-every", "3", "--log-every", "2", "--seed", "3")) == 0  # fmt: skip
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("step") == 6 for r in records) and all("loss" in r for r in records if "step" in r)
     assert (run / "checkpoint-3").is_dir() and (run / "spiece.model").is_file()
@@ -183,30 +123,8 @@ def test_text_to_transformers_through_the_cli(tmp_path):
     task = tmp_path / "task"
     _classification(task, 160, seed=2)
     out = tmp_path / "ft"
-    assert (
-        main(
-            [
-                "finetune",
-                "--task",
-                "classification",
-                "--model",
-                str(run),
-                "--data",
-                str(task),
-                "--output",
-                str(out),
-                "--max-steps",
-                "8",
-                "--batch-size",
-                "16",
-                "--learning-rate",
-                "1e-3",
-                "--seed",
-                "4",
-            ]
-        )
-        == 0
-    )
+    assert main(finetune_argv("classification", run, task, out, "--max-steps", "8", "--batch-size", "16",
+                              "--learning-rate", "1e-3", "--seed", "4")) == 0  # fmt: skip
     results = json.loads((out / "eval_results.json").read_text())
     assert 0.0 <= results["accuracy"] <= 1.0
     assert (

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from worlds import labelled_rows
 
 from albert_lm import AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
@@ -266,16 +267,8 @@ def test_race_end_to_end(albert_data, tiny_model, tmp_path):
 
 @pytest.mark.slow
 def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
-    rng = np.random.default_rng(0)
     words = {"pos": ["good", "great", "fine", "nice"], "neg": ["bad", "awful", "poor", "sad"]}
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, n in (("train", 48), ("dev", 16)):
-        rows = []
-        for _ in range(n):
-            label = str(rng.choice(["pos", "neg"]))
-            rows.append(json.dumps({"text": " ".join(rng.choice(words[label], size=4)), "label": label}))
-        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    data = labelled_rows(tmp_path / "data", words, {"train": 48, "dev": 16})
     out = tmp_path / "cls"
     # Learnable from random init: the loop must reach (near) perfect dev accuracy in 30 steps.
     more = ("--max-steps", "30", "--learning-rate", "1e-3", "--batch-size", "16", "--eval-every", "10")

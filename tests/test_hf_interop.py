@@ -54,6 +54,11 @@ def tiny_hf_config(groups: int = 1, inner: int = 1, act: str = "gelu_new", **kw)
     )
 
 
+def small_config(**kw) -> AlbertConfig:
+    """Our AlbertConfig of H 16 and 4 heads over the 99-piece vocabulary, with `kw` (layers, sharing...)."""
+    return AlbertConfig(vocab_size=99, hidden_size=16, num_attention_heads=4, intermediate_size=32, **kw)
+
+
 def randomize(model: torch.nn.Module, seed: int = 0) -> None:
     """Every weight non-zero and away from its init (LayerNorm gains too), so no mapping error hides."""
     g = torch.Generator().manual_seed(seed)
@@ -204,15 +209,7 @@ def test_base_model_folder_loads_into_a_head(tmp_path, caplog):
 
 
 def test_sharing_transformers_cannot_express_is_saved_natively(tmp_path):
-    cfg = AlbertConfig(
-        vocab_size=99,
-        embedding_size=8,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=32,
-        sharing="attention",
-    )
+    cfg = small_config(embedding_size=8, num_hidden_layers=3, sharing="attention")
     model = albert_lm.AlbertForPreTraining(cfg).eval()
     with pytest.raises(ValueError, match="cannot be expressed in transformers"):
         model.save_pretrained(tmp_path / "hf", layout="transformers")
@@ -229,15 +226,7 @@ def test_sharing_transformers_cannot_express_is_saved_natively(tmp_path):
 
 
 def test_bert_like_config_without_projection_exports_exactly(tmp_path):
-    cfg = AlbertConfig(
-        vocab_size=99,
-        embedding_size=16,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=32,
-        sharing="none",
-    )
+    cfg = small_config(embedding_size=16, num_hidden_layers=2, sharing="none")
     ours = albert_lm.AlbertModel(cfg).eval()
     randomize(ours)
     ours.save_pretrained(tmp_path)
@@ -276,15 +265,7 @@ def test_every_model_class_shows_transformers_arguments():
     import albert_lm
     from albert_lm.model.encoder import AlbertModel
 
-    for name in (
-        "AlbertModel",
-        "AlbertForPreTraining",
-        "AlbertForMaskedLM",
-        "AlbertForSequenceClassification",
-        "AlbertForTokenClassification",
-        "AlbertForQuestionAnswering",
-        "AlbertForMultipleChoice",
-    ):
+    for name in HEADS:
         ours = list(inspect.signature(getattr(albert_lm, name).forward).parameters)
         theirs = [
             p for p in inspect.signature(getattr(transformers, name).forward).parameters if p != "kwargs"

@@ -16,11 +16,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_bad_input import _corpus, refused
+from test_bad_input import refused
+from worlds import made_up_text
 
 from albert_lm.cli import main
 
 RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
+# Commands with made-up paths, for the checks made before any path is read.
+FINETUNE = ["finetune", "--task", "rte", "--model", "m", "--data", "d", "--output", "o"]
+DISTILL_TASK = ["distill", "task", "--task", "rte", "--model", "m", "--data", "d", "--teacher", "t",
+                "--output", "o"]  # fmt: skip
+DATA_CREATE = ["data", "create", "--input", "i", "--tokenizer", "t", "--output", "o"]
 
 
 @contextmanager
@@ -86,108 +92,20 @@ def test_distill_task_augment_is_bounded_before_a_variant_is_built():
         (["glue", "--model", "m", "--data", "d", "--output", "o", "--workers", "99999999999"], "workers"),
         (["glue", "--model", "m", "--data", "d", "--output", "o", "--epochs", "1e300"], "epochs"),
         (
-            [
-                "finetune",
-                "--task",
-                "rte",
-                "--model",
-                "m",
-                "--data",
-                "d",
-                "--output",
-                "o",
-                "--gradient-accumulation-steps",
-                "100000000000000000000",
-            ],
+            [*FINETUNE, "--gradient-accumulation-steps", "100000000000000000000"],
             "gradient_accumulation_steps",
         ),
-        (
-            [
-                "finetune",
-                "--task",
-                "rte",
-                "--model",
-                "m",
-                "--data",
-                "d",
-                "--output",
-                "o",
-                "--seed",
-                "100000000000000000000000",
-            ],
-            "seed",
-        ),
-        (
-            [
-                "finetune",
-                "--task",
-                "rte",
-                "--model",
-                "m",
-                "--data",
-                "d",
-                "--output",
-                "o",
-                "--max-steps",
-                "100000000000000000000000000000",
-            ],
-            "max_steps",
-        ),
+        ([*FINETUNE, "--seed", "100000000000000000000000"], "seed"),
+        ([*FINETUNE, "--max-steps", "100000000000000000000000000000"], "max_steps"),
         (["pretrain", "--data", "d", "--output", "o", "--batch-size", "1000000000"], "batch_size"),
         (["predict", "--model", "m", "--input", "i", "--max-seq-length", "1000000000"], "max_seq_length"),
         (["fill-mask", "--model", "m", "--text", "a [MASK]", "--top-k", "10000000000"], "top_k"),
         (["embed", "--model", "m", "--text", "a", "--depth", "10000000000"], "depth"),
-        (
-            [
-                "distill",
-                "task",
-                "--task",
-                "rte",
-                "--model",
-                "m",
-                "--data",
-                "d",
-                "--teacher",
-                "t",
-                "--output",
-                "o",
-                "--teacher-batch-size",
-                "1000000000",
-            ],
-            "teacher_batch_size",
-        ),
+        ([*DISTILL_TASK, "--teacher-batch-size", "1000000000"], "teacher_batch_size"),
         (["distill", "general", "--text", "t", "--output", "o", "--batch-size", "1000000000"], "batch_size"),
         (["reproduce", "sharing", "--data", "d", "--max-steps", "100000000000000"], "max_steps"),
-        (
-            [
-                "data",
-                "create",
-                "--input",
-                "i",
-                "--tokenizer",
-                "t",
-                "--output",
-                "o",
-                "--workers",
-                "99999999999",
-            ],
-            "--workers",
-        ),
-        (
-            [
-                "data",
-                "create",
-                "--input",
-                "i",
-                "--tokenizer",
-                "t",
-                "--output",
-                "o",
-                "--dupe-factor",
-                "1000000000",
-            ],
-            "dupe_factor",
-        ),
+        ([*DATA_CREATE, "--workers", "99999999999"], "--workers"),
+        ([*DATA_CREATE, "--dupe-factor", "1000000000"], "dupe_factor"),
     ],  # fmt: skip
 )
 def test_absurd_counts_are_refused_before_work(capsys, monkeypatch, tmp_path, argv, mention):
@@ -209,7 +127,7 @@ def _records(path: Path, texts: list[str | None]) -> Path:
 def test_tokenizer_training_counts_records_without_text(capsys, caplog, tmp_path):
     """`tokenizer train` on JSON Lines: the records whose text is null are left out and counted in its
     summary line, not dropped without a word."""
-    lines = _corpus(tmp_path / "c.txt", 0).read_text().split("\n\n")
+    lines = made_up_text(tmp_path / "c.txt", 0).read_text().split("\n\n")
     rows = _records(tmp_path / "rows.jsonl", [*lines, None, None, None])
     with caplog.at_level(logging.INFO, logger="albert_lm"):
         assert main(["tokenizer", "train", "--input", str(rows), "--vocab-size", "120",
@@ -245,7 +163,7 @@ def test_pretraining_on_text_counts_records_without_text(caplog, tmp_path, tiny_
     from albert_lm.training.pretrain_config import PretrainConfig
     from albert_lm.training.text_data import data_from_text
 
-    docs = _corpus(tmp_path / "c.txt", 1).read_text().split("\n\n")
+    docs = made_up_text(tmp_path / "c.txt", 1).read_text().split("\n\n")
     rows = _records(tmp_path / "rows.jsonl", [*docs, None, ""])
     cfg = PretrainConfig(output=str(tmp_path / "run"), init_from=str(tiny_pretrained))
     with caplog.at_level(logging.INFO, logger="albert_lm"):
@@ -304,7 +222,7 @@ def test_a_killed_worker_leaves_nothing_in_dev_shm(tmp_path):
             "an integer or null",
         ),
         (
-            ["finetune", "--task", "rte", "--model", "m", "--data", "d", "--output", "o"],
+            FINETUNE,
             {"data": 5},
             "data",
             "a non-empty string",
@@ -317,18 +235,7 @@ def test_a_killed_worker_leaves_nothing_in_dev_shm(tmp_path):
         ),
         (
             [
-                "distill",
-                "task",
-                "--task",
-                "rte",
-                "--model",
-                "m",
-                "--data",
-                "d",
-                "--teacher",
-                "t",
-                "--output",
-                "o",
+                *DISTILL_TASK,
             ],
             {"augment": None},
             "augment",

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_bad_input import _corpus, folder_hash, refused
+from test_bad_input import folder_hash, refused
+from worlds import made_up_text
 
 from albert_lm.cli import main
 from albert_lm.data import shards
@@ -25,47 +26,26 @@ FAST = ["--max-seq-length", "48", "--shard-mb", "0.01", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
-def kit(tmp_path_factory) -> dict[str, Path]:
-    """Four small corpora, one copy with a line of invalid UTF-8 in the middle, a 120-piece tokenizer."""
+def kit(two_tokenizers, tmp_path_factory) -> dict[str, Path]:
+    """Four small corpora (c0, c1: `two_tokenizers`' two), one copy with a line of invalid UTF-8 in the
+    middle, a 120-piece tokenizer trained on c0 (`two_tokenizers`' tok_a)."""
     d = tmp_path_factory.mktemp("hostile-data")
-    kit = {f"c{k}": _corpus(d / f"c{k}.txt", k) for k in range(4)}
+    kit = {"c0": two_tokenizers["corpus"], "c1": two_tokenizers["corpus_b"], "tok": two_tokenizers["tok_a"]}
+    kit.update({f"c{k}": made_up_text(d / f"c{k}.txt", k) for k in (2, 3)})
     raw = kit["c2"].read_bytes()
     cut = raw.index(b"\n", len(raw) // 2) + 1
     (d / "bad.txt").write_bytes(raw[:cut] + b"caf\xe9 \xff\xfe broken\n" + raw[cut:])
     kit["bad"], kit["bad_line"] = d / "bad.txt", raw[:cut].count(b"\n") + 1
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(kit["c0"]),
-                "--vocab-size",
-                "120",
-                "--output",
-                str(d / "tok"),
-            ]
-        )
-        == 0
-    )
-    kit["tok"] = d / "tok"
     return kit
 
 
-def _create(kit: dict, out: Path, *inputs: Path, more: tuple[str, ...] = ()) -> list[str]:
+def _create(
+    kit: dict, out: Path, *inputs: Path, more: tuple[str, ...] = (), tok: Path | None = None
+) -> list[str]:
+    """`albert data create` of INPUTS (default: c0) with the kit's tokenizer (or `tok`) into `out`."""
     files = [str(p) for p in inputs] or [str(kit["c0"])]
-    return [
-        "data",
-        "create",
-        "--input",
-        *files,
-        "--tokenizer",
-        str(kit["tok"]),
-        "--output",
-        str(out),
-        *FAST,
-        *more,
-    ]
+    return ["data", "create", "--input", *files, "--tokenizer", str(tok or kit["tok"]), "--output", str(out),
+            *FAST, *more]  # fmt: skip
 
 
 def _cli(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
@@ -202,48 +182,9 @@ def test_data_create_output_apart_from_inputs(kit, tmp_path, capsys) -> None:
     cases = [
         (_create(kit, text, text), "is the --input"),
         (_create(kit, holder, holder / "in.txt"), "holds the --input"),
-        (
-            [
-                "data",
-                "create",
-                "--input",
-                str(kit["c0"]),
-                "--tokenizer",
-                str(tok),
-                "--output",
-                str(tok / "data"),
-                *FAST,
-            ],
-            "lies inside the --tokenizer folder",
-        ),
-        (
-            [
-                "data",
-                "create",
-                "--input",
-                str(kit["c0"]),
-                "--tokenizer",
-                str(tok),
-                "--output",
-                str(tok),
-                *FAST,
-            ],
-            "is the --tokenizer",
-        ),
-        (
-            [
-                "data",
-                "create",
-                "--input",
-                str(kit["c0"]),
-                "--tokenizer",
-                str(tok / "spiece.model"),
-                "--output",
-                str(tok),
-                *FAST,
-            ],
-            "holds the --tokenizer",
-        ),
+        (_create(kit, tok / "data", kit["c0"], tok=tok), "lies inside the --tokenizer folder"),
+        (_create(kit, tok, kit["c0"], tok=tok), "is the --tokenizer"),
+        (_create(kit, tok, kit["c0"], tok=tok / "spiece.model"), "holds the --tokenizer"),
     ]
     for argv, message in cases:
         refused(capsys, argv, message, untouched=tuple(p for p in keep if p.is_dir()))

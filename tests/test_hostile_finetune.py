@@ -20,6 +20,7 @@ import pytest
 import torch
 from conftest import TINY_MODEL
 from test_bad_input import refused
+from worlds import finetune_argv
 
 from albert_lm.cli import main
 from albert_lm.data.tokenizer_training import train_tokenizer
@@ -31,18 +32,13 @@ FT = ["--max-steps", "2", "--batch-size", "4", "--precision", "fp32", "--max-seq
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tiny_corpus_and_tokenizer, albert_data) -> dict[str, Path]:
-    """A tiny pretrained model (200 pieces), a small RTE copy, a fine-tuned run of it, and a second
-    tokenizer of the same size trained on other text."""
+def world(tmp_path_factory, tiny_corpus_and_tokenizer, tiny_pretrained, albert_data) -> dict[str, Path]:
+    """A tiny pretrained model (200 pieces: a copy of the session's `tiny_pretrained`, inside root/), a
+    small RTE copy, a fine-tuned run of it, and a second tokenizer of the same size trained on other text."""
     corpus, tok = tiny_corpus_and_tokenizer
     d = tmp_path_factory.mktemp("hostile")
     w: dict[str, Path] = {"root": d, "tok": tok}
-    torch.manual_seed(0)
-    from albert_lm.model.config import AlbertConfig
-
-    AlbertForPreTraining(AlbertConfig(**{**TINY_MODEL, "vocab_size": 200})).save_pretrained(d / "pre")
-    shutil.copy(tok / "spiece.model", d / "pre" / "spiece.model")
-    w["pre"] = d / "pre"
+    w["pre"] = Path(shutil.copytree(tiny_pretrained, d / "pre"))
     glue = d / "glue"
     for task in GLUE_TASKS:
         (glue / task).mkdir(parents=True)
@@ -50,8 +46,7 @@ def world(tmp_path_factory, tiny_corpus_and_tokenizer, albert_data) -> dict[str,
             lines = (albert_data / "glue" / task / f"{split}.tsv").read_text().splitlines()[:17]
             (glue / task / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     w["glue"], w["rte"] = glue, glue / "RTE"
-    args = ["finetune", "--task", "rte", "--model", str(w["pre"]), "--data", str(w["rte"])]
-    assert main([*args, "--output", str(d / "ft"), *FT]) == 0
+    assert main(_finetune(w, d / "ft")) == 0
     w["ft"], w["best"] = d / "ft", d / "ft" / "best"
     rng = np.random.default_rng(7)
     words = ["".join(rng.choice(list("qwxzjkvy"), size=int(rng.integers(2, 7)))) for _ in range(400)]
@@ -65,48 +60,17 @@ def world(tmp_path_factory, tiny_corpus_and_tokenizer, albert_data) -> dict[str,
 
 
 def _finetune(w, out, *extra) -> list[str]:
-    return [
-        "finetune",
-        "--task",
-        "rte",
-        "--model",
-        str(w["pre"]),
-        "--data",
-        str(w["rte"]),
-        "--output",
-        str(out),
-        *FT,
-        *extra,
-    ]
+    return finetune_argv("rte", w["pre"], w["rte"], out, *FT, *extra)
 
 
 def _glue(w, out, *extra, model=None) -> list[str]:
-    return [
-        "glue",
-        "--model",
-        str(model or w["pre"]),
-        "--data",
-        str(w["glue"]),
-        "--output",
-        str(out),
-        "--tasks",
-        "rte",
-        "--seeds",
-        "1",
-        "--learning-rates",
-        "1e-3",
-        "--epochs",
-        "1",
-        "--batch-size",
-        "8",
-        "--max-seq-length",
-        "48",
-        "--max-train-examples",
-        "8",
-        "--workers",
-        "1",
-        *extra,
-    ]
+    return ["glue", "--model", str(model or w["pre"]), "--data", str(w["glue"]), "--output", str(out), "--tasks",
+            "rte", "--seeds", "1", "--learning-rates", "1e-3", "--epochs", "1", "--batch-size", "8",
+            "--max-seq-length", "48", "--max-train-examples", "8", "--workers", "1", *extra]  # fmt: skip
+
+
+def _predict(w, *extra, model=None) -> list[str]:
+    return ["predict", "--model", str(model or w["best"]), "--input", str(w["input"]), *extra]
 
 
 def _evaluate(w, *extra, model=None) -> list[str]:
@@ -119,22 +83,14 @@ def test_an_output_that_is_holds_or_lies_in_an_input_is_refused(world, capsys, t
     keep = (w["root"],)
     refused(
         capsys,
-        ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output", str(w["input"])],
+        _predict(w, "--output", str(w["input"])),
         "--output",
         "is the --input",
         untouched=keep,
     )
     refused(
         capsys,
-        [
-            "predict",
-            "--model",
-            str(w["best"]),
-            "--input",
-            str(w["input"]),
-            "--output",
-            str(w["best"] / "x.jsonl"),
-        ],
+        _predict(w, "--output", str(w["best"] / "x.jsonl")),
         "inside the --model",
         untouched=keep,
     )
@@ -194,7 +150,7 @@ def test_finetune_overwrite_removes_only_the_runs_files(world, tmp_path):
 # --------------------------------------------------------------------------- 2. devices and pipes
 def test_predict_writes_into_devices_and_pipes_and_reports_a_failed_write(world, capsys, stand_ins):
     w = world
-    base = ["predict", "--model", str(w["best"]), "--input", str(w["input"])]
+    base = _predict(w)
     broken = stand_ins.broken_pipe
     refused(capsys, [*base, "--output", str(broken)], str(broken), "Broken pipe")
     assert broken.is_symlink()
@@ -212,15 +168,7 @@ def test_an_output_linked_to_stdout_is_written_to_stdout_and_the_link_stays(worl
     """Under pytest's capture stdout is a regular (deleted) file, as under nohup or cron: the rows must
     reach it through the link, and the link must not be replaced by a file of its own."""
     w = world
-    argv = [
-        "predict",
-        "--model",
-        str(w["best"]),
-        "--input",
-        str(w["input"]),
-        "--output",
-        str(stand_ins.stdout),
-    ]
+    argv = _predict(w, "--output", str(stand_ins.stdout))
     print("before", flush=True)
     assert main(argv) == 0
     print("after", flush=True)
@@ -243,10 +191,7 @@ def test_an_output_that_is_a_link_writes_its_target_and_keeps_the_link(world, ca
     dangling = tmp_path / "new.jsonl"
     dangling.symlink_to(tmp_path / "elsewhere" / "new-target.jsonl")
     for out in (link, dangling):
-        assert (
-            main(["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--output", str(out)])
-            == 0
-        )
+        assert main(_predict(w, "--output", str(out))) == 0
         assert out.is_symlink()
         assert [json.loads(line)["line"] for line in out.read_text().splitlines()] == [1, 2]
     assert sorted(p.name for p in target.parent.iterdir()) == ["new-target.jsonl", "rows.jsonl"]
@@ -315,24 +260,11 @@ def test_a_tokenizer_that_is_not_the_models_is_refused(world, capsys, tmp_path):
     swapped = tmp_path / "swapped"
     shutil.copytree(w["best"], swapped)
     shutil.copy(w["tok_b"] / "spiece.model", swapped / "spiece.model")  # same size, other pieces
-    refused(
-        capsys, ["predict", "--model", str(swapped), "--input", str(w["input"])], "fingerprint", "replaced"
-    )
+    refused(capsys, _predict(w, model=swapped), "fingerprint", "replaced")
     refused(capsys, _evaluate(w, model=swapped), "fingerprint")
     refused(
         capsys,
-        [
-            "finetune",
-            "--task",
-            "rte",
-            "--model",
-            str(swapped),
-            "--data",
-            str(w["rte"]),
-            "--output",
-            str(tmp_path / "o"),
-            *FT,
-        ],
+        finetune_argv("rte", swapped, w["rte"], tmp_path / "o", *FT),
         "fingerprint",
     )
     # a model folder without its own tokenizer: --tokenizer must have as many pieces as embedding rows
@@ -342,27 +274,14 @@ def test_a_tokenizer_that_is_not_the_models_is_refused(world, capsys, tmp_path):
     train_tokenizer([w["root"] / "other.txt"], tmp_path / "tok150", vocab_size=150, num_threads=1)
     refused(
         capsys,
-        [
-            "finetune",
-            "--task",
-            "rte",
-            "--model",
-            str(bare),
-            "--data",
-            str(w["rte"]),
-            "--output",
-            str(tmp_path / "o"),
-            "--tokenizer",
-            str(tmp_path / "tok150"),
-            *FT,
-        ],
+        finetune_argv("rte", bare, w["rte"], tmp_path / "o", "--tokenizer", str(tmp_path / "tok150"), *FT),
         "150 pieces",
         "200 rows",
     )
     small = tmp_path / "small"
     shutil.copytree(w["best"], small)
     shutil.copy(tmp_path / "tok150" / "spiece.model", small / "spiece.model")
-    refused(capsys, ["predict", "--model", str(small), "--input", str(w["input"])], "150 pieces", "200")
+    refused(capsys, _predict(w, model=small), "150 pieces", "200")
     assert not (tmp_path / "o").exists()
 
 
@@ -421,7 +340,7 @@ def test_zero_or_negative_counts_are_refused(world, capsys):
             refused(capsys, _evaluate(w, option, value), option, "at least 1")
     refused(
         capsys,
-        ["predict", "--model", str(w["best"]), "--input", str(w["input"]), "--batch-size", "0"],
+        _predict(w, "--batch-size", "0"),
         "batch_size",
     )
     refused(capsys, _finetune(w, w["root"] / "z", "--eval-every", "0"), "eval_every")

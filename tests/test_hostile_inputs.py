@@ -16,14 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import TINY_MODEL
 from test_bad_input import refused
+from worlds import finetune_argv
 
 from albert_lm.cli import main
 from albert_lm.files import InputError
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,22 +39,18 @@ def _good(n: int) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory, tiny_corpus_and_tokenizer) -> dict[str, Path]:
-    """A tiny pretrained model (200 pieces), a task folder, and a classifier fine-tuned on it (best/)."""
-    _, tok = tiny_corpus_and_tokenizer
+def models(tmp_path_factory, tiny_pretrained) -> dict[str, Path]:
+    """A tiny pretrained model (200 pieces: the session's `tiny_pretrained`), a task folder, and a classifier
+    fine-tuned on it (best/)."""
     d = tmp_path_factory.mktemp("hostile-inputs")
-    torch.manual_seed(0)
-    AlbertForPreTraining(AlbertConfig(**{**TINY_MODEL, "vocab_size": 200})).save_pretrained(d / "pre")
-    shutil.copy(tok / "spiece.model", d / "pre" / "spiece.model")
     (d / "task").mkdir()
     (d / "task" / "train.jsonl").write_text(_rows(*_good(12)))
     (d / "task" / "dev.jsonl").write_text(_rows(*_good(6)))
     (d / "rows.jsonl").write_text(_rows({"text": "word1 river"}, {"text": "word2"}))
-    argv = ["finetune", "--task", "classification", "--model", str(d / "pre"), "--data", str(d / "task")]
-    assert main([*argv, "--output", str(d / "ft"), *FT]) == 0
+    assert main(finetune_argv("classification", tiny_pretrained, d / "task", d / "ft", *FT)) == 0
     return {
         "root": d,
-        "pre": d / "pre",
+        "pre": tiny_pretrained,
         "task": d / "task",
         "best": d / "ft" / "best",
         "rows": d / "rows.jsonl",
@@ -65,6 +59,12 @@ def models(tmp_path_factory, tiny_corpus_and_tokenizer) -> dict[str, Path]:
 
 def _copy(models: dict[str, Path], tmp_path: Path, name: str = "model") -> Path:
     return Path(shutil.copytree(models["best"], tmp_path / name))
+
+
+def _predict(model: Path, models: dict[str, Path], tmp_path: Path) -> list[str]:
+    """`albert predict` of MODEL on the rows of `models`, into tmp_path/o.jsonl."""
+    return ["predict", "--model", str(model), "--input", str(models["rows"]), "--output",
+            str(tmp_path / "o.jsonl")]  # fmt: skip
 
 
 def _edit_json(path: Path, **changes: object) -> None:
@@ -196,15 +196,7 @@ def test_finetune_refuses_a_row_whose_text_is_a_list(capsys, models, tmp_path):
 def test_predict_names_finetune_config_and_the_field(capsys, models, tmp_path, field, value):
     model = _copy(models, tmp_path)
     _edit_json(model / "finetune_config.json", **{field: value})
-    argv = [
-        "predict",
-        "--model",
-        str(model),
-        "--input",
-        str(models["rows"]),
-        "--output",
-        str(tmp_path / "o.jsonl"),
-    ]
+    argv = _predict(model, models, tmp_path)
     refused(capsys, argv, str(model / "finetune_config.json"), field)
     assert not (tmp_path / "o.jsonl").exists()
 
@@ -248,15 +240,7 @@ def test_evaluate_without_output_runs(capsys, models):
 def test_a_squad2_threshold_that_is_no_number_is_named(capsys, models, tmp_path):
     model = _copy(models, tmp_path)
     _edit_json(model / "eval_results.json", null_score_diff_threshold="high")
-    argv = [
-        "predict",
-        "--model",
-        str(model),
-        "--input",
-        str(models["rows"]),
-        "--output",
-        str(tmp_path / "o.jsonl"),
-    ]
+    argv = _predict(model, models, tmp_path)
     refused(capsys, argv, "eval_results.json", "null_score_diff_threshold")
 
 
@@ -282,15 +266,7 @@ def test_config_json_values_out_of_range_are_named(models, tmp_path, field, valu
 def test_predict_refuses_a_config_with_a_pad_id_outside_the_vocabulary(capsys, models, tmp_path):
     model = _copy(models, tmp_path)
     _edit_json(model / "config.json", pad_token_id=100_000)
-    argv = [
-        "predict",
-        "--model",
-        str(model),
-        "--input",
-        str(models["rows"]),
-        "--output",
-        str(tmp_path / "o.jsonl"),
-    ]
+    argv = _predict(model, models, tmp_path)
     refused(capsys, argv, str(model / "config.json"), "pad_token_id")
 
 
@@ -323,15 +299,7 @@ def test_a_sharded_index_nested_too_deeply_is_named(capsys, models, tmp_path):
     model = _copy(models, tmp_path)
     (model / "model.safetensors").unlink()
     (model / "model.safetensors.index.json").write_text('{"weight_map": ' + DEEP + "}")
-    argv = [
-        "predict",
-        "--model",
-        str(model),
-        "--input",
-        str(models["rows"]),
-        "--output",
-        str(tmp_path / "o.jsonl"),
-    ]
+    argv = _predict(model, models, tmp_path)
     refused(capsys, argv, "model.safetensors.index.json", "nested too deeply")
     (model / "model.safetensors.index.json").write_text('{"weight_map": {"w": "../elsewhere.safetensors"}}')
     refused(capsys, argv, "model.safetensors.index.json", "weight_map")

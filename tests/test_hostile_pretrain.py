@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_bad_input import _pretrain, folder_hash, refused, world  # noqa: F401 (world: a fixture)
+from test_bad_input import refused
+from worlds import tiny_pretrain_argv as _pretrain
 
 from albert_lm.cli import main
 from albert_lm.files import InputError, atomic_write, check_output_apart, folder_lock, is_special_file
@@ -80,8 +81,8 @@ def test_input_errors_survive_pickling_into_another_process():
 
 
 # --------------------------------------------------------------------------- albert pretrain
-def test_pretrain_never_writes_into_or_deletes_its_inputs(world, capsys, tmp_path):  # noqa: F811
-    data = world["data_a"]
+def test_pretrain_never_writes_into_or_deletes_its_inputs(run_world, capsys, tmp_path):
+    data = run_world["data_a"]
     for out, words in ((data / "train", "lies inside"), (data, "is the --data")):
         for extra in ((), ("--overwrite",)):
             refused(capsys, [*_pretrain(data, out), *extra], str(out), words, untouched=(data,))
@@ -97,7 +98,7 @@ def test_pretrain_never_writes_into_or_deletes_its_inputs(world, capsys, tmp_pat
         "holds the --data",
         untouched=(holder,),
     )
-    model = world["run"]
+    model = run_world["run"]
     refused(
         capsys,
         [*_pretrain(data, model / "sub"), "--init-from", str(model)],
@@ -106,12 +107,12 @@ def test_pretrain_never_writes_into_or_deletes_its_inputs(world, capsys, tmp_pat
     )
 
 
-def test_a_second_pretraining_run_on_the_same_output_is_refused(world, capsys, tmp_path):  # noqa: F811
+def test_a_second_pretraining_run_on_the_same_output_is_refused(run_world, capsys, tmp_path):
     out = tmp_path / "out"
     with folder_lock(out):
-        refused(capsys, _pretrain(world["data_a"], out), "another albert command is writing there")
+        refused(capsys, _pretrain(run_world["data_a"], out), "another albert command is writing there")
     assert [p.name for p in out.iterdir()] == []
-    assert main(_pretrain(world["data_a"], out)) == 0  # the lock went with its holder
+    assert main(_pretrain(run_world["data_a"], out)) == 0  # the lock went with its holder
 
 
 def test_a_run_with_nothing_to_learn_stops_at_its_first_step(tmp_path):
@@ -130,20 +131,20 @@ def test_a_run_with_nothing_to_learn_stops_at_its_first_step(tmp_path):
     assert not (tmp_path / "run" / "model.safetensors").exists()
 
 
-def test_init_from_without_a_shape_takes_the_models_shape(world, capsys, tmp_path):  # noqa: F811
+def test_init_from_without_a_shape_takes_the_models_shape(run_world, capsys, tmp_path):
     out = tmp_path / "warm"
-    argv = ["pretrain", "--data", str(world["data_a"]), "--output", str(out), "--init-from", str(world["run"]),
+    argv = ["pretrain", "--data", str(run_world["data_a"]), "--output", str(out), "--init-from", str(run_world["run"]),
             "--batch-size", "4", "--max-steps", "1", "--no-tensorboard", "--no-plot"]  # fmt: skip
     assert main(argv) == 0
-    source = json.loads((world["run"] / "config.json").read_text())
+    source = json.loads((run_world["run"] / "config.json").read_text())
     config = json.loads((out / "config.json").read_text())
     for key in ("hidden_size", "num_hidden_layers", "embedding_size", "intermediate_size"):
         assert config[key] == source[key], key
     assert json.loads((out / "pretrain_config.json").read_text())["model_config"].endswith("config.json")
 
 
-def test_the_machine_refusing_a_write_is_one_line(world, capsys, stand_ins):  # noqa: F811
-    refused(capsys, _pretrain(world["data_a"], stand_ins.unwritable), str(stand_ins.unwritable))
+def test_the_machine_refusing_a_write_is_one_line(run_world, capsys, stand_ins):
+    refused(capsys, _pretrain(run_world["data_a"], stand_ins.unwritable), str(stand_ins.unwritable))
 
 
 def _wait_for(path: Path, p: subprocess.Popen, timeout: float = 60) -> None:
@@ -155,11 +156,11 @@ def _wait_for(path: Path, p: subprocess.Popen, timeout: float = 60) -> None:
 
 
 @pytest.mark.slow
-def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  # noqa: F811
+def test_sigint_and_sigterm_stop_any_command_with_a_message(run_world, tmp_path):
     """Started with SIGINT ignored (as `cmd &` in a script starts it), a command still stops on SIGINT;
     SIGTERM ends it with 143 and a line saying so."""
     big = tmp_path / "big.txt"
-    text = world["corpus"].read_text()
+    text = run_world["corpus"].read_text()
     big.write_text(text * 600)
     for sig, code, words in (
         (signal.SIGINT, 130, "interrupted"),
@@ -176,7 +177,7 @@ def test_sigint_and_sigterm_stop_any_command_with_a_message(world, tmp_path):  #
                 "--input",
                 str(big),
                 "--tokenizer",
-                str(world["tok_a"]),
+                str(run_world["tok_a"]),
                 "--output",
                 str(out),
                 "--workers",

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bad_input import _corpus, refused
+from test_bad_input import refused
+from worlds import made_up_text
 
 import albert_lm.cli as cli
 from albert_lm.cli import main
@@ -123,7 +124,7 @@ def test_an_empty_string_in_a_settings_file_is_refused_naming_the_field(capsys, 
         FinetuneConfig(task="classification", model="m", data="d", output="o", tokenizer=" ")
     config = tmp_path / "run.json"
     config.write_text(json.dumps({"model": "", "task": "classification"}))
-    corpus = _corpus(tmp_path / "c.txt", 0)
+    corpus = made_up_text(tmp_path / "c.txt", 0)
     refused(
         capsys,
         ["finetune", "--config", str(config), "--data", str(corpus), "--output", str(tmp_path / "o")],

@@ -21,7 +21,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_MODEL
 from test_bad_input import refused
+from worlds import TINY_BERT, distill_general_argv, distill_task_argv
 
 from albert_lm.cli import main
 from albert_lm.distill import cache as distill_cache
@@ -34,13 +36,6 @@ transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-BERT = dict(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=128,
-)
 STUDENT = ["hidden_size=32", "num_attention_heads=2", "intermediate_size=64", "embedding_size=16",
            "num_hidden_layers=2", "max_position_embeddings=64"]  # fmt: skip
 QUICK = ["--max-steps", "2", "--warmup-steps", "1", "--batch-size", "8", "--precision", "fp32", "--no-tensorboard",
@@ -52,7 +47,7 @@ def _bert(folder: Path, vocab: list[str], classifier: bool = False) -> Path:
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=len(vocab), id2label={0: "neg", 1: "pos"}, **BERT)
+    config = transformers.BertConfig(vocab_size=len(vocab), id2label={0: "neg", 1: "pos"}, **TINY_BERT)
     model = (transformers.BertForSequenceClassification if classifier else transformers.BertModel)(config)
     model.save_pretrained(folder)
     transformers.BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
@@ -74,18 +69,9 @@ def world(tiny_corpus_and_tokenizer, tmp_path_factory) -> SimpleNamespace:
         (task / f"{name}.jsonl").write_text("\n".join(rows) + "\n")
     student = root / "student"
     torch.manual_seed(0)
-    values = dict(
-        vocab_size=200,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
     from albert_lm import AlbertConfig, AlbertForPreTraining, AlbertTokenizer
 
-    AlbertForPreTraining(AlbertConfig(**values)).save_pretrained(student)
+    AlbertForPreTraining(AlbertConfig(**{**TINY_MODEL, "vocab_size": 200})).save_pretrained(student)
     AlbertTokenizer.from_pretrained(tok).save_pretrained(student)
     return SimpleNamespace(
         root=root,
@@ -100,50 +86,13 @@ def world(tiny_corpus_and_tokenizer, tmp_path_factory) -> SimpleNamespace:
 
 
 def _general(w: SimpleNamespace, teacher_dir: Path, out: Path, cache: Path) -> list[str]:
-    args = [
-        "distill",
-        "general",
-        "--teacher",
-        str(teacher_dir),
-        "--text",
-        str(w.corpus),
-        "--tokenizer",
-        str(w.tok),
-        "--output",
-        str(out),
-        "--cache",
-        str(cache),
-        "--max-segments",
-        "200",
-        "--eval-segments",
-        "10",
-        *QUICK,
-    ]
-    for o in STUDENT:
-        args += ["--model-override", o]
-    return args
+    over = [x for o in STUDENT for x in ("--model-override", o)]
+    segments = ["--max-segments", "200", "--eval-segments", "10"]
+    return distill_general_argv(teacher_dir, w.corpus, w.tok, out, cache, *segments, *QUICK, *over)
 
 
 def _task(w: SimpleNamespace, teacher_dir: Path, out: Path, cache: Path) -> list[str]:
-    return [
-        "distill",
-        "task",
-        "--task",
-        "classification",
-        "--model",
-        str(w.student),
-        "--teacher",
-        str(teacher_dir),
-        "--data",
-        str(w.task),
-        "--output",
-        str(out),
-        "--cache",
-        str(cache),
-        "--max-seq-length",
-        "32",
-        *QUICK,
-    ]
+    return distill_task_argv(w.student, teacher_dir, w.task, out, cache, "--max-seq-length", "32", *QUICK)
 
 
 def _copy(source: Path, folder: Path) -> Path:

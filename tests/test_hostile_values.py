@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_bad_input import _corpus, folder_hash, refused
+from conftest import TINY_MODEL
+from test_bad_input import folder_hash, refused
+from worlds import pretrain_argv
 
 from albert_lm.cli import main
 from albert_lm.files import folder_lock
@@ -21,53 +23,9 @@ TINY = ["hidden_size=32", "num_attention_heads=2", "intermediate_size=64", "num_
 
 
 @pytest.fixture(scope="module")
-def two_data(tmp_path_factory) -> dict[str, Path]:
-    """Data made with two different tokenizers (A and B) from two generated texts, and a tiny model
-    folder (config, weights, tokenizer) to export."""
-    d = tmp_path_factory.mktemp("hostile")
-    w: dict[str, Path] = {"root": d}
-    for name, seed in (("a", 0), ("b", 1)):
-        corpus = _corpus(d / f"{name}.txt", seed)
-        assert (
-            main(
-                [
-                    "tokenizer",
-                    "train",
-                    "--input",
-                    str(corpus),
-                    "--vocab-size",
-                    "120",
-                    "--output",
-                    str(d / f"tok_{name}"),
-                ]
-            )
-            == 0
-        )
-        assert (
-            main(
-                [
-                    "data",
-                    "create",
-                    "--input",
-                    str(corpus),
-                    "--tokenizer",
-                    str(d / f"tok_{name}"),
-                    "--output",
-                    str(d / f"data_{name}"),
-                    "--max-seq-length",
-                    "48",
-                    "--eval-fraction",
-                    "0.2",
-                    "--shard-mb",
-                    "0.01",
-                    "--workers",
-                    "1",
-                    "--no-progress",
-                ]
-            )
-            == 0
-        )
-        w[f"data_{name}"] = d / f"data_{name}"
+def two_data(two_tokenizers, tmp_path_factory) -> dict[str, Path]:
+    """Data made with two different tokenizers (A and B) from two generated texts (`two_tokenizers`), and a
+    tiny model folder (config, weights, tokenizer A) to export."""
     import shutil
 
     import torch
@@ -75,19 +33,11 @@ def two_data(tmp_path_factory) -> dict[str, Path]:
     from albert_lm.model.config import AlbertConfig
     from albert_lm.model.encoder import AlbertModel
 
+    d = tmp_path_factory.mktemp("hostile")
+    w: dict[str, Path] = {**two_tokenizers, "root": d, "model": d / "model"}
     torch.manual_seed(0)
-    config = AlbertConfig(
-        vocab_size=120,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    w["model"] = d / "model"
-    AlbertModel(config).save_pretrained(w["model"])
-    shutil.copy(d / "tok_a" / "spiece.model", w["model"] / "spiece.model")
+    AlbertModel(AlbertConfig(**{**TINY_MODEL, "vocab_size": 120})).save_pretrained(w["model"])
+    shutil.copy(w["tok_a"] / "spiece.model", w["model"] / "spiece.model")
     return w
 
 
@@ -110,17 +60,7 @@ def test_a_time_budget_without_a_unit_is_refused_asking_for_one(two_data, capsys
             parse_duration(bad)
     refused(
         capsys,
-        [
-            "pretrain",
-            "--data",
-            str(two_data["data_a"]),
-            "--output",
-            str(tmp_path / "run"),
-            "--preset",
-            "albert-tiny",
-            "--time-budget",
-            "10",
-        ],
+        pretrain_argv(two_data["data_a"], tmp_path / "run", "--preset", "albert-tiny", "--time-budget", "10"),
         "10s, 10m or 10h",
     )
     assert not (tmp_path / "run").exists()

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import huggingface_hub
 import huggingface_hub.constants
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from worlds import finetune_argv, labelled_rows, two_step_finetune_argv
 
 from albert_lm.cli import main
 from albert_lm.hub import resolve_model
@@ -59,13 +59,10 @@ def hub(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
-def tiny_model(tmp_path, tiny_config, tiny_corpus_and_tokenizer) -> Path:
-    """A random tiny ALBERT with the session's 200-piece tokenizer, saved as a pretraining checkpoint."""
-    torch.manual_seed(0)
-    folder = tmp_path / "tiny"
-    AlbertForPreTraining(tiny_config(vocab_size=200)).save_pretrained(folder)
-    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", folder / "spiece.model")
-    return folder
+def tiny_model(tmp_path, tiny_pretrained) -> Path:
+    """A random tiny ALBERT with the session's 200-piece tokenizer, saved as a pretraining checkpoint (this
+    test's own copy of `tiny_pretrained`)."""
+    return Path(shutil.copytree(tiny_pretrained, tmp_path / "tiny"))
 
 
 @pytest.fixture
@@ -83,41 +80,15 @@ def classifier(tmp_path, tiny_config, tiny_model) -> Path:
 
 
 def _own_data(folder: Path) -> Path:
-    rng = np.random.default_rng(0)
     words = {"pos": ["kala", "bime", "tora", "nesu"], "neg": ["dupa", "lemo", "savi", "rogu"]}
-    folder.mkdir()
-    for split, n in (("train", 16), ("dev", 8)):
-        rows = []
-        for _ in range(n):
-            label = str(rng.choice(["pos", "neg"]))
-            rows.append(json.dumps({"text": " ".join(rng.choice(words[label], size=4)), "label": label}))
-        (folder / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
-    return folder
+    return labelled_rows(folder, words, {"train": 16, "dev": 8})
 
 
 # --------------------------------------------------------------------------- the commands, offline
 def test_finetune_evaluate_and_predict_take_hub_ids(hub, tiny_model, tmp_path, capsys, caplog):
     commit = put_in_cache(hub, "org/tiny", tiny_model)
     data, out = _own_data(tmp_path / "data"), tmp_path / "ft"
-    args = [
-        "finetune",
-        "--task",
-        "classification",
-        "--model",
-        "org/tiny",
-        "--data",
-        str(data),
-        "--output",
-        str(out),
-        "--max-steps",
-        "2",
-        "--batch-size",
-        "8",
-        "--max-seq-length",
-        "32",
-        "--precision",
-        "fp32",
-    ]
+    args = two_step_finetune_argv("org/tiny", data, out, "--max-seq-length", "32", "--precision", "fp32")
     with caplog.at_level(logging.INFO, logger="albert_lm.hub"):
         assert main(args) == 0
     assert f"--model: hub org/tiny@main (commit {commit}), cached at" in caplog.text
@@ -164,17 +135,7 @@ def test_a_missing_id_is_one_clear_error(hub, tiny_model, tmp_path, capsys):
     rows.write_text("kala\n")
     for argv in (
         ["predict", "--model", "org/absent", "--input", str(rows)],
-        [
-            "finetune",
-            "--task",
-            "rte",
-            "--model",
-            "org/absent",
-            "--data",
-            str(rows),
-            "--output",
-            str(tmp_path / "o"),
-        ],
+        finetune_argv("rte", "org/absent", rows, tmp_path / "o"),
         ["glue", "--model", "org/absent", "--data", str(tmp_path), "--output", str(tmp_path / "g")],
     ):
         assert main(argv) == 1  # bad input: albert_lm.cli.main's code for every refused input

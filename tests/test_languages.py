@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from worlds import data_argv, finetune_argv, pretrain_argv, tokenizer_argv
 
 from albert_lm.cli import main
 from albert_lm.data.corpus import (
@@ -251,70 +252,17 @@ def test_data_and_model_of_different_rules_are_refused(tmp_path, capsys) -> None
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     (other / "tokenizer_config.json").write_text(json.dumps({**config, "keep_accents": False}))
     for tok, data in ((tmp_path / "tok", "data"), (other, "data-other")):
-        assert (
-            main(
-                [
-                    "data",
-                    "create",
-                    "--input",
-                    str(corpus),
-                    "--tokenizer",
-                    str(tok),
-                    "--output",
-                    str(tmp_path / data),
-                    "--max-seq-length",
-                    "32",
-                    "--workers",
-                    "1",
-                    "--no-progress",
-                ]
-            )
-            == 0
-        )
+        assert main(data_argv(corpus, tok, tmp_path / data, "--max-seq-length", "32", "--workers", "1",
+                              "--no-progress")) == 0  # fmt: skip
     manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
     assert manifest["tokenizer"]["keep_accents"] is True
     run = tmp_path / "run"
-    assert (
-        main(
-            [
-                "pretrain",
-                "--data",
-                str(tmp_path / "data"),
-                "--output",
-                str(run),
-                "--preset",
-                "albert-tiny",
-                "--max-steps",
-                "2",
-                "--batch-size",
-                "4",
-                "--warmup-steps",
-                "1",
-                "--seed",
-                "1",
-            ]
-        )
-        == 0
-    )
+    assert main(pretrain_argv(tmp_path / "data", run, "--preset", "albert-tiny", "--max-steps", "2",
+                              "--batch-size", "4", "--warmup-steps", "1", "--seed", "1")) == 0  # fmt: skip
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "pretrain",
-                "--init-from",
-                str(run),
-                "--data",
-                str(tmp_path / "data-other"),
-                "--output",
-                str(tmp_path / "run2"),
-                "--preset",
-                "albert-tiny",
-                "--max-steps",
-                "2",
-            ]
-        )
-        == 1
-    )
+    argv = pretrain_argv(tmp_path / "data-other", tmp_path / "run2", "--init-from", str(run), "--preset",
+                         "albert-tiny", "--max-steps", "2")  # fmt: skip
+    assert main(argv) == 1
     assert "fingerprint" in capsys.readouterr().err
 
 
@@ -478,22 +426,8 @@ def test_damaged_compressed_text_names_the_file_and_the_offset_in_the_text(tmp_p
             err = capsys.readouterr().err
             assert message in err and name in err and "Traceback" not in err, (name, err)
             shutil.rmtree(out, ignore_errors=True)
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(tmp_path / "bad.txt.gz"),
-                "--skip-invalid-utf8",
-                "--vocab-size",
-                "27",
-                "--output",
-                str(tmp_path / "skipped"),
-            ]
-        )
-        == 0
-    )
+    assert main(tokenizer_argv(tmp_path / "bad.txt.gz", tmp_path / "skipped", "--skip-invalid-utf8",
+                               "--vocab-size", "27")) == 0  # fmt: skip
 
 
 def _tiny_tokenizer(tmp_path: Path) -> Path:
@@ -532,28 +466,8 @@ def test_json_lines_a_document_a_record_with_the_text_column(tmp_path, capsys) -
         d for b in plan_blocks([path], 1024) for d in iter_documents(b, "lines", stats, text_column="content")
     ]
     assert got == docs and stats.documents == len(docs)  # a record is a document, never joined or cut
-    assert (
-        main(
-            [
-                "data",
-                "create",
-                "--input",
-                str(path),
-                "--tokenizer",
-                str(tok),
-                "--output",
-                str(tmp_path / "d"),
-                "--text-field",
-                "content",
-                "--format",
-                "lines",
-                "--max-seq-length",
-                "32",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert main(data_argv(path, tok, tmp_path / "d", "--text-field", "content", "--format", "lines",
+                          "--max-seq-length", "32", "--no-progress")) == 0  # fmt: skip
     assert json.loads((tmp_path / "d" / "manifest.json").read_text())["config"]["text_column"] == "content"
     with pytest.raises(
         ValueError, match="line [0-9]+: no field 'text' \\(its fields: id, content\\); pass --text-column"
@@ -583,21 +497,7 @@ def test_parquet_rows_or_the_extra_to_install(tmp_path, capsys) -> None:
         for d in iter_documents(b, "lines", ReadStats(), text_column="body")
     ]
     assert got == [t.split("\n") for t in texts]
-    assert (
-        main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(path),
-                "--output",
-                str(tmp_path / "t"),
-                "--text-column",
-                "nope",
-            ]
-        )
-        == 1
-    )
+    assert main(tokenizer_argv(path, tmp_path / "t", "--text-column", "nope")) == 1
     assert "--text-column nope: no such column (columns: body, n)" in capsys.readouterr().err
     _train(
         [
@@ -667,49 +567,11 @@ def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
     _train(
         ["--input", str(corpus), "--language", lang, "--vocab-size", size, "--output", str(tmp_path / "tok")]
     )
-    assert (
-        main(
-            [
-                "data",
-                "create",
-                "--input",
-                str(corpus),
-                "--tokenizer",
-                str(tmp_path / "tok"),
-                "--output",
-                str(tmp_path / "data"),
-                "--max-seq-length",
-                "32",
-                "--eval-fraction",
-                "0.1",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert main(data_argv(corpus, tmp_path / "tok", tmp_path / "data", "--max-seq-length", "32",
+                          "--eval-fraction", "0.1", "--no-progress")) == 0  # fmt: skip
     run = tmp_path / "run"
-    assert (
-        main(
-            [
-                "pretrain",
-                "--data",
-                str(tmp_path / "data"),
-                "--output",
-                str(run),
-                "--preset",
-                "albert-tiny",
-                "--max-steps",
-                "3",
-                "--batch-size",
-                "4",
-                "--warmup-steps",
-                "1",
-                "--seed",
-                "2",
-            ]
-        )
-        == 0
-    )
+    assert main(pretrain_argv(tmp_path / "data", run, "--preset", "albert-tiny", "--max-steps", "3",
+                              "--batch-size", "4", "--warmup-steps", "1", "--seed", "2")) == 0  # fmt: skip
     tok = AlbertTokenizer.from_pretrained(run)  # the model folder keeps the language's rule
     assert (tok.do_lower_case, tok.keep_accents) == (LANGUAGES[lang].do_lower_case, True)
     # fine-tuning and prediction on text of the same script, the rule carried through
@@ -722,28 +584,8 @@ def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         )
     ft = tmp_path / "ft"
-    assert (
-        main(
-            [
-                "finetune",
-                "--task",
-                "classification",
-                "--model",
-                str(run),
-                "--data",
-                str(task),
-                "--output",
-                str(ft),
-                "--max-steps",
-                "2",
-                "--batch-size",
-                "8",
-                "--no-plot",
-                "-q",
-            ]
-        )
-        == 0
-    )
+    assert main(finetune_argv("classification", run, task, ft, "--max-steps", "2", "--batch-size", "8",
+                              "--no-plot", "-q")) == 0  # fmt: skip
     assert AlbertTokenizer.from_pretrained(ft / "best").keep_accents
     (tmp_path / "in.txt").write_text("\n".join(lines[30:33]) + "\n", encoding="utf-8")
     assert (

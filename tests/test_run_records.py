@@ -8,9 +8,9 @@ import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from test_pretrain import SyntheticData, tiny_run  # tests/ is on sys.path
+from worlds import labelled_rows
 
 from albert_lm.cli import main
 from albert_lm.model.card import CARD_MARK, is_model_card, model_card, write_model_card
@@ -26,16 +26,8 @@ USERS_README = "# My model\n\nNotes of my own.\n"
 @pytest.fixture(scope="module")
 def sentiment(tmp_path_factory) -> Path:
     """A two-label classification set in JSON Lines (train and dev)."""
-    data = tmp_path_factory.mktemp("sentiment")
-    rng = np.random.default_rng(0)
     words = {"pos": ["bala", "kemo", "fira"], "neg": ["dusa", "tovi", "ramu"]}
-    for split, n in (("train", 32), ("dev", 12)):
-        rows = []
-        for _ in range(n):
-            label = str(rng.choice(["pos", "neg"]))
-            rows.append(json.dumps({"text": " ".join(rng.choice(words[label], size=4)), "label": label}))
-        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
-    return data
+    return labelled_rows(tmp_path_factory.mktemp("sentiment"), words, {"train": 32, "dev": 12})
 
 
 def _finetune(model: Path, data: Path, out: Path, *extra: str) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from worlds import data_argv
 
 from albert_lm.cli import main
 from albert_lm.training.clock import LoopClock
@@ -120,28 +121,8 @@ def test_learning_rate_help_figures_are_computed(capsys):
 def sop_data(tmp_path_factory, tiny_corpus_and_tokenizer) -> Path:
     corpus, tok = tiny_corpus_and_tokenizer
     out = tmp_path_factory.mktemp("footgun") / "data"
-    assert (
-        main(
-            [
-                "data",
-                "create",
-                "--input",
-                str(corpus),
-                "--tokenizer",
-                str(tok),
-                "--output",
-                str(out),
-                "--max-seq-length",
-                "32",
-                "--dupe-factor",
-                "1",
-                "--workers",
-                "1",
-                "-q",
-            ]
-        )
-        == 0
-    )
+    assert main(data_argv(corpus, tok, out, "--max-seq-length", "32", "--dupe-factor", "1", "--workers", "1",
+                          "-q")) == 0  # fmt: skip
     return out
 
 
