@@ -91,6 +91,10 @@ class Distiller(Objective):
     def stats(self) -> tuple[str, ...]:  # type: ignore[override]
         return (*self.parts, "steps", "examples")
 
+    @property
+    def shown(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.parts
+
     def micro_batches(self, step: int) -> list[list[int]]:
         if self._epoch_batches is None or self._epoch_batches[0] != self.epoch:
             self._epoch_batches = (self.epoch, self.batches(self.epoch))
