@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -47,6 +48,18 @@ def all_reduce(t: torch.Tensor, d: DistInfo, op: Any = None) -> torch.Tensor:
     return t
 
 
+def slowest(d: DistInfo, device: torch.device) -> Callable[[float], float] | None:
+    """The time spent as all ranks agree on it, the slowest rank's (None in a single process)."""
+    if d.world == 1:
+        return None
+
+    def agree(elapsed_s: float) -> float:
+        spent = torch.tensor([elapsed_s], dtype=torch.float64, device=device)
+        return float(all_reduce(spent, d, dist.ReduceOp.MAX).item())
+
+    return agree
+
+
 def gather(obj: Any, d: DistInfo) -> list[Any]:
     if d.world == 1:
         return [obj]
@@ -74,3 +87,8 @@ class StopFlag:
     def restore(self) -> None:
         for s, h in self._previous.items():
             signal.signal(s, h)
+
+    def any_rank(self, d: DistInfo, device: torch.device) -> bool:
+        """Whether any rank got SIGTERM / SIGINT: all ranks agree, so they stop after the same step."""
+        flag = torch.tensor([float(self.signum is not None)], device=device)
+        return bool(all_reduce(flag, d, dist.ReduceOp.MAX).item())

@@ -41,7 +41,7 @@ from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import run_folder
 from albert_lm.training.clock import LoopClock
-from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather
+from albert_lm.training.distributed import DistInfo, StopFlag, all_reduce, gather, slowest
 from albert_lm.training.loop_settings import LoopSettings
 from albert_lm.training.monitor import MetricsLog, format_line
 from albert_lm.training.optim import NonFiniteLossError, clip_by_global_norm
@@ -325,26 +325,6 @@ def restore(obj: Objective, p: Progress, latest: Path) -> None:
 
 
 # --------------------------------------------------------------------------- the loop
-def _agree(obj: Objective) -> Callable[[float], float] | None:
-    """The time spent as all ranks agree on it: the slowest rank's."""
-    if obj.d.world == 1:
-        return None
-
-    def slowest(elapsed_s: float) -> float:
-        spent = torch.tensor([elapsed_s], dtype=torch.float64, device=obj.device)
-        return float(all_reduce(spent, obj.d, dist.ReduceOp.MAX).item())
-
-    return slowest
-
-
-def _stop_requested(stop: StopFlag | None, obj: Objective) -> bool:
-    """Whether any rank got SIGTERM / SIGINT: all ranks agree, so they stop after the same step."""
-    if stop is None:
-        return False
-    flag = torch.tensor([float(stop.signum is not None)], device=obj.device)
-    return bool(all_reduce(flag, obj.d, dist.ReduceOp.MAX).item())
-
-
 def train(
     obj: Objective, resume_from: Path | None = None, on_step: Callable[[int], None] | None = None
 ) -> LoopResult:
@@ -362,7 +342,7 @@ def train(
     clock = LoopClock(
         obj.name, step=p.step, total_steps=obj.total_steps, elapsed_s=p.elapsed_s, budget=budget,
         budget_s=getattr(obj.cfg, "time_budget_s", None), scheduler=obj.scheduler,
-        warmup_fraction=obj.warmup_fraction, main=obj.d.main, agree=_agree(obj),
+        warmup_fraction=obj.warmup_fraction, main=obj.d.main, agree=slowest(obj.d, obj.device),
         cpu=obj.device.type == "cpu", slow_advice=obj.slow_advice,
     )  # fmt: skip
     try:
@@ -395,7 +375,7 @@ def _run(
         last = _take_step(obj, p, scaler)
         if on_step is not None:
             on_step(p.step)
-        stopping = _stop_requested(stop, obj)
+        stopping = stop is not None and stop.any_rank(obj.d, obj.device)
         done = clock.tick(p.step)  # the last step when the time is gone
         p.elapsed_s = clock.elapsed_s
         if cadence.log(p.step, stopping or done):
