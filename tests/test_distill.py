@@ -206,6 +206,28 @@ def test_a_student_keeps_only_the_heads_it_trained(world, tmp_path, capsys):
     assert main(["fill-mask", "--model", str(mlm), "--input", str(tmp_path / "masked.txt"), "-q"]) == 0
 
 
+def test_an_fp16_student_halves_its_folder_and_loads_back_in_fp32(world, tmp_path):
+    """--save-precision fp16 writes the finished student in half precision (checkpoints stay fp32); albert-lm
+    and transformers read it back in fp32, with the vectors of the student it was."""
+    import transformers
+
+    from albert_lm.model.encoder import AlbertModel
+
+    full, half = tmp_path / "fp32", tmp_path / "fp16"
+    assert main(_general(world, full, "--max-steps", "2")) == 0
+    assert main(_general(world, half, "--max-steps", "2", "--save-precision", "fp16")) == 0
+    assert {t.dtype for t in load_file(half / "model.safetensors").values()} == {torch.float16}
+    assert {t.dtype for t in load_file(half / "checkpoint-2" / "model.safetensors").values()} == {torch.float32}
+    assert (half / "model.safetensors").stat().st_size < 0.6 * (full / "model.safetensors").stat().st_size
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    want = AlbertModel.from_pretrained(full).eval()(input_ids=ids).last_hidden_state
+    ours = AlbertModel.from_pretrained(half).eval()
+    theirs = transformers.AlbertModel.from_pretrained(half).eval()
+    assert {p.dtype for p in ours.parameters()} == {p.dtype for p in theirs.parameters()} == {torch.float32}
+    for model in (ours, theirs):
+        torch.testing.assert_close(model(input_ids=ids).last_hidden_state, want, atol=2e-2, rtol=2e-2)
+
+
 def test_cls_weight_teaches_the_pooled_cls_that_fine_tuning_reads(world, tmp_path):
     """Without --cls-weight the pooler (what a fine-tuned classifier reads) never moves from its random
     start; with it, the pooler is trained and its loss recorded."""

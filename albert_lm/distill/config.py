@@ -154,6 +154,9 @@ class GeneralDistillConfig(DistillCommon):
     sts: str | None = setting(None, group="teacher and data", resume=True)
     """STS-B dev.tsv (or its folder): zero-shot Spearman and Pearson of the student's mean-pooled
     cosines at each evaluation"""
+    save_precision: Literal["fp32", "fp16"] = setting("fp32", group="the student", resume=True)
+    """the finished student's weights on disk (checkpoints stay fp32): fp16 halves the folder, and every
+    loader reads the weights back in fp32"""
 
     @property
     def token_weights(self) -> bool:

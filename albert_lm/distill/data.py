@@ -18,6 +18,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,6 +36,7 @@ from albert_lm.data.unspaced import word_count
 from albert_lm.files import InputError
 from albert_lm.progress import progress_bar
 from albert_lm.tasks.glue import GLUE_TASKS, read_glue_tsv
+from albert_lm.tasks.metrics import pearson_spearman
 
 logger = logging.getLogger(__name__)
 
@@ -197,3 +199,21 @@ def read_sts(path: str | os.PathLike) -> tuple[list[str], list[str], np.ndarray]
         [e.text_b or "" for e in examples],
         np.array([float(e.label) for e in examples if e.label is not None], dtype=np.float64),
     )
+
+
+def sts_pairs(path: str | os.PathLike) -> dict[str, Any]:
+    """STS-B's sentences (each once), its pairs as row indices, its gold scores (read before the teacher
+    runs, so a bad file is named at once)."""
+    first, second, gold = read_sts(path)
+    sentences = sorted(set(first) | set(second))
+    row = {s: i for i, s in enumerate(sentences)}
+    pairs = [np.array([row[s] for s in side]) for side in (first, second)]
+    return {"sentences": sentences, "first": pairs[0], "second": pairs[1], "gold": gold}
+
+
+def sts_scores(vectors: np.ndarray, sts: dict[str, Any]) -> dict[str, float]:
+    """Spearman and Pearson (x1, as GLUE's STS-B metric) of the pairs' cosines against the gold scores."""
+    norm = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    a, b = norm[sts["first"]], norm[sts["second"]]
+    scores = pearson_spearman((a * b).sum(1).tolist(), sts["gold"].tolist())
+    return {"sts_spearman": scores["spearman"], "sts_pearson": scores["pearson"]}

@@ -26,6 +26,7 @@ own figures recorded once beside them, split "teacher" in metrics.jsonl).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -43,7 +44,15 @@ from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.data.wordpiece import WordPieceTokenizer, is_wordpiece_folder
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
 from albert_lm.distill.config import GeneralDistillConfig
-from albert_lm.distill.data import Encoded, Masker, collate_ids, held_out, read_sentences, read_sts
+from albert_lm.distill.data import (
+    Encoded,
+    Masker,
+    collate_ids,
+    held_out,
+    read_sentences,
+    sts_pairs,
+    sts_scores,
+)
 from albert_lm.distill.distiller import (
     CONFIG_FILE,
     Distiller,
@@ -70,7 +79,6 @@ from albert_lm.model.card import write_model_card
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.model.weights import write_weights
 from albert_lm.tasks.batches import length_bucketed_batches
-from albert_lm.tasks.metrics import pearson_spearman
 from albert_lm.training.loop import LoopResult, Progress
 
 logger = logging.getLogger(__name__)
@@ -276,7 +284,11 @@ class GeneralDistiller(Distiller):
         self.projection.load_state_dict(state["projection"])
 
     def complete(self, last: dict[str, Any]) -> dict[str, Any]:
-        trained_part(self.model, self.cfg.mlm_weight).save_pretrained(self.out)
+        saved = trained_part(self.model, self.cfg.mlm_weight)
+        if self.cfg.save_precision == "fp16":  # a copy: the student in memory stays fp32
+            saved = copy.deepcopy(saved).half()
+            saved.config.extra["dtype"] = "float32"  # transformers too loads it back in fp32
+        saved.save_pretrained(self.out)
         self.write_files(self.out)
         result = {
             **last, "student_parameters": self.model.albert.num_parameters(),
@@ -316,31 +328,7 @@ class GeneralDistiller(Distiller):
         write_model_card(self.out, title=title, made_by=made_by, scores=scores)
 
 
-def sts_scores(vectors: np.ndarray, sts: dict[str, Any]) -> dict[str, float]:
-    """Spearman and Pearson (x1, as GLUE's STS-B metric) of the pairs' cosines against the gold scores."""
-    norm = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    a, b = norm[sts["first"]], norm[sts["second"]]
-    scores = pearson_spearman((a * b).sum(1).tolist(), sts["gold"].tolist())
-    return {"sts_spearman": scores["spearman"], "sts_pearson": scores["pearson"]}
-
-
 # --------------------------------------------------------------------------- setting up
-def _read_sts(cfg: GeneralDistillConfig) -> dict[str, Any] | None:
-    """STS-B's sentences (each once), its pairs as row indices, its gold scores (read before the teacher
-    runs, so a bad file is named at once)."""
-    if not cfg.sts:
-        return None
-    first, second, gold = read_sts(cfg.sts)
-    sentences = sorted(set(first) | set(second))
-    row = {s: i for i, s in enumerate(sentences)}
-    return {
-        "sentences": sentences,
-        "first": np.array([row[s] for s in first]),
-        "second": np.array([row[s] for s in second]),
-        "gold": gold,
-    }
-
-
 def _teacher_sts(
     cfg: GeneralDistillConfig, teacher: SentenceTeacher, root: Path, sts: dict[str, Any]
 ) -> None:
@@ -392,7 +380,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         max_segments=cfg.max_segments,
         progress=progress,
     )
-    sts = _read_sts(cfg)
+    sts = sts_pairs(cfg.sts) if cfg.sts else None
     cache = TeacherCache(
         root,
         "sentence",
