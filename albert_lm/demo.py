@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import logging
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -309,7 +310,10 @@ def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) ->
 
     resume = latest_checkpoint(model_dir) is not None  # a rerun continues (or re-reports) the run
     cfg = PretrainConfig(**{**settings, "data": str(data_dir), "output": str(model_dir), "resume": resume})
-    return pretrain(cfg).metrics
+    result = pretrain(cfg, again=AGAIN)
+    if result.interrupted:  # nothing to report on a model half made: the next run goes on from its checkpoint
+        raise DemoStopped(result.signum or 15, result.step)
+    return result.metrics
 
 
 def probe(
@@ -432,6 +436,17 @@ def demo_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+AGAIN = "run `albert demo` again (the same --output) to continue from this step"
+
+
+class DemoStopped(Exception):
+    """A signal stopped the demo's pretraining (a checkpoint saved): there is no model to report on yet."""
+
+    def __init__(self, signum: int, step: int) -> None:
+        super().__init__(f"stopped at step {step} of pretraining; {AGAIN}")
+        self.signum = signum
+
+
 def run_demo_command(args: argparse.Namespace) -> int:
     """train a tokenizer and a 1.5M-parameter ALBERT on the bundled books (7 to 13 min on 2 CPU cores)
 
@@ -442,5 +457,9 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     files = [Path(t) for t in args.text] if args.text else None
-    run_demo(args.output, max_steps=args.max_steps, files=files, language=args.language)
+    try:
+        run_demo(args.output, max_steps=args.max_steps, files=files, language=args.language)
+    except DemoStopped as e:
+        print(f"albert demo: {e}", file=sys.stderr)
+        return 128 + e.signum  # as the shell reports a process its signal ended
     return 0

@@ -568,6 +568,34 @@ def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
     transformers.AlbertForPreTraining.from_pretrained(tmp_path / "model")
 
 
+def test_a_stopped_demo_says_to_run_it_again_and_reports_nothing(tmp_path, one_thread, monkeypatch, caplog):
+    """A signal during the demo's pretraining saves a checkpoint and ends the demo there: no report on a
+    model half made, and the way on is the demo's own (run it again), not pretraining's --resume."""
+    import argparse
+
+    from albert_lm import demo
+    from albert_lm.training import loop
+
+    take = loop._take_step
+
+    def step_then_signal(obj, progress, scaler):
+        last = take(obj, progress, scaler)
+        if progress.step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return last
+
+    monkeypatch.setattr(loop, "_take_step", step_then_signal)
+    one_book = sorted(demo.CORPUS_DIR.glob("Alger*.txt"))
+    with caplog.at_level("INFO"), pytest.raises(demo.DemoStopped, match="albert demo` again") as stopped:
+        demo.run_demo(tmp_path, max_steps=3, files=one_book, batch_size=4, vocab_size=1000)
+    assert stopped.value.signum == signal.SIGTERM
+    assert "albert demo` again" in caplog.text and "--resume" not in caplog.text
+    assert (tmp_path / "model" / "checkpoint-1").is_dir() and not (tmp_path / "demo_results.json").exists()
+    monkeypatch.setattr(demo, "run_demo", lambda *a, **k: (_ for _ in ()).throw(stopped.value))
+    args = argparse.Namespace(output=str(tmp_path), max_steps=None, text=None, language="en")
+    assert demo.run_demo_command(args) == 128 + signal.SIGTERM
+
+
 def test_cli_pretrain_config_file_plus_overrides(book_data, tmp_path, one_thread, capsys):
     from albert_lm.cli import main
 

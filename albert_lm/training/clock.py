@@ -121,11 +121,12 @@ class LoopClock:
         lambdas = getattr(self.scheduler, "lr_lambdas", [None])
         return lambdas[0] if isinstance(lambdas[0], TimeBudgetFactor) else None
 
-    def stopped(self, signum: int | None, step: int) -> None:
-        """The line of a run stopped by a signal (`signum` None: a signal on another rank)."""
+    def stopped(self, signum: int | None, step: int, again: str = "continue with --resume") -> None:
+        """The line of a run stopped by a signal (`signum` None: a signal on another rank), with the way
+        on (`again`)."""
         if self.main:
             name = signal.Signals(signum).name if signum else "a signal on another rank"
-            logger.info("%s stopped by %s at step %d; continue with --resume", self.what, name, step)
+            logger.info("%s stopped by %s at step %d; %s", self.what, name, step, again)
 
     def finished(self, step: int) -> None:
         """At the end of the loop: the line of a spent budget, and a warning where the run ended inside its

@@ -106,6 +106,7 @@ class Objective(abc.ABC):
     shown: tuple[str, ...] = ("loss",)  # the train record's numbers on the log line
     warmup_fraction: float = 0.1  # of a time budget too short for the warm-up (`LoopClock`)
     slow_advice: str | None = None  # what a CPU run of many hours is told to do instead
+    again: str = "continue with --resume"  # the way on, said when a signal stops the run
 
     @abc.abstractmethod
     def micro_batches(self, step: int) -> Sequence[Any]:
@@ -386,7 +387,7 @@ def _run(
             save(obj, p)
         if stopping:
             assert stop is not None
-            clock.stopped(stop.signum, p.step)
+            clock.stopped(stop.signum, p.step, obj.again)
             return LoopResult(obj.out, p.step, True, {}, stop.signum or signal.SIGTERM)
     clock.finished(p.step)
     evals = _evaluate(obj, p)

@@ -206,14 +206,18 @@ def pretrain(
     eval_dataset: Any = None,
     tokenizer: Any = None,
     on_step: Callable[[int], None] | None = None,
+    again: str | None = None,
 ) -> LoopResult:
     """Run (or resume) pretraining as `cfg` says; returns where it stopped.
 
     Data sets default to `PretrainingDataset(cfg.data, split=...)` and the data folder's tokenizer;
-    tests pass their own. `on_step(step)` runs on every rank after each optimizer step.
+    tests pass their own. `on_step(step)` runs on every rank after each optimizer step. `again`: the way
+    on said when a signal stops the run (default: --resume; `albert demo` says to run it again).
     """
     run = setup(cfg, train_dataset, eval_dataset, tokenizer)
+    objective = Pretraining(run)
+    objective.again = again or objective.again
     try:
-        return train(Pretraining(run), run.latest, on_step)
+        return train(objective, run.latest, on_step)
     finally:
         teardown(run, clean=sys.exc_info()[0] is None)
