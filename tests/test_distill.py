@@ -217,7 +217,9 @@ def test_an_fp16_student_halves_its_folder_and_loads_back_in_fp32(world, tmp_pat
     assert main(_general(world, full, "--max-steps", "2")) == 0
     assert main(_general(world, half, "--max-steps", "2", "--save-precision", "fp16")) == 0
     assert {t.dtype for t in load_file(half / "model.safetensors").values()} == {torch.float16}
-    assert {t.dtype for t in load_file(half / "checkpoint-2" / "model.safetensors").values()} == {torch.float32}
+    assert {t.dtype for t in load_file(half / "checkpoint-2" / "model.safetensors").values()} == {
+        torch.float32
+    }
     assert (half / "model.safetensors").stat().st_size < 0.6 * (full / "model.safetensors").stat().st_size
     ids = torch.tensor([[2, 10, 11, 12, 3]])
     want = AlbertModel.from_pretrained(full).eval()(input_ids=ids).last_hidden_state
