@@ -310,7 +310,7 @@ def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) ->
 
     resume = latest_checkpoint(model_dir) is not None  # a rerun continues (or re-reports) the run
     cfg = PretrainConfig(**{**settings, "data": str(data_dir), "output": str(model_dir), "resume": resume})
-    result = pretrain(cfg, again=AGAIN)
+    result = pretrain(cfg, again=AGAIN, slow_advice=SLOW_DEMO_ADVICE)
     if result.interrupted:  # nothing to report on a model half made: the next run goes on from its checkpoint
         raise DemoStopped(result.signum or 15, result.step)
     return result.metrics
@@ -437,6 +437,12 @@ def demo_options(p: argparse.ArgumentParser) -> None:
 
 
 AGAIN = "run `albert demo` again (the same --output) to continue from this step"
+# What a demo far slower than its 7 to 13 minutes is told (the clock says it a few steps in).
+SLOW_DEMO_ADVICE = (
+    "The demo's timing is an idle machine's: stop it (Ctrl-C; `albert demo` again continues from its last "
+    "checkpoint) and run it when the machine is free, or see the whole road quickly with `albert demo "
+    "--max-steps 200` (the same model, less trained)"
+)
 
 
 class DemoStopped(Exception):

@@ -58,6 +58,20 @@ def test_a_cpu_run_of_many_hours_says_so_and_names_the_recipe(caplog, cpu, steps
     assert ("--recipe cpu-1h" in caplog.text) == warned
 
 
+def test_a_long_run_says_the_time_left_again_at_the_pace_since(caplog):
+    """The time left is said a few steps in, then every five minutes at the pace since: a machine that
+    gets busy (the demo beside another job) is told so, not left with the first figure."""
+    clock = LoopClock("demo", step=0, total_steps=2500, cpu=True)
+    with caplog.at_level(logging.INFO):
+        for step in range(1, 113):
+            clock._clock -= 1.0 if step <= 12 else 4.0  # 1 s per step, then 4 s from step 13 on
+            clock.tick(step)
+    said = [r.getMessage() for r in caplog.records if "steps left" in r.getMessage()]
+    assert len(said) == 2, said  # at step 12, and 300 s later (75 slower steps)
+    assert "1.00 s per step: the 2488 steps left take about 41 minutes" in said[0]
+    assert "4.00 s per step: the 2413 steps left take about 2.7 hours" in said[1]
+
+
 def _budget_clock(budget_s: float, warmup: int, step: int = 0) -> LoopClock:
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.01)
     scheduler = build_time_budget_scheduler(optimizer, warmup)

@@ -6,8 +6,9 @@ A loop makes one `LoopClock` and calls `tick(step)` after each optimizer step; t
 - with `--time-budget`, the schedule's progress over that time (`optim.time_budget_spent`) and whether it
   is spent;
 - the progress bar: steps, or with a time budget the seconds of it (the step count is then only a cap);
-- the pace, measured once a few steps in: without a budget, how long the rest will take (and, where the
-  loop gives `slow_advice`, what to do instead of a run of many hours on a CPU); with a budget, whether the
+- the pace, measured a few steps in: without a budget, how long the rest will take, said again every five
+  minutes at the pace since (and once, where the loop gives `slow_advice`, what to do instead of a run of
+  many hours on a CPU); with a budget, whether the
   budget leaves the warm-up at all. A budget that ends inside the warm-up never reaches its peak rate, so
   the warm-up is shortened to `warmup_fraction` of the steps the budget allows, with a warning, as
   `optim.fit_warmup` does for `--max-steps`;
@@ -32,6 +33,7 @@ class LoopClock:
     """Time, progress and pace of one training loop (see the module's docstring)."""
 
     WARM, MEASURED = 2, 10  # steps skipped (first-step set-up), then steps timed for the pace
+    REFRESH_S = 300.0  # without a budget: the time left said again every 5 minutes, at the pace since
 
     def __init__(
         self,
@@ -54,6 +56,8 @@ class LoopClock:
         self.warmup_fraction, self.main, self.agree = warmup_fraction, main, agree
         self.cpu, self.slow_advice = cpu, slow_advice
         self.start, self.mark = step, elapsed_s
+        self._said: tuple[int, float] | None = None  # (step, elapsed_s) when the time left was last said
+        self._advised = False  # the slow-run advice is given once
         self.bar = progress_bar(
             show=main,
             total=round(budget_s) if budget_s else total_steps,
@@ -80,6 +84,9 @@ class LoopClock:
             self.mark = self.elapsed_s
         elif step == self.start + self.WARM + self.MEASURED:
             self._pace(step, (self.elapsed_s - self.mark) / self.MEASURED)
+        elif self._said is not None and self.elapsed_s - self._said[1] >= self.REFRESH_S:
+            # The pace of a long run changes (another job on the machine, evaluations): say it again.
+            self._hours_left(step, (self.elapsed_s - self._said[1]) / max(step - self._said[0], 1))
         return done
 
     def _pace(self, step: int, per_step: float) -> None:
@@ -107,12 +114,20 @@ class LoopClock:
         factor.warmup_steps = warmup
 
     def _hours_left(self, step: int, per_step: float) -> None:
+        self._said = (step, self.elapsed_s)
         if not self.main:
             return
         left = max(0, self.total_steps - step)
         hours = per_step * left / 3600
-        logger.info("%.2f s per step: the %d steps left take about %.1f hours here", per_step, left, hours)
-        if self.cpu and hours > 2 and self.slow_advice:
+        logger.info(
+            "%s: %.2f s per step: the %d steps left take about %s here",
+            self.what,
+            per_step,
+            left,
+            _hours(hours),
+        )
+        if self.cpu and hours > 2 and self.slow_advice and not self._advised:
+            self._advised = True
             logger.warning(
                 "at this pace the run takes about %.0f hours on this CPU. %s", hours, self.slow_advice
             )
@@ -162,6 +177,11 @@ class LoopClock:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def _hours(hours: float) -> str:
+    """A time left as a person says it: "12 minutes" under an hour, else "1.5 hours"."""
+    return f"{max(1, round(hours * 60))} minutes" if hours < 1 else f"{hours:.1f} hours"
 
 
 def run_length(steps: int, budget: str | None) -> str:

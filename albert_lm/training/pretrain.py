@@ -207,16 +207,19 @@ def pretrain(
     tokenizer: Any = None,
     on_step: Callable[[int], None] | None = None,
     again: str | None = None,
+    slow_advice: str | None = None,
 ) -> LoopResult:
     """Run (or resume) pretraining as `cfg` says; returns where it stopped.
 
     Data sets default to `PretrainingDataset(cfg.data, split=...)` and the data folder's tokenizer;
-    tests pass their own. `on_step(step)` runs on every rank after each optimizer step. `again`: the way
-    on said when a signal stops the run (default: --resume; `albert demo` says to run it again).
+    tests pass their own. `on_step(step)` runs on every rank after each optimizer step. What the run says
+    to its user, where a caller has its own options (`albert demo`): `again`, the way on when a signal
+    stops it (default: --resume), and `slow_advice`, what to do instead of a CPU run of many hours.
     """
     run = setup(cfg, train_dataset, eval_dataset, tokenizer)
     objective = Pretraining(run)
     objective.again = again or objective.again
+    objective.slow_advice = slow_advice or objective.slow_advice
     try:
         return train(objective, run.latest, on_step)
     finally:
