@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.data.masking import IGNORE_INDEX
-from albert_lm.files import write_json
+from albert_lm.files import read_json_object, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -373,6 +373,11 @@ def build_report(
         "more_probe_hits": sum(p["hit"] for p in more),
         "seconds": seconds,
         "threads": torch.get_num_threads(),
+        # What --precision auto chose here (pretrain_config.json records it): fp32 trains the same model on
+        # every machine; bf16, chosen where a CPU computes it fast, rounds differently.
+        "precision": read_json_object(out / "model" / "pretrain_config.json", "run settings").get(
+            "precision"
+        ),
     }
 
 
@@ -386,7 +391,9 @@ def format_report(r: dict) -> str:
         f"  fill-mask (expected word in the top 5 for {r['probe_hits']} of {len(r['probes'])} probes):",
         *(_probe_line(p) for p in r["probes"]),
         *_more_probe_lines(r["more_probes"]),
-        "  time  " + ", ".join(f"{k.removesuffix('_s')} {v:.0f}s" for k, v in r["seconds"].items()),
+        "  time  "
+        + ", ".join(f"{k.removesuffix('_s')} {v:.0f}s" for k, v in r["seconds"].items())
+        + f" ({r.get('threads')} threads, {r.get('precision')})",
         "",
     ]
     return "\n".join(lines)

@@ -563,6 +563,9 @@ def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
     assert len(report["more_probes"]) == 20 and all(len(p["top5"]) == 5 for p in report["more_probes"])
     assert report["more_probe_hits"] == sum(p["hit"] for p in report["more_probes"])
     assert "20 more probes" in format_report(report)
+    assert report["precision"] in ("fp32", "bf16") and f"threads, {report['precision']})" in format_report(
+        report
+    )
     assert json.loads((tmp_path / "demo_results.json").read_text())["settings"]["pretrain"]["max_steps"] == 3
     transformers = pytest.importorskip("transformers")
     transformers.AlbertForPreTraining.from_pretrained(tmp_path / "model")
