@@ -73,6 +73,22 @@ def test_auto_reads_wrapped_prose_as_paragraphs_and_a_sentence_per_line_as_lines
     assert f"{wrapped}: --format auto: paragraphs (wrapped prose" in said[0]
 
 
+def test_auto_on_many_files_says_their_formats_in_one_line(tmp_path, caplog):
+    """A folder of books is one line, not a line a book; each file's guess is there under --verbose."""
+    files = [_wrapped(tmp_path / f"book{i}.txt") for i in range(7)] + [_sentence_per_line(tmp_path / "l.txt")]
+    with caplog.at_level(logging.DEBUG, logger="albert_lm.data"):
+        input_formats(plan_blocks(files, 1 << 20), "auto")
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert said == [
+        "--format auto on 8 files: 7 paragraphs (wrapped prose, e.g. book0.txt); 1 lines (a sentence per "
+        "line, e.g. l.txt) (each file's with --verbose)"
+    ]
+    assert (
+        len([r for r in caplog.records if r.levelno == logging.DEBUG and "--format auto:" in r.getMessage()])
+        == 8
+    )
+
+
 def test_explicit_lines_on_wrapped_prose_warns_and_keeps_lines(tmp_path, caplog):
     wrapped = _wrapped(tmp_path / "wrapped.txt")
     lines = _sentence_per_line(tmp_path / "lines.txt")

@@ -130,6 +130,19 @@ def test_trained_model_has_albert_specials_and_normalization(tiny_tok: AlbertTok
     assert tiny_tok.tokenize("CAFÉ") == tiny_tok.tokenize("cafe")
 
 
+def test_a_long_training_says_how_far_it_is(tmp_path: Path, monkeypatch, caplog) -> None:
+    """Minutes of SentencePiece on a large text are not silent: a line every HEARTBEAT_S (here every poll)
+    with the lines read so far, then that SentencePiece chooses the pieces."""
+    from albert_lm.data import tokenizer_training
+
+    monkeypatch.setattr(tokenizer_training, "HEARTBEAT_S", 0.0)
+    (tmp_path / "a.txt").write_text("\n".join(_synthetic_lines(500, seed=1)), encoding="utf-8")
+    with caplog.at_level("INFO", logger="albert_lm.data.tokenizer_training"):
+        train_tokenizer([tmp_path / "a.txt"], tmp_path / "m", vocab_size=120, num_threads=1)
+    beats = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tokenizer: ")]
+    assert beats and all(" lines " in b and b.endswith(" s)") for b in beats), beats
+
+
 def test_training_is_reproducible(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("\n".join(_synthetic_lines(500, seed=1)), encoding="utf-8")
     a = train_tokenizer([tmp_path / "a.txt"], tmp_path / "m1", vocab_size=120, num_threads=1)

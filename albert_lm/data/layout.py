@@ -155,16 +155,17 @@ def input_formats(blocks: Sequence[Block], input_format: str, text_column: str =
         bodies[b.path] = (bodies.get(b.path, (b.start, b.end))[0], b.end)
     if input_format == "paragraphs":
         return dict.fromkeys(bodies, "paragraphs")
-    formats, prose = {}, []
+    formats, prose, guesses = {}, [], {}
     for path, (start, end) in bodies.items():
         guess = guess_format(path, start, end, text_column)
         if input_format == "auto":
-            logger.info("%s: --format auto: %s (%s)", path, guess.format, guess.reason)
+            guesses[path] = guess
             formats[path] = guess.format
         else:
             formats[path] = "lines"
             if guess.format != "lines":
                 prose.append(f"{path} ({guess.reason})")
+    _say_guesses(guesses)
     if prose:
         more = f" and {len(prose) - 3} more" if len(prose) > 3 else ""
         logger.warning(
@@ -176,3 +177,22 @@ def input_formats(blocks: Sequence[Block], input_format: str, text_column: str =
             more,
         )
     return formats
+
+
+SAID_ONE_BY_ONE = 5  # more input files than this: their formats in one line (each file's under --verbose)
+
+
+def _say_guesses(guesses: dict[str, FormatGuess]) -> None:
+    """The formats --format auto chose: a line a file for a few files, else one line that counts each
+    format and kind of reason (a folder of 250 books said in 250 lines hid everything else)."""
+    for path, guess in guesses.items():
+        level = logging.INFO if len(guesses) <= SAID_ONE_BY_ONE else logging.DEBUG
+        logger.log(level, "%s: --format auto: %s (%s)", path, guess.format, guess.reason)
+    if len(guesses) <= SAID_ONE_BY_ONE:
+        return
+    kinds: dict[tuple[str, str], list[str]] = {}
+    for path, guess in guesses.items():
+        kinds.setdefault((guess.format, guess.reason.split(":")[0]), []).append(Path(path).name)
+    counted = sorted(kinds.items(), key=lambda kv: -len(kv[1]))
+    said = "; ".join(f"{len(names)} {fmt} ({why}, e.g. {names[0]})" for (fmt, why), names in counted)
+    logger.info("--format auto on %d files: %s (each file's with --verbose)", len(guesses), said)

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,14 @@ _SPM_TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it 
 _SPM_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
-def _in_thread(work: Callable[[], object], halt: Callable[[], bool] | None = None) -> None:
+HEARTBEAT_S = 30.0  # a line this often while SentencePiece reads and trains (minutes on a large text)
+
+
+def _in_thread(
+    work: Callable[[], object],
+    halt: Callable[[], bool] | None = None,
+    heartbeat: Callable[[float], None] | None = None,
+) -> None:
     """Run `work` in a thread while this one waits: SentencePiece trains in C++ with the GIL released, so
     the main thread stays free to take Ctrl-C and SIGTERM (Python runs signal handlers only there, and not
     while it is inside a C++ call that can run for minutes). Its exception is raised here.
@@ -157,10 +165,14 @@ def _in_thread(work: Callable[[], object], halt: Callable[[], bool] | None = Non
             failure.append(e)
 
     worker = threading.Thread(target=run, name="sentencepiece", daemon=True)
+    start = said = time.monotonic()
     worker.start()
     try:
         while worker.is_alive():
             worker.join(0.2)
+            if heartbeat is not None and time.monotonic() - said >= HEARTBEAT_S:
+                said = time.monotonic()
+                heartbeat(said - start)
     except BaseException:
         if halt is not None and halt():
             worker.join(_STOP_WAIT_S)
@@ -182,6 +194,7 @@ def _train(
                 sentence_iterator=iter(sentences), model_writer=model, **settings
             ),
             sentences.halt,
+            sentences.say,
         )
     except RuntimeError as e:
         if sentences.error is not None:  # the reader's own error (bad input, Ctrl-C), not SentencePiece's
@@ -377,6 +390,11 @@ class _Sentences:
             raise
         finally:
             self.finished = True
+
+    def say(self, elapsed_s: float) -> None:
+        """The heartbeat of a long training: lines read so far, or that SentencePiece now builds the pieces."""
+        what = "all read; SentencePiece is choosing the pieces" if self.finished else "read so far"
+        logger.info("tokenizer: %d lines %s (%.0f s)", self.lines, what, elapsed_s)
 
     def halt(self) -> bool:
         """Stop the reading at its next line (called from another thread); whether it was still going."""
