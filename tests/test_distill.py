@@ -206,6 +206,21 @@ def test_a_student_keeps_only_the_heads_it_trained(world, tmp_path, capsys):
     assert main(["fill-mask", "--model", str(mlm), "--input", str(tmp_path / "masked.txt"), "-q"]) == 0
 
 
+def test_loading_a_teacher_prints_no_other_librarys_lines(world):
+    """A healthy install loads a teacher quietly: no torchao "Failed to load", no torch deprecation notes,
+    no transformers progress bar (a fresh process: the lines come once, at the first load)."""
+    code = (
+        "import logging, sys, torch; logging.basicConfig(level=logging.INFO)\n"
+        "from albert_lm.distill.teacher import SentenceTeacher\n"
+        f"SentenceTeacher({str(world.teacher)!r}, torch.device('cpu'), 8).model\n"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    said = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert said and all(ln.startswith("INFO:albert_lm.") for ln in said), said
+
+
 def test_an_fp16_student_halves_its_folder_and_loads_back_in_fp32(world, tmp_path):
     """--save-precision fp16 writes the finished student in half precision (checkpoints stay fp32); albert-lm
     and transformers read it back in fp32, with the vectors of the student it was."""

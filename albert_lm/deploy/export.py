@@ -66,7 +66,6 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.deploy.library_logs import quiet, verbose
 from albert_lm.deploy.loading import refuse_untrained_mlm
 from albert_lm.deploy.onnx_exit import exit_graphs
 from albert_lm.deploy.predict import NotFineTuned, model_task
@@ -74,6 +73,7 @@ from albert_lm.deploy.web_heads import head_model
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
 from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
+from albert_lm.library_logs import quiet, verbose
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.unpad import use_unpadding

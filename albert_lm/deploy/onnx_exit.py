@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from albert_lm.deploy.library_logs import quiet
 from albert_lm.kernels import linear as kernels
 from albert_lm.kernels.attention import padding_mask
+from albert_lm.library_logs import quiet
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitHeads, exit_count
 from albert_lm.model.heads import AlbertForSequenceClassification

@@ -58,8 +58,13 @@ from albert_lm.distill.teacher_files import (
     weights_file,
 )
 from albert_lm.files import InputError
+from albert_lm.library_logs import quiet
 
 logger = logging.getLogger(__name__)
+
+# What loading a transformers model prints on a healthy install, kept out of the user's terminal (-v shows
+# it): torchao's optional kernels ("Failed to load ... .so", "Detected no triton") and torch's notes on them.
+LOAD_NOISE = ("torchao", "torch.utils._pytree")
 
 forward_batches = 0  # the teacher forward passes this process ran (tests check a full cache runs none)
 
@@ -146,8 +151,13 @@ class _Teacher:
         cls = getattr(transformers, self.model_class)
         verbosity = transformers.utils.logging.get_verbosity()
         transformers.utils.logging.set_verbosity_error()  # its load report: what matters is refused below
+        bar = transformers.utils.logging.is_progress_bar_enabled()
+        transformers.utils.logging.disable_progress_bar()
         try:
-            with loading(weights, f"--teacher: {self.model_class} does not load the weights"):
+            with (
+                quiet(*LOAD_NOISE, root=False),
+                loading(weights, f"--teacher: {self.model_class} does not load the weights"),
+            ):
                 model, info = cls.from_pretrained(
                     self.folder,
                     config=self.hf_config,
@@ -157,6 +167,8 @@ class _Teacher:
                 )
         finally:
             transformers.utils.logging.set_verbosity(verbosity)
+            if bar:
+                transformers.utils.logging.enable_progress_bar()
         missing = sorted(
             k for k in info.get("missing_keys", ()) if not any(u in f".{k}" for u in self.unused_weights)
         )

@@ -1,6 +1,7 @@
-"""The log lines of the libraries an export runs (torch.onnx, onnxscript, ONNX Runtime's optimizer and
-quantizer), kept to errors unless the user asked for every library's log (`albert -v`). Both the ONNX
-export and its early-exit graphs quiet them here."""
+"""Other libraries' log lines, kept to errors unless the user asked for every library's log (`albert -v`):
+those an export runs (torch.onnx, onnxscript, ONNX Runtime's optimizer and quantizer: the ONNX export and
+its early-exit graphs) and those a teacher's load prints on a healthy install (torchao's optional kernels,
+torch's deprecation notes, transformers' progress bar)."""
 
 from __future__ import annotations
 
