@@ -33,6 +33,7 @@ def test_import_and_tokenizer_do_not_load_torch():
 STAGES = [
     "files",
     "progress",
+    "library_logs",
     "workers",
     "values",
     "settings",
