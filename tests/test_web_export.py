@@ -283,6 +283,26 @@ def test_embedding_page_matches_embed(models, browser, serve, tmp_path):
                 assert cosine(v, w) >= INT8_COSINE
 
 
+def test_a_page_opened_as_a_file_says_how_to_serve_it(models, browser, serve, tmp_path):
+    """Double-clicked (file://), the browser blocks the page's module script: the page says so and gives
+    the command that serves it, on 127.0.0.1, instead of waiting at "Loading the model..." for ever.
+    Served, it asks its folder for nothing it lacks (no favicon request)."""
+    out = export(models["student"], tmp_path / "web")
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto((out / "index.html").as_uri())
+    page.wait_for_function("document.body.dataset.state === 'error'", timeout=30_000)
+    said = page.text_content("#error")
+    assert "opened as a file" in said and f"python3 -m http.server --bind 127.0.0.1 -d '{out}' 8000" in said
+    assert page.text_content("#about") == "The model did not load." and page.is_disabled("#run")
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
+    page.goto(f"{serve(out)}index.html")
+    page.wait_for_function("document.body.dataset.state === 'ready'", timeout=60_000)
+    context.close()
+    assert not missing, missing
+
+
 # --------------------------------------------------------------------------- refusals (no browser)
 @pytest.fixture
 def fake_modules(tmp_path) -> Path:

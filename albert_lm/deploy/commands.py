@@ -151,7 +151,7 @@ def run_export(args: argparse.Namespace) -> int:
     anything is kept: fp32 outputs must be within --tolerance of PyTorch's, int8 at cosine >= 0.9.
     Needs the optional extra: pip install 'albert-lm[export]'.
 
-    --format web writes a folder to serve as it is (python -m http.server -d DIR): a page that
+    --format web writes a folder to serve as it is (python3 -m http.server --bind 127.0.0.1 -d DIR 8000): a page that
     classifies, fills masks or embeds in the browser, offline, with transformers.js and ONNX Runtime
     Web copied from --npm-modules (make web installs them); fp32 and int8 models, int8 loaded first."""
     cfg = load_settings(ExportConfig, args, ("model", "output"))
@@ -188,6 +188,6 @@ def _export_web(cfg: ExportConfig) -> int:
     print(
         f"{r.folder}: {r.task} page; max |ORT - PyTorch| {r.max_abs_diff:.2e}, int8 cosine "
         f"{r.int8_cosine:.5f}; int8 model {mib['int8']}, fp32 {mib['fp32']}, all files {mib['all']}; "
-        f"serve it: python -m http.server -d {r.folder}"
+        f"serve it: python3 -m http.server --bind 127.0.0.1 -d {r.folder} 8000, then open http://127.0.0.1:8000/"
     )
     return 0

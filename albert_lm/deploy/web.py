@@ -22,7 +22,8 @@ fills masks.
 The graphs are `export_onnx`'s (captured, checked in ONNX Runtime against PyTorch, int8 by ONNX Runtime's
 transformer optimizer and dynamic quantization); ONNX Runtime Web runs the int8 graph's fused ops
 (com.microsoft SkipLayerNormalization and FastGelu) too. The folder is filled under a temporary name
-and renamed. Serve it with any static server (`python -m http.server -d FOLDER`) and open the page.
+and renamed. Serve it with any static server (`python3 -m http.server --bind 127.0.0.1 -d FOLDER 8000`,
+then http://127.0.0.1:8000/) and open the page; opened as a file, the page says so.
 
 Every input is checked before anything is written, as the commands the page mirrors check it: the
 tokenizer against the model (`check_tokenizer_fits`, predict's, fill-mask's and embed's), a classifier's
