@@ -148,6 +148,17 @@ def test_predict_and_evaluate_exit_early_and_say_the_depth(tiny_exit_run, capsys
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 2 <= result["mean_depth"] <= 4 and result["exit_patience"] == 1 and "accuracy" in result
     assert result["rows_per_s"] > 0  # the model's speed under the rule
+    # beside it the full depth's, measured in the same run: its accuracy, its rate and the speed-up
+    assert {
+        "full_depth_accuracy",
+        "full_depth_rows_per_s",
+    } <= result.keys() and "full_depth_mean_depth" not in result
+    assert result["speedup"] == pytest.approx(result["rows_per_s"] / result["full_depth_rows_per_s"])
+    assert main(args) == 0  # without a rule: the rate to compare with, and nothing of early exit
+    plain = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert plain["rows_per_s"] > 0 and not any(
+        k.startswith(("full_depth", "speedup", "mean_depth")) for k in plain
+    )
     from albert_lm.deploy.api import Predictor
 
     rows = Predictor(best, device="cpu", depth=1).predict(["bala kemo", "fira"])
@@ -226,7 +237,7 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(tiny
 
 
 @pytest.mark.slow
-def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(tiny_exit_run, tmp_path):
+def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(tiny_exit_run, tmp_path, capsys):
     """`albert export` writes the embeddings and the shared layer as graphs of their own; the loop of
     docs/finetune.md, run as written on them, gives each row PyTorch's depth and probabilities."""
     pytest.importorskip("onnxruntime")
@@ -258,7 +269,9 @@ def test_onnx_exit_graphs_stop_each_row_where_pytorch_does(tiny_exit_run, tmp_pa
             i = int((m[7:17] - m[6:16]).argmax()) + 6  # the widest gap in the middle: no row near the line
             c.bias[1] -= (m[i] + m[i + 1]) / 2
     heads.save(best)
+    capsys.readouterr()
     assert main(["export", "--model", str(best), "--output", str(out), "--int8", "-q"]) == 0
+    assert "early-exit graphs in exit/" in capsys.readouterr().out  # the summary line says they are there
     spec = json.loads((out / "export.json").read_text())["early_exit"]
     assert spec["schedule"] == [0, 0, 0, 0] and spec["layers"] == ["exit/layer_0.onnx"]  # one file, 4 times
     assert spec["max_abs_diff_fp32"] <= 1e-4 and spec["int8_cosine"] >= 0.9

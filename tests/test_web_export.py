@@ -347,6 +347,17 @@ def test_missing_npm_modules_say_how_to_install(models, tmp_path, capsys, monkey
     assert not out.exists()
 
 
+def test_a_page_of_a_model_with_exit_heads_says_it_runs_every_layer(
+    tiny_exit_run, fake_modules, tmp_path, capsys
+):
+    """The page has no early exit: the summary says the model's exit heads are left out, not silently."""
+    out = tmp_path / "web"
+    best = tiny_exit_run / "run" / "best"
+    argv = ["export", "--format", "web", "--model", str(best), "--output", str(out), "--npm-modules"]
+    assert main([*argv, str(fake_modules), "-q"]) == 0
+    assert "exit heads are not in the page: it runs every layer" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "model, task, words",
     [

@@ -168,7 +168,10 @@ def run_export(args: argparse.Namespace) -> int:
         overwrite=cfg.overwrite,
     )
     int8 = f"; int8 cosine {r.int8_cosine:.5f}" if r.int8_cosine is not None else ""
-    print(f"{r.folder}: outputs {', '.join(r.outputs)}; max |ORT - PyTorch| {r.max_abs_diff:.2e}{int8}")
+    exits = "; early-exit graphs in exit/ (export.json says how to run them)" if r.early_exit else ""
+    print(
+        f"{r.folder}: outputs {', '.join(r.outputs)}; max |ORT - PyTorch| {r.max_abs_diff:.2e}{int8}{exits}"
+    )
     return 0
 
 
@@ -189,5 +192,6 @@ def _export_web(cfg: ExportConfig) -> int:
         f"{r.folder}: {r.task} page; max |ORT - PyTorch| {r.max_abs_diff:.2e}, int8 cosine "
         f"{r.int8_cosine:.5f}; int8 model {mib['int8']}, fp32 {mib['fp32']}, all files {mib['all']}; "
         f"serve it: python3 -m http.server --bind 127.0.0.1 -d {r.folder} 8000, then open http://127.0.0.1:8000/"
+        + ("; the model's exit heads are not in the page: it runs every layer" if r.exit_heads_left else "")
     )
     return 0

@@ -104,6 +104,7 @@ class ExportResult:
     outputs: list[str]
     max_abs_diff: float  # fp32 graph against PyTorch
     int8_cosine: float | None  # int8 graph against PyTorch fp32
+    early_exit: bool = False  # exit/ holds the early-exit graphs (a classifier fine-tuned with exit heads)
 
 
 def _needs(module: str) -> Any:
@@ -247,7 +248,7 @@ def _export_locked(
             + "\n"
         )
     logger.info("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
-    return ExportResult(out, names, diff, cosine)
+    return ExportResult(out, names, diff, cosine, bool(exit_entry))
 
 
 @contextlib.contextmanager

@@ -52,6 +52,7 @@ from albert_lm.deploy.web_tokenizer import write_web_tokenizer
 from albert_lm.files import atomic_folder, check_output_apart, read_json_object, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
+from albert_lm.model.early_exit import EXIT_FILE
 from albert_lm.runtime.finetuned import read_saved_settings
 from albert_lm.runtime.fits import check_head_fits
 
@@ -79,6 +80,7 @@ class WebExportResult:
     max_abs_diff: float  # fp32 graph against PyTorch (ONNX Runtime)
     int8_cosine: float | None  # int8 graph against PyTorch fp32
     sizes: dict[str, int]  # bytes: fp32 and int8 model files, the JavaScript, the whole folder
+    exit_heads_left: bool = False  # the model has exit heads; the page runs the full depth without them
 
 
 def choose_task(model_dir: Path, task: str | None) -> str:
@@ -136,7 +138,8 @@ def export_web(
         with atomic_folder(out) as tmp:
             result = _fill(model_dir, tmp, chosen, tokenizer, modules, opset, tolerance)
     logger.info("web export %s -> %s (%s)", model_dir, out, chosen)
-    return WebExportResult(out, chosen, result.max_abs_diff, result.int8_cosine, folder_sizes(out))
+    left = (model_dir / EXIT_FILE).is_file()
+    return WebExportResult(out, chosen, result.max_abs_diff, result.int8_cosine, folder_sizes(out), left)
 
 
 def checked_tokenizer(model_dir: Path, task: str) -> AlbertTokenizer:

@@ -96,9 +96,10 @@ def evaluate_sets(
     precision: str,
     *,
     finite: bool = False,
+    timed: bool = False,
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Metrics of every evaluation set (suffixed names) and the predictions per split; `finite` as
-    `run_model`'s."""
+    `run_model`'s. `timed` (and always under an exit rule): the model's rows per second, `rows_per_s`."""
     results: dict[str, float] = {}
     predictions: dict[str, Any] = {}
     for s in sets:
@@ -111,9 +112,10 @@ def evaluate_sets(
             continue
         for k, v in task.score(s.examples, preds).items():
             results[k + s.suffix] = v
-        if outputs and "depth" in outputs[0]:  # early exit: the layers a row used, on average
+        exits = bool(outputs) and "depth" in outputs[0]
+        if exits:  # early exit: the layers a row used, on average
             results["mean_depth" + s.suffix] = float(np.mean([int(o["depth"]) for o in outputs]))
-            # the model's own speed under the rule (features made before: tokenizing is not counted)
+        if exits or timed:  # the model's own speed (features made before: tokenizing is not counted)
             results["rows_per_s" + s.suffix] = len(outputs) / max(seconds, 1e-9)
     return results, predictions
 
@@ -179,8 +181,9 @@ def evaluate_model(
 ) -> dict[str, float]:
     """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`
     (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`).
-    `exit_rule`: `ExitRule`'s arguments, for a model fine-tuned with --exit-heads (the results then give
-    the layers each row used on average, `mean_depth`, and the model's rows per second, `rows_per_s`)."""
+    The results give the model's rows per second, `rows_per_s`. `exit_rule`: `ExitRule`'s arguments, for a
+    model fine-tuned with --exit-heads: the results then give the layers each row used on average,
+    `mean_depth`, and the full depth's metrics and rate beside them (`full_depth_*`, `speedup`)."""
     rule = ExitRule(**(exit_rule or {}))
     model_dir, data = _eval_inputs(model_dir, Path(data), batch_size, max_seq_length)
     if output:
@@ -205,9 +208,15 @@ def evaluate_model(
     precision = resolved_precision(precision, dev)
     model = model.to(dev)
     batch_size = required(cfg.eval_batch_size, "eval_batch_size")
+    pad = tokenizer.pad_token_id
     results, preds = evaluate_sets(
-        task, model, sets, batch_size, tokenizer.pad_token_id, dev, precision, finite=True
+        task, model, sets, batch_size, pad, dev, precision, finite=True, timed=True
     )
+    if model is not loaded:  # under an exit rule: the full depth beside it, so the saving is measured
+        full, _ = evaluate_sets(task, loaded, sets, batch_size, pad, dev, precision, finite=True, timed=True)
+        results.update({f"full_depth_{k}": v for k, v in full.items()})
+        for suffix in (s.suffix for s in sets):
+            results["speedup" + suffix] = results["rows_per_s" + suffix] / full["rows_per_s" + suffix]
     results.update({f"exit_{k}": v for k, v in (exit_rule or {}).items() if v is not None})
     if output:
         _write_evaluation(Path(output), task, sets, preds, results)
