@@ -166,7 +166,18 @@ class SuggestingParser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> typing.NoReturn:  # also "required: --from-tf" after a --form-tf
-        super().error(message + did_you_mean(self, getattr(self, "_typed", [])))
+        super().error(message + did_you_mean(self, getattr(self, "_typed", [])) + self._command_hint(message))
+
+    def _command_hint(self, message: str) -> str:
+        """ "; did you mean pretrain?" after `albert pretrian`'s invalid choice (a subcommand's name)."""
+        import difflib
+
+        bad = re.search(r"invalid choice: '?([^'\s]+)'?", message)
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if bad is None or not subs:
+            return ""
+        close = difflib.get_close_matches(bad[1], list(subs[0].choices), n=1)
+        return f"; did you mean {close[0]}?" if close else ""
 
 
 def did_you_mean(parser: argparse.ArgumentParser, typed: Iterable[str]) -> str:

@@ -94,6 +94,21 @@ def test_uncapped_finetune_records_the_full_dev_count_and_no_cap(tiny_pretrained
     assert f"| dev examples | {DEV_ROWS} |" in card
 
 
+def test_evaluate_takes_the_cap_and_says_what_it_evaluated(tiny_pretrained, glue, tmp_path, capsys):
+    """`albert evaluate --max-eval-examples`, as finetune takes it: the counts in its results."""
+    _finetune(tiny_pretrained, glue / "SST-2", tmp_path / "run")
+    args = ["evaluate", "--task", "sst2", "--model", str(tmp_path / "run" / "best"), "--data", str(glue / "SST-2"),
+            "--device", "cpu", "--precision", "fp32", "-q"]  # fmt: skip
+    capsys.readouterr()
+    assert main([*args, "--max-eval-examples", "5"]) == 0
+    capped = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert capped["eval_examples"] == {"dev": 5} and capped["max_eval_examples"] == 5
+    assert capped["eval_examples_in_file"] == {"dev": DEV_ROWS}
+    assert main(args) == 0
+    whole = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert whole["eval_examples"] == {"dev": DEV_ROWS} and "max_eval_examples" not in whole
+
+
 # --------------------------------------------------------------------------- glue
 def _finished_runs(cfg: GlueConfig, scores: dict[tuple[str, int], float]) -> list[tuple[str, float, int]]:
     """eval_results.json of finished runs (task, seed) -> score, at the config's one rate."""

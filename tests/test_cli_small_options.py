@@ -41,6 +41,15 @@ def test_a_misspelt_option_gets_a_suggestion(capsys, argv, hint):
     )  # the command's own usage
 
 
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [(["pretrian"], "did you mean pretrain?"), (["distill", "genral"], "did you mean general?")],
+)
+def test_a_misspelt_command_gets_a_suggestion(capsys, argv, hint):
+    assert hint in _refused(capsys, argv)
+    assert "did you mean" not in _refused(capsys, ["xyzzy"])  # nothing near: no guess
+
+
 def test_every_command_suggests_its_options(capsys):
     for words, parser in _commands().items():
         flag = next(s for a in parser._actions for s in a.option_strings if s.startswith("--") and len(s) > 7)

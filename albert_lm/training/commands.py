@@ -235,6 +235,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             precision=cfg.precision,
             overwrite=cfg.overwrite,
             exit_rule=cfg.exit_rule_values(),
+            max_eval_examples=cfg.max_eval_examples,
         )
     else:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")

@@ -178,10 +178,12 @@ def evaluate_model(
     precision: str = "auto",
     overwrite: bool = False,
     exit_rule: dict[str, Any] | None = None,
+    max_eval_examples: int | None = None,
 ) -> dict[str, float]:
     """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`
     (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`).
-    The results give the model's rows per second, `rows_per_s`. `exit_rule`: `ExitRule`'s arguments, for a
+    The results give the model's rows per second, `rows_per_s`, and the examples evaluated
+    (`eval_counts`; `max_eval_examples` caps each dev file). `exit_rule`: `ExitRule`'s arguments, for a
     model fine-tuned with --exit-heads: the results then give the layers each row used on average,
     `mean_depth`, and the full depth's metrics and rate beside them (`full_depth_*`, `speedup`)."""
     rule = ExitRule(**(exit_rule or {}))
@@ -202,7 +204,7 @@ def evaluate_model(
     loaded = load_for_task(task, model_dir, None)  # refuses a folder without a trained head, before reading
     check_head_fits(task, loaded.config, model_dir)
     model = with_exit_rule(loaded, model_dir, rule)
-    sets = eval_sets_of(task, data, tokenizer, max_seq_length, None, test=False)
+    sets = eval_sets_of(task, data, tokenizer, max_seq_length, max_eval_examples, test=False)
     if not sets:
         raise FileNotFoundError(f"no dev file for {task_name} under {data}")
     precision = resolved_precision(precision, dev)
@@ -218,6 +220,7 @@ def evaluate_model(
         for suffix in (s.suffix for s in sets):
             results["speedup" + suffix] = results["rows_per_s" + suffix] / full["rows_per_s" + suffix]
     results.update({f"exit_{k}": v for k, v in (exit_rule or {}).items() if v is not None})
+    results.update(eval_counts(sets, max_eval_examples))  # how many were evaluated, and the cap if it cut
     if output:
         _write_evaluation(Path(output), task, sets, preds, results)
     return results

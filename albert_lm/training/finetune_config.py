@@ -278,10 +278,14 @@ class EvaluateConfig(ExitSettings):
     """with --model: evaluation batch size"""
     max_seq_length: int | None = None
     """with --model: default: the task's"""
+    max_eval_examples: int | None = None
+    """with --model: evaluate the first N examples of each dev file (the counts are in the results; default:
+    all), as finetune and glue take it"""
     device: str = "auto"
     precision: Precision = "auto"
 
     def __post_init__(self) -> None:
         check_fields(self, "evaluate")
         device_name(self.device)
-        check_ranges(self, "evaluate", batch=("batch_size",), length=("max_seq_length",), count=EXIT_COUNTS)
+        counts = (*EXIT_COUNTS, "max_eval_examples")
+        check_ranges(self, "evaluate", batch=("batch_size",), length=("max_seq_length",), count=counts)
