@@ -181,3 +181,24 @@ def test_checker_finds_a_broken_link_and_anchor(tmp_path: Path, monkeypatch: pyt
     assert len(problems) == 4, problems
     assert any("missing.md" in p for p in problems) and any("#nowhere" in p for p in problems)
     assert any("i.png" in p for p in problems) and any("#own" in p for p in problems)
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """The README answers "should I use this, and what do I get" before any command: a short opening that
+    names the ready model and where every figure is; a few figures, each with the page that measured it
+    (the rest on docs/results.md); no dates (results pages carry them); a length a reader finishes."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    opening = text[: text.index("## Install")]
+    assert len(opening.split()) <= 300, "the opening is a screen, not a page"
+    assert "models/albert-minilm-small-en" in opening and "docs/results.md" in opening
+    section = text[text.index("## What you get") :]
+    rows = [
+        ln for ln in section[: section.index("\n## ")].splitlines() if ln.startswith("| ") and "---" not in ln
+    ]
+    assert 1 < len(rows) <= 8, "a handful of figures; the full table is docs/results.md"
+    assert all(re.search(r"\]\(docs/[a-z_]+\.md", row) for row in rows[1:]), "each figure links its page"
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), "dates belong to the results pages"
+    assert len(strip_fences(text).split()) <= 1500
+    assert "](results.md)" in (ROOT / "docs" / "index.md").read_text(
+        encoding="utf-8"
+    )  # the full table's page

@@ -3,9 +3,9 @@
 Every `albert ...` line of the README's code blocks (and of docs/released.md's offline conversion) parses
 with the command's own parser, so a renamed or removed option fails here before a user finds it. The ones
 that run offline in minutes run as written, in a folder of their own: the smoke test, the conversion of
-the release fixture and its fill-mask / embed, and workflow 2's tokenizer, data and pretraining on two of
-the package's five books (pretraining bounded by `--time-budget`, the one change: the recipe's hour). The rest
-need a download (a released model, GLUE) or hours.
+the release fixture and its fill-mask / embed, the quick start's ready model, and workflow 2's tokenizer,
+data and pretraining on two of the package's five books (pretraining bounded by `--time-budget`, the one
+change: the recipe's hour). The rest need a download (a released model, GLUE) or hours.
 """
 
 from __future__ import annotations
@@ -109,6 +109,14 @@ def test_the_offline_commands_run_as_written(tmp_path):
     _run(convert, tmp_path)
     for start in ("albert fill-mask --model runs/tiny-release", "albert embed --model runs/tiny-release"):
         assert '"line": 1' in _run(_find(released, start), tmp_path).stdout
+
+    # the quick start's ready model, as shipped in the clone
+    (tmp_path / "models").symlink_to(ROOT / "models", target_is_directory=True)
+    (tmp_path / "sentences.txt").write_text(
+        "A man is playing a guitar.\nThe sun is shining.\n", encoding="utf-8"
+    )
+    _run(_find(readme, "albert embed --model models/albert-minilm-small-en"), tmp_path)
+    assert (tmp_path / "vectors.npy").is_file()
 
     # workflow 2 on the package's five books
     books = tmp_path / "books"

@@ -195,3 +195,14 @@ def test_card_says_what_the_head_is_and_whether_transformers_reads_it(tiny_confi
     assert re.search(r"\| cross-layer sharing \| attention: attention blocks, one set shared by all", card)
     mc = tiny_config(extra={"architectures": ["AlbertForMultipleChoice"]})
     assert "pipeline_tag" not in model_card("race", {}, None, mc, "m")
+
+
+def test_a_card_names_the_kind_of_vocabulary_beside_the_weights(tiny_config, tmp_path):
+    """A student of its teacher's vocabulary carries a WordPiece vocab.txt, not a SentencePiece model."""
+    config = tiny_config()
+    for name, pieces in (("vocab.txt", "WordPiece"), ("spiece.model", "SentencePiece")):
+        folder = tmp_path / name
+        AlbertForPreTraining(config).save_pretrained(folder)
+        (folder / name).write_text("x\n")
+        card = write_model_card(folder, title="x", made_by={}).read_text()
+        assert f"| vocabulary | {config.vocab_size:,} {pieces} pieces |" in card

@@ -84,9 +84,13 @@ def write_model_card(
         logger.info("%s is not an albert-lm model card: kept as it is, no card written", card)
         return None
     config = config if config is not None else AlbertConfig.from_pretrained(folder)
+    # The tokenizer beside the weights: a WordPiece vocab.txt (a student of its teacher's vocabulary) or
+    # a SentencePiece model (albert-lm's own and google-research's).
+    wordpiece = (folder / "vocab.txt").is_file() and not (folder / "spiece.model").is_file()
     text = model_card(
-        title, made_by, scores, config, str(location if location is not None else folder), base_model
-    )
+        title, made_by, scores, config, str(location if location is not None else folder), base_model,
+        pieces="WordPiece" if wordpiece else "SentencePiece",
+    )  # fmt: skip
     return atomic_write(card, text)
 
 
@@ -97,14 +101,15 @@ def model_card(
     config: AlbertConfig,
     location: str,
     base_model: str | None = None,
+    pieces: str = "SentencePiece",
 ) -> str:
-    """The card's text (see `write_model_card`)."""
+    """The card's text (see `write_model_card`); `pieces`: the kind of its vocabulary."""
     architecture = _architecture(config)
     parts = [
         _front_matter(config, PIPELINE_TAGS.get(architecture), base_model),
         CARD_MARK,
         f"# {title}",
-        _model_section(config, architecture),
+        _model_section(config, architecture, pieces),
         "## How it was made\n\n" + _table(("setting", "value"), made_by.items()),
         _scores_section(scores),
         _usage_section(config, architecture, location),
@@ -145,7 +150,7 @@ def _sharing(config: AlbertConfig) -> str:
     return f"{config.sharing}: {_SHARED[config.sharing]}, {share} of the {layers} layers{inner}"
 
 
-def _model_section(config: AlbertConfig, architecture: str) -> str:
+def _model_section(config: AlbertConfig, architecture: str, pieces: str) -> str:
     params = count_parameters(config)
     rows = [
         ("architecture", f"ALBERT, `{architecture}`"),
@@ -157,7 +162,7 @@ def _model_section(config: AlbertConfig, architecture: str) -> str:
         ("attention heads", config.num_attention_heads),
         ("feed-forward size", config.intermediate_size),
         ("cross-layer sharing", _sharing(config)),
-        ("vocabulary", f"{config.vocab_size:,} SentencePiece pieces"),
+        ("vocabulary", f"{config.vocab_size:,} {pieces} pieces"),
         ("positions", config.max_position_embeddings),
         ("activation", config.hidden_act),
     ]  # fmt: skip
