@@ -146,6 +146,9 @@ class _OldSpelling(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+SHORT_USAGE_FROM = 8  # more optional options than this: a short usage line (SuggestingParser)
+
+
 class SuggestingParser(argparse.ArgumentParser):
     """An ArgumentParser (and so its subcommands' parsers) whose errors, exit code 2, name the option
     nearest one it does not know, of the command typed: `albert finetune --modle`: did you mean --model?"""
@@ -164,6 +167,25 @@ class SuggestingParser(argparse.ArgumentParser):
                 chosen = subs[0].choices[name]
             chosen.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
+
+    def format_usage(self) -> str:
+        self._shorten_usage()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._shorten_usage()
+        return super().format_help()
+
+    def _shorten_usage(self) -> None:
+        """A command of many options says `usage: albert pretrain [options]` with its required ones,
+        not twenty lines of every option in brackets (--help lists them, in groups, just below)."""
+        optional = [a for a in self._actions if a.option_strings and not a.required]
+        if self.usage is not None or len(optional) <= SHORT_USAGE_FROM:
+            return
+        needed = [a for a in self._actions if a.required or not a.option_strings]
+        words = [a.option_strings[0] + " " + str(a.metavar or a.dest.upper()) if a.option_strings
+                 else str(a.metavar or a.dest) for a in needed]  # fmt: skip
+        self.usage = " ".join(["%(prog)s", *words, "[options]"])
 
     def error(self, message: str) -> typing.NoReturn:  # also "required: --from-tf" after a --form-tf
         super().error(message + did_you_mean(self, getattr(self, "_typed", [])) + self._command_hint(message))
@@ -285,7 +307,7 @@ def add_options(
                 f"{cls.__name__}.{f.name}: type {hints[f.name]} has no command-line form; skip it"
             )
         default = f.default if f.default is not dataclasses.MISSING else None
-        text = help_of.get(f.name, docs.get(f.name, ""))
+        text = help_of.get(f.name, first_sentence(docs.get(f.name, "")))
         if default not in (None, False, "") and "(default" not in text and f.name not in required:
             text = f"{text} (default {default})" if text else f"default {default}"
         kw: dict[str, Any] = {"help": text.replace("%", "%%") or None, "dest": f.name}
@@ -297,6 +319,15 @@ def add_options(
             kw["metavar"] = metavar_of.get(f.name, _METAVARS.get(kind)) if not kw["choices"] else None
         kw.update(_presence(kw["help"], default, f.name in required, suppress))
         where.add_argument(flag_of.get(f.name, "--" + f.name.replace("_", "-")), **kw)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.)])\s+(?=[A-Z])")
+
+
+def first_sentence(doc: str) -> str:
+    """An option's help: the first sentence of its field's docstring (the rest explains, and --help is a
+    list to scan; the docs pages and the field itself keep all of it)."""
+    return _SENTENCE_END.split(doc, maxsplit=1)[0]
 
 
 def _presence(help_: str | None, default: Any, required: bool, suppress: bool) -> dict[str, Any]:

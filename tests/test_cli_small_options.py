@@ -150,3 +150,19 @@ def test_demo_prints_the_comma_piece_readably():
     )
     assert ",," not in line and ", ," not in line
     assert line.endswith('-> the, ",", ",", "\u2581", "."   (hit)')
+
+
+def test_help_is_a_list_to_scan():
+    """--help lists each option with the first sentence of its field's docstring (the rest stays in the
+    field and the docs), under a usage line that names the required options, not every option."""
+    from albert_lm.settings import first_sentence
+
+    for words, parser in _commands().items():
+        usage = parser.format_help().split("\n\n")[0]
+        assert len(usage.splitlines()) <= 3, (words, usage)
+    assert first_sentence("std at start (default: 0.02, as google-research). With E << H it...") == (
+        "std at start (default: 0.02, as google-research)."
+    )
+    assert first_sentence("stop after this much time (e.g. 10m, 1h); not bit-exact") == (
+        "stop after this much time (e.g. 10m, 1h); not bit-exact"
+    )
