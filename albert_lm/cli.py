@@ -28,7 +28,7 @@ from albert_lm.distill import commands as distill_commands
 from albert_lm.glue import commands as glue_commands
 from albert_lm.model import commands as model_commands
 from albert_lm.paper import commands as paper_commands
-from albert_lm.settings import SuggestingParser
+from albert_lm.parser import SuggestingParser
 from albert_lm.training import commands as training_commands
 
 Options = Callable[[argparse.ArgumentParser], None]

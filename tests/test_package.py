@@ -37,6 +37,7 @@ STAGES = [
     "workers",
     "values",
     "settings",
+    "parser",
     "hub",
     "data",
     "kernels",
