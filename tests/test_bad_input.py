@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import TINY_OVERRIDES as TINY
+from conftest import data_argv, made_up_text, tokenizer_argv
+from conftest import tiny_pretrain_argv as _pretrain
+from conftest import two_step_finetune_argv as _finetune
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from worlds import TINY_OVERRIDES as TINY
-from worlds import data_argv, made_up_text, tokenizer_argv
-from worlds import tiny_pretrain_argv as _pretrain
-from worlds import two_step_finetune_argv as _finetune
 
 from albert_lm.cli import main
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import blingfire
 import pytest
+from conftest import data_argv, tokenizer_argv
 from test_bad_input import folder_hash, refused
-from worlds import data_argv, tokenizer_argv
 
 from albert_lm.data.corpus import guess_format, input_formats, plan_blocks
 from albert_lm.data.examples import DataConfig

@@ -8,7 +8,7 @@ import random
 
 import pytest
 import torch
-from worlds import data_argv, finetune_argv, pretrain_argv, tokenizer_argv
+from conftest import data_argv, finetune_argv, pretrain_argv, tokenizer_argv
 
 from albert_lm import AlbertForPreTraining, AlbertForSequenceClassification, AlbertTokenizer
 from albert_lm.cli import main

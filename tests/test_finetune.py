@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from worlds import labelled_rows
+from conftest import labelled_rows
 
 from albert_lm import AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import made_up_text
 from test_bad_input import refused
-from worlds import made_up_text
 
 from albert_lm.cli import main
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import made_up_text
 from test_bad_input import folder_hash, refused
-from worlds import made_up_text
 
 from albert_lm.cli import main
 from albert_lm.data import shards

@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, finetune_argv
 from test_bad_input import refused
-from worlds import finetune_argv
 
 from albert_lm.cli import main
 from albert_lm.data.tokenizer_training import train_tokenizer

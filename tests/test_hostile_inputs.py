@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import finetune_argv
 from test_bad_input import refused
-from worlds import finetune_argv
 
 from albert_lm.cli import main
 from albert_lm.files import InputError

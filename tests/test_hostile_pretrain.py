@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_pretrain_argv as _pretrain
 from test_bad_input import refused
-from worlds import tiny_pretrain_argv as _pretrain
 
 from albert_lm.cli import main
 from albert_lm.files import InputError, atomic_write, check_output_apart, folder_lock, is_special_file

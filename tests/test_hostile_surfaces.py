@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import made_up_text
 from test_bad_input import refused
-from worlds import made_up_text
 
 import albert_lm.cli as cli
 from albert_lm.cli import main

@@ -21,9 +21,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_MODEL
+from conftest import TINY_BERT, TINY_MODEL, distill_general_argv, distill_task_argv
 from test_bad_input import refused
-from worlds import TINY_BERT, distill_general_argv, distill_task_argv
 
 from albert_lm.cli import main
 from albert_lm.distill import cache as distill_cache

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, pretrain_argv
 from test_bad_input import folder_hash, refused
-from worlds import pretrain_argv
 
 from albert_lm.cli import main
 from albert_lm.files import folder_lock

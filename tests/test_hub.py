@@ -19,8 +19,8 @@ import huggingface_hub
 import huggingface_hub.constants
 import pytest
 import torch
+from conftest import finetune_argv, labelled_rows, two_step_finetune_argv
 from safetensors.torch import load_file
-from worlds import finetune_argv, labelled_rows, two_step_finetune_argv
 
 from albert_lm.cli import main
 from albert_lm.hub import resolve_model

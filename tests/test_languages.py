@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from worlds import data_argv, finetune_argv, pretrain_argv, tokenizer_argv
+from conftest import data_argv, finetune_argv, pretrain_argv, tokenizer_argv
 
 from albert_lm.cli import main
 from albert_lm.data.corpus import (

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import labelled_rows
 from test_pretrain import SyntheticData, tiny_run  # tests/ is on sys.path
-from worlds import labelled_rows
 
 from albert_lm.cli import main
 from albert_lm.model.card import CARD_MARK, is_model_card, model_card, write_model_card

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import distill_task_argv, labelled_rows, two_step_finetune_argv
 from test_web_export import fake_modules  # noqa: F401 - a fixture: the npm files' stand-ins
-from worlds import distill_task_argv, labelled_rows, two_step_finetune_argv
 
 from albert_lm.cli import main
 from albert_lm.data.tokenizer import AlbertTokenizer

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from worlds import data_argv
+from conftest import data_argv
 
 from albert_lm.cli import main
 from albert_lm.training.clock import LoopClock
