@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 
 from albert_lm.paper.claims import CLAIMS
-from albert_lm.paper.config import ReproduceConfig
+from albert_lm.paper.config import SPEED, ReproduceConfig
 from albert_lm.settings import add_config_option, add_options, merge_settings, option_values
 
 
 def reproduce_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "claim", choices=list(CLAIMS), help="; ".join(f"{c.name}: {c.title}" for c in CLAIMS.values())
-    )
+    titles = [f"{c.name}: {c.title}" for c in CLAIMS.values()]
+    titles.append(f"{SPEED}: Table 2, training speed against BERT-large (random batches; no --data)")
+    p.add_argument("claim", choices=[*CLAIMS, SPEED], help="; ".join(titles))
     add_config_option(p, "reproduce")
     add_options(
         p,
         ReproduceConfig,
         skip=("claim", "model_overrides"),
-        required=("data",),
         suppress=True,
         metavars={"data": "DIR", "nsp_data": "DIR", "output": "DIR", "seeds": "LIST"},
     )
@@ -33,12 +32,14 @@ def reproduce_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
-    """reproduce one of the paper's ablations in small pretraining runs on your data
+    """reproduce one of the paper's ablations in small pretraining runs on your data, or its speed claim
 
     Pretrains each cell of the claim (its switch changed, everything else the recipe's, a time budget per
     cell, once per seed), scores all on the same held-out examples, and writes OUTPUT/CLAIM/results.json,
-    table.md (beside the paper's figures, with whether each direction reproduced) and CLAIM.png. An
-    interrupted run continues where it stopped when the command is given again."""
+    table.md (beside the paper's figures, with whether each direction reproduced) and CLAIM.png. `speed`
+    times Table 2's six models instead (a few pretraining steps of 512 tokens each, on one device, then
+    over --processes processes with DDP) and writes OUTPUT/speed/results.json and table.md. An interrupted
+    run continues where it stopped when the command is given again."""
     from albert_lm.paper.reproduce import reproduce
     from albert_lm.training.pretrain_config import PretrainConfig
 
@@ -46,7 +47,16 @@ def run_reproduce(args: argparse.Namespace) -> int:
     values.pop("model_overrides", None)  # the option's list of KEY=VALUE, not yet the field's object
     if args.model_overrides:  # typed ones win over a --config file's
         values["model_overrides"] = PretrainConfig.parse_overrides(args.model_overrides)
-    result = reproduce(merge_settings(ReproduceConfig, values, args.config, required=("data",)))
+    cfg = merge_settings(
+        ReproduceConfig, values, args.config, required=() if args.claim == SPEED else ("data",)
+    )
+    if cfg.claim == SPEED:
+        from albert_lm.paper.report import format_speed_table
+        from albert_lm.paper.speed_report import reproduce_speed
+
+        print(format_speed_table(reproduce_speed(cfg)))
+        return 0
+    result = reproduce(cfg)
     if result.get("waiting_for"):
         print(f"{result['claim']}: the cells given are done; waiting for {', '.join(result['waiting_for'])}")
         return 0

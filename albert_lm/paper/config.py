@@ -9,13 +9,18 @@ from typing import Any
 from albert_lm.paper.claims import CLAIMS
 from albert_lm.settings import check_fields, check_ranges, device_name, parse_duration, seed_list
 
+SPEED = "speed"  # Table 2's claim: measured on random batches (albert_lm/paper/speed_report.py), not cells
+PHASES = ("forward", "backward", "wait_clip", "update")  # of a timed step (albert_lm/paper/speed.py)
+SPEED_MODELS = ("bert-base", "bert-large", "albert-base", "albert-large", "albert-xlarge", "albert-xxlarge")
+
 
 @dataclass
 class ReproduceConfig:
     claim: str
     """the claim to reproduce (see albert_lm/paper/claims.py)"""
-    data: str
-    """`albert data create` folder (SOP examples): every cell trains on it and is scored on its held-out split"""
+    data: str | None = None
+    """`albert data create` folder (SOP examples): every cell trains on it and is scored on its held-out split
+    (every claim but speed, which trains on random batches)"""
     output: str = "runs/paper"
     """results go to OUTPUT/CLAIM (cells/NAME for each run, cells-seed-S/NAME for a seed S other than 1,
     results.json, table.md, CLAIM.png)"""
@@ -41,15 +46,36 @@ class ReproduceConfig:
     """held-out batches to score (default: the recipe's eval_batches)"""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N"""
+    processes: int = 2
+    """speed: the data-parallel processes of its second set of rows (torchrun; gloo on a CPU, NCCL on GPUs); 1
+    measures one device only"""
+    batch_size: int = 1
+    """speed: sequences per process and step (the paper's models at --seq-length tokens; raise it where memory
+    allows)"""
+    seq_length: int = 512
+    """speed: tokens per sequence (the paper's 512)"""
+    timed_steps: int = 2
+    """speed: timed pretraining steps per model, after one warm-up step"""
+    models: str = "bert-base,bert-large,albert-base,albert-large,albert-xlarge,albert-xxlarge"
+    """speed: Table 2's models to measure (presets, comma-separated; BERT-large is the reference)"""
+    bandwidths: str = "100,10,1"
+    """speed: interconnects to simulate, in Gbit/s (comma-separated)"""
+    precision: str = "auto"
+    """speed: auto (bf16 where this machine computes it fast), fp32, bf16 or fp16 (CUDA)"""
     overwrite: bool = False
     """train again the cells finished earlier with other data, tokenizer, model or settings than this run's
     (default: refuse, naming what differs)"""
 
     def __post_init__(self) -> None:
         check_fields(self)  # types first: a list of cells or a number for a time budget is named as such
-        if self.claim not in CLAIMS:
-            raise ValueError(f"claim {self.claim!r}: expected one of {', '.join(CLAIMS)}")
+        if self.claim not in (*CLAIMS, SPEED):
+            raise ValueError(f"claim {self.claim!r}: expected one of {', '.join((*CLAIMS, SPEED))}")
         device_name(self.device)
+        if self.claim == SPEED:
+            self._check_speed()
+            return
+        if not self.data:
+            raise ValueError(f"data: missing --data DIR: the {self.claim} claim pretrains on your examples")
         if self.seconds() * min(c.budget for c in CLAIMS[self.claim].cells) < 1:
             raise ValueError(f"time budget {self.time_budget}: gives a cell less than a second of training")
         check_ranges(
@@ -68,6 +94,34 @@ class ReproduceConfig:
         for name, folder in (("data", self.data), ("nsp_data", self.nsp_data)):
             if folder and not (Path(folder) / "manifest.json").is_file():
                 raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")
+
+    def _check_speed(self) -> None:
+        check_ranges(self, at_least_one=("processes", "batch_size", "seq_length", "timed_steps"))
+        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+            raise ValueError(f"precision {self.precision!r}: expected auto, fp32, bf16 or fp16")
+        unknown = [m for m in self.speed_configs() if m not in SPEED_MODELS]
+        if unknown or not self.speed_configs():
+            given = ", ".join(unknown) or "none given"
+            raise ValueError(f"models: {given}; expected some of {', '.join(SPEED_MODELS)}")
+        self.bandwidth_list()
+
+    def speed_configs(self) -> list[str]:
+        """The models of `models`, in order, each once."""
+        return list(dict.fromkeys(m.strip() for m in self.models.split(",") if m.strip()))
+
+    def bandwidth_list(self) -> list[float]:
+        """The bandwidths of `bandwidths` in Gbit/s (each > 0)."""
+        try:
+            values = [float(b) for b in self.bandwidths.split(",") if b.strip()]
+        except ValueError:
+            raise ValueError(
+                f"bandwidths {self.bandwidths!r}: expected numbers of Gbit/s, e.g. 100,10,1"
+            ) from None
+        if not values or min(values) <= 0:
+            raise ValueError(
+                f"bandwidths {self.bandwidths!r}: expected numbers of Gbit/s above 0, e.g. 100,10,1"
+            )
+        return values
 
     def seconds(self) -> float:
         """The time budget per cell in seconds."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import atomic_write
+from albert_lm.paper.config import PHASES
 
 logger = logging.getLogger(__name__)
 
@@ -109,3 +110,68 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
     fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
     return atomic_write(path, png.getvalue())
+
+
+def machine(device: Any) -> str:
+    """The machine a speed table was measured on, in one line (CPU or GPU, torch, the date)."""
+    import time
+
+    import torch
+
+    from albert_lm.kernels.hardware import cpu_info
+
+    chip = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_info().describe()
+    return f"{chip}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}"
+
+
+def _speed_rows(table: dict[str, Any], paper: dict[str, Any], processes: int) -> list[str]:
+    head = ["model", "parameters (paper)", "E", "dropout", "step s", "tokens/s", "speed", "paper",
+            "forward", "backward", "wait + clip", "update", "peak memory"]  # fmt: skip
+    if processes > 1:
+        head += ["gradients MiB", "all-reduce alone s", "step without sync s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, r in table.items():
+        if "error" in r:
+            lines.append(f"| {name} | {paper[name]['parameters']} | did not run: {r['error']} |")
+            continue
+        s = r["step"]
+        speed = f"{r['speedup']:.2f}x" if "speedup" in r else ""
+        row = [name, f"{r['parameters'] / 1e6:.1f}M ({paper[name]['parameters']})", str(r["embedding_size"]),
+               f"{r['dropout']:g}", f"{s['total']:.2f}", f"{r['tokens_per_s']:.0f}", speed,
+               f"{paper[name]['speedup']:.1f}x", *(f"{s[k]:.2f}" for k in PHASES),
+               f"{r['peak_memory_mib'] / 1024:.1f} GiB"]  # fmt: skip
+        if processes > 1:
+            row += [
+                f"{r['gradient_bytes'] / 2**20:.0f}",
+                f"{r['allreduce_s']:.2f}",
+                f"{r['local_step']['total']:.2f}",
+            ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def format_speed_table(result: dict[str, Any]) -> str:
+    """`albert reproduce speed`'s tables (one device, N processes, simulated bandwidths, other batches)."""
+    b, seq = result["batch"], result["seq"]
+    lines = [f"### Table 2: training speed ({result['machine']}; {result['precision']})", "",
+             f"Pretraining steps (MLM + SOP, LAMB) of {b} x {seq} tokens per process, the median of "
+             f"{result['steps']} timed steps after a warm-up; seconds per phase; speed = tokens per second "
+             f"against BERT-large's; peak memory of one process.", "",
+             f"One device ({result['threads']['1']} threads):", ""]  # fmt: skip
+    lines += _speed_rows(result["one_device"], result["paper"], 1)
+    n = result["processes"]
+    if "processes_table" in result:
+        lines += ["", f"{n} processes, DDP ({result['threads'][str(n)]} threads each):", ""]
+        lines += _speed_rows(result["processes_table"], result["paper"], n)
+    sim = result.get("simulated") or {}
+    if sim:
+        lines += ["", f"ALBERT-large / BERT-large with {n} processes on a slower interconnect (simulated):", "",
+                  "| Gbit/s | " + " | ".join(sim["ratios"]) + " |", "|---|" + "---|" * len(sim["ratios"]),
+                  "| speed | " + " | ".join(f"{v:.2f}x" for v in sim["ratios"].values()) + " |"]  # fmt: skip
+    if result.get("by_batch"):
+        lines += ["", "ALBERT-large / BERT-large on one device at other batches (from the measured phases):", "",
+                  "| sequences per step | " + " | ".join(result["by_batch"]) + " |",
+                  "|---|" + "---|" * len(result["by_batch"]),
+                  "| speed | " + " | ".join(f"{v:.2f}x" for v in result["by_batch"].values()) + " |"]  # fmt: skip
+    lines += [""] + [f"- {v}" for v in result["verdicts"]]
+    return "\n".join(lines)

@@ -226,7 +226,7 @@ def measure(cfg: ReproduceConfig, claim: Claim, runs: dict[int, dict[str, dict[s
     base = recipe(cfg.recipe)["pretrain"]
     batches = cfg.eval_batches or int(base.get("eval_batches", 100))
     batch_size = int(base.get("batch_size", 32))
-    sop = PretrainingDataset(cfg.data, "eval")
+    sop = PretrainingDataset(str(cfg.data), "eval")  # a cell claim: its config checked that data is given
     nsp = PretrainingDataset(cfg.nsp_data, "eval") if "sentence" in claim.measures and cfg.nsp_data else None
     majority = {}
     if nsp is not None:
