@@ -11,7 +11,13 @@ from albert_lm.paper.config import PHASES, ReproduceConfig
 from albert_lm.paper.speed_report import by_batch, ring_seconds, simulated, where_saved
 
 # Every model shrunk to two tiny layers (BERT keeps its E = 768 / 1024, ALBERT its E 128): seconds a row.
-TINY = ["hidden_size=32", "num_attention_heads=2", "intermediate_size=64", "num_hidden_layers=2", "vocab_size=500"]
+TINY = [
+    "hidden_size=32",
+    "num_attention_heads=2",
+    "intermediate_size=64",
+    "num_hidden_layers=2",
+    "vocab_size=500",
+]
 
 
 def _argv(out, *extra: str) -> list[str]:
@@ -54,7 +60,7 @@ def test_speed_measures_each_model_alone_and_over_two_processes(tmp_path, capsys
     stamps = [p.stat().st_mtime_ns for p in rows]
     assert main(_argv(tmp_path, "--processes", "2")) == 0
     assert [p.stat().st_mtime_ns for p in rows] == stamps
-    # Another setting measures again, beside: a row records what it measured.
+    # Other settings measure again (a row records what it measured); rows not asked for stay as they are.
     assert main(_argv(tmp_path, "--processes", "1", "--models", "albert-large", "--timed-steps", "1")) == 0
     again = json.loads((tmp_path / "speed" / "results.json").read_text())
     assert "processes_table" not in again and set(again["one_device"]) == {"albert-large"}

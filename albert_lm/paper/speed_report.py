@@ -55,6 +55,14 @@ def rows(cfg: ReproduceConfig, device: str, precision: str) -> list[Row]:
     """The rows to measure: every model on one device, then on `processes` processes."""
     cores = os.cpu_count() or 1
     counts = [1] if cfg.processes == 1 else [1, cfg.processes]
+    if device == "cuda" and cfg.processes > 1:
+        import torch
+
+        if torch.cuda.device_count() < cfg.processes:  # NCCL wants one GPU per process
+            logger.warning(
+                "%d processes on %d GPU(s): one device only", cfg.processes, torch.cuda.device_count()
+            )
+            counts = [1]
     return [
         Row(
             name,
@@ -236,7 +244,7 @@ def reproduce_speed(cfg: ReproduceConfig) -> dict[str, Any]:
             "threads": {str(n): todo[0].threads if n == 1 else todo[-1].threads for n in measured},
             "one_device": measured[1], "paper": {k: {"parameters": p, "speedup": s} for k, (p, s) in PAPER.items()},
         }  # fmt: skip
-        if cfg.processes > 1:
+        if cfg.processes in measured and cfg.processes > 1:
             result["processes_table"] = measured[cfg.processes]
             result["simulated"] = simulated(measured[cfg.processes], cfg.processes, cfg.bandwidth_list())
         result["by_batch"] = by_batch(measured[1], cfg.batch_size)
