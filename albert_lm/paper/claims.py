@@ -148,3 +148,15 @@ DEPTH = Claim(
 )
 
 CLAIMS: dict[str, Claim] = {c.name: c for c in (EMBEDDING, SHARING, SENTENCE, LAYERS, DROPOUT, DEPTH)}
+
+
+# Table 2 (`albert reproduce speed`, albert_lm/paper/speed_report.py): each model's parameters and its training
+# speed against BERT-large's by data throughput (TPUs, data parallel).
+SPEED_TABLE: dict[str, tuple[str, float]] = {
+    "bert-base": ("108M", 4.7),
+    "bert-large": ("334M", 1.0),
+    "albert-base": ("12M", 5.6),
+    "albert-large": ("18M", 1.7),
+    "albert-xlarge": ("60M", 0.6),
+    "albert-xxlarge": ("235M", 0.3),
+}

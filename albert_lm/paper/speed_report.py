@@ -33,20 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import atomic_write, folder_lock, read_json_object, write_json
+from albert_lm.paper.claims import SPEED_TABLE
 from albert_lm.paper.config import PHASES, ReproduceConfig
 from albert_lm.paper.speed import Row, median_phases
 
 logger = logging.getLogger(__name__)
-
-# Table 2: parameters and speedup over BERT-large by data throughput.
-PAPER = {
-    "bert-base": ("108M", 4.7),
-    "bert-large": ("334M", 1.0),
-    "albert-base": ("12M", 5.6),
-    "albert-large": ("18M", 1.7),
-    "albert-xlarge": ("60M", 0.6),
-    "albert-xxlarge": ("235M", 0.3),
-}
 REFERENCE, CLAIMED = "bert-large", "albert-large"
 CLAIM = 1.7
 
@@ -76,7 +67,7 @@ def rows(cfg: ReproduceConfig, device: str, precision: str) -> list[Row]:
             cfg.model_overrides,
         )
         for n in counts
-        for name in cfg.speed_configs()
+        for name in cfg.model_list()
     ]
 
 
@@ -198,9 +189,9 @@ def verdicts(result: dict[str, Any]) -> list[str]:
             }
             parts = ", ".join(f"{words[k]} {v:.0%}" for k, v in shares.items())
             out.append(f"where ALBERT-large's step saves time on one device: {parts}")
-        measured = [n for n in PAPER if "speedup" in one.get(n, {})]
+        measured = [n for n in SPEED_TABLE if "speedup" in one.get(n, {})]
         ours = sorted(measured, key=lambda n: -one[n]["speedup"])
-        paper = sorted(measured, key=lambda n: -PAPER[n][1])
+        paper = sorted(measured, key=lambda n: -SPEED_TABLE[n][1])
         out.append(f"{'reproduced' if ours == paper else 'NOT reproduced'}: the order by speed, "
                    f"{' > '.join(ours)} (paper: {' > '.join(paper)})")  # fmt: skip
     many, n = result.get("processes_table", {}), result["processes"]
@@ -242,7 +233,8 @@ def reproduce_speed(cfg: ReproduceConfig) -> dict[str, Any]:
             "claim": "speed", "machine": machine(device), "device": device.type, "precision": precision,
             "batch": cfg.batch_size, "seq": cfg.seq_length, "steps": cfg.timed_steps, "processes": cfg.processes,
             "threads": {str(n): todo[0].threads if n == 1 else todo[-1].threads for n in measured},
-            "one_device": measured[1], "paper": {k: {"parameters": p, "speedup": s} for k, (p, s) in PAPER.items()},
+            "one_device": measured[1],
+            "paper": {k: {"parameters": p, "speedup": s} for k, (p, s) in SPEED_TABLE.items()},
         }  # fmt: skip
         if cfg.processes in measured and cfg.processes > 1:
             result["processes_table"] = measured[cfg.processes]
