@@ -30,7 +30,7 @@ def _argv(out, *extra: str) -> list[str]:
 
 @pytest.mark.slow
 def test_speed_measures_each_model_alone_and_over_two_processes(tmp_path, capsys):
-    assert main(_argv(tmp_path, "--processes", "2")) == 0
+    assert main(_argv(tmp_path, "--workers", "2")) == 0
     result = json.loads((tmp_path / "speed" / "results.json").read_text())
     for table, processes in ((result["one_device"], 1), (result["processes_table"], 2)):
         assert set(table) == {"albert-large", "bert-large"}
@@ -58,10 +58,10 @@ def test_speed_measures_each_model_alone_and_over_two_processes(tmp_path, capsys
                                       "bert-large-p2.json"]  # fmt: skip
     # Given again, the command measures nothing: every row is kept (the files are not rewritten).
     stamps = [p.stat().st_mtime_ns for p in rows]
-    assert main(_argv(tmp_path, "--processes", "2")) == 0
+    assert main(_argv(tmp_path, "--workers", "2")) == 0
     assert [p.stat().st_mtime_ns for p in rows] == stamps
     # Other settings measure again (a row records what it measured); rows not asked for stay as they are.
-    assert main(_argv(tmp_path, "--processes", "1", "--models", "albert-large", "--timed-steps", "1")) == 0
+    assert main(_argv(tmp_path, "--workers", "1", "--models", "albert-large", "--timed-steps", "1")) == 0
     again = json.loads((tmp_path / "speed" / "results.json").read_text())
     assert "processes_table" not in again and set(again["one_device"]) == {"albert-large"}
     assert json.loads(rows[0].read_text())["row"]["steps"] == 1
@@ -109,8 +109,8 @@ def test_bad_speed_settings_are_clear_errors(tmp_path, capsys):
     for bad in ("0", "fast", "10,-1"):
         with pytest.raises(ValueError, match="bandwidths"):
             ReproduceConfig(claim="speed", bandwidths=bad)
-    with pytest.raises(ValueError, match="processes must be"):
-        ReproduceConfig(claim="speed", processes=0)
+    with pytest.raises(ValueError, match="workers must be"):
+        ReproduceConfig(claim="speed", workers=0)
     assert main(["reproduce", "sharing", "--output", str(tmp_path)]) == 1  # the cell claims need examples
     assert "missing --data" in capsys.readouterr().err
     assert not (tmp_path / "speed").exists()

@@ -38,7 +38,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     cell, once per seed), scores all on the same held-out examples, and writes OUTPUT/CLAIM/results.json,
     table.md (beside the paper's figures, with whether each direction reproduced) and CLAIM.png. `speed`
     times Table 2's six models instead (a few pretraining steps of 512 tokens each, on one device, then
-    over --processes processes with DDP) and writes OUTPUT/speed/results.json and table.md. An interrupted
+    over --workers processes with DDP) and writes OUTPUT/speed/results.json and table.md. An interrupted
     run continues where it stopped when the command is given again."""
     from albert_lm.paper.reproduce import reproduce
     from albert_lm.training.pretrain_config import PretrainConfig

@@ -45,9 +45,9 @@ class ReproduceConfig:
     """held-out batches to score (default: the recipe's eval_batches)"""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N"""
-    processes: int = 2
-    """speed: the data-parallel processes of its second set of rows (torchrun; gloo on a CPU, NCCL on GPUs); 1
-    measures one device only"""
+    workers: int = 2
+    """speed: the data-parallel processes (DDP workers) of its second set of rows (torchrun; gloo on a CPU,
+    NCCL on GPUs); 1 measures one device only"""
     batch_size: int = 1
     """speed: sequences per process and step (the paper's models at --seq-length tokens; raise it where memory
     allows)"""
@@ -95,7 +95,7 @@ class ReproduceConfig:
                 raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")
 
     def _check_speed(self) -> None:
-        check_ranges(self, at_least_one=("processes", "batch_size", "seq_length", "timed_steps"))
+        check_ranges(self, at_least_one=("workers", "batch_size", "seq_length", "timed_steps"))
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
             raise ValueError(f"precision {self.precision!r}: expected auto, fp32, bf16 or fp16")
         unknown = [m for m in self.model_list() if m not in SPEED_TABLE]

@@ -7,7 +7,7 @@ scales with the parameters: the optimizer's update over every weight and its two
 all-reduce between devices (18x fewer bytes), and the embedding (E 128 against 1024).
 
 Every row (albert_lm/paper/speed.py) runs in fresh processes: first each model on one device (all the
-threads of the machine), then each on `processes` processes with DDP (gloo on a CPU, NCCL on GPUs), the
+threads of the machine), then each on `workers` processes with DDP (gloo on a CPU, NCCL on GPUs), the
 threads shared out. A finished row is kept in OUTPUT/speed/rows/ and not measured again, so an interrupted
 command continues where it stopped. From the rows:
 
@@ -43,15 +43,15 @@ CLAIM = 1.7
 
 
 def rows(cfg: ReproduceConfig, device: str, precision: str) -> list[Row]:
-    """The rows to measure: every model on one device, then on `processes` processes."""
+    """The rows to measure: every model on one device, then on `workers` processes."""
     cores = os.cpu_count() or 1
-    counts = [1] if cfg.processes == 1 else [1, cfg.processes]
-    if device == "cuda" and cfg.processes > 1:
+    counts = [1] if cfg.workers == 1 else [1, cfg.workers]
+    if device == "cuda" and cfg.workers > 1:
         import torch
 
-        if torch.cuda.device_count() < cfg.processes:  # NCCL wants one GPU per process
+        if torch.cuda.device_count() < cfg.workers:  # NCCL wants one GPU per process
             logger.warning(
-                "%d processes on %d GPU(s): one device only", cfg.processes, torch.cuda.device_count()
+                "%d processes on %d GPU(s): one device only", cfg.workers, torch.cuda.device_count()
             )
             counts = [1]
     return [
@@ -231,14 +231,14 @@ def reproduce_speed(cfg: ReproduceConfig) -> dict[str, Any]:
             relative(table)
         result: dict[str, Any] = {
             "claim": "speed", "machine": machine(device), "device": device.type, "precision": precision,
-            "batch": cfg.batch_size, "seq": cfg.seq_length, "steps": cfg.timed_steps, "processes": cfg.processes,
+            "batch": cfg.batch_size, "seq": cfg.seq_length, "steps": cfg.timed_steps, "processes": cfg.workers,
             "threads": {str(n): todo[0].threads if n == 1 else todo[-1].threads for n in measured},
             "one_device": measured[1],
             "paper": {k: {"parameters": p, "speedup": s} for k, (p, s) in SPEED_TABLE.items()},
         }  # fmt: skip
-        if cfg.processes in measured and cfg.processes > 1:
-            result["processes_table"] = measured[cfg.processes]
-            result["simulated"] = simulated(measured[cfg.processes], cfg.processes, cfg.bandwidth_list())
+        if cfg.workers in measured and cfg.workers > 1:
+            result["processes_table"] = measured[cfg.workers]
+            result["simulated"] = simulated(measured[cfg.workers], cfg.workers, cfg.bandwidth_list())
         result["by_batch"] = by_batch(measured[1], cfg.batch_size)
         result["verdicts"] = verdicts(result)
         write_json(out / "results.json", result)
