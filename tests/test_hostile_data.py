@@ -320,7 +320,9 @@ def test_more_hostile_cases(kit, tmp_path, capsys) -> None:
 def test_sigterm_mid_run_then_rerun(kit, tmp_path) -> None:
     """Stopped mid-run: exit 143, no worker traceback; the same command then finishes the data."""
     big = tmp_path / "big.txt"
-    big.write_text(kit["c0"].read_text() * 30)
+    # About 7 MB: a few seconds of work, so the signal a second in lands mid-run. At 1.8 MB a fast 2-core
+    # machine had finished and was exiting, past its handler, when the signal came (-15).
+    big.write_text(kit["c0"].read_text() * 120)
     argv = [
         sys.executable,
         "-m",
