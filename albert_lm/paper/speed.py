@@ -128,49 +128,54 @@ def _peak_memory_mib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def measure(row: Row) -> dict[str, Any]:
-    """Time `row` in this process (one rank of it under torchrun); every rank returns its figures."""
+def _pretraining(row: Row, device: torch.device, rank: int, world: int):
+    """The row's model (seeded), and one timed `albert pretrain` step of it, with DDP over `world` ranks:
+    `step(sync)` gives the step's phases; `sync=False` skips the gradients' all-reduce (`no_sync`)."""
     from albert_lm.bench.workloads import pretraining_batch
-    from albert_lm.kernels.device import pick_device
     from albert_lm.model.config import AlbertConfig
     from albert_lm.model.heads import AlbertForPreTraining
-    from albert_lm.training.distributed import gather, init_distributed
     from albert_lm.training.loop import train_step
     from albert_lm.training.loop_settings import LoopSettings
     from albert_lm.training.objective import PretrainingObjective
     from albert_lm.training.optim import build_optimizer
 
-    if row.device == "cpu":
-        torch.set_num_threads(row.threads)
-    device = pick_device(row.device)
-    d = init_distributed(device, timeout_s=3600.0)
     torch.manual_seed(0)
     shape = {"vocab_size": VOCAB, "max_position_embeddings": max(512, row.seq), **row.overrides}
     config = AlbertConfig.from_preset(row.config, **shape)
     model = AlbertForPreTraining(config).to(device).train()
     objective = PretrainingObjective(model, "sop")
     module: torch.nn.Module = objective
-    if d.world > 1:
+    if world > 1:
         module = torch.nn.parallel.DistributedDataParallel(
             objective, device_ids=[device.index] if device.type == "cuda" else None
         )
     optimizer = build_optimizer(model, "lamb", lr=1e-5)  # a small rate: random batches, finite losses
     settings = LoopSettings(precision=row.precision)  # type: ignore[arg-type]
-    data = {
-        k: v.to(device)
-        for k, v in pretraining_batch(config.vocab_size, row.batch, row.seq, seed=d.rank).items()
-    }
+    batch = pretraining_batch(config.vocab_size, row.batch, row.seq, seed=rank)
+    data = {k: v.to(device) for k, v in batch.items()}
     clock = StepClock(model, optimizer, device)
 
     def step(sync: bool) -> dict[str, float]:
-        local = d.world > 1 and not sync
-        with module.no_sync() if local else contextlib.nullcontext():  # type: ignore[operator]
+        with contextlib.nullcontext() if sync or world == 1 else module.no_sync():  # type: ignore[operator]
             return clock.timed(
                 lambda: train_step(
                     module, optimizer, None, [data], settings, device, loss=clock.forward(module)
                 )
             )
 
+    return config, model, step
+
+
+def measure(row: Row) -> dict[str, Any]:
+    """Time `row` in this process (one rank of it under torchrun); every rank returns its figures."""
+    from albert_lm.kernels.device import pick_device
+    from albert_lm.training.distributed import gather, init_distributed
+
+    if row.device == "cpu":
+        torch.set_num_threads(row.threads)
+    device = pick_device(row.device)
+    d = init_distributed(device, timeout_s=3600.0)
+    config, model, step = _pretraining(row, device, d.rank, d.world)
     warmup = step(True)
     synced, local = [], []
     for _ in range(row.steps):
@@ -179,7 +184,8 @@ def measure(row: Row) -> dict[str, Any]:
             local.append(step(False))
     trained = [p for p in model.parameters() if p.requires_grad]
     gradient_bytes = sum(p.numel() * p.element_size() for p in trained)
-    out = {
+    peak = _peak_memory_mib(device)
+    return {
         "row": asdict(row),
         "rank": d.rank,
         "world": d.world,
@@ -190,13 +196,10 @@ def measure(row: Row) -> dict[str, Any]:
         "steps": synced,
         "local_steps": local,
         "allreduce_s": _allreduce_seconds(gradient_bytes, device) if d.world > 1 else None,
-        "peak_memory_mib": _peak_memory_mib(device),
+        "peak_memory_mib": max(gather(peak, d)),  # the largest process's
         "dropout": config.hidden_dropout_prob,
         "embedding_size": config.embedding_size,
     }
-    if d.world > 1:  # the largest process's
-        out["peak_memory_mib"] = max(gather(out["peak_memory_mib"], d))
-    return out
 
 
 def main(argv: list[str]) -> int:
