@@ -63,6 +63,7 @@ def main() -> None:
     p.add_argument("--max-eval-examples", type=int, default=None, help="quick runs only: not GLUE's dev")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--no-save", action="store_true", help="write the dev scores only, not the model")
+    p.add_argument("--bf16", action="store_true", help="the Trainer's bf16 autocast (bf16 CPUs, GPUs)")
     args = p.parse_args()
 
     import transformers
@@ -101,6 +102,8 @@ def main() -> None:
         save_strategy="no",
         logging_steps=100,
         seed=args.seed,
+        bf16=args.bf16,
+        use_cpu=not torch.cuda.is_available(),  # the Trainer asks for it before bf16 on a CPU
         report_to=[],
     )
     trainer = transformers.Trainer(

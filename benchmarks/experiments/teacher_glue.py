@@ -29,7 +29,7 @@ from albert_lm.glue.report import format_table, summarize
 HERE = Path(__file__).resolve().parent
 
 
-def finetune(cfg: GlueConfig, teacher: str, job: tuple[str, float, int], threads: int) -> int:
+def finetune(cfg: GlueConfig, teacher: str, job: tuple[str, float, int], threads: int, bf16: bool) -> int:
     """One fine-tuning run of the teacher, its log beside its scores; 0 when it finished."""
     task, rate, seed = job
     folder = run_folder(cfg, task, rate, seed)
@@ -42,6 +42,8 @@ def finetune(cfg: GlueConfig, teacher: str, job: tuple[str, float, int], threads
         "--learning-rate", f"{rate:g}", "--seed", str(seed), "--epochs", f"{cfg.epochs:g}",
         "--batch-size", str(cfg.batch_size), "--max-seq-length", str(cfg.max_seq_length),
     ]  # fmt: skip
+    if bf16:
+        command.append("--bf16")
     for option, value in (
         ("--max-train-examples", cfg.max_train_examples),
         ("--max-eval-examples", cfg.max_eval_examples),
@@ -79,6 +81,7 @@ def main() -> None:
     p.add_argument("--max-eval-examples", type=int, default=None, help="rehearsals only: not GLUE's dev")
     p.add_argument("--workers", type=int, default=4, help="runs at a time")
     p.add_argument("--threads", type=int, default=2, help="CPU threads per run")
+    p.add_argument("--bf16", action="store_true", help="each run under the Trainer's bf16 autocast")
     args = p.parse_args()
     try:
         cfg = GlueConfig(
@@ -98,7 +101,7 @@ def main() -> None:
         p.error(str(e))
     jobs = [(t, r, s) for t in cfg.task_list() for r in cfg.rates() for s in cfg.seed_list()]
     with ThreadPoolExecutor(args.workers) as pool:
-        codes = list(pool.map(lambda job: finetune(cfg, args.model, job, args.threads), jobs))
+        codes = list(pool.map(lambda job: finetune(cfg, args.model, job, args.threads, args.bf16), jobs))
     if any(codes):
         sys.exit(f"{sum(1 for c in codes if c)} of {len(jobs)} runs failed; run again to redo only those")
     result = summarize(cfg, jobs)
