@@ -712,6 +712,47 @@ def test_a_student_of_the_teachers_tokens_learns_token_by_token(world, tmp_path,
     assert transformers.AlbertConfig.from_pretrained(out).vocab_size == len(theirs)
 
 
+def test_token_cache_gives_the_live_teachers_losses_and_runs_no_teacher_in_a_step(
+    world, tmp_path, monkeypatch
+):
+    """--token-cache: the teacher's token outputs are computed once into the cache, the losses of the
+    first step are the live teacher's (fp16 rounding apart), and a second run reads the cache alone."""
+    from albert_lm.distill.token_level import TeacherTokens
+
+    base = ["--tokenizer", "teacher", "--token-relation-weight", "1", "--token-hidden-weight", "1",
+            "--max-steps", "4", "--eval-every", "4", "--log-every", "1"]  # fmt: skip
+    runs = {}
+    for name, extra in (("live", []), ("cached", ["--token-cache"])):
+        assert main(_general(world, tmp_path / name, *base, *extra)) == 0
+        records = [json.loads(ln) for ln in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        runs[name] = [r for r in records if r["split"] in ("train", "eval")]
+    entries = [p for p in world.cache.iterdir() if p.name.startswith("tokens-")]
+    assert len(entries) == 1 and json.loads((entries[0] / "meta.json").read_text())["rows"] == 400
+    first = {name: next(r for r in rs if r["split"] == "train") for name, rs in runs.items()}
+    for loss in ("token_relation_loss", "token_hidden_loss", "embedding_loss"):
+        assert first["cached"][loss] == pytest.approx(first["live"][loss], rel=2e-2, abs=1e-4), loss
+    assert first["live"]["token_hidden_loss"] > 0.05  # a loss worth comparing, not zero on both sides
+
+    def no_teacher(*args, **kwargs):
+        raise AssertionError("the teacher ran in a step though its token outputs are cached")
+
+    monkeypatch.setattr(TeacherTokens, "__call__", no_teacher)
+    assert main(_general(world, tmp_path / "again", *base, "--token-cache")) == 0
+    assert (tmp_path / "again" / "model.safetensors").is_file()
+
+
+def test_token_cache_is_refused_where_it_cannot_serve(world, tmp_path, capsys):
+    out = tmp_path / "out"
+    _refused(
+        _general(world, out, "--tokenizer", "teacher", "--token-cache"),
+        out,
+        capsys,
+        "--token-relation-weight",
+    )
+    _refused(_general(world, out, "--tokenizer", "teacher", "--token-hidden-weight", "1", "--token-cache",
+                      "--mlm-weight", "0.5"), out, capsys, "--mlm-weight")  # fmt: skip
+
+
 def test_token_level_losses_need_the_teachers_tokens(world, tmp_path, capsys):
     out = tmp_path / "out"
     _refused(_general(world, out, "--token-relation-weight", "1"), out, capsys, "--tokenizer teacher")

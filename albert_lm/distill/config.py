@@ -141,6 +141,10 @@ class GeneralDistillConfig(DistillCommon):
     token_hidden_weight: float = setting(0.0, group="losses")
     """weight of the last layer's per-token states (1 - cosine, through the projection) against the
     teacher's; needs --tokenizer teacher; 0: off"""
+    token_cache: bool = setting(False, group="losses", resume=True)
+    """with the token-level losses: the teacher's last-layer Q, K, V and states of every sentence computed
+    once into the teacher cache (fp16, max_seq_length x 4 x its width per sentence: 2.9 GB for 15,000
+    sentences of 64 pieces at width 384), so a step runs the student alone; not with --mlm-weight"""
     relation_heads: int = setting(0, group="losses")
     """relation heads R of --token-relation-weight (dividing both widths); 0: the largest R <= 16 that does"""
     mlm_weight: float = setting(0.0, group="losses")
@@ -191,6 +195,13 @@ class GeneralDistillConfig(DistillCommon):
             raise ValueError(
                 "every loss weight is 0: give --embedding-weight, --relation-weight, --token-relation-weight, "
                 "--token-hidden-weight or --mlm-weight"
+            )
+        if self.token_cache and not self.token_weights:
+            raise ValueError("--token-cache: only with --token-relation-weight or --token-hidden-weight")
+        if self.token_cache and self.mlm_weight:
+            raise ValueError(
+                "--token-cache: not with --mlm-weight (the cached teacher read the sentences unmasked, "
+                "and the masks change every step)"
             )
         if self.mlm_weight and not self.masked_lm_prob:
             raise ValueError("--mlm-weight needs --masked-lm-prob above 0")

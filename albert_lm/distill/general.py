@@ -12,7 +12,8 @@ The losses (each with its weight; docs/distill.md says why the defaults are what
   then noise for (a) and (b), as dropout would be);
 - (d) token level, for a student that reads the teacher's tokens (`--tokenizer teacher`): the last
   layer's self-attention relations and per-token states against the teacher's, which runs on the same
-  ids in each step (`albert_lm.distill.token_level`).
+  ids in each step, or once per sentence into the teacher cache with --token-cache
+  (`albert_lm.distill.token_level`).
 
 The projection is not part of the student: it is saved beside it as distill_head.safetensors (weight
 (D, H), bias (D,)), for users who want vectors in the teacher's space; the model folder itself is an
@@ -64,8 +65,10 @@ from albert_lm.distill.student import build_student, student_config, student_tok
 from albert_lm.distill.teacher import SentenceTeacher
 from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.distill.token_level import (
+    CachedTeacherTokens,
     StudentQKV,
     TeacherTokens,
+    cached_token_teacher,
     hidden_loss,
     padded_forward,
     relation_heads,
@@ -134,7 +137,7 @@ class GeneralDistiller(Distiller):
         text: _Text,
         sts: dict[str, Any] | None,
         teacher: dict[str, Any],
-        token_teacher: TeacherTokens | None = None,
+        token_teacher: TeacherTokens | CachedTeacherTokens | None = None,
     ) -> None:
         self.cfg, self.out, self.device, self.precision = cfg, out, device, precision
         self.tokenizer, self.model, self.text, self.sts, self.teacher = tokenizer, model, text, sts, teacher
@@ -205,7 +208,7 @@ class GeneralDistiller(Distiller):
             c = embedding_loss(self.projection(cls), target, cfg.embedding_loss) + relation_loss(cls, target)
             total, parts["cls_loss"] = total + cfg.cls_weight * c, float(c.detach())
         if self.token_teacher is not None:  # the teacher on the same ids (masked too, with --mlm-weight)
-            t = self.token_teacher(inputs["input_ids"].to(dev), mask)
+            t = self.token_teacher(inputs["input_ids"].to(dev), mask, batch)
             if cfg.token_relation_weight:
                 r = torch.stack(
                     [
@@ -371,7 +374,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
     precision = resolve_precision(cfg.precision, device)[0]
     teacher = SentenceTeacher(cfg.teacher, device, cfg.teacher_batch_size)
     mc = student_config(cfg, tokenizer.vocab_size, teacher.hf_config)
-    token_teacher = _token_teacher(cfg, teacher, tokenizer)  # refused before anything is written
+    live = _token_teacher(cfg, teacher, tokenizer)  # refused before anything is written
     sentences = read_sentences(
         cfg.text,
         cfg.input_format,
@@ -393,6 +396,10 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
     targets = cached_teacher_outputs(
         cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences], "teacher", progress=progress
     )
+    token_teacher: TeacherTokens | CachedTeacherTokens | None = live
+    if live is not None and cfg.token_cache:  # the teacher's token outputs once, not in each step
+        where = (root, teacher.fingerprint, cfg.teacher_batch_size)
+        token_teacher = cached_token_teacher(live, tokenizer, sentences, where, cfg.max_seq_length, progress)
     if sts is not None:
         _teacher_sts(cfg, teacher, root, sts)
     text = _Text(sentences, held_out(sentences, cfg.eval_segments), Encoded.of(tokenizer, sentences), targets)

@@ -2,8 +2,10 @@
 from every token, not one vector per sentence.
 
 Two losses, both from one teacher pass over the student's own input ids (the same ids: the vocabulary
-is the teacher's, so no alignment is needed), run in the training step (the teacher's per-token states
-are too large to cache: 15,000 sentences of 40 tokens are 1.4 GB of Q, K and V in fp16):
+is the teacher's, so no alignment is needed). The pass runs in each training step, or once per sentence
+into the teacher cache (`--token-cache`, `cached_token_teacher`): a step then reads the sentence's
+padded rows and runs the student alone, at the cost of disk (max_seq_length x 4 x the teacher's width
+fp16 values per sentence, 196 KB at 64 pieces and width 384):
 
 - self-attention relations (MiniLMv2, Wang et al. 2021): of the last layer, the scaled dot products
   among the queries, among the keys and among the values, each split into R relation heads (R divides
@@ -21,16 +23,23 @@ encoders are refused with the reason).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs
+from albert_lm.distill.data import Encoded, collate_ids
 from albert_lm.model.heads import AlbertForPreTraining
+
+logger = logging.getLogger(__name__)
 
 MAX_RELATION_HEADS = 16
 
@@ -111,7 +120,10 @@ class TeacherTokens:
             layer.register_forward_hook(lambda m, a, out, i=i: self.caught.__setitem__(i, out))
 
     @torch.no_grad()
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    def __call__(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows: Any = None
+    ) -> dict[str, torch.Tensor]:
+        """The teacher's q, k, v and hidden (each (B, S, W)); `rows` (the sentences' indices) unused."""
         self.caught.clear()
         out = self.model(
             input_ids=input_ids,
@@ -126,6 +138,69 @@ class TeacherTokens:
         }
 
 
+PARTS = ("q", "k", "v", "hidden")
+
+
+class CachedTeacherTokens:
+    """The same outputs as `TeacherTokens`, read from the teacher cache by sentence index: the rows hold
+    each sentence's (seq, 4, W) values padded to the student's max_seq_length, cut to the batch's width."""
+
+    def __init__(self, values: np.ndarray, seq: int, width: int) -> None:
+        self.values, self.seq, self.width = values, seq, width
+
+    def __call__(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows: Any
+    ) -> dict[str, torch.Tensor]:
+        b, s = input_ids.shape
+        packed = np.asarray(self.values[np.asarray(rows)], dtype=np.float32).reshape(
+            b, self.seq, 4, self.width
+        )
+        states = torch.from_numpy(packed[:, :s]).to(input_ids.device)
+        return {name: states[:, :, i] for i, name in enumerate(PARTS)}
+
+
+def cached_token_teacher(
+    live: TeacherTokens,
+    tokenizer: AlbertTokenizer,
+    sentences: list[str],
+    cache: tuple[str | Any, str, int],
+    max_seq_length: int,
+    progress: bool = True,
+) -> CachedTeacherTokens:
+    """The teacher's token outputs for every sentence, filled once into the cache entry of
+    cache = (root, teacher fingerprint, batch size) and read from it after; the student's ids of each
+    sentence are made as the training step makes them ([CLS] pieces [SEP], cut at max_seq_length)."""
+    root, fingerprint, batch_size = cache
+    seq, width = max_seq_length, live.width
+    limit = seq - 2
+    entry = TeacherCache(
+        root, "tokens", fingerprint, sentences, seq * 4 * width, "float16",
+        {"what": f"last-layer q, k, v and states of the student's ids, {seq} pieces"},
+    )  # fmt: skip
+    logger.info(
+        "teacher tokens: %d sentences x %d pieces x 4 x %d in fp16, %.2f GB in %s",
+        len(sentences), seq, width, len(sentences) * seq * 4 * width * 2 / 1e9, entry.folder,
+    )  # fmt: skip
+
+    def compute(texts: list[str]) -> np.ndarray:
+        encoded = Encoded.of(tokenizer, texts)
+        t = tokenizer
+        inputs = collate_ids(
+            [encoded.row(i, limit) for i in range(len(texts))], t.cls_token_id, t.sep_token_id, t.pad_token_id
+        )
+        device = next(live.model.parameters()).device
+        out = live(inputs["input_ids"].to(device), inputs["attention_mask"].to(device))
+        states = torch.stack([out[name].float() for name in PARTS], dim=2).cpu().numpy()  # (B, S, 4, W)
+        packed = np.zeros((len(texts), seq, 4, width), dtype=np.float32)
+        packed[:, : states.shape[1]] = states
+        return packed.reshape(len(texts), -1)
+
+    values = cached_teacher_outputs(
+        entry, compute, batch_size, [len(s) for s in sentences], "teacher tokens", progress=progress
+    )
+    return CachedTeacherTokens(values, seq, width)
+
+
 @contextmanager
 def padded_forward(on: bool) -> Iterator[None]:
     """The student's forward padded (not unpadded) while token-level losses read its Q, K, V."""
@@ -138,4 +213,13 @@ def padded_forward(on: bool) -> Iterator[None]:
         yield
 
 
-__all__ = ["StudentQKV", "TeacherTokens", "hidden_loss", "padded_forward", "relation_heads", "relation_kl"]
+__all__ = [
+    "CachedTeacherTokens",
+    "StudentQKV",
+    "TeacherTokens",
+    "cached_token_teacher",
+    "hidden_loss",
+    "padded_forward",
+    "relation_heads",
+    "relation_kl",
+]
