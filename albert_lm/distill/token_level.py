@@ -27,6 +27,7 @@ import logging
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -163,7 +164,7 @@ def cached_token_teacher(
     live: TeacherTokens,
     tokenizer: AlbertTokenizer,
     sentences: list[str],
-    cache: tuple[str | Any, str, int],
+    cache: tuple[Path, str, int],
     max_seq_length: int,
     progress: bool = True,
 ) -> CachedTeacherTokens:
