@@ -384,18 +384,7 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         progress=progress,
     )
     sts = sts_pairs(cfg.sts) if cfg.sts else None
-    cache = TeacherCache(
-        root,
-        "sentence",
-        teacher.fingerprint,
-        sentences,
-        teacher.dim,
-        "float16",
-        {"teacher": cfg.teacher, "what": "pooled sentence vectors", "files": cfg.text},
-    )
-    targets = cached_teacher_outputs(
-        cache, teacher, cfg.teacher_batch_size, [len(s) for s in sentences], "teacher", progress=progress
-    )
+    targets = _sentence_targets(cfg, root, teacher, sentences, progress)
     token_teacher: TeacherTokens | CachedTeacherTokens | None = live
     if live is not None and cfg.token_cache:  # the teacher's token outputs once, not in each step
         where = (root, teacher.fingerprint, cfg.teacher_batch_size)
@@ -420,6 +409,19 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         if latest is None and sts is not None:
             _record_teacher(out, sts["teacher"])
         return distill(d, latest)
+
+
+def _sentence_targets(
+    cfg: GeneralDistillConfig, root: Path, teacher: SentenceTeacher, sentences: list[str], progress: bool
+) -> np.ndarray:
+    """The teacher's pooled vector of every sentence, (N, D) fp16, from the teacher cache (filled first
+    where rows are missing)."""
+    what = {"teacher": cfg.teacher, "what": "pooled sentence vectors", "files": cfg.text}
+    cache = TeacherCache(root, "sentence", teacher.fingerprint, sentences, teacher.dim, "float16", what)
+    lengths = [len(s) for s in sentences]
+    return cached_teacher_outputs(
+        cache, teacher, cfg.teacher_batch_size, lengths, "teacher", progress=progress
+    )
 
 
 def _token_teacher(

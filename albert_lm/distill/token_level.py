@@ -153,10 +153,9 @@ class CachedTeacherTokens:
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows: Any
     ) -> dict[str, torch.Tensor]:
         b, s = input_ids.shape
-        packed = np.asarray(self.values[np.asarray(rows)], dtype=np.float32).reshape(
-            b, self.seq, 4, self.width
-        )
-        states = torch.from_numpy(packed[:, :s]).to(input_ids.device)
+        packed = self.values[np.asarray(rows)].reshape(b, self.seq, 4, self.width)
+        # only the batch's own width converted to fp32: the rows are padded to max_seq_length
+        states = torch.from_numpy(packed[:, :s].astype(np.float32)).to(input_ids.device)
         return {name: states[:, :, i] for i, name in enumerate(PARTS)}
 
 
