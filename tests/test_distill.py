@@ -776,8 +776,8 @@ def test_relations_are_zero_for_the_same_vectors_and_ignore_padding():
 
 
 def test_task_recipe_sets_what_taught_every_glue_task_best(world, tmp_path, capsys):
-    """`albert distill task --recipe distill-cpu-1h`: the recipe's task settings (augmented text, rate,
-    epochs, cap), options given winning; a recipe without them is refused by name."""
+    """`albert distill task --recipe distill-cpu-1h` (and student-cpu-2h): the recipe's task settings
+    (augmented text, rate, epochs, cap), options given winning; a recipe without them is refused by name."""
     student = _student(world, tmp_path / "general")
     out = tmp_path / "recipe"
     assert (
@@ -787,5 +787,9 @@ def test_task_recipe_sets_what_taught_every_glue_task_best(world, tmp_path, caps
     saved = json.loads((out / "best" / "distill_config.json").read_text())
     assert (saved["augment"], saved["learning_rate"], saved["max_train_examples"]) == (4, 3e-4, 10000)
     assert saved["epochs"] == 1.0  # given here: wins
+    shipped = tmp_path / "shipped"  # the shipped student's per-task recipe
+    assert main(_task(world, student, shipped, "--recipe", "student-cpu-2h", "--max-steps", "1")) == 0
+    saved = json.loads((shipped / "best" / "distill_config.json").read_text())
+    assert (saved["augment"], saved["learning_rate"], saved["epochs"]) == (4, 3e-5, 3.0)
     _refused(_task(world, student, tmp_path / "no", "--recipe", "cpu-1h"), tmp_path / "no", capsys,
              "no distill_task settings")  # fmt: skip

@@ -89,7 +89,8 @@ def task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--recipe",
         metavar="NAME",
-        help="a distillation recipe's task settings (distill-cpu-1h: what taught every GLUE-5 task best), "
+        help="a distillation recipe's task settings (distill-cpu-1h for its student, student-cpu-2h for the "
+        "shipped one: augmented text, rate, epochs, cap), "
         "or a JSON file; options given here win",
     )
     add_options(
@@ -183,7 +184,9 @@ def run_task(args: argparse.Namespace) -> int:
     name = getattr(args, "recipe", None)
     own = recipe(name)["distill_task"] if name else {}
     if name and not own:
-        raise ValueError(f"--recipe {name}: no distill_task settings (distill-cpu-1h has them)")
+        raise ValueError(
+            f"--recipe {name}: no distill_task settings (distill-cpu-1h and student-cpu-2h have them)"
+        )
     cfg = load_settings(TaskDistillConfig, args, TASK_REQUIRED, recipe_values=own, recipe_name=name or "")
     result = distill_task(cfg)
     return _report(result, "distill task")
