@@ -22,31 +22,26 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import pearsonr, spearmanr
 
 from albert_lm.deploy.embed import Embedder
-from albert_lm.tasks.glue import GLUE_TASKS, read_glue_tsv
+from albert_lm.distill.data import collate_ids, read_sts, sts_pairs, sts_scores
+from albert_lm.distill.general import mean_pool
 
 
 def pooled(emb: Embedder, texts: list[str]) -> torch.Tensor:
     """(len(texts), H): the mean of the last layer over each text's tokens, with gradients."""
     tok, limit = emb.setup.tokenizer, emb.setup.max_len - 2
-    ids = [[tok.cls_token_id, *x[:limit], tok.sep_token_id] for x in tok.encode_batch(texts)]
-    width = max(len(x) for x in ids)
-    input_ids = torch.tensor([x + [tok.pad_token_id] * (width - len(x)) for x in ids])
-    mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids])
-    hidden = emb.model(input_ids=input_ids, attention_mask=mask).last_hidden_state  # (B, S, H)
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1)
+    rows = [np.asarray(x[:limit], dtype=np.int64) for x in tok.encode_batch(texts)]
+    batch = collate_ids(rows, tok.cls_token_id, tok.sep_token_id, tok.pad_token_id)
+    return mean_pool(emb.model(**batch).last_hidden_state, batch["attention_mask"])
 
 
-def dev_scores(emb: Embedder, pairs: list[tuple[str, str]], gold: np.ndarray) -> dict[str, float]:
+def dev_scores(emb: Embedder, dev: dict) -> dict[str, float]:
+    """Dev Pearson and Spearman x100 of the cosines (each distinct sentence embedded once)."""
     emb.model.eval()
-    a = emb.embed([x for x, _ in pairs], normalize=True)
-    b = emb.embed([y for _, y in pairs], normalize=True)
+    scores = sts_scores(emb.embed(dev["sentences"]), dev)
     emb.model.train()
-    cos = (a * b).sum(1)
-    return {"pearson": 100 * float(pearsonr(cos, gold)[0]), "spearman": 100 * float(spearmanr(cos, gold)[0])}
+    return {"pearson": 100 * scores["sts_pearson"], "spearman": 100 * scores["sts_spearman"]}
 
 
 def main() -> None:
@@ -60,35 +55,34 @@ def main() -> None:
     args = p.parse_args()
     random.seed(args.seed)
     torch.manual_seed(args.seed)
-    spec = GLUE_TASKS["stsb"]
-    train = read_glue_tsv(args.data / "train.tsv", spec)
-    dev = read_glue_tsv(args.data / "dev.tsv", spec)
-    dev_pairs = [(e.text_a, e.text_b or "") for e in dev]
-    gold = np.array([float(e.label) for e in dev])  # type: ignore[arg-type]
+    first, second, gold = read_sts(args.data / "train.tsv")
+    dev = sts_pairs(args.data / "dev.tsv")
     emb = Embedder(args.model, device="cpu", precision="fp32", max_seq_length=128)
-    print(json.dumps({"epoch": 0, **dev_scores(emb, dev_pairs, gold)}), flush=True)
+    print(json.dumps({"epoch": 0, **dev_scores(emb, dev)}), flush=True)
     opt = torch.optim.AdamW(emb.model.parameters(), lr=args.learning_rate, weight_decay=0.01)
-    steps = args.epochs * math.ceil(len(train) / args.batch_size)
-    warmup = steps // 10  # sentence-transformers' default: 10% warmup, then linear decay
+    steps = args.epochs * math.ceil(len(gold) / args.batch_size)
+    # sentence-transformers' schedule: 10% warm-up, then linear decay over the steps after it (the
+    # project's build_scheduler decays from step 0, as google-research does)
+    warmup = steps // 10
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / max(warmup, 1), max(0.0, (steps - s) / max(steps - warmup, 1)))
     )
     emb.model.train()
     start = time.perf_counter()
     for epoch in range(1, args.epochs + 1):
-        order = list(range(len(train)))
+        order = list(range(len(gold)))
         random.shuffle(order)
         for i in range(0, len(order), args.batch_size):
-            batch = [train[j] for j in order[i : i + args.batch_size]]
-            u = pooled(emb, [e.text_a for e in batch])
-            v = pooled(emb, [e.text_b or "" for e in batch])
-            target = torch.tensor([float(e.label) / 5.0 for e in batch])  # type: ignore[arg-type]
+            batch = order[i : i + args.batch_size]
+            u = pooled(emb, [first[j] for j in batch])
+            v = pooled(emb, [second[j] for j in batch])
+            target = torch.tensor(gold[batch] / 5.0, dtype=torch.float32)
             loss = torch.nn.functional.mse_loss(torch.cosine_similarity(u, v), target)
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
-        scores = dev_scores(emb, dev_pairs, gold)
+        scores = dev_scores(emb, dev)
         print(
             json.dumps({"epoch": epoch, **scores, "seconds": round(time.perf_counter() - start)}), flush=True
         )
