@@ -22,6 +22,7 @@ _EXPORTS = {
     "AlbertForMultipleChoice": "model.heads",
     "AlbertForPreTraining": "model.heads",
     "AlbertForQuestionAnswering": "model.heads",
+    "AlbertForSentenceSimilarity": "model.heads",
     "AlbertForSequenceClassification": "model.heads",
     "AlbertForTokenClassification": "model.heads",
     "AlbertTokenizer": "data.tokenizer",
@@ -52,6 +53,7 @@ __all__ = [
     "AlbertForMultipleChoice",
     "AlbertForPreTraining",
     "AlbertForQuestionAnswering",
+    "AlbertForSentenceSimilarity",
     "AlbertForSequenceClassification",
     "AlbertForTokenClassification",
     "AlbertTokenizer",
@@ -103,6 +105,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
         AlbertForMultipleChoice,
         AlbertForPreTraining,
         AlbertForQuestionAnswering,
+        AlbertForSentenceSimilarity,
         AlbertForSequenceClassification,
         AlbertForTokenClassification,
     )

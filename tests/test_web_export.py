@@ -229,6 +229,30 @@ def test_pair_classifier_page_takes_two_texts(models, browser, serve, tmp_path):
 
 
 @pytest.mark.slow
+def test_bi_encoder_page_scores_a_pair_as_predict_does(models, tiny_config, browser, serve, tmp_path):
+    """An STS-B bi-encoder (`albert finetune --bi-encoder`): the page feeds the pair as the classifier's
+    two texts and shows the graph's score, the cosine of the two texts' vectors on STS-B's scale."""
+    from albert_lm import Predictor
+    from albert_lm.model.heads import AlbertForSentenceSimilarity
+
+    folder = tmp_path / "stsb"
+    torch.manual_seed(0)
+    model = AlbertForSentenceSimilarity(tiny_config(vocab_size=200, initializer_range=0.1, num_labels=1))
+    model.set_scale(0.0, 5.0)
+    model.save_pretrained(folder)
+    shutil.copy(models["classifier"] / "spiece.model", folder / "spiece.model")
+    write_json(folder / "finetune_config.json", {"task": "stsb", "bi_encoder": True, "max_seq_length": 64})
+    out = export(folder, tmp_path / "web")
+    a, b = TEXT, "Nonu gutire li nobiso be."
+    expected = Predictor(folder, device="cpu", precision="fp32").predict([(a, b)])[0]
+    page = Page(browser, serve(out), "fp32")
+    got = page.predict(a, b)
+    page.close(tmp_path / "bi-encoder.png")
+    assert got["input_ids"].count(3) == 2
+    assert got["score"] == pytest.approx(expected["score"], abs=FP32_TOLERANCE)
+
+
+@pytest.mark.slow
 def test_fill_mask_page_matches_fill_mask(models, browser, serve, tmp_path):
     from albert_lm import Predictor
     from albert_lm.model.heads import AlbertForMaskedLM

@@ -32,7 +32,7 @@ import torch
 from albert_lm.deploy.inputs import check_output, parse_columns, read_texts, with_kept, write_output
 from albert_lm.deploy.loading import Setup, load_setup, model_folder, run_batches, weight_names
 from albert_lm.deploy.texts_config import EmbedConfig
-from albert_lm.model.encoder import AlbertModel
+from albert_lm.model.encoder import AlbertModel, mean_pool
 from albert_lm.model.hf_interop import load_model
 from albert_lm.model.outputs import BaseModelOutputWithPooling
 
@@ -102,8 +102,7 @@ class Embedder:
             elif pooling == "cls":
                 pooled = hidden[:, 0]
             else:
-                mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, S, 1)
-                pooled = (hidden * mask).sum(1) / mask.sum(1)
+                pooled = mean_pool(hidden, inputs["attention_mask"])
             return list(pooled.cpu().numpy())
 
         rows = run_batches(self.setup, ids, self.batch_size, step)

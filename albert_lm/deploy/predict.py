@@ -73,6 +73,7 @@ _ARCHITECTURE_TASKS = {
     "AlbertForTokenClassification": "token-classification",
     "AlbertForQuestionAnswering": "squad1",
     "AlbertForMultipleChoice": "race",
+    "AlbertForSentenceSimilarity": "stsb",  # a bi-encoder: text pairs scored on STS-B's scale
 }
 # The fields predict writes; a kept column of one of these names would replace it.
 OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "answer", "start",

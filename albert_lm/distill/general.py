@@ -79,6 +79,7 @@ from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.card import write_model_card
+from albert_lm.model.encoder import mean_pool
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.model.weights import write_weights
 from albert_lm.tasks.batches import length_bucketed_batches
@@ -91,12 +92,6 @@ RESULTS_FILE = "distill_results.json"
 
 
 # --------------------------------------------------------------------------- losses
-def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, S, H), (B, S) -> (B, H): the mean over the text's tokens, padding left out."""
-    m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, S, 1)
-    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-
-
 def embedding_loss(projected: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
     """(B, D) student vectors in the teacher's space against the teacher's (B, D)."""
     if kind == "cosine":

@@ -59,6 +59,7 @@ from albert_lm.distill.teacher_files import (
 )
 from albert_lm.files import InputError
 from albert_lm.library_logs import quiet
+from albert_lm.model.encoder import mean_pool
 
 logger = logging.getLogger(__name__)
 
@@ -249,8 +250,7 @@ class SentenceTeacher(_Teacher):
         if self.pooling.mode == "cls":
             pooled = hidden[:, 0]
         else:
-            mask = inputs["attention_mask"].unsqueeze(-1).float()  # (B, S, 1)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            pooled = mean_pool(hidden, inputs["attention_mask"])
         if self.pooling.normalize:
             pooled = torch.nn.functional.normalize(pooled, dim=-1)
         return self._finite(pooled.cpu().numpy())

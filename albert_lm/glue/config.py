@@ -56,6 +56,9 @@ class GlueConfig:
     """train a classifier after every layer in each run, for early exit (finetune's --exit-heads)"""
     classifier_pooling: Literal["cls", "mean"] | None = None
     """what each run's classifier reads (finetune's --classifier-pooling): cls or mean"""
+    bi_encoder: bool = False
+    """fine-tune STS-B as a bi-encoder (finetune's --bi-encoder: the cosine of the two texts' mean vectors);
+    the other tasks as usual"""
     teachers: str | None = None
     """a folder of fine-tuned teachers laid out as --data is (TEACHERS/CoLA, TEACHERS/SST-2, ...): each
     run is then task distillation from its task's teacher (`albert distill task`) instead of fine-tuning
@@ -88,6 +91,8 @@ class GlueConfig:
         )
         if self.teachers is None and self.augment:
             raise ValueError("--augment: only with --teachers (the teacher labels the variants)")
+        if self.teachers is not None and self.bi_encoder:
+            raise ValueError("--bi-encoder: not with --teachers (task distillation trains a cross-encoder)")
         if self.teachers is not None and self.classifier_pooling is not None:
             raise ValueError("--classifier-pooling: not with --teachers (task distillation reads [CLS])")
         self.task_list()

@@ -60,6 +60,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         precision=cfg.precision,
         exit_heads=cfg.exit_heads,
         classifier_pooling=cfg.classifier_pooling,
+        bi_encoder=cfg.bi_encoder and task == "stsb",
         log_every=10**9,
         tensorboard=False,
         plot=False,  # dozens of short runs

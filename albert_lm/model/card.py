@@ -39,6 +39,7 @@ PIPELINE_TAGS = {
     "AlbertForSequenceClassification": "text-classification",
     "AlbertForQuestionAnswering": "question-answering",
     "AlbertForTokenClassification": "token-classification",
+    "AlbertForSentenceSimilarity": "sentence-similarity",
 }
 # What to do next with a model of each head, as an albert-lm command (LOCATION: the folder).
 _NEXT_COMMAND = {
@@ -201,6 +202,14 @@ def _usage_section(config: AlbertConfig, architecture: str, location: str) -> st
         f"model = {architecture}.from_pretrained({quoted})",
         "```",
     ]
+    if architecture == "AlbertForSentenceSimilarity":  # albert-lm's own head: transformers reads the encoder
+        lines[-4:-1] = [
+            "from transformers import AlbertModel",
+            "",
+            f"model = AlbertModel.from_pretrained({quoted})",
+            "# a pair's score: the cosine of the two texts' mean-pooled last_hidden_state, encoded one by one,",
+            "# times the `similarity.weight` in model.safetensors, plus its `similarity.bias`",
+        ]
     return "\n".join(lines)
 
 

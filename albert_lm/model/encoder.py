@@ -361,6 +361,13 @@ class AlbertPreTrainedModel(nn.Module):
         return model
 
 
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, S, H), (B, S) -> (B, H): the mean over each text's tokens, padding left out (sentence-transformers'
+    mean pooling: [CLS] and [SEP] are tokens of the text)."""
+    keep = mask.unsqueeze(-1).to(hidden.dtype)  # (B, S, 1)
+    return (hidden * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+
+
 class AlbertModel(AlbertPreTrainedModel):
     """The bare encoder: last_hidden_state (B, S, H) and pooler_output = tanh(W h_[CLS]) (B, H)."""
 
@@ -388,5 +395,4 @@ class AlbertModel(AlbertPreTrainedModel):
             return torch.tanh(self.pooler(hidden[:, 0]))
         if attention_mask is None:
             return torch.tanh(self.pooler(hidden.mean(1)))
-        keep = attention_mask[..., None].to(hidden.dtype)
-        return torch.tanh(self.pooler((hidden * keep).sum(1) / keep.sum(1).clamp(min=1.0)))
+        return torch.tanh(self.pooler(mean_pool(hidden, attention_mask)))

@@ -21,7 +21,7 @@ from torch import nn
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.kernels.linear import Linear, linear
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel, Inputs
+from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel, Inputs, mean_pool
 from albert_lm.model.outputs import (
     AlbertForPreTrainingOutput,
     BaseModelOutputWithPooling,
@@ -235,3 +235,78 @@ class AlbertForMultipleChoice(_Head):
         logits = self.classifier(self.dropout(out.pooler_output)).squeeze(-1)  # (B, C)
         loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
         return MultipleChoiceModelOutput(loss, logits, out.hidden_states)
+
+
+def split_pair(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor | None, token_type_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of pairs read as one sequence each, [CLS] a [SEP] b [SEP] (segments 0 and 1), as the two
+    texts' own sequences: (2B, W) ids and mask, rows 0..B-1 [CLS] a [SEP] and rows B..2B-1 [CLS] b [SEP],
+    each from position 0, as a text encoded alone is. W is the longest of them, or S while a graph is
+    being captured (a captured width would be one batch's)."""
+    keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+    first, second = keep & (token_type_ids == 0), keep & (token_type_ids != 0)
+    len_a, len_b = first.sum(1), second.sum(1) + 1  # b's sequence gains the row's [CLS]
+    width = input_ids.shape[1]
+    capturing = torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+    if not capturing:  # one host sync: the pairs' halves are about half the pair's length
+        width = int(torch.maximum(len_a.max(), len_b.max()))
+    j = torch.arange(width, device=input_ids.device)
+    ids_a = input_ids[:, :width]  # a's tokens are the pair's prefix
+    # b's row: position 0 takes the pair's [CLS], position j > 0 the pair's token len_a + j - 1
+    source = torch.where(j == 0, 0, len_a[:, None] + j - 1).clamp(max=input_ids.shape[1] - 1)
+    ids_b = torch.gather(input_ids, 1, source)
+    mask_a, mask_b = j < len_a[:, None], j < len_b[:, None]
+    return torch.cat([ids_a, ids_b]), torch.cat([mask_a, mask_b]).to(input_ids.dtype)
+
+
+class AlbertForSentenceSimilarity(_Head):
+    """A pair scored as a bi-encoder (Reimers and Gurevych's sentence-BERT): each text encoded alone, the
+    score the cosine of the two mean-pooled vectors, mapped onto the task's scale by `similarity` (one
+    weight and a bias, set to the scale's width and low end; STS-B: score = 5 x cosine). Regression: MSE.
+
+    albert-lm's own head (transformers has none): it takes a pair as the cross-encoder does, [CLS] a [SEP]
+    b [SEP] with token_type_ids 0 and 1, and splits it (`split_pair`), so batches, exports and predict
+    are the sequence classifier's. The encoder it trains is a sentence embedder as it is: `albert embed`
+    (mean pooling) gives the vectors whose cosine it scores, and transformers' AlbertModel reads it."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__(config, add_pooling_layer=False)
+        self.similarity = nn.Linear(1, 1)
+        self.post_init()
+        self.set_scale(0.0, 1.0)
+
+    def set_scale(self, low: float, high: float) -> None:
+        """Scores from `low` (cosine 0) to `high` (cosine 1): STS-B's 0 to 5."""
+        with torch.no_grad():
+            self.similarity.weight.fill_(high - low)
+            self.similarity.bias.fill_(low)
+
+    def _encode(self, inputs: Inputs, output_hidden_states: bool) -> BaseModelOutputWithPooling:
+        """Both texts of every pair encoded as 2B sequences; pooler_output is each one's mean vector over
+        its tokens ([CLS] and [SEP] included), (2B, H): the B first texts, then the B second ones."""
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = inputs
+        if (
+            input_ids is None
+            or token_type_ids is None
+            or position_ids is not None
+            or inputs_embeds is not None
+        ):
+            raise ValueError(
+                "AlbertForSentenceSimilarity takes input_ids and token_type_ids (the pair's segments) only"
+            )
+        ids, mask = split_pair(input_ids, attention_mask, token_type_ids)
+        out = super()._encode((ids, mask, None, None, None), output_hidden_states)
+        assert out.last_hidden_state is not None  # the encoder's output always has it
+        return dataclasses.replace(out, pooler_output=mean_pool(out.last_hidden_state, mask))
+
+    def _head(
+        self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None
+    ) -> SequenceClassifierOutput:
+        assert out.pooler_output is not None  # _encode pools
+        pooled = out.pooler_output.float()  # fp32: a cosine's small differences are the signal
+        u, v = pooled.view(2, -1, pooled.shape[-1]).unbind(0)  # the first texts, the second ones
+        cosine = F.cosine_similarity(u, v, dim=-1)[:, None]  # (B, 1)
+        logits = head_in_fp32(self.similarity, cosine)
+        loss = F.mse_loss(logits.squeeze(-1), labels.float().view(-1)) if labels is not None else None
+        return SequenceClassifierOutput(loss, logits, out.hidden_states)

@@ -63,7 +63,14 @@ _HF_IGNORED = re.compile(
     r"^albert\.embeddings\.(position_ids|token_type_ids)$|^predictions\.decoder\.(weight|bias)$"
 )
 _TIED = "predictions.decoder.weight"  # our tied decoder: the embedding table under a second name
-_HEAD_PREFIXES = ("predictions.", "sop_classifier.", "classifier.", "qa_outputs.", "albert.pooler.")
+_HEAD_PREFIXES = (
+    "predictions.",
+    "sop_classifier.",
+    "classifier.",
+    "qa_outputs.",
+    "similarity.",
+    "albert.pooler.",
+)
 
 _OUR_BLOCK = re.compile(r"^albert\.encoder\.(attention|ffn)\.(\d+)\.(.+)$")
 _HF_BLOCK = re.compile(r"^albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)$")

@@ -10,6 +10,7 @@ from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import (
     AlbertForMultipleChoice,
     AlbertForQuestionAnswering,
+    AlbertForSentenceSimilarity,
     AlbertForSequenceClassification,
     AlbertForTokenClassification,
 )
@@ -33,6 +34,8 @@ class FreshHead(Protocol):
     def classifier_dropout(self) -> float: ...
     @property
     def classifier_pooling(self) -> str | None: ...  # None: the folder's own
+    @property
+    def bi_encoder(self) -> bool: ...  # a pair regression scored by its texts' cosine
 
 
 def load_for_task(task: Task, model_dir: str | Path, fresh: FreshHead | None) -> AlbertPreTrainedModel:
@@ -41,7 +44,13 @@ def load_for_task(task: Task, model_dir: str | Path, fresh: FreshHead | None) ->
     head would be scored or used as if it were the model."""
     from albert_lm.model.hf_interop import load_model
 
-    cls = HEAD_CLASSES[task.head]
+    bi = fresh.bi_encoder if fresh is not None else is_bi_encoder(model_dir)
+    if bi and task.score_range is None:
+        raise ValueError(
+            f"{model_dir}: a bi-encoder (AlbertForSentenceSimilarity) scores text pairs on a fixed scale "
+            f"(STS-B); {task.name} is not such a task"
+        )
+    cls = AlbertForSentenceSimilarity if bi else HEAD_CLASSES[task.head]
     overrides: dict[str, Any] = {}
     if fresh is not None:  # a fresh head on a pretrained encoder
         overrides.update(
@@ -60,5 +69,15 @@ def load_for_task(task: Task, model_dir: str | Path, fresh: FreshHead | None) ->
             if task.problem_type:
                 overrides["problem_type"] = task.problem_type
     model = load_model(cls, model_dir, require_head=fresh is None, **overrides)
+    if bi and fresh is not None and task.score_range is not None:
+        model.set_scale(*task.score_range)
     assert isinstance(model, AlbertPreTrainedModel)
     return model
+
+
+def is_bi_encoder(model_dir: str | Path) -> bool:
+    """Whether the folder's config.json names the bi-encoder head (a model fine-tuned with --bi-encoder)."""
+    from albert_lm.model.config import AlbertConfig
+
+    architectures = AlbertConfig.from_pretrained(model_dir).extra.get("architectures") or []
+    return AlbertForSentenceSimilarity.__name__ in architectures

@@ -182,6 +182,7 @@ class GlueTask(Task):
         self.name, self.spec = name, GLUE_TASKS[name]
         self.labels = self.spec.labels
         self.problem_type = "regression" if not self.labels else "single_label_classification"
+        self.score_range = STSB_RANGE if not self.labels and self.spec.text_b else None
         self.main_metric = metrics.GLUE_METRICS[name][0] if name != "stsb" else "spearman"
         self.eval_splits = tuple((suffix, stem) for suffix, stem in self.spec.dev_files)
 

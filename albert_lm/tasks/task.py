@@ -52,6 +52,9 @@ class Task(abc.ABC):
     eval_splits: tuple[tuple[str, str], ...] = (("", "dev"),)
     labels: tuple[str, ...] = ()  # label names for classification heads, in id order
     problem_type: str | None = None
+    # A regression's gold range, where the task fixes one (STS-B: 0 to 5); a pair task with one can be
+    # fine-tuned as a bi-encoder, its cosines mapped onto this range.
+    score_range: tuple[float, float] | None = None
 
     @property
     def num_labels(self) -> int:

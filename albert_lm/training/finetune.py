@@ -92,6 +92,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     head_only = {"--exit-heads": cfg.exit_heads, "--classifier-pooling": cfg.classifier_pooling}
     for option in (o for o, v in head_only.items() if v and task.head != "sequence_classification"):
         raise ValueError(f"{option}: for classification and regression tasks, not {cfg.task} ({task.head})")
+    _check_bi_encoder(cfg, task)
     if cfg.classifier_pooling == "mean":
         logger.warning(
             "--classifier-pooling mean: the classifier reads the mean of the tokens' vectors; transformers' "
@@ -169,6 +170,22 @@ def _check_folders(cfg: FinetuneConfig) -> None:
         raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
     inputs = {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer}
     run_folder.check_output(FINETUNING, out, inputs, overwrite=cfg.overwrite)
+
+
+def _check_bi_encoder(cfg: FinetuneConfig, task: Task) -> None:
+    """--bi-encoder takes a pair regression with a fixed scale (STS-B), and no classifier options."""
+    if not cfg.bi_encoder:
+        return
+    if task.score_range is None:
+        raise ValueError(f"--bi-encoder: for STS-B (text pairs scored on a fixed scale), not {cfg.task}")
+    for option, value in {
+        "--exit-heads": cfg.exit_heads,
+        "--classifier-pooling": cfg.classifier_pooling,
+    }.items():
+        if value:
+            raise ValueError(
+                f"{option}: not with --bi-encoder (its score is the texts' cosine; no classifier)"
+            )
 
 
 def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:

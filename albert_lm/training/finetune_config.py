@@ -101,6 +101,10 @@ class FinetuneConfig(LoopSettings):
     the mean of the tokens' vectors, which `albert distill general` teaches (transformers'
     AlbertForSequenceClassification would read [CLS] instead: such a folder's outputs are albert-lm's);
     default: the model folder's own (cls unless it says mean)"""
+    bi_encoder: bool = setting(False, group="batch and optimizer")
+    """STS-B: fine-tune as a bi-encoder (sentence-BERT): each text encoded alone, the pair scored by the
+    cosine of their mean vectors times 5, trained towards the gold score; the folder is then also a
+    sentence embedder (`albert embed`), and predict, evaluate and export score pairs as usual"""
     eval_every: int | None = setting(None, group="evaluation and records")
     """evaluate every N steps (default: once per epoch and at the end)"""
     max_train_examples: int | None = setting(None, group="sizes")

@@ -128,9 +128,7 @@ def write_finetune_card(
         "early exit": "a classifier after every layer in `exit_heads.safetensors` (PABEE); transformers reads "
                       "the last one, the model's own; `albert predict --patience 2` stops each row early"
                       if cfg.exit_heads else "no (full depth only)",
-        "classifier reads": "the mean of the tokens' vectors (`classifier_pooling` mean; transformers' "
-                            "AlbertForSequenceClassification reads [CLS]: use albert-lm)"
-                            if cfg.classifier_pooling == "mean" else "the [CLS] vector, through the pooler",
+        "classifier reads": _classifier_reads(cfg),
         "precision": cfg.precision,
         "seed": cfg.seed,
         "every setting": "`finetune_config.json` beside this card",
@@ -146,6 +144,21 @@ def write_finetune_card(
         replaces=location,
         base_model=base.split("@")[0] if base else None,
     )
+
+
+def _classifier_reads(cfg: FinetuneConfig) -> str:
+    if cfg.bi_encoder:
+        return (
+            "no classifier: a bi-encoder (AlbertForSentenceSimilarity), each text encoded alone and the "
+            "pair scored by the cosine of their mean vectors, on the task's scale; `albert embed` gives "
+            "those vectors, and transformers' AlbertModel reads the encoder"
+        )
+    if cfg.classifier_pooling == "mean":
+        return (
+            "the mean of the tokens' vectors (`classifier_pooling` mean; transformers' "
+            "AlbertForSequenceClassification reads [CLS]: use albert-lm)"
+        )
+    return "the [CLS] vector, through the pooler"
 
 
 def dev_examples(record: dict[str, Any]) -> str | None:

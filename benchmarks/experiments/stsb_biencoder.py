@@ -25,7 +25,7 @@ import torch
 
 from albert_lm.deploy.embed import Embedder
 from albert_lm.distill.data import collate_ids, read_sts, sts_pairs, sts_scores
-from albert_lm.distill.general import mean_pool
+from albert_lm.model.encoder import mean_pool
 
 
 def pooled(emb: Embedder, texts: list[str]) -> torch.Tensor:
