@@ -189,3 +189,30 @@ def test_the_onnx_export_scores_pairs_as_pytorch_does(bi_run, tmp_path, capsys):
     with torch.no_grad():
         expected = model(**batch).logits.numpy()
     assert np.abs(got - expected).max() < 1e-4
+
+
+def test_predict_refuses_a_row_without_its_second_text(bi_run, tmp_path, capsys):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"text": "bala kemo", "text_pair": "kemo fira"})
+        + "\n"
+        + json.dumps({"text": "tovi"})
+        + "\n"
+    )
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(bi_run["best"]),
+                "--input",
+                str(rows),
+                "--output",
+                str(tmp_path / "p.jsonl"),
+            ]
+        )
+        != 0
+    )
+    err = capsys.readouterr().err
+    assert "rows.jsonl:2: missing or empty column 'text_pair'" in err
+    assert not (tmp_path / "p.jsonl").exists()

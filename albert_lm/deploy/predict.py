@@ -240,7 +240,9 @@ def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns
     """The task's example of one row."""
     if task.head == "sequence_classification":
         text = fields.text(row, columns.text, line)
-        pair = fields.optional(row, columns.text_pair, line)
+        # a similarity on a fixed scale (STS-B) is a pair's: one text alone has no score
+        second = fields.text if task.score_range is not None else fields.optional
+        pair = second(row, columns.text_pair, line)
         if isinstance(task, GlueTask):
             return GlueExample(str(line), text, pair, None, line)
         return TextExample(text, pair, None, line)

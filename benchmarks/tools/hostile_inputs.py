@@ -378,6 +378,7 @@ def _task_rows(c: _Commands) -> Cases:
         (k, c.ft(i["squad_answers_null"], task="squad1"), "refuse", ["train.json", "answers"]),
         (k, c.ft(i["squad_qas_object"], task="squad1"), "refuse", ["train.json", "is_impossible"]),
         (k, c.ft(i["stsb_empty_text"], task="stsb"), "refuse", ["train.tsv:4", "sentence1"]),
+        (k, c.ft(c.p["task"], "--bi-encoder"), "refuse", ["--bi-encoder", "STS-B"]),
         (k, c.pr(i["pred_null.jsonl"]), "refuse", ["pred_null.jsonl:2", "text"]),
         (k, c.pr(i["pred_list.jsonl"]), "refuse", ["pred_list.jsonl:2", "text"]),
         (k, c.pr(i["pred_null.jsonl"], c.best, "--skip-bad"), "ok", []),  # the bad row counted and reported
