@@ -216,3 +216,15 @@ def test_predict_refuses_a_row_without_its_second_text(bi_run, tmp_path, capsys)
     err = capsys.readouterr().err
     assert "rows.jsonl:2: missing or empty column 'text_pair'" in err
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_glue_bi_encoder_runs_stsb_as_one_and_says_so(bi_run, tiny_sst2, tmp_path, capsys):
+    out = tmp_path / "glue"
+    argv = ["glue", "--model", str(tiny_sst2 / "base"), "--data", str(bi_run["root"]), "--output", str(out),
+            "--tasks", "stsb", "--bi-encoder", "--seeds", "1", "--learning-rates", "1e-3", "--epochs", "1",
+            "--batch-size", "8", "--max-seq-length", "32", "--workers", "1", "--precision", "fp32"]  # fmt: skip
+    assert main(argv) == 0
+    assert "STS-B: a bi-encoder (--bi-encoder)" in capsys.readouterr().out
+    best = out / "stsb" / "lr-0.001" / "seed-1" / "best"
+    assert json.loads((best / "config.json").read_text())["architectures"] == ["AlbertForSentenceSimilarity"]
+    assert json.loads((out / "glue_results.json").read_text())["settings"]["bi_encoder"] is True

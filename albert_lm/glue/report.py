@@ -109,4 +109,6 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append(line + (f" {avg['teacher']:>8.1f}" if teacher else ""))
     if teacher and avg["kept"] is not None:
         lines.append(f"the student keeps {100 * avg['kept']:.1f}% of its teachers' {avg['name']}")
+    if result["settings"].get("bi_encoder") and "stsb" in result["tasks"]:
+        lines.append("STS-B: a bi-encoder (--bi-encoder), the cosine of the two sentences' mean vectors")
     return "\n".join(lines)
