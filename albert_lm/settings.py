@@ -345,7 +345,7 @@ def merge_settings(
 
 # --------------------------------------------------------------------------- recipes
 RECIPE_DIR = Path(__file__).resolve().parent / "recipes"
-RECIPE_SECTIONS = ("tokenizer", "data", "pretrain", "distill", "distill_task")
+RECIPE_SECTIONS = ("tokenizer", "data", "pretrain", "distill", "distill_task", "glue")
 
 
 def recipe_names() -> list[str]:
@@ -356,7 +356,8 @@ def recipe_names() -> list[str]:
 def recipe(name: str) -> dict[str, Any]:
     """A recipe: the package's NAME.json, or a JSON file of the user's, with the settings of each stage
     under "tokenizer" (vocab_size), "data" (DataConfig fields), "pretrain" (PretrainConfig fields),
-    "distill" (`albert distill general`'s fields) and "distill_task" (`albert distill task`'s).
+    "distill" (`albert distill general`'s fields), "distill_task" (`albert distill task`'s) and "glue"
+    (`albert glue`'s).
     Commands take their stage's section as defaults; options given on the command line win."""
     path = Path(name) if name.endswith(".json") else RECIPE_DIR / f"{name}.json"
     if not path.is_file():

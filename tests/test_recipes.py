@@ -11,6 +11,7 @@ from albert_lm.cli import build_parser, main
 from albert_lm.data.examples import DataConfig
 from albert_lm.distill.commands import _general_settings
 from albert_lm.distill.config import GeneralDistillConfig, TaskDistillConfig
+from albert_lm.glue.config import GlueConfig
 from albert_lm.settings import option_values, recipe, recipe_names
 from albert_lm.training.pretrain_config import PretrainConfig
 
@@ -26,12 +27,15 @@ def test_shipped_recipes_load_and_hold_only_known_settings():
             "pretrain",
             "distill",
             "distill_task",
+            "glue",
         }
         DataConfig(**r["data"]).validate()
         PretrainConfig.load(recipe=r["pretrain"])
         assert set(r["tokenizer"]) <= {"vocab_size"}
         GeneralDistillConfig(**r["distill"])
         TaskDistillConfig(**r["distill_task"])
+        GlueConfig(model="m", data="d", output="o", teachers="t", **r["glue"])
+        GlueConfig(model="m", data="d", output="o", **r["glue"])  # without teachers too
     paper = PretrainConfig.load(recipe=recipe("paper-base")["pretrain"])
     assert (paper.preset, paper.learning_rate, paper.max_steps, paper.warmup_steps) == (
         "albert-base",

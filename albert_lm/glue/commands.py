@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from albert_lm.settings import add_config_option, add_options, load_settings
+from albert_lm.settings import (
+    add_config_option,
+    add_options,
+    add_recipe_option,
+    load_settings,
+    recipe_section,
+)
 
 GLUE_REQUIRED = ("model", "data", "output")
 
@@ -14,12 +20,23 @@ def glue_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.glue.config import GlueConfig
 
     add_config_option(p, "glue")
+    add_recipe_option(p)
     add_options(
         p,
         GlueConfig,
+        skip=("task_settings",),
         required=GLUE_REQUIRED,
         metavars={"model": "DIR", "data": "DIR", "teachers": "DIR"},
         suppress=True,
+    )
+    p.add_argument(
+        "--task-setting",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="TASK.NAME=VALUE",
+        dest="task_settings",
+        help="one task's own value of a setting above, e.g. stsb.bi_encoder=true, stsb.learning_rates=2e-5, "
+        "mrpc.teachers=null (fine-tuned on the gold labels though --teachers is given); repeatable",
     )
 
 
@@ -35,5 +52,24 @@ def run_glue(args: argparse.Namespace) -> int:
     from albert_lm.glue.grid import run_glue
     from albert_lm.glue.report import format_table
 
-    print(format_table(run_glue(load_settings(GlueConfig, args, GLUE_REQUIRED))))
+    section = recipe_section(args, "glue")
+    if "task_settings" in args:
+        args.task_settings = _typed_over(
+            GlueConfig.parse_task_settings(args.task_settings), section, args.config
+        )
+    cfg = load_settings(GlueConfig, args, GLUE_REQUIRED, recipe_values=section, recipe_name=args.recipe or "")
+    print(format_table(run_glue(cfg)))
     return 0
+
+
+def _typed_over(typed: dict[str, dict], recipe: dict, config: str | None) -> dict[str, dict]:
+    """--task-setting's values over the task settings below them (the --config file's, else the recipe's),
+    setting by setting: `--recipe R --task-setting stsb.epochs=5` changes that one value of R's STS-B."""
+    from albert_lm.files import read_json_object
+
+    below = recipe.get("task_settings")
+    if config is not None:
+        below = read_json_object(config, "settings").get("task_settings", below)
+    if not isinstance(below, dict):
+        return typed  # none below (or not an object, which the settings' own check names)
+    return {t: {**(below.get(t) or {}), **typed.get(t, {})} for t in {*below, *typed}}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import typing
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, seed_list
+from albert_lm.values import _matches
 
 # task -> (folder in the GLUE download, the metric GLUE-5 averages)
 GLUE5 = {
@@ -17,6 +20,10 @@ GLUE5 = {
     "rte": ("RTE", "accuracy"),
 }
 RESULTS_FILE = "glue_results.json"
+# The settings one task's runs may have of their own (GlueConfig.task_settings): what a run computes with,
+# not what the suite is (its model, data, output, tasks, seeds, device, workers).
+PER_TASK = ("learning_rates", "epochs", "batch_size", "max_seq_length", "max_train_examples", "precision",
+            "exit_heads", "classifier_pooling", "bi_encoder", "teachers", "augment")  # fmt: skip
 
 
 @dataclass
@@ -66,6 +73,11 @@ class GlueConfig:
     augment: int = 0
     """with --teachers: N variants of each training text, labelled by the teacher (distill task's
     --augment)"""
+    task_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """settings of one task's runs that differ from the suite's, by task, e.g. {"stsb": {"bi_encoder": true,
+    "learning_rates": "2e-5"}, "mrpc": {"teachers": null}}: each a setting above that a run computes with
+    (PER_TASK), of its type; a task whose teachers is null fine-tunes on the gold labels, and a task
+    without a teacher ignores its augment. On the command line: --task-setting TASK.NAME=VALUE, repeatable"""
     overwrite: bool = False
     """redo finished runs made from another model, other data or other settings (refused otherwise);
     runs that match are still reused"""
@@ -89,16 +101,79 @@ class GlueConfig:
             workers=("workers",),
             epochs=("epochs",),
         )
+        self._check_task_settings()
         if self.teachers is None and self.augment:
             raise ValueError("--augment: only with --teachers (the teacher labels the variants)")
-        if self.teachers is not None and self.bi_encoder:
-            raise ValueError("--bi-encoder: not with --teachers (task distillation trains a cross-encoder)")
+        if (
+            self.bi_encoder
+            and (self.task_settings.get("stsb") or {}).get("teachers", self.teachers) is not None
+        ):
+            raise ValueError(  # STS-B distilled from its teacher: a cross-encoder
+                "--bi-encoder: not with --teachers (task distillation trains a cross-encoder); "
+                "--task-setting stsb.teachers=null fine-tunes STS-B on its gold scores"
+            )
         if self.teachers is not None and self.classifier_pooling is not None:
             raise ValueError("--classifier-pooling: not with --teachers (task distillation reads [CLS])")
         self.task_list()
         self.rates()
         self.seed_list()
         device_name(self.device)
+
+    def for_task(self, task: str) -> GlueConfig:
+        """The settings of `task`'s runs: the suite's, with its task_settings over them."""
+        own = dict(self.task_settings.get(task) or {})
+        if self.bi_encoder and task != "stsb":
+            own["bi_encoder"] = False  # --bi-encoder is STS-B's alone
+        if not own:
+            return self
+        if own.get("teachers", self.teachers) is None and own.get("augment", self.augment):
+            own["augment"] = 0  # the gold labels: no teacher to label augmented texts
+        return replace(self, task_settings={}, **own)
+
+    def _check_task_settings(self) -> None:
+        """task_settings refused before any run: an unknown task or setting, or a task's settings that its
+        runs would refuse, named as `task_settings.TASK`."""
+        for task, own in self.task_settings.items():
+            where = f"task_settings.{task}"
+            if task not in GLUE5:
+                raise ValueError(f"{where}: no such task; expected one of {', '.join(GLUE5)}")
+            if not isinstance(own, dict):
+                raise ValueError(f"{where}: expected a JSON object of settings, got {json.dumps(own)}")
+            unknown = sorted(set(own) - set(PER_TASK))
+            if unknown:
+                raise ValueError(f"{where}: {', '.join(unknown)}: not a setting of one task's runs; "
+                                 f"expected some of {', '.join(PER_TASK)}")  # fmt: skip
+            if own.get("bi_encoder") and task != "stsb":
+                raise ValueError(
+                    f"{where}.bi_encoder: only STS-B (a score on a fixed scale) has a bi-encoder"
+                )
+            try:
+                self.for_task(task)
+            except ValueError as e:
+                raise ValueError(f"{where}: {e}") from None
+
+    @staticmethod
+    def parse_task_settings(pairs: list[str]) -> dict[str, dict[str, Any]]:
+        """["stsb.epochs=4", "mrpc.teachers=null"] -> task_settings: a value its setting takes as text stays
+        text (learning_rates "2e-5,1e-4", a folder, a precision), any other is read as JSON (4, true);
+        null is "none" for every setting."""
+        hints = typing.get_type_hints(GlueConfig)
+        out: dict[str, dict[str, Any]] = {}
+        for pair in pairs:
+            key, sep, text = pair.partition("=")
+            task, dot, name = key.partition(".")
+            if not sep or not dot or not task or not name:
+                raise ValueError(f"--task-setting takes TASK.NAME=VALUE (e.g. stsb.epochs=4), got {pair!r}")
+            value: Any = None if text == "null" else text
+            if value is not None and not _matches(text, hints.get(name, str)):
+                try:
+                    value = json.loads(text)
+                except (json.JSONDecodeError, RecursionError):
+                    raise ValueError(
+                        f"--task-setting {key}: {text[:40]!r} is not a value of {name}"
+                    ) from None
+            out.setdefault(task, {})[name] = value
+        return out
 
     def seed_list(self) -> list[int]:
         return seed_list(self.seeds)

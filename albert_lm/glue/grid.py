@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 
 def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneConfig:
+    cfg = cfg.for_task(task)
     return FinetuneConfig(
         task=task,
         model=cfg.model,
@@ -77,7 +78,7 @@ _SHARED_SETTINGS = ("task", "model", "data", "output", "learning_rate", "seed", 
 def distill_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> TaskDistillConfig:
     """With --teachers: the run as `albert distill task` from the task's teacher, with the settings a
     fine-tuning run of the suite has (rate, seed, epochs, batch, length, caps)."""
-    ft = finetune_config(cfg, task, rate, seed)
+    ft, cfg = finetune_config(cfg, task, rate, seed), cfg.for_task(task)
     return TaskDistillConfig(
         **{name: getattr(ft, name) for name in _SHARED_SETTINGS},
         teacher=str(teacher_folder(cfg, task)),
@@ -88,8 +89,8 @@ def distill_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> TaskDi
 
 
 def run_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneConfig | TaskDistillConfig:
-    """A run of the suite: fine-tuning, or with --teachers task distillation."""
-    if cfg.teachers is None:
+    """A run of the suite: fine-tuning, or where the task has a teacher (--teachers) task distillation."""
+    if cfg.for_task(task).teachers is None:
         return finetune_config(cfg, task, rate, seed)
     return distill_config(cfg, task, rate, seed)
 
@@ -126,7 +127,7 @@ def _run(
 
 def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     """Every (task, rate, seed) run not done yet, then the table's numbers (also in glue_results.json)."""
-    tasks, rates = cfg.task_list(), cfg.rates()
+    tasks = cfg.task_list()
     given, cfg = cfg.model, replace(cfg, model=str(resolve_model(cfg.model)))  # a hub id: its snapshot
     model, data, out = Path(cfg.model), Path(cfg.data), Path(cfg.output)
     if not (model / "config.json").is_file():
@@ -135,18 +136,19 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
         for split in ("dev", "train"):
             if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
                 raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}")
-        if cfg.teachers is not None and not (teacher_folder(cfg, task) / "config.json").is_file():
+        own = cfg.for_task(task)
+        if own.teachers is not None and not (teacher_folder(own, task) / "config.json").is_file():
             raise FileNotFoundError(
-                f"--teachers {cfg.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
-                f"transformers folder at {teacher_folder(cfg, task)})"
+                f"--teachers {own.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
+                f"transformers folder at {teacher_folder(own, task)})"
             )
     _check_augment(cfg, tasks)
-    teachers = {"--teachers": Path(cfg.teachers)} if cfg.teachers is not None else {}
-    check_output_apart(out, {"--model": model, "--data": data, **teachers})
+    teachers = {f"{GLUE5[t][0]} teacher": teacher_folder(cfg.for_task(t), t) for t in distilled(cfg, tasks)}
+    check_output_apart(out, {"--model": model, "--data": data, "--teachers": cfg.teachers, **teachers})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     glue_device(cfg)  # --device cuda on a machine without one: refused before any run starts
-    jobs = [(t, r, s) for t in tasks for r in rates for s in cfg.seed_list()]
+    jobs = [(t, r, s) for t in tasks for r in cfg.for_task(t).rates() for s in cfg.seed_list()]
     base = _inputs_fingerprint(cfg, tasks)
     records = {j: run_record(cfg, base, *j) for j in jobs}
     with folder_lock(out):  # one suite per output folder at a time
@@ -179,11 +181,18 @@ def _inputs_fingerprint(cfg: GlueConfig, tasks: list[str]) -> dict[str, Any]:
             t: {s: file_sha256(data / GLUE5[t][0] / f"{s}.tsv")[:16] for s in ("train", "dev")} for t in tasks
         },
     }
-    if cfg.teachers is not None:
+    if distilled(cfg, tasks):
         from albert_lm.distill.teacher_files import fingerprint
 
-        base["teachers"] = {t: fingerprint(teacher_folder(cfg, t), "task teacher") for t in tasks}
+        base["teachers"] = {
+            t: fingerprint(teacher_folder(cfg.for_task(t), t), "task teacher") for t in distilled(cfg, tasks)
+        }
     return base
+
+
+def distilled(cfg: GlueConfig, tasks: list[str]) -> list[str]:
+    """The tasks whose runs are task distillation: those with a teacher (--teachers, or their own)."""
+    return [t for t in tasks if cfg.for_task(t).teachers is not None]
 
 
 # Settings of a run that do not change its score (where it reads and writes, how much it logs, the
@@ -204,7 +213,7 @@ def run_record(cfg: GlueConfig, base: dict[str, Any], task: str, rate: float, se
         "data": base["data"][task],
         "settings": settings,
     }
-    if "teachers" in base:
+    if task in base.get("teachers", {}):
         record["teacher"] = base["teachers"][task]
     return record
 
@@ -258,15 +267,16 @@ def glue_device(cfg: GlueConfig) -> str:
 def _check_augment(cfg: GlueConfig, tasks: list[str]) -> None:
     """--augment's texts of each task counted before any run starts (`distill.augment.check_augment`):
     each run would refuse them itself, but only once the suite's other runs were under way."""
-    if cfg.teachers is None or not cfg.augment:
-        return
     from albert_lm.distill.augment import check_augment
     from albert_lm.training.evaluation import build_task, read_split
 
-    for task in tasks:
-        ft = finetune_config(cfg, task, cfg.rates()[0], cfg.seed_list()[0])
-        train = read_split(build_task(ft), Path(ft.data), "train", cfg.max_train_examples) or []
-        check_augment(len(train), cfg.augment, f"{GLUE5[task][0]} training examples")
+    for task in distilled(cfg, tasks):
+        own = cfg.for_task(task)
+        if not own.augment:
+            continue
+        ft = finetune_config(cfg, task, own.rates()[0], cfg.seed_list()[0])
+        train = read_split(build_task(ft), Path(ft.data), "train", own.max_train_examples) or []
+        check_augment(len(train), own.augment, f"{GLUE5[task][0]} training examples")
 
 
 # Runs sharing one GPU by default: each is a process with its own CUDA context (~0.5 GB), and a small

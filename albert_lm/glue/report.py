@@ -51,7 +51,7 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
             "majority": majority_score(task, Path(cfg.data), cfg.max_eval_examples),
             "dev_examples": min(dev, cfg.max_eval_examples or dev), "dev_examples_in_file": dev,
         }  # fmt: skip
-        if cfg.teachers is not None:  # the teacher's dev score, as the task's first run recorded it
+        if cfg.for_task(task).teachers is not None:  # the teacher's dev score, as its first run recorded it
             first = next(j for j in jobs if j[0] == task)
             teacher = _score(run_folder(cfg, *first) / "eval_results.json", f"teacher_{metric}")
             rows[task].update(teacher=teacher, kept=rows[task]["mean"] / teacher if teacher > 0 else None)
@@ -60,7 +60,7 @@ def summarize(cfg: GlueConfig, jobs: list[tuple[str, float, int]]) -> dict[str, 
         "score": 100 * statistics.fmean(r["mean"] for r in rows.values()),
         "majority": 100 * statistics.fmean(r["majority"] for r in rows.values()),
     }
-    if cfg.teachers is not None:
+    if all("teacher" in r for r in rows.values()):  # every task distilled: the teachers' average beside it
         average["teacher"] = 100 * statistics.fmean(r["teacher"] for r in rows.values())
         average["kept"] = average["score"] / average["teacher"] if average["teacher"] > 0 else None
     return {"settings": asdict(cfg), "tasks": rows, "average": average, "evaluation": _evaluation(cfg, rows)}
@@ -98,17 +98,20 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [note] if cap else []
     title = f"dev x100, mean +- std of {seeds} seeds" if seeds > 1 else "dev x100, 1 seed, no spread"
     avg = result["average"]
-    teacher = "teacher" in avg  # a suite distilled from teachers: their scores beside the student's
+    teacher = any("teacher" in r for r in result["tasks"].values())  # distilled: the teachers' scores too
     head = f"{'task':<6} {'metric':<9} {title:>32} {'lr':>8} {'majority':>9}"
     lines.append(head + (f" {'teacher':>8}" if teacher else ""))
     for task, r in result["tasks"].items():
         score = f"{100 * r['mean']:.1f}" + (f" +- {100 * r['std']:.1f}" if seeds > 1 else "")
         line = f"{GLUE5[task][0]:<6} {r['metric']:<9} {score:>32} {r['learning_rate']:>8g} {100 * r['majority']:>9.1f}"
-        lines.append(line + (f" {100 * r['teacher']:>8.1f}" if teacher else ""))
+        lines.append(line + (f" {100 * r['teacher']:>8.1f}" if "teacher" in r else ""))
     line = f"{avg['name']:<16} {avg['score']:>32.1f} {'':>8} {avg['majority']:>9.1f}"
-    lines.append(line + (f" {avg['teacher']:>8.1f}" if teacher else ""))
-    if teacher and avg["kept"] is not None:
+    lines.append(line + (f" {avg['teacher']:>8.1f}" if "teacher" in avg else ""))
+    if teacher and "teacher" not in avg:
+        lines.append("rows without a teacher: fine-tuned on the gold labels")
+    if avg.get("kept") is not None:
         lines.append(f"the student keeps {100 * avg['kept']:.1f}% of its teachers' {avg['name']}")
-    if result["settings"].get("bi_encoder") and "stsb" in result["tasks"]:
+    stsb = (result["settings"].get("task_settings") or {}).get("stsb") or {}
+    if stsb.get("bi_encoder", result["settings"].get("bi_encoder")) and "stsb" in result["tasks"]:
         lines.append("STS-B: a bi-encoder (--bi-encoder), the cosine of the two sentences' mean vectors")
     return "\n".join(lines)
