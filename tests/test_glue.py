@@ -286,3 +286,99 @@ def test_a_finished_run_is_reused_after_a_new_setting_at_its_default(tiny_model,
     record.write_text(json.dumps(kept))
     with pytest.raises(ValueError, match="dropout: 0.3 there"):
         run_glue(cfg)
+
+
+# --------------------------------------------------------------------------- each task's own settings
+def test_task_settings_are_typed_from_the_command_line_and_checked_by_task():
+    parse = GlueConfig.parse_task_settings
+    assert parse(
+        [
+            "stsb.learning_rates=2e-5",
+            "stsb.epochs=4",
+            "stsb.bi_encoder=true",
+            "mrpc.teachers=null",
+            "cola.teachers=runs/t",
+            "rte.precision=fp32",
+        ]
+    ) == {  # fmt: skip
+        "stsb": {"learning_rates": "2e-5", "epochs": 4, "bi_encoder": True},
+        "mrpc": {"teachers": None},
+        "cola": {"teachers": "runs/t"},
+        "rte": {"precision": "fp32"},
+    }
+    for pair in ("stsb=4", "epochs=4", ".epochs=4", "stsb.epochs"):
+        with pytest.raises(ValueError, match="TASK.NAME=VALUE"):
+            parse([pair])
+    with pytest.raises(ValueError, match="stsb.epochs: 'four' is not a value of epochs"):
+        parse(["stsb.epochs=four"])
+
+    def refused(settings: dict, match: str, **kw) -> None:
+        with pytest.raises(ValueError, match=match):
+            GlueConfig(model="m", data="d", output="o", task_settings=settings, **kw)
+
+    refused({"qqp": {"epochs": 2}}, "task_settings.qqp: no such task")
+    refused({"rte": {"seeds": "1"}}, "task_settings.rte: seeds: not a setting of one task's runs")
+    refused({"rte": 3}, "task_settings.rte: expected a JSON object")
+    refused({"rte": {"epochs": -1}}, "task_settings.rte: epochs must be > 0")
+    refused({"rte": {"learning_rates": "fast"}}, "task_settings.rte: --learning-rates 'fast'")
+    refused({"cola": {"bi_encoder": True}}, "task_settings.cola.bi_encoder: only STS-B")
+    refused(
+        {"stsb": {"bi_encoder": True}}, r"task_settings.stsb: --bi-encoder: not with --teachers", teachers="t"
+    )
+    refused({"rte": {"classifier_pooling": "mean"}}, "task_settings.rte: --classifier-pooling", teachers="t")
+    refused({}, "--bi-encoder: not with --teachers", teachers="t", bi_encoder=True)
+
+
+def test_each_task_runs_with_its_own_settings_over_the_suites():
+    cfg = GlueConfig(model="m", data="d", output="o", teachers="t", augment=4, bi_encoder=True,
+                     learning_rates="3e-5", task_settings={"stsb": {"teachers": None, "epochs": 4.0},
+                                                          "mrpc": {"learning_rates": "1e-4,3e-4"}})  # fmt: skip
+    stsb, mrpc, rte = cfg.for_task("stsb"), cfg.for_task("mrpc"), cfg.for_task("rte")
+    assert (stsb.teachers, stsb.augment, stsb.bi_encoder, stsb.epochs, stsb.rates()) == (
+        None,
+        0,
+        True,
+        4.0,
+        [3e-5],
+    )
+    assert (mrpc.teachers, mrpc.augment, mrpc.bi_encoder, mrpc.rates()) == ("t", 4, False, [1e-4, 3e-4])
+    assert (rte.teachers, rte.epochs, rte.task_settings) == ("t", 3.0, {})
+    assert GlueConfig(model="m", data="d", output="o").for_task("rte").teachers is None
+
+
+def test_glue_mixes_distilled_gold_label_and_bi_encoder_tasks(tiny_model, albert_data, tmp_path, capsys):
+    """A teacher for RTE only: RTE task-distilled at its own rate, STS-B fine-tuned on its gold scores as a
+    bi-encoder at another, from one --recipe with --task-setting over it, resumable."""
+    teachers = tmp_path / "teachers"
+    _teacher(teachers / "RTE", "rte")
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"glue": {"tasks": "rte,stsb", "learning_rates": "1e-3", "augment": 1,
+        "task_settings": {"stsb": {"teachers": None, "bi_encoder": True, "learning_rates": "3e-3"}}}}))  # fmt: skip
+    out = tmp_path / "glue"
+    argv = ["glue", "--recipe", str(recipe), "--model", str(tiny_model), "--data", str(albert_data / "glue"),
+            "--teachers", str(teachers), "--output", str(out), "--seeds", "1", "--epochs", "1", "--batch-size",
+            "8", "--max-seq-length", "64", "--max-train-examples", "16", "--max-eval-examples", "24",
+            "--workers", "1", "--precision", "fp32", "--task-setting", "stsb.epochs=2"]  # fmt: skip
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    result = json.loads((out / "glue_results.json").read_text())
+    rte, stsb = out / "rte" / "lr-0.001" / "seed-1", out / "stsb" / "lr-0.003" / "seed-1"
+    assert json.loads((rte / "eval_results.json").read_text())["teacher"] == str(teachers / "RTE")
+    assert "teacher" not in json.loads((stsb / "eval_results.json").read_text())  # the gold scores
+    assert json.loads((stsb / "best" / "config.json").read_text())["architectures"] == [
+        "AlbertForSentenceSimilarity"
+    ]
+    assert json.loads((stsb / "best" / "finetune_config.json").read_text())["epochs"] == 2.0  # the typed value won
+    assert set(result["settings"]["task_settings"]["stsb"]) == {"teachers", "bi_encoder", "learning_rates",
+                                                                  "epochs"}  # fmt: skip
+    assert "teacher" in result["tasks"]["rte"] and "teacher" not in result["tasks"]["stsb"]
+    assert "teacher" not in result["average"]  # no teachers' GLUE average from half the tasks
+    lines = table.splitlines()
+    assert lines[1].rstrip().endswith("teacher") and "the student keeps" not in table
+    assert "rows without a teacher: fine-tuned on the gold labels" in table
+    assert "STS-B: a bi-encoder" in table
+    stamps = [p.stat().st_mtime_ns for p in sorted(out.glob("*/*/*/eval_results.json"))]
+    assert main(argv) == 0  # resumed: both runs reused
+    assert [p.stat().st_mtime_ns for p in sorted(out.glob("*/*/*/eval_results.json"))] == stamps
+    assert main([*argv, "--task-setting", "cola.bi_encoder=true"]) == 1
+    assert "task_settings.cola.bi_encoder: only STS-B" in capsys.readouterr().err

@@ -14,6 +14,23 @@ from albert_lm.settings import (
 )
 
 GLUE_REQUIRED = ("model", "data", "output")
+GLUE_GROUPS = {
+    "model, data and output": ("model", "data", "output", "tasks", "teachers", "overwrite"),
+    "the runs": (
+        "seeds",
+        "learning_rates",
+        "epochs",
+        "batch_size",
+        "max_seq_length",
+        "max_train_examples",
+        "max_eval_examples",
+        "augment",
+        "exit_heads",
+        "classifier_pooling",
+        "bi_encoder",
+    ),  # fmt: skip
+    "machine": ("workers", "precision", "device"),
+}
 
 
 def glue_options(p: argparse.ArgumentParser) -> None:
@@ -26,10 +43,18 @@ def glue_options(p: argparse.ArgumentParser) -> None:
         GlueConfig,
         skip=("task_settings",),
         required=GLUE_REQUIRED,
-        metavars={"model": "DIR", "data": "DIR", "teachers": "DIR"},
+        metavars={
+            "model": "DIR",
+            "data": "DIR",
+            "teachers": "DIR",
+            "tasks": "LIST",
+            "learning_rates": "LIST",
+        },
         suppress=True,
+        groups=GLUE_GROUPS,
     )
-    p.add_argument(
+    runs = next(g for g in p._action_groups if g.title == "the runs")
+    runs.add_argument(
         "--task-setting",
         action="append",
         default=argparse.SUPPRESS,
