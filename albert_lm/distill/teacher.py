@@ -262,7 +262,7 @@ class TaskTeacher(_Teacher):
     model_class = "AutoModelForSequenceClassification"
     missing_hint = (
         "a task teacher is a model fine-tuned for sequence classification on the task and saved with its "
-        "classifier (benchmarks/experiments/finetune_teacher.py makes one)"
+        "classifier (`albert distill teacher` makes one)"
     )
 
     def __init__(self, name: str, device: torch.device, batch_size: int = 64) -> None:

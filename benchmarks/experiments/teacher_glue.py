@@ -1,5 +1,5 @@
 """GLUE-5 of a transformers teacher, the way `albert glue` scores an ALBERT: every task at every rate with
-every seed (benchmarks/experiments/finetune_teacher.py, one process each, --workers at a time), each run's best
+every seed (`albert distill teacher`, one process each, --workers at a time), each run's best
 epoch on dev, per task the rate with the best mean kept, mean +- std over the seeds, GLUE-5 the mean of
 CoLA MCC, SST-2, MRPC, STS-B Pearson and RTE. Made for docs/distill.md's size-against-quality table,
 where the students' GLUE-5 sits beside their teacher's. Finished runs (an eval_results.json) are kept,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +26,6 @@ from pathlib import Path
 from albert_lm.files import atomic_write, read_json_object
 from albert_lm.glue.config import GLUE5, GlueConfig, run_folder
 from albert_lm.glue.report import format_table, summarize
-
-HERE = Path(__file__).resolve().parent
 
 
 def finetune(cfg: GlueConfig, teacher: str, job: tuple[str, float, int], threads: int, bf16: bool) -> int:
@@ -37,13 +36,12 @@ def finetune(cfg: GlueConfig, teacher: str, job: tuple[str, float, int], threads
         return 0
     folder.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, str(HERE / "finetune_teacher.py"), "--model", teacher, "--task", task,
-        "--data", str(Path(cfg.data) / GLUE5[task][0]), "--output", str(folder / "run"), "--no-save",
+        sys.executable, "-m", "albert_lm.cli", "distill", "teacher", "--teacher", teacher, "--task", task,
+        "--data", str(Path(cfg.data) / GLUE5[task][0]), "--output", str(folder / "run"), "--overwrite",
         "--learning-rate", f"{rate:g}", "--seed", str(seed), "--epochs", f"{cfg.epochs:g}",
         "--batch-size", str(cfg.batch_size), "--max-seq-length", str(cfg.max_seq_length),
+        "--precision", "bf16" if bf16 else "fp32",
     ]  # fmt: skip
-    if bf16:
-        command.append("--bf16")
     for option, value in (
         ("--max-train-examples", cfg.max_train_examples),
         ("--max-eval-examples", cfg.max_eval_examples),
@@ -58,6 +56,7 @@ def finetune(cfg: GlueConfig, teacher: str, job: tuple[str, float, int], threads
         epochs = read_json_object(folder / "run" / "eval_results.json")["per_epoch"]
         best = max(epochs, key=lambda scores: scores[GLUE5[task][1]])
         atomic_write(folder / "eval_results.json", json.dumps(best, indent=2) + "\n")
+        shutil.rmtree(folder / "run")  # the scores are kept; 30 teachers' weights are not needed
     print(
         f"{task} lr {rate:g} seed {seed}: " + ("done" if rc == 0 else f"failed ({rc}), see {folder}/log.txt")
     )

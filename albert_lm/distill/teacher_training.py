@@ -1,0 +1,221 @@
+"""`albert distill teacher`: a transformers encoder fine-tuned on a task, the teacher that `albert distill
+task` and `albert glue --teachers` read.
+
+albert-lm's own training loop trains ALBERT folders; a teacher is another architecture (BERT, MiniLM,
+MPNet, ...), so it is fine-tuned by transformers' Trainer, the library made for those models (it needs
+accelerate: the `[distill]` extra). Around it, what every albert-lm command does:
+- the task's files are read by albert-lm's readers (`albert finetune`'s) and checked before anything is
+  written; the labels are saved under GLUE's conventional names (id2label), which `albert distill task`
+  matches the task's labels by;
+- the output is apart from the inputs and holds no other run (unless --overwrite); the Trainer saves a
+  checkpoint after each epoch (OUTPUT/checkpoints, the newest kept), so a killed run continues from its
+  last finished epoch with --resume, its settings checked against OUTPUT/teacher_config.json;
+- a training loss that turns inf or NaN stops the run with an error, and nothing is saved as a teacher;
+- the teacher is written under a temporary name and moved in with config.json last, so a folder with a
+  config.json is a whole teacher; OUTPUT/eval_results.json holds the final dev scores and each epoch's
+  (per_epoch), under the task's metric names as `albert finetune` writes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import logging
+import math
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from albert_lm.data.sources import MissingExtra
+from albert_lm.distill.config import TeacherConfig
+from albert_lm.distill.teacher_files import local_teacher, teacher_folder
+from albert_lm.files import atomic_write, check_output_apart, clear_folder, describe_folder, folder_lock
+from albert_lm.tasks import Task
+from albert_lm.tasks.glue import GlueExample, GlueTask, label_names
+from albert_lm.training.evaluation import read_split
+from albert_lm.training.optim import NonFiniteLossError
+from albert_lm.training.run_folder import changed_settings
+
+logger = logging.getLogger(__name__)
+
+SETTINGS_FILE = "teacher_config.json"
+CHECKPOINTS = "checkpoints"
+
+
+class Encoded(torch.utils.data.Dataset):
+    """The teacher tokenizer's features of a task's examples, with their label ids (or scores)."""
+
+    def __init__(self, tokenizer: Any, task: Task, examples: Sequence[Any], max_length: int) -> None:
+        pairs = [
+            (e.text_a, e.text_b) if isinstance(e, GlueExample) else (e.text, e.text_pair) for e in examples
+        ]
+        second = None if all(b is None for _, b in pairs) else [b or "" for _, b in pairs]
+        self.features = tokenizer([a for a, _ in pairs], second, truncation=True, max_length=max_length)
+        self.labels = [float(e.label) if not task.labels else task.labels.index(e.label) for e in examples]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {**{k: v[i] for k, v in self.features.items()}, "labels": self.labels[i]}
+
+
+def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+    """Fine-tune `cfg.teacher` on `cfg.task`; returns the dev scores (also OUTPUT/eval_results.json).
+    `callbacks`: more Trainer callbacks (the tests interrupt a run with one)."""
+    for package in ("transformers", "accelerate"):
+        if importlib.util.find_spec(package) is None:
+            raise MissingExtra(
+                f"albert distill teacher needs {package} (transformers' Trainer): pip install 'albert-lm[distill]'"
+            )
+    task, data, out = cfg.build_task(), Path(str(cfg.data)), Path(str(cfg.output))
+    if not data.exists():
+        raise FileNotFoundError(f"--data {data}: no such file or folder")
+    train = read_split(task, data, "train", cfg.max_train_examples)
+    dev = read_split(task, data, "dev", cfg.max_eval_examples)
+    for split, examples in (("training", train), ("dev", dev)):
+        if not examples:
+            raise FileNotFoundError(f"--data {data}: no {split} examples for {cfg.task} there")
+    assert train is not None and dev is not None
+    task.fit_labels(train)
+    folder = teacher_folder(cfg.teacher)
+    check_output_apart(out, {"--data": data, "--teacher": local_teacher(cfg.teacher)})
+    _check_output(cfg, out)
+    with folder_lock(out):
+        _check_output(cfg, out)  # again, under the lock
+        if cfg.overwrite and any(out.iterdir()):
+            logger.info("--overwrite: removing %s from %s", describe_folder(out), out)
+            clear_folder(out)
+        if not cfg.resume or not (out / SETTINGS_FILE).is_file():
+            atomic_write(out / SETTINGS_FILE, json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+        return _train(cfg, task, folder, train, dev, out, callbacks)
+
+
+RUN_FILES = (SETTINGS_FILE, CHECKPOINTS, "config.json", "eval_results.json")
+
+
+def _check_output(cfg: TeacherConfig, out: Path) -> None:
+    """The output holds no other run (unless --overwrite); --resume needs an interrupted one with these
+    settings."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    ours = out.is_dir() and any((out / name).exists() for name in RUN_FILES)
+    finished = (out / "config.json").is_file()
+    if cfg.resume:
+        if finished or not (out / CHECKPOINTS).is_dir():
+            what = "a finished teacher" if finished else "no checkpoint"
+            raise FileExistsError(f"--resume: --output {out} holds {what}; pass --overwrite to start again")
+        saved = json.loads((out / SETTINGS_FILE).read_text()) if (out / SETTINGS_FILE).is_file() else {}
+        differs = changed_settings(
+            saved, cfg, {f.name for f in dataclasses.fields(cfg) if f.metadata["resume"]}
+        )
+        if differs:
+            raise ValueError(
+                f"--resume: the run in {out} was started with other settings ({'; '.join(differs)})"
+            )
+    elif ours and not cfg.overwrite:
+        hint = "pass --resume to continue it, " if not finished and (out / CHECKPOINTS).is_dir() else ""
+        raise FileExistsError(
+            f"--output {out} holds another run ({describe_folder(out)}): {hint}pass --overwrite to replace it, "
+            "or choose another --output"
+        )
+
+
+def _train(
+    cfg: TeacherConfig, task: Task, folder: Path, train: list[Any], dev: list[Any], out: Path,
+    callbacks: Sequence[Any],
+) -> dict[str, Any]:  # fmt: skip
+    import transformers
+
+    from albert_lm.kernels.device import pick_device, resolved_precision
+
+    device = pick_device(cfg.device)
+    precision = resolved_precision(cfg.precision, device)
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision fp16 needs a CUDA device; use bf16 or fp32 on a CPU")
+    transformers.set_seed(cfg.seed)  # the new classifier's first weights too
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    names = list(label_names(task.name)) if isinstance(task, GlueTask) and task.labels else list(task.labels)
+    # a regression (STS-B) has no label names: passing id2label=None would unset num_labels
+    labels = (
+        {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
+    )
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        folder, num_labels=task.num_labels, problem_type=task.problem_type, **labels
+    )
+    steps_per_epoch = -(-len(train) // cfg.batch_size)
+    args = transformers.TrainingArguments(
+        output_dir=str(out / CHECKPOINTS), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
+        per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=2 * cfg.batch_size,
+        warmup_steps=int(0.1 * cfg.epochs * steps_per_epoch), weight_decay=0.01, eval_strategy="epoch",
+        save_strategy="epoch", save_total_limit=1, logging_steps=max(1, min(100, steps_per_epoch)),
+        seed=cfg.seed, bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.type == "cpu",
+        report_to=[], disable_tqdm=os.environ.get("TQDM_DISABLE") == "1",
+    )  # fmt: skip
+
+    def scores(prediction: Any) -> dict[str, float]:
+        logits = np.asarray(prediction.predictions)
+        return task.score(dev, task.predict(dev, [], [{"logits": row} for row in logits]))
+
+    watch = _NonFinite()
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=Encoded(tokenizer, task, train, cfg.max_seq_length),
+        eval_dataset=Encoded(tokenizer, task, dev, cfg.max_seq_length), compute_metrics=scores,
+        data_collator=transformers.DataCollatorWithPadding(tokenizer), callbacks=[watch, *callbacks],
+    )  # fmt: skip
+    logger.info("teacher %s on %s: %d training examples, %d dev, on %s (%s)", cfg.teacher, cfg.task,
+                len(train), len(dev), device, precision)  # fmt: skip
+    trainer.train(resume_from_checkpoint=cfg.resume)
+    if watch.bad is not None or not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        step = f" at step {watch.bad[0]} (loss {watch.bad[1]})" if watch.bad else ""
+        raise NonFiniteLossError(
+            f"the teacher's training went non-finite{step}: nothing saved as a teacher; lower --learning-rate "
+            f"or check --teacher {cfg.teacher} (its weights may hold inf or NaN)"
+        )
+    per_epoch = [{k.removeprefix("eval_"): v for k, v in e.items()}
+                 for e in trainer.state.log_history if "eval_loss" in e]  # fmt: skip
+    result: dict[str, Any] = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items()}
+    result["per_epoch"] = per_epoch
+    _save(trainer, tokenizer, out, result)
+    return result
+
+
+class _NonFinite:
+    """A Trainer callback that stops training at the first logged loss that is inf or NaN."""
+
+    def __new__(cls) -> Any:
+        import transformers
+
+        class Watch(transformers.TrainerCallback):
+            bad: tuple[int, float] | None = None
+
+            def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+                loss = (logs or {}).get("loss")
+                if loss is not None and not math.isfinite(loss):
+                    self.bad = (state.global_step, loss)
+                    control.should_training_stop = True
+
+        return Watch()
+
+
+def _save(trainer: Any, tokenizer: Any, out: Path, result: dict[str, Any]) -> None:
+    """The teacher in OUTPUT: written under a temporary name, then moved in with config.json last; the
+    scores beside it; the checkpoints removed."""
+    tmp = out / ".teacher.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save_model(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    atomic_write(out / "eval_results.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
+    for p in sorted(tmp.iterdir(), key=lambda p: p.name == "config.json"):
+        os.replace(p, out / p.name)
+    tmp.rmdir()
+    shutil.rmtree(out / CHECKPOINTS, ignore_errors=True)
+    if (out / "training_args.bin").is_file():
+        (out / "training_args.bin").unlink()  # the Trainer's pickle: its settings are teacher_config.json
+    logger.info("teacher saved in %s: %s", out, {k: v for k, v in result.items() if k != "per_epoch"})
