@@ -146,9 +146,16 @@ def _train(
     labels = (
         {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
     )
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(
-        folder, num_labels=task.num_labels, problem_type=task.problem_type, **labels
-    )
+    was = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # its load report lists the new classifier as "missing"
+    try:
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            folder, num_labels=task.num_labels, problem_type=task.problem_type, **labels
+        )
+    finally:
+        transformers.logging.set_verbosity(was)
+    outputs = ", ".join(names) if names else "a score"
+    logger.info("a new classifier on %s's encoder: %d output(s), %s", cfg.teacher, task.num_labels, outputs)
     steps_per_epoch = -(-len(train) // cfg.batch_size)
     args = transformers.TrainingArguments(
         output_dir=str(out / CHECKPOINTS), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
