@@ -106,6 +106,14 @@ def test_outputs_and_settings_are_refused_before_any_training(encoder, tiny_sst2
         assert message in capsys.readouterr().err
     assert (out / "config.json").stat().st_mtime_ns == stamp  # untouched
     assert main(_argv(encoder, data, out, "--epochs", "1", "--overwrite")) == 0
+    killed = tmp_path / "killed-early"  # stopped before its first epoch ended: its settings file alone
+    killed.mkdir()
+    (killed / "teacher_config.json").write_text((out / "teacher_config.json").read_text())
+    assert main(_argv(encoder, data, killed, "--epochs", "1", "--resume")) == 1
+    assert "no finished epoch to continue from" in capsys.readouterr().err
+    assert main(_argv(encoder, data, killed, "--epochs", "1")) == 1
+    err = capsys.readouterr().err
+    assert "holds another run" in err and "--resume" not in err
     assert main(_argv(encoder, data, data / "teacher")) == 1
     assert "lies inside the --data folder" in capsys.readouterr().err
     empty = tmp_path / "empty"

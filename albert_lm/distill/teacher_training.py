@@ -35,7 +35,14 @@ import torch
 from albert_lm.data.sources import MissingExtra
 from albert_lm.distill.config import TeacherConfig
 from albert_lm.distill.teacher_files import local_teacher, teacher_folder
-from albert_lm.files import atomic_write, check_output_apart, clear_folder, describe_folder, folder_lock
+from albert_lm.files import (
+    atomic_write,
+    check_output_apart,
+    clear_folder,
+    describe_folder,
+    folder_lock,
+    read_json_object,
+)
 from albert_lm.tasks import Task
 from albert_lm.tasks.glue import GlueExample, GlueTask, label_names
 from albert_lm.training.evaluation import read_split
@@ -107,11 +114,16 @@ def _check_output(cfg: TeacherConfig, out: Path) -> None:
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     ours = out.is_dir() and any((out / name).exists() for name in RUN_FILES)
     finished = (out / "config.json").is_file()
+    epoch_saved = any((out / CHECKPOINTS).glob("checkpoint-*"))  # a killed run's last finished epoch
     if cfg.resume:
-        if finished or not (out / CHECKPOINTS).is_dir():
-            what = "a finished teacher" if finished else "no checkpoint"
+        if finished or not epoch_saved:
+            what = "a finished teacher" if finished else "no finished epoch to continue from"
             raise FileExistsError(f"--resume: --output {out} holds {what}; pass --overwrite to start again")
-        saved = json.loads((out / SETTINGS_FILE).read_text()) if (out / SETTINGS_FILE).is_file() else {}
+        saved = (
+            read_json_object(out / SETTINGS_FILE, "teacher settings")
+            if (out / SETTINGS_FILE).is_file()
+            else {}
+        )
         differs = changed_settings(
             saved, cfg, {f.name for f in dataclasses.fields(cfg) if f.metadata["resume"]}
         )
@@ -120,7 +132,7 @@ def _check_output(cfg: TeacherConfig, out: Path) -> None:
                 f"--resume: the run in {out} was started with other settings ({'; '.join(differs)})"
             )
     elif ours and not cfg.overwrite:
-        hint = "pass --resume to continue it, " if not finished and (out / CHECKPOINTS).is_dir() else ""
+        hint = "pass --resume to continue it, " if not finished and epoch_saved else ""
         raise FileExistsError(
             f"--output {out} holds another run ({describe_folder(out)}): {hint}pass --overwrite to replace it, "
             "or choose another --output"
@@ -139,23 +151,7 @@ def _train(
     precision = resolved_precision(cfg.precision, device)
     if precision == "fp16" and device.type != "cuda":
         raise ValueError("precision fp16 needs a CUDA device; use bf16 or fp32 on a CPU")
-    transformers.set_seed(cfg.seed)  # the new classifier's first weights too
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    names = list(label_names(task.name)) if isinstance(task, GlueTask) and task.labels else list(task.labels)
-    # a regression (STS-B) has no label names: passing id2label=None would unset num_labels
-    labels = (
-        {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
-    )
-    was = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # its load report lists the new classifier as "missing"
-    try:
-        model = transformers.AutoModelForSequenceClassification.from_pretrained(
-            folder, num_labels=task.num_labels, problem_type=task.problem_type, **labels
-        )
-    finally:
-        transformers.logging.set_verbosity(was)
-    outputs = ", ".join(names) if names else "a score"
-    logger.info("a new classifier on %s's encoder: %d output(s), %s", cfg.teacher, task.num_labels, outputs)
+    tokenizer, model = _load(cfg, task, folder)
     steps_per_epoch = -(-len(train) // cfg.batch_size)
     args = transformers.TrainingArguments(
         output_dir=str(out / CHECKPOINTS), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
@@ -170,7 +166,7 @@ def _train(
         logits = np.asarray(prediction.predictions)
         return task.score(dev, task.predict(dev, [], [{"logits": row} for row in logits]))
 
-    watch = _NonFinite()
+    watch = _non_finite_watch()
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=Encoded(tokenizer, task, train, cfg.max_seq_length),
         eval_dataset=Encoded(tokenizer, task, dev, cfg.max_seq_length), compute_metrics=scores,
@@ -193,22 +189,45 @@ def _train(
     return result
 
 
-class _NonFinite:
-    """A Trainer callback that stops training at the first logged loss that is inf or NaN."""
+def _load(cfg: TeacherConfig, task: Task, folder: Path) -> tuple[Any, Any]:
+    """The teacher's tokenizer, and its encoder with a new classifier for the task's labels (GLUE's names)."""
+    import transformers
 
-    def __new__(cls) -> Any:
-        import transformers
+    transformers.set_seed(cfg.seed)  # the new classifier's first weights too
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    names = list(label_names(task.name)) if isinstance(task, GlueTask) and task.labels else list(task.labels)
+    # a regression (STS-B) has no label names: passing id2label=None would unset num_labels
+    labels = (
+        {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
+    )
+    was = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # its load report lists the new classifier as "missing"
+    try:
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            folder, num_labels=task.num_labels, problem_type=task.problem_type, **labels
+        )
+    finally:
+        transformers.logging.set_verbosity(was)
+    outputs = ", ".join(names) if names else "a score"
+    logger.info("a new classifier on %s's encoder: %d output(s), %s", cfg.teacher, task.num_labels, outputs)
+    return tokenizer, model
 
-        class Watch(transformers.TrainerCallback):
-            bad: tuple[int, float] | None = None
 
-            def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
-                loss = (logs or {}).get("loss")
-                if loss is not None and not math.isfinite(loss):
-                    self.bad = (state.global_step, loss)
-                    control.should_training_stop = True
+def _non_finite_watch() -> Any:
+    """A Trainer callback that stops training at the first logged loss that is inf or NaN (`bad`: its step
+    and value)."""
+    import transformers
 
-        return Watch()
+    class Watch(transformers.TrainerCallback):
+        bad: tuple[int, float] | None = None
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            loss = (logs or {}).get("loss")
+            if loss is not None and not math.isfinite(loss):
+                self.bad = (state.global_step, loss)
+                control.should_training_stop = True
+
+    return Watch()
 
 
 def _save(trainer: Any, tokenizer: Any, out: Path, result: dict[str, Any]) -> None:
