@@ -34,6 +34,7 @@ import torch
 
 from albert_lm.data.sources import MissingExtra
 from albert_lm.distill.config import TeacherConfig
+from albert_lm.distill.task import texts_of
 from albert_lm.distill.teacher_files import local_teacher, teacher_folder
 from albert_lm.files import (
     atomic_write,
@@ -44,7 +45,7 @@ from albert_lm.files import (
     read_json_object,
 )
 from albert_lm.tasks import Task
-from albert_lm.tasks.glue import GlueExample, GlueTask, label_names
+from albert_lm.tasks.glue import GlueTask, label_names
 from albert_lm.training.evaluation import read_split
 from albert_lm.training.optim import NonFiniteLossError
 from albert_lm.training.run_folder import changed_settings
@@ -59,9 +60,7 @@ class Encoded(torch.utils.data.Dataset):
     """The teacher tokenizer's features of a task's examples, with their label ids (or scores)."""
 
     def __init__(self, tokenizer: Any, task: Task, examples: Sequence[Any], max_length: int) -> None:
-        pairs = [
-            (e.text_a, e.text_b) if isinstance(e, GlueExample) else (e.text, e.text_pair) for e in examples
-        ]
+        pairs = [texts_of(e) for e in examples]
         second = None if all(b is None for _, b in pairs) else [b or "" for _, b in pairs]
         self.features = tokenizer([a for a, _ in pairs], second, truncation=True, max_length=max_length)
         self.labels = [float(e.label) if not task.labels else task.labels.index(e.label) for e in examples]

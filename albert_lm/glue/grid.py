@@ -61,7 +61,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         precision=cfg.precision,
         exit_heads=cfg.exit_heads,
         classifier_pooling=cfg.classifier_pooling,
-        bi_encoder=cfg.bi_encoder and task == "stsb",
+        bi_encoder=cfg.bi_encoder,  # for_task: STS-B's alone
         log_every=10**9,
         tensorboard=False,
         plot=False,  # dozens of short runs
