@@ -151,9 +151,45 @@ def test_a_killed_run_resumes_from_its_last_epoch(encoder, tiny_sst2, tmp_path, 
     assert (out / "config.json").is_file() and not (out / CHECKPOINTS).exists()
 
 
-def test_a_teacher_with_a_nan_weight_stops_with_an_error(tiny_sst2, tmp_path, capsys):
+def test_a_teacher_with_a_nan_weight_is_refused_before_training(tiny_sst2, tmp_path, capsys):
     broken = _encoder(tmp_path / "broken", nan=True)
     out = tmp_path / "teacher"
     assert main(_argv(broken, tiny_sst2 / "sst2", out)) == 1
-    assert "non-finite" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "encoder.layer.0.output.dense.weight" in err and str(broken / "model.safetensors") in err
+    assert not out.exists()  # refused before anything was written
+
+
+def test_a_run_that_diverges_stops_with_an_error(encoder, tiny_sst2, tmp_path, capsys):
+    out = tmp_path / "teacher"
+    assert main(_argv(encoder, tiny_sst2 / "sst2", out, "--learning-rate", "1e30")) == 1
+    assert "went non-finite" in capsys.readouterr().err
     assert not (out / "config.json").exists()
+
+
+def test_teachers_that_cannot_be_fine_tuned_are_refused_naming_the_file(encoder, tiny_sst2, tmp_path, capsys):
+    import shutil
+
+    data = tiny_sst2 / "sst2"
+    cut = tmp_path / "cut"  # a weight of the encoder missing: transformers would start it from random numbers
+    shutil.copytree(encoder, cut)
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(cut / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if "layer.1.attention" not in k}, cut / "model.safetensors")
+    foreign = tmp_path / "foreign"  # a tokenizer that reads the task's text as [UNK]
+    shutil.copytree(encoder, foreign)
+    (foreign / "tokenizer.json").unlink(missing_ok=True)
+    words = [f"zz{i}" for i in range(100)]
+    (foreign / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    for teacher, more, named in (
+        (cut, (), "layer.1.attention"),
+        (foreign, (), "[UNK]"),
+        (encoder, ("--max-seq-length", "512"), "max_position_embeddings"),
+        (encoder, ("--seed", "-5"), "--seed"),  # the Trainer seeds numpy: 0 to 2**32 - 1
+        (encoder, ("--precision", "fp16"), "--precision fp16"),  # _argv's --device cpu
+    ):
+        out = tmp_path / f"out-{teacher.name}"
+        assert main(_argv(teacher, data, out, *more)) == 1
+        assert named in capsys.readouterr().err
+        assert not out.exists()

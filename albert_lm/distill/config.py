@@ -352,6 +352,10 @@ class TeacherConfig:
                      "max_eval_examples"), positive=("learning_rate", "epochs"), batch=("batch_size",),
                      length=("max_seq_length",), count=("max_train_examples", "max_eval_examples"),
                      epochs=("epochs",), seed=("seed",))  # fmt: skip
+        if not 0 <= self.seed < 2**32:  # the Trainer seeds numpy with it
+            raise ValueError(
+                f"TeacherConfig: seed must be in [0, 2**32 - 1] (the Trainer's range), got {self.seed}"
+            )
         device_name(self.device)
         if self.resume and self.overwrite:
             raise ValueError(

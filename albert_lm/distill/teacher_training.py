@@ -44,6 +44,7 @@ from albert_lm.files import (
     folder_lock,
     read_json_object,
 )
+from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.tasks import Task
 from albert_lm.tasks.glue import GlueTask, label_names
 from albert_lm.training.evaluation import read_split
@@ -89,10 +90,18 @@ def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[
         if not examples:
             raise FileNotFoundError(f"--data {data}: no {split} examples for {cfg.task} there")
     assert train is not None and dev is not None
-    task.fit_labels(train)
-    folder = teacher_folder(cfg.teacher)
+    try:
+        task.fit_labels(train)
+    except ValueError as e:
+        raise ValueError(f"--data {data}: {e}") from None
+    teacher_folder(cfg.teacher)  # a shortcut whose package is missing is refused before the output is checked
     check_output_apart(out, {"--data": data, "--teacher": local_teacher(cfg.teacher)})
     _check_output(cfg, out)
+    device = pick_device(cfg.device)
+    if cfg.precision == "fp16" and device.type != "cuda":
+        raise ValueError(f"--precision fp16 needs a CUDA device, not {device.type}; use bf16 or fp32 here")
+    precision = resolved_precision(cfg.precision, device)
+    loaded = _load(cfg, task, train, device)  # checked before anything is written
     with folder_lock(out):
         _check_output(cfg, out)  # again, under the lock
         if cfg.overwrite and any(out.iterdir()):
@@ -100,7 +109,7 @@ def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[
             clear_folder(out)
         if not cfg.resume or not (out / SETTINGS_FILE).is_file():
             atomic_write(out / SETTINGS_FILE, json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
-        return _train(cfg, task, folder, train, dev, out, callbacks)
+        return _train(cfg, task, loaded, precision, train, dev, out, callbacks)
 
 
 RUN_FILES = (SETTINGS_FILE, CHECKPOINTS, "config.json", "eval_results.json")
@@ -139,18 +148,13 @@ def _check_output(cfg: TeacherConfig, out: Path) -> None:
 
 
 def _train(
-    cfg: TeacherConfig, task: Task, folder: Path, train: list[Any], dev: list[Any], out: Path,
-    callbacks: Sequence[Any],
+    cfg: TeacherConfig, task: Task, loaded: tuple[Any, Any], precision: str, train: list[Any], dev: list[Any],
+    out: Path, callbacks: Sequence[Any],
 ) -> dict[str, Any]:  # fmt: skip
     import transformers
 
-    from albert_lm.kernels.device import pick_device, resolved_precision
-
-    device = pick_device(cfg.device)
-    precision = resolved_precision(cfg.precision, device)
-    if precision == "fp16" and device.type != "cuda":
-        raise ValueError("precision fp16 needs a CUDA device; use bf16 or fp32 on a CPU")
-    tokenizer, model = _load(cfg, task, folder)
+    tokenizer, model = loaded
+    device = next(model.parameters()).device
     steps_per_epoch = -(-len(train) // cfg.batch_size)
     args = transformers.TrainingArguments(
         output_dir=str(out / CHECKPOINTS), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
@@ -188,28 +192,29 @@ def _train(
     return result
 
 
-def _load(cfg: TeacherConfig, task: Task, folder: Path) -> tuple[Any, Any]:
-    """The teacher's tokenizer, and its encoder with a new classifier for the task's labels (GLUE's names)."""
+def _load(cfg: TeacherConfig, task: Task, train: Sequence[Any], device: torch.device) -> tuple[Any, Any]:
+    """The teacher's tokenizer, and its encoder with a new classifier for the task's labels (GLUE's names),
+    both checked as `albert distill` checks a teacher (EncoderToFineTune): a folder whose tokenizer does not
+    read the task's text, which lacks encoder weights or holds non-finite ones is refused, naming the file."""
     import transformers
 
+    from albert_lm.distill.teacher import EncoderToFineTune
+
     transformers.set_seed(cfg.seed)  # the new classifier's first weights too
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     names = list(label_names(task.name)) if isinstance(task, GlueTask) and task.labels else list(task.labels)
-    # a regression (STS-B) has no label names: passing id2label=None would unset num_labels
-    labels = (
-        {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}} if names else {}
-    )
-    was = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # its load report lists the new classifier as "missing"
-    try:
-        model = transformers.AutoModelForSequenceClassification.from_pretrained(
-            folder, num_labels=task.num_labels, problem_type=task.problem_type, **labels
+    encoder = EncoderToFineTune(cfg.teacher, device, names)
+    positions = getattr(encoder.hf_config, "max_position_embeddings", None)
+    if isinstance(positions, int) and 0 < positions < cfg.max_seq_length:
+        raise ValueError(
+            f"--max-seq-length {cfg.max_seq_length}: the teacher {cfg.teacher} reads at most {positions} "
+            "tokens (config.json max_position_embeddings); pass --max-seq-length "
+            f"{positions} or less"
         )
-    finally:
-        transformers.logging.set_verbosity(was)
+    encoder.check_reads([t for e in train for t in texts_of(e) if t])
+    model = encoder.checked_model()
     outputs = ", ".join(names) if names else "a score"
     logger.info("a new classifier on %s's encoder: %d output(s), %s", cfg.teacher, task.num_labels, outputs)
-    return tokenizer, model
+    return encoder.tokenizer, model
 
 
 def _non_finite_watch() -> Any:
