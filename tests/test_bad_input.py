@@ -473,6 +473,16 @@ def test_continued_pretraining_on_plain_text_is_one_command(run_world, capsys, t
     assert main(folder_argv) == 0
     made = json.loads((tmp_path / "tapt2" / "data" / "manifest.json").read_text())["summary"]
     assert made["input_bytes"] == run_world["corpus_b"].stat().st_size
+    # a Project Gutenberg book: its header and licence left out with --strip-gutenberg, as data create does
+    book = tmp_path / "book.txt"
+    body = run_world["corpus_b"].read_text()
+    book.write_text("The Project Gutenberg eBook of X\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n"
+                    + body + "\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nLicence text.\n")  # fmt: skip
+    book_argv = [*argv[:4], str(book), "--output", str(tmp_path / "tapt3"), *argv[7:], "--strip-gutenberg"]
+    assert main(book_argv) == 0
+    read = json.loads((tmp_path / "tapt3" / "data" / "manifest.json").read_text())["summary"]["input_bytes"]
+    assert read < book.stat().st_size - 100  # the markers' lines and the licence not read
+    refused(capsys, [*argv[:3], "--data", str(run_world["data_a"]), *argv[5:], "--strip-gutenberg"], "--text")
     # without a model to take the tokenizer from, or with --data as well: refused, nothing written
     refused(
         capsys,

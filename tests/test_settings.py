@@ -105,6 +105,25 @@ def test_pretrain_options_override_the_config_file_and_only_when_typed(tmp_path)
     assert (cfg.max_steps, cfg.learning_rate, cfg.warmup_steps) == (4, 0.01, PretrainConfig.warmup_steps)
 
 
+def test_time_budget_none_clears_a_recipes_budget():
+    from albert_lm.distill.config import GeneralDistillConfig
+    from albert_lm.settings import merge_settings, recipe
+
+    for argv, cls, section in (
+        (["pretrain", "--recipe", "cpu-1h", "--data", "d", "--output", "o"], PretrainConfig, "pretrain"),
+        (["distill", "general", "--recipe", "student-cpu-2h", "--text", "t", "--output", "o"],
+         GeneralDistillConfig, "distill"),
+    ):  # fmt: skip
+        recipes = recipe(argv[argv.index("--recipe") + 1])[section]
+        for budget, expected in ((None, recipes["time_budget"]), ("none", None), ("Off", None), ("20m", "20m")):
+            args = build_parser().parse_args(argv + (["--time-budget", budget] if budget else []))
+            cfg = merge_settings(cls, option_values(args, cls), None, recipes)
+            assert cfg.time_budget == expected, (argv[0], budget)
+            assert (cfg.time_budget_s is None) == (expected is None)
+    with pytest.raises(ValueError, match="time_budget"):
+        PretrainConfig(data="d", time_budget="nothing")
+
+
 def test_pretrain_without_data_is_an_error_that_says_what_to_pass(tmp_path, capsys):
     assert main(["pretrain", "--output", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err

@@ -97,9 +97,11 @@ def _held_out(inputs: list[str], blocks: list[Block], cfg: DataConfig) -> tuple[
     fine = plan_blocks(inputs, unit, cfg.strip_gutenberg, cfg.text_column)
     joined, joined_ids = _join(fine, _choose(len(fine), cfg), cfg.block_bytes)
     logger.info(
-        "held-out split drawn on %d blocks of ~%d bytes (%d blocks of up to ~%d bytes held out %.2f%%)",
+        "held-out split drawn on %d blocks of ~%d bytes: %.2f%% of the text held out (drawn on the %d blocks "
+        "of up to ~%d bytes it would have been %.2f%%)",
         len(fine),
         unit,
+        100 * _share(joined, joined_ids),
         len(blocks),
         cfg.block_bytes,
         100 * _share(blocks, eval_ids),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from albert_lm.settings import Precision, check_fields, check_ranges, device_name, parse_duration
+from albert_lm.settings import Precision, check_fields, check_ranges, device_name
 from albert_lm.training.finetune_config import FinetuneConfig, steps_override_line
 from albert_lm.training.loop_settings import ResumableSettings
 from albert_lm.values import setting, settings_where
@@ -59,15 +59,7 @@ class DistillCommon(ResumableSettings):
             raise ValueError(
                 "--resume continues the run in --output, --overwrite replaces it: give one of them"
             )
-        if self.time_budget is not None:
-            try:
-                parse_duration(self.time_budget)
-            except ValueError as e:
-                raise ValueError(f"{where}: time_budget: {e}") from None
-
-    @property
-    def time_budget_s(self) -> float | None:
-        return None if self.time_budget is None else parse_duration(self.time_budget)
+        self.check_time_budget(where)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -162,7 +162,7 @@ def _train(
         warmup_steps=int(0.1 * cfg.epochs * steps_per_epoch), weight_decay=0.01, eval_strategy="epoch",
         save_strategy="epoch", save_total_limit=1, logging_steps=max(1, min(100, steps_per_epoch)),
         seed=cfg.seed, bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.type == "cpu",
-        report_to=[], disable_tqdm=os.environ.get("TQDM_DISABLE") == "1",
+        report_to=[], disable_tqdm=True,  # its bar and printed dicts replaced by _progress()
     )  # fmt: skip
 
     def scores(prediction: Any) -> dict[str, float]:
@@ -175,6 +175,11 @@ def _train(
         eval_dataset=Encoded(tokenizer, task, dev, cfg.max_seq_length), compute_metrics=scores,
         data_collator=transformers.DataCollatorWithPadding(tokenizer), callbacks=[watch, *callbacks],
     )  # fmt: skip
+    trainer.remove_callback(
+        transformers.trainer_callback.PrinterCallback
+    )  # prints dicts of strings to stdout
+    trainer.add_callback(_progress())
+    transformers.utils.logging.disable_progress_bar()  # its bars (saving the weights): _progress() shows ours
     logger.info("teacher %s on %s: %d training examples, %d dev, on %s (%s)", cfg.teacher, cfg.task,
                 len(train), len(dev), device, precision)  # fmt: skip
     trainer.train(resume_from_checkpoint=cfg.resume)
@@ -215,6 +220,42 @@ def _load(cfg: TeacherConfig, task: Task, train: Sequence[Any], device: torch.de
     outputs = ", ".join(names) if names else "a score"
     logger.info("a new classifier on %s's encoder: %d output(s), %s", cfg.teacher, task.num_labels, outputs)
     return encoder.tokenizer, model
+
+
+def _progress() -> Any:
+    """A Trainer callback that shows its progress as every albert command does: a bar on a terminal (none
+    under --quiet) and the training loss and each epoch's dev scores as log lines."""
+    import transformers
+
+    from albert_lm.progress import progress_bar
+
+    class Progress(transformers.TrainerCallback):
+        bar: Any = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.bar = progress_bar(
+                total=state.max_steps, initial=state.global_step, desc="teacher", unit="step"
+            )
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            skip = ("runtime", "per_second", "learning_rate", "epoch", "total_flos")
+            shown = {k.removeprefix("eval_"): v for k, v in (logs or {}).items()
+                     if isinstance(v, float) and not k.endswith(skip)}  # fmt: skip
+            if shown:
+                what = "dev" if any(k.startswith("eval_") for k in logs) else "train"
+                line = "  ".join(f"{k} {v:.4g}" for k, v in shown.items())
+                epoch = f"epoch {state.epoch:.3g}, " if state.epoch is not None else ""
+                logger.info(
+                    "teacher %sstep %d/%d (%s): %s", epoch, state.global_step, state.max_steps, what, line
+                )
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.bar.close()
+
+    return Progress()
 
 
 def _non_finite_watch() -> Any:

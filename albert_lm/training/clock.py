@@ -153,7 +153,7 @@ class LoopClock:
             logger.warning(
                 "%s: the step limit ended the run at step %d, %.0f s into the time budget %s: the learning rate "
                 "follows the budget's schedule, so it had not decayed (it was at %.0f%% of its peak). For a "
-                "schedule over the steps, give a time budget the steps fill, or none.",
+                "schedule over the steps, give a time budget the steps fill, or none (--time-budget none).",
                 self.what,
                 step,
                 self.elapsed_s,
@@ -180,8 +180,12 @@ class LoopClock:
 
 
 def _hours(hours: float) -> str:
-    """A time left as a person says it: "12 minutes" under an hour, else "1.5 hours"."""
-    return f"{max(1, round(hours * 60))} minutes" if hours < 1 else f"{hours:.1f} hours"
+    """A time left as a person says it: "40 seconds" under a minute and a half, "12 minutes" under an hour,
+    else "1.5 hours"."""
+    seconds = hours * 3600
+    if seconds < 90:
+        return f"{max(1, round(seconds))} second{'' if round(seconds) == 1 else 's'}"
+    return f"{round(seconds / 60)} minutes" if hours < 1 else f"{hours:.1f} hours"
 
 
 def run_length(steps: int, budget: str | None) -> str:

@@ -62,6 +62,11 @@ def pretrain_options(p: argparse.ArgumentParser) -> None:
         "continued pretraining on your own text in one command (examples made with the model's tokenizer in "
         "OUTPUT/data; the recipe's data settings apply)",
     )
+    p.add_argument(
+        "--strip-gutenberg",
+        action="store_true",
+        help="with --text: use only the text between Project Gutenberg markers (as `albert data create`)",
+    )
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
@@ -85,10 +90,17 @@ def run_pretrain(args: argparse.Namespace) -> int:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
     cfg = _shape_from_init(cfg, args, given)
+    if args.strip_gutenberg and not args.text:
+        raise ValueError(
+            "--strip-gutenberg applies to --text (plain text); --data holds examples made already"
+        )
     if args.text:
         from albert_lm.training.text_data import data_from_text
 
-        cfg = data_from_text(cfg, args.text, recipe_section(args, "data"))
+        section = recipe_section(args, "data")
+        cfg = data_from_text(
+            cfg, args.text, {**section, "strip_gutenberg": True} if args.strip_gutenberg else section
+        )
     if cfg.data is None:
         raise ValueError(
             "no data: pass --data DIR (a folder made by `albert data create`), --text FILE with --init-from "

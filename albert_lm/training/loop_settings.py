@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from albert_lm.values import Precision, setting
+from albert_lm.values import Precision, parse_duration, setting
 
 
 @dataclass(kw_only=True)
@@ -49,10 +49,10 @@ class ResumableSettings(LoopSettings):
     max_steps: int = setting(20_000, group="how long", resume=True)
     """optimizer steps (with --time-budget: the most it may take)"""
     time_budget: str | None = setting(None, group="how long")
-    """stop after this much training time (e.g. 10m, 1h, 1h30m), with the learning rate decayed to 0 over
-    the budget instead of over max_steps: the schedule is complete whatever this machine's speed.
-    Checkpointed and resumable as any run (the time spent is carried over); not bit-exact, as timing is
-    not"""
+    """stop after this much training time (e.g. 10m, 1h, 1h30m; none: no budget, clearing a recipe's), with
+    the learning rate decayed to 0 over the budget instead of over max_steps: the schedule is complete
+    whatever this machine's speed. Checkpointed and resumable as any run (the time spent is carried over);
+    not bit-exact, as timing is not"""
     warmup_steps: int = setting(200, group="batch and optimizer")
     """linear warmup steps"""
     optimizer: Literal["lamb", "adamw"] = setting("adamw", group="batch and optimizer")
@@ -63,3 +63,19 @@ class ResumableSettings(LoopSettings):
     """checkpoint every N steps (and when stopped by a signal)"""
     keep_last: int = setting(1, group="checkpoints", resume=True)
     """the newest checkpoints kept (0: every one)"""
+
+    def check_time_budget(self, where: str) -> None:
+        """`time_budget` read: "none" (or "off") is no budget, which clears a recipe's; any other value is
+        a duration with its unit (a ValueError naming `where` otherwise)."""
+        if isinstance(self.time_budget, str) and self.time_budget.strip().lower() in ("none", "off"):
+            self.time_budget = None
+        if self.time_budget is not None:
+            try:
+                parse_duration(self.time_budget)
+            except ValueError as e:
+                raise ValueError(f"{where}: time_budget: {e}") from None
+
+    @property
+    def time_budget_s(self) -> float | None:
+        """`time_budget` in seconds, or None."""
+        return None if self.time_budget is None else parse_duration(self.time_budget)

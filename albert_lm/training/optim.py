@@ -280,12 +280,13 @@ def fit_warmup(warmup_steps: int, total_steps: int, fraction: float, what: str) 
     fitted = max(1, round(total_steps * fraction))
     logging.getLogger("albert_lm").warning(
         "%s: warm-up of %d steps is not shorter than the run (%d steps): the learning rate would never reach "
-        "its peak; warming up over %d steps instead (%.1f%% of the run). Set --warmup-steps to choose.",
+        "its peak; warming up over %d step%s instead (%.3g%% of the run). Set --warmup-steps to choose.",
         what,
         warmup_steps,
         total_steps,
         fitted,
-        100 * fraction,
+        "" if fitted == 1 else "s",
+        100 * fitted / total_steps,
     )
     return fitted
 

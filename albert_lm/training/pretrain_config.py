@@ -19,7 +19,6 @@ from albert_lm.settings import (
     check_ranges,
     device_name,
     merge_settings,
-    parse_duration,
 )
 from albert_lm.training.loop_settings import ResumableSettings
 from albert_lm.values import setting
@@ -150,22 +149,13 @@ class PretrainConfig(ResumableSettings):
             count=("eval_batches", "keep_last"),
             seed=("seed",),
         )
-        if self.time_budget is not None:
-            try:
-                parse_duration(self.time_budget)
-            except ValueError as e:
-                raise ValueError(f"PretrainConfig: time_budget: {e}") from None
+        self.check_time_budget("PretrainConfig")
 
     @staticmethod
     def scaled_learning_rate(global_batch: int) -> float:
         """The paper's peak rate (0.00176 at batch 4096) scaled to `global_batch` by LAMB's square-root
         rule (You et al., 2020)."""
         return 0.00176 * math.sqrt(global_batch / 4096)
-
-    @property
-    def time_budget_s(self) -> float | None:
-        """`time_budget` in seconds, or None."""
-        return None if self.time_budget is None else parse_duration(self.time_budget)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
