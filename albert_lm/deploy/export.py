@@ -353,6 +353,7 @@ def _capture(graph: _Graph, config: AlbertConfig, choices: bool, path: Path, ops
             output_names=graph.outputs,
             dynamic_shapes={k: axes for k in INPUTS},
             dynamo=True,
+            external_data=False,  # the weights inside: one file to copy (ALBERTs are far below 2 GB)
             opset_version=opset,
             verbose=False,
         )

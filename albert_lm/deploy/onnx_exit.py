@@ -241,6 +241,7 @@ def _capture(
             output_names=list(outputs),
             dynamic_shapes={k: axes[k] for k in inputs},
             dynamo=True,
+            external_data=False,  # the weights inside: one file to copy (ALBERTs are far below 2 GB)
             opset_version=opset,
             verbose=False,
         )
