@@ -302,3 +302,63 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     tok = str(tiny_model / "spiece.model")
     results = _finetune_cli("token-classification", bare, tokens, tmp_path / "ner-out", "--tokenizer", tok)
     assert {"accuracy", "precision", "recall", "f1"} <= set(results)
+
+
+_STOP_AT = """
+import os, signal, sys
+from albert_lm.cli import main
+from albert_lm.training import loop
+stop_at = int(sys.argv[1])
+take = loop._take_step
+def step_then_signal(obj, progress, scaler):
+    last = take(obj, progress, scaler)
+    if progress.step == stop_at:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return last
+loop._take_step = step_then_signal
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path):
+    """SIGTERM at step 3 of 6 saves a checkpoint and exits 143; `--output RUN --resume` alone continues it
+    to the same best model and scores as a run never stopped; a finished run keeps no checkpoint."""
+    import os
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    script = tmp_path / "stop.py"
+    script.write_text(_STOP_AT)
+
+    def run(stop_at: int, *args: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+        return subprocess.run([sys.executable, str(script), str(stop_at), *args], env=env, capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+
+    def argv(out: Path) -> list[str]:
+        return ["finetune", "--task", "rte", "--model", str(tiny_model), "--data", str(albert_data / "glue" / "RTE"),
+                "--output", str(out), "--max-steps", "6", "--batch-size", "8", "--eval-every", "2",
+                "--max-train-examples", "64", "--max-eval-examples", "40", "--precision", "fp32", "-q"]  # fmt: skip
+
+    ref = run(-1, *argv(tmp_path / "ref"))
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    cut = run(3, *argv(tmp_path / "run"))
+    assert cut.returncode == 143, cut.stderr[-3000:]
+    assert "continue with --resume" in cut.stderr
+    assert (tmp_path / "run" / "checkpoint-3").is_dir() and not (tmp_path / "run" / "eval_results.json").exists()
+    again = run(-1, *argv(tmp_path / "run"))  # the same command without --resume: refused, the run kept
+    assert again.returncode == 1 and "pass --resume to continue it" in again.stderr
+    changed = run(-1, *argv(tmp_path / "run"), "--resume", "--learning-rate", "1e-3")
+    assert changed.returncode == 1 and "learning_rate" in changed.stderr
+    resumed = run(-1, "finetune", "--output", str(tmp_path / "run"), "--resume", "-q")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    a, b = (load_file(tmp_path / r / "best" / "model.safetensors") for r in ("ref", "run"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    results = [json.loads((tmp_path / r / "eval_results.json").read_text()) for r in ("ref", "run")]
+    assert results[0] == results[1]
+    steps = [json.loads(ln)["step"] for ln in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and steps[-1] == 6
+    assert not list((tmp_path / "run").glob("checkpoint-*"))  # what --resume needed, gone with the run's end

@@ -66,6 +66,7 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         tensorboard=False,
         plot=False,  # dozens of short runs
         overwrite=True,  # only unfinished runs are run: what an interrupted one left is glue's own, redone
+        save_every=0,  # so no checkpoints but the one a signal saves (a run of the suite is redone, not resumed)
     )
 
 

@@ -126,16 +126,17 @@ def _learning_rate_help(cls: Any) -> str:
     )
 
 
-def _run_settings(run: Path) -> str | None:
-    """The settings file of the run in `run`: its own (a finished run's), else its newest checkpoint's."""
-    if (run / "pretrain_config.json").is_file():
-        return str(run / "pretrain_config.json")
+def _run_settings(run: Path, name: str = "pretrain_config.json") -> str | None:
+    """The settings file `name` of the run in `run`: its own (a finished run's), else its newest
+    checkpoint's."""
+    if (run / name).is_file():
+        return str(run / name)
     steps = [
         (int(p.name.split("-")[1]), p) for p in run.glob("checkpoint-*") if p.name.split("-")[1].isdigit()
     ]
     for _, folder in sorted(steps, reverse=True):
-        if (folder / "pretrain_config.json").is_file():
-            return str(folder / "pretrain_config.json")
+        if (folder / name).is_file():
+            return str(folder / name)
     return None
 
 
@@ -187,10 +188,20 @@ def run_finetune(args: argparse.Namespace) -> int:
     a model card (README.md) with the settings and dev scores."""
     import json
 
-    from albert_lm.training.finetune import FinetuneConfig, finetune
+    from albert_lm.runtime.finetuned import SAVED_FILE
+    from albert_lm.training.finetune import FinetuneConfig, FinetuneStopped, finetune
 
+    if getattr(args, "resume", False) and not args.config and getattr(args, "output", None):
+        args.config = _run_settings(
+            Path(args.output), SAVED_FILE
+        )  # `--output RUN --resume`: its own settings
     cfg = load_settings(FinetuneConfig, args, FINETUNE_REQUIRED, ignored=FINETUNE_BOOKKEEPING)
-    print(json.dumps(finetune(cfg), sort_keys=True))
+    try:
+        result = finetune(cfg)
+    except FinetuneStopped as stopped:  # saved, but not finished: scripts must not go on as if it had
+        print(f"albert finetune: {stopped}", file=sys.stderr)
+        return 128 + stopped.signum
+    print(json.dumps(result, sort_keys=True))
     return 0
 
 

@@ -28,7 +28,9 @@ What we add around it:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,41 +41,43 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.data.wordpiece import has_tokenizer
 from albert_lm.files import (
     atomic_folder,
     folder_lock,
     write_json,
 )
 from albert_lm.hub import resolve_model
-from albert_lm.kernels.device import pick_device, resolved_precision
-from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
-from albert_lm.runtime.finetuned import SAVED_FILE, read_saved_settings
-from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.runtime.finetuned import SAVED_FILE
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.glue import glue_id2label
 from albert_lm.tasks.task import Feature
+from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import run_folder
 from albert_lm.training.evaluation import (
     EvalSet,
     build_task,
     eval_counts,
-    eval_sets_of,
     evaluate_sets,
-    read_split,
     required,
 )
 from albert_lm.training.finetune_config import FinetuneConfig, schedule
+from albert_lm.training.finetune_inputs import (
+    check_bi_encoder,
+    finetune_tokenizer,
+    fit_to_model_and_device,
+    read_inputs,
+)
 from albert_lm.training.loop import Objective, Progress, to_device, train
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, plot_metrics
 from albert_lm.training.optim import build_optimizer, build_scheduler
 from albert_lm.training.run_cards import write_finetune_card
 from albert_lm.training.run_folder import RunKind
+from albert_lm.values import settings_where
 
 logger = logging.getLogger(__name__)
 
@@ -87,27 +91,32 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         raise FileNotFoundError(f"--data {data}: no such file or folder")
     # A hub id is read from its cached snapshot from here on; finetune_config.json keeps what was typed.
     given, cfg = cfg.model, dataclasses.replace(cfg, model=str(resolve_model(cfg.model)))
-    _check_folders(cfg)
+    latest = _check_folders(cfg)
     task = build_task(cfg)
     head_only = {"--exit-heads": cfg.exit_heads, "--classifier-pooling": cfg.classifier_pooling}
     for option in (o for o, v in head_only.items() if v and task.head != "sequence_classification"):
         raise ValueError(f"{option}: for classification and regression tasks, not {cfg.task} ({task.head})")
-    _check_bi_encoder(cfg, task)
+    check_bi_encoder(cfg, task)
     if cfg.classifier_pooling == "mean":
         logger.warning(
             "--classifier-pooling mean: the classifier reads the mean of the tokens' vectors; transformers' "
             "AlbertForSequenceClassification reads [CLS], so on this folder its outputs are not albert-lm's"
         )
-    tokenizer = _tokenizer(cfg)
-    device = _fit_to_model_and_device(cfg)
+    tokenizer = finetune_tokenizer(cfg)
+    device = fit_to_model_and_device(cfg)
+    if latest is not None:  # after the settings are fitted to the model and the device, as the run saved them
+        run_folder.check_resume(FINETUNING, latest, cfg)
     # Everything is read and checked before the first file is written.
-    train_features, eval_sets = _read_inputs(cfg, task, data, tokenizer)
+    train_features, eval_sets = read_inputs(cfg, task, data, tokenizer)
     # Held until the run ends: a second command writing this folder is refused instead of mixing files.
     with folder_lock(out):
-        _check_folders(cfg)  # again, under the lock: another run may have finished there meanwhile
+        latest = _check_folders(cfg)  # again, under the lock: another run may have finished there meanwhile
         if cfg.overwrite:
             _remove_run(out)
-        return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets, given)
+        ckpt.remove_stale_temporaries(out)
+        if cfg.resume and latest is None:
+            logger.warning("--resume: no checkpoint in %s, starting from step 0", out)
+        return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets, given, latest)
 
 
 def _finetune(
@@ -119,11 +128,12 @@ def _finetune(
     train_features: list[Feature],
     eval_sets: list[EvalSet],
     model_given: str,
+    latest: Path | None,
 ) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
-    model = load_for_task(task, cfg.model, cfg).to(device)
+    model = load_for_task(task, latest or cfg.model, cfg).to(device)
     out.mkdir(parents=True, exist_ok=True)
     run = FineTuning(cfg, task, tokenizer, device, out, eval_sets, model_given, model, train_features, rng)
     run.plan(warmup, total, steps_per_epoch)
@@ -139,11 +149,34 @@ def _finetune(
         cfg.learning_rate,
         device,
     )
-    return train(run).metrics
+    result = train(run, resume_from=latest)
+    if result.interrupted:  # a signal: the checkpoint just saved is where --resume continues
+        raise FinetuneStopped(result.step, int(result.signum or 15))
+    return result.metrics
+
+
+class FinetuneStopped(KeyboardInterrupt):
+    """A fine-tuning run stopped by SIGINT or SIGTERM after saving a checkpoint (`step`; `signum`, the
+    signal): `--resume` continues it. A KeyboardInterrupt, so a caller that does not catch it stops too."""
+
+    def __init__(self, step: int, signum: int) -> None:
+        super().__init__(f"fine-tuning stopped at step {step} (checkpoint saved); continue with --resume")
+        self.step, self.signum = step, signum
 
 
 RUN_FILES = ("eval_results.json", METRICS_FILE, "best", "predictions", TENSORBOARD_DIR, CURVES_FILE)
-FINETUNING = RunKind("fine-tuning", RUN_FILES)  # no resume: --overwrite removes only these
+# --overwrite removes these and the checkpoints (anything else the user keeps in the folder stays).
+FINETUNING = RunKind(
+    "fine-tuning",
+    RUN_FILES,
+    SAVED_FILE,
+    settings_where(FinetuneConfig, "resume"),
+    state_keys=("step", "batches_drawn", "optimizer", "scheduler", "ranks", "elapsed_s"),
+)
+SLOW_ADVICE = (
+    "Bound it: --max-train-examples 10000 (what albert glue's CPU recipe takes), fewer --epochs or --max-steps; "
+    "a checkpoint every --save-every steps lets --resume continue it if it is stopped"
+)
 
 
 def _remove_run(out: Path) -> None:
@@ -152,7 +185,7 @@ def _remove_run(out: Path) -> None:
     import shutil
 
     names = set(RUN_FILES) | {f".{n}.{end}" for n in RUN_FILES for end in ("tmp", "old")}
-    gone = sorted(p for p in out.iterdir() if p.name in names)
+    gone = sorted(p for p in out.iterdir() if p.name in names or ckpt.checkpoint_step(p) is not None)
     if gone:
         logger.info("--overwrite: removing %s from %s", ", ".join(p.name for p in gone), out)
     for p in gone:
@@ -162,90 +195,18 @@ def _remove_run(out: Path) -> None:
             p.unlink()
 
 
-def _check_folders(cfg: FinetuneConfig) -> None:
-    """The model is a model folder; the output is not an input and holds no other run (unless
-    --overwrite)."""
+def _check_folders(cfg: FinetuneConfig) -> Path | None:
+    """The model is a model folder; the output is not an input and holds no other run (unless --resume or
+    --overwrite). Returns the checkpoint --resume continues."""
     model, out = Path(cfg.model), Path(cfg.output)
     if not (model / "config.json").is_file():
         raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
     inputs = {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer}
-    run_folder.check_output(FINETUNING, out, inputs, overwrite=cfg.overwrite)
-
-
-def _check_bi_encoder(cfg: FinetuneConfig, task: Task) -> None:
-    """--bi-encoder takes a pair regression with a fixed scale (STS-B), and no classifier options."""
-    if not cfg.bi_encoder:
-        return
-    if task.score_range is None:
-        raise ValueError(f"--bi-encoder: for STS-B (text pairs scored on a fixed scale), not {cfg.task}")
-    for option, value in {
-        "--exit-heads": cfg.exit_heads,
-        "--classifier-pooling": cfg.classifier_pooling,
-    }.items():
-        if value:
-            raise ValueError(
-                f"{option}: not with --bi-encoder (its score is the texts' cosine; no classifier)"
-            )
-
-
-def _tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
-    """The model's own tokenizer; --tokenizer only for a model without one (or the same vocabulary)."""
-    own = Path(cfg.model)
-    tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
-    if cfg.tokenizer and has_tokenizer(own):
-        theirs = AlbertTokenizer.from_pretrained(cfg.model)
-        if theirs.fingerprint != tokenizer.fingerprint:
-            raise ValueError(
-                f"--tokenizer {cfg.tokenizer}: --model {cfg.model} has its own tokenizer ({own}, "
-                f"{theirs.vocab_size} pieces) and this is another vocabulary ({tokenizer.vocab_size} pieces); "
-                "the model's embeddings belong to its own: drop --tokenizer"
-            )
-    config = AlbertConfig.from_pretrained(cfg.model)
-    if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(
-            f"--tokenizer {cfg.tokenizer or cfg.model}: {tokenizer.vocab_size} pieces, but the model's embedding "
-            f"has {config.vocab_size} rows: not the vocabulary the model was trained with; use its own tokenizer"
-        )
-    saved = read_saved_settings(cfg.model)  # a fine-tuned model, fine-tuned again: its settings, checked
-    if saved:
-        check_tokenizer_fits(tokenizer, cfg.model, config, saved.get("tokenizer_fingerprint"))
-    return tokenizer
-
-
-def _fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
-    """The device to run on; fits `cfg` to it and to the model: max_seq_length at most the model's
-    positions, precision `auto` resolved, fp16 only on CUDA."""
-    model_config = AlbertConfig.from_pretrained(cfg.model)
-    max_seq_length = required(cfg.max_seq_length, "max_seq_length")
-    if max_seq_length > model_config.max_position_embeddings:
-        logger.warning(
-            "max_seq_length %d > the model's %d positions: using %d",
-            max_seq_length,
-            model_config.max_position_embeddings,
-            model_config.max_position_embeddings,
-        )
-        cfg.max_seq_length = model_config.max_position_embeddings
-    device = pick_device(cfg.device)
-    cfg.precision = resolved_precision(cfg.precision, device)
-    if cfg.precision == "fp16" and device.type != "cuda":
-        raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
-    return device
-
-
-def _read_inputs(
-    cfg: FinetuneConfig, task: Task, data: Path, tokenizer: AlbertTokenizer
-) -> tuple[list[Feature], list[EvalSet]]:
-    """Training features (the task's labels fitted on them) and every evaluation set, read and checked."""
-    train_examples = read_split(task, data, "train", cfg.max_train_examples)
-    if train_examples is None:
-        raise FileNotFoundError(f"no training file for {cfg.task} under {data}")
-    task.fit_labels(train_examples)
-    max_seq_length = required(cfg.max_seq_length, "max_seq_length")
-    train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
-    eval_sets = eval_sets_of(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
-    if all(s.split.startswith("test") for s in eval_sets):
-        logger.warning("no dev file for %s under %s: the last checkpoint is kept", cfg.task, data)
-    return train_features, eval_sets
+    latest = ckpt.latest_checkpoint(out) if out.is_dir() else None
+    run_folder.check_output(
+        FINETUNING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
+    )
+    return latest if cfg.resume else None
 
 
 @dataclass
@@ -259,12 +220,16 @@ class _Evaluation:
 
 class FineTuning(Objective):
     """A fine-tuning run as the loop trains it: length-bucketed batches of the task's features, AdamW as
-    google-research's, the dev sets evaluated and the best kept in OUTPUT/best. No checkpoints: a stopped
-    run starts again (--overwrite)."""
+    google-research's, the dev sets evaluated and the best kept in OUTPUT/best. A checkpoint every
+    --save-every steps (and when a signal stops it; each a fine-tuned model folder) lets --resume continue
+    a stopped run exactly; a finished run removes them."""
 
     cfg: FinetuneConfig
     model: AlbertPreTrainedModel
     stats = ("loss", "micro_batches", "examples")
+    kind = FINETUNING
+    slow_advice = SLOW_ADVICE
+    drawn = 0  # batches drawn from `batches` so far: the data position a checkpoint saves
 
     def __init__(
         self,
@@ -313,7 +278,34 @@ class FineTuning(Objective):
         return [s for s in self.eval_sets if s.split.startswith("test")]
 
     def micro_batches(self, step: int) -> list[list[int]]:
+        self.drawn += self.cfg.gradient_accumulation_steps
         return [next(self.batches) for _ in range(self.cfg.gradient_accumulation_steps)]
+
+    def settings(self) -> dict[str, Any]:
+        return saved_settings(self)
+
+    def write_files(self, folder: Path, p: Progress) -> None:
+        """A checkpoint is a fine-tuned model folder as OUTPUT/best is (its weights saved by the loop)."""
+        self.tokenizer.save_pretrained(folder)
+        if self.heads is not None:
+            self.heads.save(folder)
+
+    def state(self) -> dict[str, Any]:
+        heads = {k: v.detach().cpu() for k, v in self.heads.state_dict().items()} if self.heads else {}
+        best = {"main": self.best.main, "record": json.dumps(self.best.record)} if self.best else {}
+        return {"batches_drawn": self.drawn, "best": best, "exit_heads": heads}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """The batches drawn replayed (they depend on the seed alone), the best evaluation so far (its
+        model and predictions are in OUTPUT already) and the exit heads."""
+        for _ in range(int(state["batches_drawn"])):
+            next(self.batches)
+        self.drawn = int(state["batches_drawn"])
+        best = state.get("best") or {}
+        if best:
+            self.best = _Evaluation(float(best["main"]), json.loads(best["record"]), {})
+        if self.heads is not None and state.get("exit_heads"):
+            self.heads.load_state_dict(state["exit_heads"])
 
     def loss(self, micro: list[int], step: int) -> tuple[torch.Tensor, torch.Tensor]:
         batch = collate([self.features[i] for i in micro], self.tokenizer.pad_token_id)
@@ -359,6 +351,8 @@ class FineTuning(Objective):
         assert self.best is not None
         _predict_test_sets(self)
         write_json(self.out / "eval_results.json", self.best.record)
+        for folder in ckpt.list_checkpoints(self.out):  # what --resume needed; the result is OUTPUT/best
+            shutil.rmtree(folder)
         logger.info(
             "best %s = %s at step %d; model in %s",
             self.task.main_metric,
@@ -379,6 +373,17 @@ def _endless_batches(
         yield from length_bucketed_batches(lengths, batch_size, rng)
 
 
+def saved_settings(run: FineTuning) -> dict[str, Any]:
+    """What a fine-tuned folder's finetune_config.json holds: the run's settings, its labels, its
+    tokenizer's fingerprint (predict and evaluate check it) and the hub id where --model was one."""
+    settings = dataclasses.asdict(run.cfg)
+    settings["labels"] = list(run.task.labels)
+    settings["tokenizer_fingerprint"] = run.tokenizer.fingerprint
+    if run.model_given not in (None, run.cfg.model):
+        settings["model_given"] = run.model_given  # the hub id; "model" is its snapshot (by commit)
+    return settings
+
+
 def _save_best(run: FineTuning, best: _Evaluation) -> None:
     """OUTPUT/best (model, tokenizer, settings, metrics), filled under a temporary name and then swapped
     in, so a crash never leaves half a model; then the dev predictions in OUTPUT/predictions."""
@@ -390,12 +395,7 @@ def _save_best(run: FineTuning, best: _Evaluation) -> None:
         if run.heads is not None:
             run.heads.save(tmp)
         run.tokenizer.save_pretrained(tmp)
-        settings = dataclasses.asdict(run.cfg)
-        settings["labels"] = list(run.task.labels)
-        settings["tokenizer_fingerprint"] = run.tokenizer.fingerprint  # predict and evaluate check it
-        if run.model_given not in (None, run.cfg.model):
-            settings["model_given"] = run.model_given  # the hub id; "model" is its snapshot (by commit)
-        write_json(tmp / SAVED_FILE, settings)
+        write_json(tmp / SAVED_FILE, saved_settings(run))
         write_json(tmp / "eval_results.json", best.record)
         write_finetune_card(
             tmp,

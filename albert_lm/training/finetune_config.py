@@ -158,13 +158,13 @@ class FinetuneConfig(LoopSettings):
                 "max_qa_length",
             ),
             positive=("epochs", "learning_rate", "max_grad_norm"),
-            non_negative=("warmup_steps", "weight_decay", "seed"),
+            non_negative=("warmup_steps", "weight_decay", "seed", "save_every", "keep_last"),
             fraction=("dropout", "classifier_dropout"),
             batch=("batch_size", "eval_batch_size", "gradient_accumulation_steps"),
             length=("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "max_qa_length"),
-            steps=("max_steps", "warmup_steps", "log_every", "eval_every"),
+            steps=("max_steps", "warmup_steps", "log_every", "eval_every", "save_every"),
             epochs=("epochs",),
-            count=("max_train_examples", "max_eval_examples", "n_best"),
+            count=("max_train_examples", "max_eval_examples", "n_best", "keep_last"),
             seed=("seed",),
         )
         if self.max_seq_length is not None and self.max_seq_length < 8:

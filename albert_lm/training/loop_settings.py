@@ -1,8 +1,9 @@
 """The settings every training loop shares, declared once: `LoopSettings` (pretraining, fine-tuning and
-both distillations) and `ResumableSettings` (the loops that checkpoint and resume: pretraining and
-distillation). A command's settings class derives from one of them and may redeclare a field only to
-change its default (tests/test_settings.py checks); each field says its --help section, whether a resumed
-run may change it and whether a run's record keeps it (`albert_lm.values.setting`).
+both distillations: each checkpoints and resumes) and `ResumableSettings` (the loops run for a number of
+steps or a time budget: pretraining and distillation). A command's settings class derives from one of
+them and may redeclare a field only to change its default (tests/test_settings.py checks); each field says
+its --help section, whether a resumed run may change it and whether a run's record keeps it
+(`albert_lm.values.setting`).
 """
 
 from __future__ import annotations
@@ -38,14 +39,18 @@ class LoopSettings:
     """draw training_curves.png"""
     eval_on_start: bool = setting(False, group="evaluation and records", resume=True, recorded=False)
     """evaluate once before the first step: the starting point of the curves"""
+    resume: bool = setting(False, group="data and output", resume=True)
+    """continue from the newest checkpoint in the output folder"""
+    save_every: int = setting(500, group="checkpoints", resume=True, recorded=False)
+    """checkpoint every N steps (and when stopped by a signal)"""
+    keep_last: int = setting(1, group="checkpoints", resume=True)
+    """the newest checkpoints kept (0: every one)"""
 
 
 @dataclass(kw_only=True)
 class ResumableSettings(LoopSettings):
-    """What the loops that checkpoint and resume take besides."""
+    """What the loops run for a number of steps or a time budget take besides."""
 
-    resume: bool = setting(False, group="data and output", resume=True)
-    """continue from the newest checkpoint in the output folder"""
     max_steps: int = setting(20_000, group="how long", resume=True)
     """optimizer steps (with --time-budget: the most it may take)"""
     time_budget: str | None = setting(None, group="how long")
@@ -59,10 +64,6 @@ class ResumableSettings(LoopSettings):
     """optimizer: albert-lm's LAMB or AdamW"""
     eval_every: int = setting(500, group="evaluation and records", resume=True)
     """evaluate every N steps (0: at the end only)"""
-    save_every: int = setting(500, group="checkpoints", resume=True, recorded=False)
-    """checkpoint every N steps (and when stopped by a signal)"""
-    keep_last: int = setting(1, group="checkpoints", resume=True)
-    """the newest checkpoints kept (0: every one)"""
 
     def check_time_budget(self, where: str) -> None:
         """`time_budget` read: "none" (or "off") is no budget, which clears a recipe's; any other value is

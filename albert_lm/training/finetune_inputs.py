@@ -1,0 +1,99 @@
+"""What `albert finetune` reads and checks before anything is written: the tokenizer (the model's own,
+or one of the same vocabulary), the device and the settings fitted to it and to the model, --bi-encoder's
+conditions, and the task's training and evaluation sets."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.data.wordpiece import has_tokenizer
+from albert_lm.kernels.device import pick_device, resolved_precision
+from albert_lm.model.config import AlbertConfig
+from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.tasks import Task
+from albert_lm.tasks.task import Feature
+from albert_lm.training.evaluation import EvalSet, eval_sets_of, read_split, required
+from albert_lm.training.finetune_config import FinetuneConfig
+
+logger = logging.getLogger(__name__)
+
+
+def check_bi_encoder(cfg: FinetuneConfig, task: Task) -> None:
+    """--bi-encoder takes a pair regression with a fixed scale (STS-B), and no classifier options."""
+    if not cfg.bi_encoder:
+        return
+    if task.score_range is None:
+        raise ValueError(f"--bi-encoder: for STS-B (text pairs scored on a fixed scale), not {cfg.task}")
+    for option, value in {
+        "--exit-heads": cfg.exit_heads,
+        "--classifier-pooling": cfg.classifier_pooling,
+    }.items():
+        if value:
+            raise ValueError(
+                f"{option}: not with --bi-encoder (its score is the texts' cosine; no classifier)"
+            )
+
+
+def finetune_tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
+    """The model's own tokenizer; --tokenizer only for a model without one (or the same vocabulary)."""
+    own = Path(cfg.model)
+    tokenizer = AlbertTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
+    if cfg.tokenizer and has_tokenizer(own):
+        theirs = AlbertTokenizer.from_pretrained(cfg.model)
+        if theirs.fingerprint != tokenizer.fingerprint:
+            raise ValueError(
+                f"--tokenizer {cfg.tokenizer}: --model {cfg.model} has its own tokenizer ({own}, "
+                f"{theirs.vocab_size} pieces) and this is another vocabulary ({tokenizer.vocab_size} pieces); "
+                "the model's embeddings belong to its own: drop --tokenizer"
+            )
+    config = AlbertConfig.from_pretrained(cfg.model)
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(
+            f"--tokenizer {cfg.tokenizer or cfg.model}: {tokenizer.vocab_size} pieces, but the model's embedding "
+            f"has {config.vocab_size} rows: not the vocabulary the model was trained with; use its own tokenizer"
+        )
+    saved = read_saved_settings(cfg.model)  # a fine-tuned model, fine-tuned again: its settings, checked
+    if saved:
+        check_tokenizer_fits(tokenizer, cfg.model, config, saved.get("tokenizer_fingerprint"))
+    return tokenizer
+
+
+def fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
+    """The device to run on; fits `cfg` to it and to the model: max_seq_length at most the model's
+    positions, precision `auto` resolved, fp16 only on CUDA."""
+    model_config = AlbertConfig.from_pretrained(cfg.model)
+    max_seq_length = required(cfg.max_seq_length, "max_seq_length")
+    if max_seq_length > model_config.max_position_embeddings:
+        logger.warning(
+            "max_seq_length %d > the model's %d positions: using %d",
+            max_seq_length,
+            model_config.max_position_embeddings,
+            model_config.max_position_embeddings,
+        )
+        cfg.max_seq_length = model_config.max_position_embeddings
+    device = pick_device(cfg.device)
+    cfg.precision = resolved_precision(cfg.precision, device)
+    if cfg.precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision fp16 needs a CUDA device (loss scaling); use bf16 or fp32 on CPU")
+    return device
+
+
+def read_inputs(
+    cfg: FinetuneConfig, task: Task, data: Path, tokenizer: AlbertTokenizer
+) -> tuple[list[Feature], list[EvalSet]]:
+    """Training features (the task's labels fitted on them) and every evaluation set, read and checked."""
+    train_examples = read_split(task, data, "train", cfg.max_train_examples)
+    if train_examples is None:
+        raise FileNotFoundError(f"no training file for {cfg.task} under {data}")
+    task.fit_labels(train_examples)
+    max_seq_length = required(cfg.max_seq_length, "max_seq_length")
+    train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
+    eval_sets = eval_sets_of(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
+    if all(s.split.startswith("test") for s in eval_sets):
+        logger.warning("no dev file for %s under %s: the last checkpoint is kept", cfg.task, data)
+    return train_features, eval_sets
