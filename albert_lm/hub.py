@@ -69,12 +69,30 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
     revision = match["revision"]
     if revision is not None and any(part in ("", ".", "..") for part in revision.split("/")):
         raise ValueError(f"{what} {value}: {revision!r} is not a branch, tag or commit name")
-    folder = _snapshot(repo, revision, f"{what} {value}")
+    try:
+        folder = _snapshot(repo, revision, f"{what} {value}")
+    except FileNotFoundError as e:
+        near = _near_local(path)
+        raise (
+            FileNotFoundError(f"{what} {value}: no such folder; did you mean {near}?") if near else e
+        ) from None
     _check_files(folder, repo, f"{what} {value}", albert=what != "--teacher" if albert is None else albert)
     logger.info(
         "%s: hub %s@%s (commit %s), cached at %s", what, repo, revision or "main", folder.name, folder
     )
     return folder
+
+
+def _near_local(path: Path) -> str | None:
+    """A local folder beside `path` whose name is close to its own ("models/albert-minilm-smal-en": a
+    typo of models/albert-minilm-small-en), where `path`'s parent is a local folder; else None."""
+    import difflib
+
+    if not path.parent.is_dir():
+        return None
+    names = [p.name for p in path.parent.iterdir() if p.is_dir()]
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
+    return str(path.parent / close[0]) if close else None
 
 
 def _snapshot(repo: str, revision: str | None, where: str) -> Path:

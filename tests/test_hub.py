@@ -159,6 +159,18 @@ def test_a_missing_id_is_one_clear_error(hub, tiny_model, tmp_path, capsys):
     assert not (tmp_path / "o").exists() and not (tmp_path / "g").exists()
 
 
+def test_a_typo_of_a_local_folder_names_the_folder_it_meant(hub, tiny_model, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(tiny_model, tmp_path / "models" / "albert-small-en")
+    rows = tmp_path / "in.txt"
+    rows.write_text("kala\n")
+    assert main(["embed", "--model", "models/albert-smal-en", "--input", str(rows)]) == 1
+    err = capsys.readouterr().err
+    assert "no such folder; did you mean models/albert-small-en?" in err and "hf download" not in err
+    assert main(["embed", "--model", "models/other", "--input", str(rows)]) == 1  # nothing close: the hub's line
+    assert "hf download models/other" in capsys.readouterr().err
+
+
 def test_a_local_folder_named_like_the_id_wins(hub, tiny_model, classifier, tmp_path, monkeypatch, caplog):
     put_in_cache(hub, "org/tiny", tiny_model)
     monkeypatch.chdir(tmp_path)

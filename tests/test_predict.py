@@ -199,6 +199,7 @@ def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path
     out = tmp_path / "out.jsonl"
     code, _, err = run(["--model", str(model), "--input", str(src), "--output", str(out)], capsys)
     assert code == 1 and f"{src}:2: missing or empty column 'text'" in err and "Traceback" not in err
+    assert "(the row's columns: 'txt'; --text-column NAME reads another)" in err
     assert not out.exists() and not list(tmp_path.glob(".out.jsonl*"))
     code, _, err = run(
         ["--model", str(model), "--input", str(src), "--output", str(out), "--skip-bad"], capsys

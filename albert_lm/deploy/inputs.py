@@ -64,19 +64,27 @@ class Fields:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def text(self, row: dict[str, Any], column: str, line: int) -> str:
+    def text(self, row: dict[str, Any], column: str, line: int, option: str = "") -> str:
+        """The text in `column`; a row without that column is refused naming the row's columns (and
+        `option`, the command's option that names the column to read)."""
         value = row.get(column)
         if value is None or (isinstance(value, str) and not value.strip()):
-            raise InputError(self.name, f"missing or empty column {column!r}", line=line)
+            where = ""
+            if column not in row:
+                found = ", ".join(repr(str(c)) for c in list(row)[:8]) or "none"
+                where = f" (the row's columns: {found}" + (
+                    f"; {option} NAME reads another)" if option else ")"
+                )
+            raise InputError(self.name, f"missing or empty column {column!r}{where}", line=line)
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise InputError(
                 self.name, f"column {column!r}: expected text, got {type(value).__name__}", line=line
             )
         return str(value)
 
-    def optional(self, row: dict[str, Any], column: str, line: int) -> str | None:
+    def optional(self, row: dict[str, Any], column: str, line: int, option: str = "") -> str | None:
         value = row.get(column)
-        return None if value is None or value == "" else self.text(row, column, line)
+        return None if value is None or value == "" else self.text(row, column, line, option)
 
     def strings(self, row: dict[str, Any], column: str, line: int) -> list[str]:
         value = row.get(column)
@@ -189,7 +197,7 @@ def read_texts(
     texts = Texts(found.name, [], [], [], found.blank_lines)
     for line, row in found.rows:
         texts.lines.append(line)
-        texts.texts.append(fields.text(row, column, line))
+        texts.texts.append(fields.text(row, column, line, "--text-column"))
         texts.kept.append(fields.kept(row, keep, line))
     return texts
 

@@ -239,25 +239,27 @@ def _model_dir(model: str | Path) -> Path:
 def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns: Columns) -> Any:
     """The task's example of one row."""
     if task.head == "sequence_classification":
-        text = fields.text(row, columns.text, line)
+        text = fields.text(row, columns.text, line, "--text-column")
         # a similarity on a fixed scale (STS-B) is a pair's: one text alone has no score
         second = fields.text if task.score_range is not None else fields.optional
-        pair = second(row, columns.text_pair, line)
+        pair = second(row, columns.text_pair, line, "--text-pair-column")
         if isinstance(task, GlueTask):
             return GlueExample(str(line), text, pair, None, line)
         return TextExample(text, pair, None, line)
     if task.head == "token_classification":
         if columns.tokens in row:
             return TokenExample(fields.strings(row, columns.tokens, line), None, line)
-        return TokenExample(fields.text(row, columns.text, line).split(), None, line)
+        return TokenExample(fields.text(row, columns.text, line, "--text-column").split(), None, line)
     if task.head == "question_answering":
-        question = fields.text(row, columns.question, line)
-        return SquadExample(str(line), question, fields.text(row, columns.context, line), [])
+        question = fields.text(row, columns.question, line, "--question-column")
+        context = fields.text(row, columns.context, line, "--context-column")
+        return SquadExample(str(line), question, context, [])
     options = fields.strings(row, columns.options, line)
     if len(options) > len(LETTERS):
         raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
-    question = fields.text(row, columns.question, line)
-    return RaceExample(str(line), fields.text(row, columns.context, line), question, options, None, "")
+    question = fields.text(row, columns.question, line, "--question-column")
+    context = fields.text(row, columns.context, line, "--context-column")
+    return RaceExample(str(line), context, question, options, None, "")
 
 
 @dataclass
