@@ -97,6 +97,27 @@ def test_glue_refuses_bad_settings_before_running(tiny_model, albert_data, tmp_p
     )
     assert "no CoLA/dev.tsv under --data" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+    one_task = str(albert_data / "glue" / "RTE")  # a task's folder where the GLUE root is wanted
+    assert (
+        main(["glue", "--model", str(tiny_model), "--data", one_task, "--output", str(tmp_path / "o")]) == 1
+    )
+    assert "--data is the GLUE root (holding CoLA/, SST-2/, ...), not one task's" in capsys.readouterr().err
+    csv = tmp_path / "csv"  # a GLUE task's file under another name: the folder's files are named
+    csv.mkdir()
+    (csv / "train.csv").write_text("sentence,label\nfine,1\n")
+    argv = [
+        "finetune",
+        "--task",
+        "sst2",
+        "--model",
+        str(tiny_model),
+        "--data",
+        str(csv),
+        "--output",
+        str(tmp_path / "f"),
+    ]
+    assert main(argv) == 1
+    assert f"no training file for sst2 under {csv} (it holds train.csv;" in capsys.readouterr().err
 
 
 def _descendants(pid: int) -> set[int]:

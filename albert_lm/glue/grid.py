@@ -136,7 +136,13 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     for task in tasks:
         for split in ("dev", "train"):
             if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
-                raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}")
+                one_task = (data / "train.tsv").is_file() or (data / "dev.tsv").is_file()
+                hint = (
+                    "; --data is the GLUE root (holding CoLA/, SST-2/, ...), not one task's"
+                    if one_task
+                    else ""
+                )
+                raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}{hint}")
         own = cfg.for_task(task)
         if own.teachers is not None and not (teacher_folder(own, task) / "config.json").is_file():
             raise FileNotFoundError(

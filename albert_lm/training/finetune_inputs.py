@@ -89,7 +89,13 @@ def read_inputs(
     """Training features (the task's labels fitted on them) and every evaluation set, read and checked."""
     train_examples = read_split(task, data, "train", cfg.max_train_examples)
     if train_examples is None:
-        raise FileNotFoundError(f"no training file for {cfg.task} under {data}")
+        names = sorted(p.name for p in data.iterdir())[:8] if data.is_dir() else []
+        held = (
+            f" (it holds {', '.join(names)}; docs/finetune.md names the files each task reads)"
+            if names
+            else ""
+        )
+        raise FileNotFoundError(f"no training file for {cfg.task} under {data}{held}")
     task.fit_labels(train_examples)
     max_seq_length = required(cfg.max_seq_length, "max_seq_length")
     train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
