@@ -88,7 +88,7 @@ def test_finetune_says_max_steps_overrides_epochs(caplog):
     with caplog.at_level(logging.INFO):
         total, _, per_epoch = schedule(cfg, 120 * 32)
     assert (total, per_epoch) == (3, 120)
-    assert "--max-steps 3 overrides --epochs 1 (3 steps of 1 epoch's 120)" in caplog.text
+    assert "--max-steps 3 ends the run before its 1 epoch (3 of 120 steps)" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO):
         schedule(
@@ -103,7 +103,7 @@ def test_distill_task_says_max_steps_caps_epochs(caplog):
     cfg = TaskDistillConfig(task="sst2", max_steps=3, epochs=1.0)
     with caplog.at_level(logging.INFO):
         assert task_steps(cfg, 120) == 3
-    assert "--max-steps 3 overrides --epochs 1 (3 steps of 1 epoch's 120)" in caplog.text
+    assert "--max-steps 3 ends the run before its 1 epoch (3 of 120 steps)" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO):
         assert task_steps(TaskDistillConfig(task="sst2", max_steps=500, epochs=2.0), 120) == 240

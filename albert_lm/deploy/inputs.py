@@ -122,8 +122,8 @@ def parse_columns(value: str | None, written: Iterable[str]) -> list[str]:
     clash = sorted(set(names) & set(written))
     if clash:
         raise ValueError(
-            f"--keep-columns {value}: the output has field{'s' if len(clash) > 1 else ''} of its own named "
-            f"{', '.join(clash)} (it writes {', '.join(written)}); rename the input column"
+            f"--keep-columns {value}: the output has {'fields' if len(clash) > 1 else 'a field'} of its own named "
+            f"{', '.join(clash)} (it writes {', '.join(written)}); rename the input column (e.g. gold_{clash[0]})"
         )
     return list(dict.fromkeys(names))
 

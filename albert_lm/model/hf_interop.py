@@ -217,6 +217,7 @@ def load_model(
     config: AlbertConfig | None = None,
     *,
     require_head: bool = False,
+    new_head: bool = False,
     **overrides: Any,
 ):
     """`cls` with the weights of the folder at `path` (or of a hub id's snapshot, `albert_lm.hub`).
@@ -248,7 +249,7 @@ def load_model(
     model = cls(config)
     expected = {n: t for n, t in _full_state(model).items() if n != _TIED}
 
-    _check_fit(cls, config, folder, file, state, expected, require_head)
+    _check_fit(cls, config, folder, file, state, expected, require_head, new_head)
     with torch.no_grad():  # state_dict tensors share storage with the parameters
         for name, tensor in expected.items():
             if name in state:
@@ -264,9 +265,11 @@ def _check_fit(
     state: dict[str, torch.Tensor],
     expected: dict[str, torch.Tensor],
     require_head: bool,
+    new_head: bool = False,
 ) -> None:
     """The checkpoint's tensors fit `cls`'s body exactly (else an error listing every misfit); a head it
-    lacks is refused under `require_head`, else initialised fresh with a warning."""
+    lacks is refused under `require_head`, else initialised fresh with a warning (a line, for a
+    `new_head` that the run trains)."""
     missing = [n for n in expected if n not in state]
     unexpected = [n for n in state if n not in expected]
     wrong = [
@@ -295,10 +298,13 @@ def _check_fit(
         )
     if missing:
         heads = sorted({n.rsplit(".", 1)[0] for n in missing})
-        logger.warning(
-            "%s: no weights in the checkpoint for %s; initialised fresh (train before use)",
-            cls.__name__,
-            ", ".join(heads),
-        )
+        if new_head:  # a run that trains it (fine-tuning, task distillation): as it should be
+            logger.info("%s: a new %s, trained by this run", cls.__name__, ", ".join(heads))
+        else:
+            logger.warning(
+                "%s: no weights in the checkpoint for %s; initialised fresh (train before use)",
+                cls.__name__,
+                ", ".join(heads),
+            )
     if unexpected:
         logger.info("%s: ignored checkpoint tensors of other heads: %s", cls.__name__, ", ".join(unexpected))

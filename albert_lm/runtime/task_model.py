@@ -68,7 +68,7 @@ def load_for_task(task: Task, model_dir: str | Path, fresh: FreshHead | None) ->
                 overrides["id2label"] = dict(enumerate(task.labels))
             if task.problem_type:
                 overrides["problem_type"] = task.problem_type
-    model = load_model(cls, model_dir, require_head=fresh is None, **overrides)
+    model = load_model(cls, model_dir, require_head=fresh is None, new_head=fresh is not None, **overrides)
     if bi and fresh is not None:  # a fresh similarity head: cosines mapped onto the task's scale
         assert task.score_range is not None  # refused above otherwise
         model.set_scale(*task.score_range)

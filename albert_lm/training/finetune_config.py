@@ -234,11 +234,9 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
 
 
 def steps_override_line(max_steps: int, epochs: float, epoch_steps: int) -> str:
-    """The line a run logs where --max-steps and --epochs are both given and --max-steps wins."""
-    whose = f"{epochs:g} epoch's" if epochs == 1 else f"{epochs:g} epochs'"
-    return (
-        f"--max-steps {max_steps} overrides --epochs {epochs:g} ({max_steps} steps of {whose} {epoch_steps})"
-    )
+    """The line a run logs where --max-steps comes before the end of its epochs (given, or a default)."""
+    whose = f"{epochs:g} epoch" if epochs == 1 else f"{epochs:g} epochs"
+    return f"--max-steps {max_steps} ends the run before its {whose} ({max_steps} of {epoch_steps} steps)"
 
 
 def check_saved_config(folder: str | Path, saved: dict[str, Any]) -> None:

@@ -21,15 +21,16 @@ logger = logging.getLogger(__name__)
 _BLOCK = re.compile(r"^albert\.encoder\.(attention|ffn)\.(\d+)\.(.+)$")
 
 
-def build_model_config(cfg: PretrainConfig, vocab_size: int | None) -> AlbertConfig:
+def build_model_config(cfg: PretrainConfig, vocab_size: int | None, say: bool = True) -> AlbertConfig:
     """`cfg.model_config` (a config.json) or `cfg.preset`, with `cfg.model_overrides`; the tokenizer's
-    vocabulary size wins over the configured one."""
+    vocabulary size wins over the configured one (logged where `say`: once a run, not by its checks)."""
     if cfg.model_config:
         mc = AlbertConfig.from_pretrained(cfg.model_config, **cfg.model_overrides)
     else:
         mc = AlbertConfig.from_preset(cfg.preset, **cfg.model_overrides)
     if vocab_size is not None and mc.vocab_size != vocab_size:
-        logger.info("vocab_size %d -> %d (the tokenizer's)", mc.vocab_size, vocab_size)
+        if say:
+            logger.info("vocab_size %d -> %d (the tokenizer's)", mc.vocab_size, vocab_size)
         mc.vocab_size = vocab_size
     return mc
 

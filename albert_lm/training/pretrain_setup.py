@@ -164,7 +164,7 @@ def _check_inputs(
         preflight.check_tokenizer(tokenizer, latest, "--resume: the checkpoint")
         preflight.check_model_fits(AlbertConfig.from_pretrained(latest), str(latest), vocab, seq)
     else:
-        preflight.check_model_fits(build_model_config(cfg, vocab), "the model", None, seq)
+        preflight.check_model_fits(build_model_config(cfg, vocab, say=False), "the model", None, seq)
         if cfg.init_from:
             if not (Path(cfg.init_from) / "config.json").is_file():
                 raise FileNotFoundError(
