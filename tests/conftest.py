@@ -10,6 +10,8 @@ import multiprocessing
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -136,6 +138,31 @@ def distill_task_argv(
     --cache CACHE MORE...`."""
     return ["distill", "task", "--task", "classification", "--model", str(model), "--teacher", str(teacher),
             "--data", str(data), "--output", str(output), "--cache", str(cache), *more]  # fmt: skip
+
+
+# A command in a process of its own that sends itself SIGTERM right after optimizer step N (-1: never):
+# how the resume tests stop a training loop where they choose.
+_STOP_AFTER_STEP = """
+import os, signal, sys
+from albert_lm.cli import main
+from albert_lm.training import loop
+stop_at = int(sys.argv[1])
+take = loop._take_step
+def step_then_signal(obj, progress, scaler):
+    last = take(obj, progress, scaler)
+    if progress.step == stop_at:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return last
+loop._take_step = step_then_signal
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def run_stopped_at(stop_at: int, argv: Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """`albert ARGV` in a process of its own (one thread), SIGTERM after optimizer step `stop_at`."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, "-c", _STOP_AFTER_STEP, str(stop_at), *argv], env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
 _ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_BERT, TINY_MODEL, distill_general_argv, distill_task_argv
+from conftest import TINY_BERT, TINY_MODEL, distill_general_argv, distill_task_argv, run_stopped_at
 from safetensors.torch import load_file
 
 from albert_lm.cli import main
@@ -348,47 +348,18 @@ def test_teacher_init_starts_the_student_from_the_teachers_weights(world, tmp_pa
     assert torch.equal(own, teacher.embeddings.word_embeddings.weight)
 
 
-_RUNNER = """
-import os, signal, sys
-from albert_lm.cli import main
-from albert_lm.training import loop
-kill_at = int(sys.argv[1])
-take = loop._take_step
-def step_then_signal(obj, progress, scaler):
-    last = take(obj, progress, scaler)
-    if progress.step == kill_at:
-        os.kill(os.getpid(), signal.SIGTERM)
-    return last
-loop._take_step = step_then_signal
-sys.exit(main(sys.argv[2:]))
-"""
-
-
-def _run(script: Path, kill_at: int, args: list[str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.run(
-        [sys.executable, str(script), str(kill_at), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.mark.slow
 def test_sigterm_saves_then_resume_continues_exactly(world, tmp_path):
-    script = tmp_path / "runner.py"
-    script.write_text(_RUNNER)
     settings = ["--max-steps", "8", "--save-every", "100", "--eval-every", "4", "--mlm-weight", "0.5"]
-    ref = _run(script, -1, _general(world, tmp_path / "ref", *settings))
+    ref = run_stopped_at(-1, _general(world, tmp_path / "ref", *settings))
     assert ref.returncode == 0, ref.stderr[-3000:]
-    cut = _run(script, 3, _general(world, tmp_path / "run", *settings))
+    cut = run_stopped_at(3, _general(world, tmp_path / "run", *settings))
     assert cut.returncode == 143, cut.stderr[-3000:]
     assert "continue with --resume" in cut.stderr
     assert (tmp_path / "run" / "checkpoint-3").is_dir() and not (
         tmp_path / "run" / "model.safetensors"
     ).exists()
-    resumed = _run(script, -1, ["distill", "general", "--output", str(tmp_path / "run"), "--resume", "-q"])
+    resumed = run_stopped_at(-1, ["distill", "general", "--output", str(tmp_path / "run"), "--resume", "-q"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     for file in ("model.safetensors", "distill_head.safetensors"):
         a, b = load_file(tmp_path / "ref" / file), load_file(tmp_path / "run" / file)

@@ -181,7 +181,9 @@ def test_teachers_that_cannot_be_fine_tuned_are_refused_naming_the_file(encoder,
     shutil.copytree(encoder, foreign)
     (foreign / "tokenizer.json").unlink(missing_ok=True)
     words = [f"zz{i}" for i in range(100)]
-    (foreign / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    (foreign / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n"
+    )
     for teacher, more, named in (
         (cut, (), "layer.1.attention"),
         (foreign, (), "[UNK]"),

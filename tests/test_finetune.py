@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import labelled_rows
+from conftest import labelled_rows, run_stopped_at
 
 from albert_lm import AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
@@ -304,39 +304,14 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     assert {"accuracy", "precision", "recall", "f1"} <= set(results)
 
 
-_STOP_AT = """
-import os, signal, sys
-from albert_lm.cli import main
-from albert_lm.training import loop
-stop_at = int(sys.argv[1])
-take = loop._take_step
-def step_then_signal(obj, progress, scaler):
-    last = take(obj, progress, scaler)
-    if progress.step == stop_at:
-        os.kill(os.getpid(), signal.SIGTERM)
-    return last
-loop._take_step = step_then_signal
-sys.exit(main(sys.argv[2:]))
-"""
-
-
 @pytest.mark.slow
 def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path):
     """SIGTERM at step 3 of 6 saves a checkpoint and exits 143; `--output RUN --resume` alone continues it
     to the same best model and scores as a run never stopped; a finished run keeps no checkpoint."""
-    import os
-    import subprocess
-    import sys
-
     from safetensors.torch import load_file
 
-    script = tmp_path / "stop.py"
-    script.write_text(_STOP_AT)
-
-    def run(stop_at: int, *args: str) -> subprocess.CompletedProcess:
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
-        return subprocess.run([sys.executable, str(script), str(stop_at), *args], env=env, capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
+    def run(stop_at: int, *args: str):
+        return run_stopped_at(stop_at, args)
 
     def argv(out: Path) -> list[str]:
         return ["finetune", "--task", "rte", "--model", str(tiny_model), "--data", str(albert_data / "glue" / "RTE"),
@@ -348,7 +323,9 @@ def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path
     cut = run(3, *argv(tmp_path / "run"))
     assert cut.returncode == 143, cut.stderr[-3000:]
     assert "continue with --resume" in cut.stderr
-    assert (tmp_path / "run" / "checkpoint-3").is_dir() and not (tmp_path / "run" / "eval_results.json").exists()
+    assert (tmp_path / "run" / "checkpoint-3").is_dir() and not (
+        tmp_path / "run" / "eval_results.json"
+    ).exists()
     again = run(-1, *argv(tmp_path / "run"))  # the same command without --resume: refused, the run kept
     assert again.returncode == 1 and "pass --resume to continue it" in again.stderr
     changed = run(-1, *argv(tmp_path / "run"), "--resume", "--learning-rate", "1e-3")

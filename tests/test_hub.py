@@ -167,7 +167,9 @@ def test_a_typo_of_a_local_folder_names_the_folder_it_meant(hub, tiny_model, tmp
     assert main(["embed", "--model", "models/albert-smal-en", "--input", str(rows)]) == 1
     err = capsys.readouterr().err
     assert "no such folder; did you mean models/albert-small-en?" in err and "hf download" not in err
-    assert main(["embed", "--model", "models/other", "--input", str(rows)]) == 1  # nothing close: the hub's line
+    assert (
+        main(["embed", "--model", "models/other", "--input", str(rows)]) == 1
+    )  # nothing close: the hub's line
     assert "hf download models/other" in capsys.readouterr().err
 
 

@@ -115,7 +115,12 @@ def test_time_budget_none_clears_a_recipes_budget():
          GeneralDistillConfig, "distill"),
     ):  # fmt: skip
         recipes = recipe(argv[argv.index("--recipe") + 1])[section]
-        for budget, expected in ((None, recipes["time_budget"]), ("none", None), ("Off", None), ("20m", "20m")):
+        for budget, expected in (
+            (None, recipes["time_budget"]),
+            ("none", None),
+            ("Off", None),
+            ("20m", "20m"),
+        ):
             args = build_parser().parse_args(argv + (["--time-budget", budget] if budget else []))
             cfg = merge_settings(cls, option_values(args, cls), None, recipes)
             assert cfg.time_budget == expected, (argv[0], budget)

@@ -68,7 +68,7 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
     """The family's cases (class, argv, expect, what the refusal names)."""
     t = _teachers()
     cs: list[tuple[str, list[str], str, list[str]]] = []
-    named = {**_named(t), "no-head": "", "no-head-bin": ""}
+    named = t.NAMED  # type: ignore[attr-defined]
     for name in t.SENTENCE_VARIANTS:  # type: ignore[attr-defined]
         teacher = p[f"t:{name}"]
         expect = "either" if name in POOLING_ONLY else "refuse"
@@ -88,23 +88,6 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
     cs.append(("valid (teacher runs)", _argv(p, p["t:sentence"], out("out")), "ok", []))
     cs.append(("valid (teacher runs)", _argv(p, p["t:task"], out("out")), "ok", []))  # its head replaced
     return cs
-
-
-def _named(t: object) -> dict[str, str]:
-    """What a refusal of each bad encoder must name besides its folder (the teachers family's list)."""
-    names = {
-        "no-tokenizer": "tokenizer.json", "tokenizer-config-only": "vocab.txt", "tiny-vocabulary": "vocab.txt",
-        "foreign-vocabulary": "[UNK]", "tokenizer-larger-than-model": "vocab_size", "vocab-not-text": "vocab.txt",
-        "tokenizer-json-broken": "tokenizer.json", "tokenizer-config-deep": "tokenizer_config.json",
-        "weights-renamed": "model.safetensors", "pickle-bin": "pytorch_model.bin",
-        "truncated-safetensors": "model.safetensors", "garbage-safetensors": "model.safetensors",
-        "empty-safetensors": "model.safetensors", "weights-folder": "model.safetensors",
-        "config-not-json": "config.json", "config-deep": "config.json", "unknown-model-type": "hostile-bert",
-        "remote-code": "hostile-bert", "hidden-size-string": "hidden_size", "shape-mismatch": "model.safetensors",
-        "nan-weights": "model.safetensors", "modules-deep": "", "pooling-not-json": "",
-    }  # fmt: skip
-    assert set(names) == set(t.SENTENCE_VARIANTS)  # type: ignore[attr-defined]
-    return names
 
 
 def _data_cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list[str], str, list[str]]]:

@@ -45,6 +45,19 @@ SENTENCE_VARIANTS = ("no-tokenizer", "tokenizer-config-only", "tiny-vocabulary",
                      "config-deep", "unknown-model-type", "remote-code", "hidden-size-string",
                      "shape-mismatch", "nan-weights", "modules-deep", "pooling-not-json")  # fmt: skip
 TASK_VARIANTS = ("no-head", "no-head-bin", "id2label-list", "num-labels-string")
+NAMED = {  # what a refusal of each bad teacher must name besides its folder
+    "no-tokenizer": "tokenizer.json", "tokenizer-config-only": "vocab.txt", "tiny-vocabulary": "vocab.txt",
+    "foreign-vocabulary": "[UNK]", "tokenizer-larger-than-model": "vocab_size", "vocab-not-text": "vocab.txt",
+    "tokenizer-json-broken": "tokenizer.json", "tokenizer-config-deep": "tokenizer_config.json",
+    "weights-renamed": "model.safetensors", "pickle-bin": "pytorch_model.bin",
+    "truncated-safetensors": "model.safetensors", "garbage-safetensors": "model.safetensors",
+    "empty-safetensors": "model.safetensors", "weights-folder": "model.safetensors",
+    "config-not-json": "config.json", "config-deep": "config.json", "unknown-model-type": "hostile-bert",
+    "remote-code": "hostile-bert", "hidden-size-string": "hidden_size", "shape-mismatch": "model.safetensors",
+    "nan-weights": "model.safetensors", "modules-deep": "modules.json", "pooling-not-json": "config.json",
+    "no-head": "classifier.weight", "no-head-bin": "classifier.weight", "id2label-list": "config.json",
+    "num-labels-string": "config.json",
+}  # fmt: skip
 MARKER = "CODE-RAN"  # a teacher's own code, if it ever ran, would write this file into the world
 
 
@@ -367,19 +380,6 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
             *TASK_VARIANTS,
         )
     }
-    named = {  # what the refusal must name besides the teacher folder
-        "no-tokenizer": "tokenizer.json", "tokenizer-config-only": "vocab.txt", "tiny-vocabulary": "vocab.txt",
-        "foreign-vocabulary": "[UNK]", "tokenizer-larger-than-model": "vocab_size", "vocab-not-text": "vocab.txt",
-        "tokenizer-json-broken": "tokenizer.json", "tokenizer-config-deep": "tokenizer_config.json",
-        "weights-renamed": "model.safetensors", "pickle-bin": "pytorch_model.bin",
-        "truncated-safetensors": "model.safetensors", "garbage-safetensors": "model.safetensors",
-        "empty-safetensors": "model.safetensors", "weights-folder": "model.safetensors",
-        "config-not-json": "config.json", "config-deep": "config.json", "unknown-model-type": "hostile-bert",
-        "remote-code": "hostile-bert", "hidden-size-string": "hidden_size", "shape-mismatch": "model.safetensors",
-        "nan-weights": "model.safetensors", "modules-deep": "modules.json", "pooling-not-json": "config.json",
-        "no-head": "classifier.weight", "no-head-bin": "classifier.weight", "id2label-list": "config.json",
-        "num-labels-string": "config.json",
-    }  # fmt: skip
     klass = {"tokenizer": "teachers: tokenizers", "head": "teachers: heads", "other": "teachers: files"}
     for name in SENTENCE_VARIANTS:
         kind = "tokenizer" if "token" in name or "vocab" in name else "other"
@@ -388,13 +388,13 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
                 klass[kind],
                 _general(p, t[name], out("out"), out("cache")),
                 "refuse",
-                [str(t[name]), named[name]],
+                [str(t[name]), NAMED[name]],
             )
         )
     for name in TASK_VARIANTS:
         kind = "head" if name.startswith("no-head") else "other"
         cs.append(
-            (klass[kind], _task(p, t[name], out("out"), out("cache")), "refuse", [str(t[name]), named[name]])
+            (klass[kind], _task(p, t[name], out("out"), out("cache")), "refuse", [str(t[name]), NAMED[name]])
         )
     for name in (
         "no-tokenizer",
@@ -406,7 +406,7 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[tuple[str, list
                 klass["tokenizer" if "token" in name or "vocab" in name else "other"],
                 _task(p, t[name], out("out"), out("cache")),
                 "refuse",
-                [str(t[name]), named[name]],
+                [str(t[name]), NAMED[name]],
             )
         )
     cs.append(
