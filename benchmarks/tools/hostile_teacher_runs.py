@@ -11,9 +11,7 @@ valid run.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,14 +38,7 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
         return {**made, **runs}
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir()
-    argv = _argv({**p, **made}, made["t:sentence"], str(runs["r:finished"]))
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
-    r = subprocess.run(
-        [sys.executable, "-m", "albert_lm.cli", *argv], capture_output=True, text=True, env=env
-    )
-    if r.returncode != 0:
-        raise SystemExit(f"building a teacher run failed: albert {' '.join(argv)}\n{r.stderr[-3000:]}")
+    _teachers().must_run(_argv({**p, **made}, made["t:sentence"], str(runs["r:finished"])), "a teacher run")  # type: ignore[attr-defined]
     shutil.copytree(runs["r:finished"], runs["r:killed"])  # what a run killed after an epoch leaves
     (runs["r:killed"] / "config.json").unlink()
     (runs["r:killed"] / "checkpoints" / "checkpoint-5").mkdir(parents=True)

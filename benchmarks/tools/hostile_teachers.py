@@ -293,16 +293,20 @@ def _task(p: dict[str, Path], teacher: Path | str, output: str, cache: Path | st
     ]
 
 
-def _fill_cache(d: Path, p: dict[str, Path]) -> None:
-    """The world's teacher cache: the sentence teacher's vectors of the text, by a real run."""
-    argv = _general(p, d / "sentence", str(d / "cache-run"), d / "cache")
+def must_run(argv: list[str], what: str) -> None:
+    """`albert ARGV` in a process of its own, building `what` of the world; a failure ends the round."""
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
     r = subprocess.run(
         [sys.executable, "-m", "albert_lm.cli", *argv], capture_output=True, text=True, env=env
     )
     if r.returncode != 0:
-        raise SystemExit(f"building the teacher cache failed: albert {' '.join(argv)}\n{r.stderr[-3000:]}")
+        raise SystemExit(f"building {what} failed: albert {' '.join(argv)}\n{r.stderr[-3000:]}")
+
+
+def _fill_cache(d: Path, p: dict[str, Path]) -> None:
+    """The world's teacher cache: the sentence teacher's vectors of the text, by a real run."""
+    must_run(_general(p, d / "sentence", str(d / "cache-run"), d / "cache"), "the teacher cache")
 
 
 # --------------------------------------------------------------------------- the cache cases
