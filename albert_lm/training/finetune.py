@@ -22,6 +22,9 @@ What we add around it:
   (split "dev") per evaluation; TensorBoard events (OUTPUT/tensorboard) and OUTPUT/training_curves.png at
   the end, as every loop writes them (`albert_lm.training.monitor`); OUTPUT/best holds a model card,
   README.md (`albert_lm.training.run_cards`);
+- a checkpoint every `save_every` steps and when SIGTERM or SIGINT stops the run (a fine-tuned model
+  folder with the training state beside it), which `--resume` continues exactly; a finished run removes
+  them;
 - every input file is read and checked before anything is written, so bad input leaves no output.
 """
 
@@ -182,8 +185,6 @@ SLOW_ADVICE = (
 def _remove_run(out: Path) -> None:
     """--overwrite: remove the files of the run `out` holds (and what an interrupted one left under
     temporary names); anything else the user keeps there stays."""
-    import shutil
-
     names = set(RUN_FILES) | {f".{n}.{end}" for n in RUN_FILES for end in ("tmp", "old")}
     gone = sorted(p for p in out.iterdir() if p.name in names or ckpt.checkpoint_step(p) is not None)
     if gone:
@@ -254,6 +255,9 @@ class FineTuning(Objective):
         )
         self.precision, self.eval_sets, self.model, self.features = cfg.precision, eval_sets, model, features
         self.model_given = model_given  # --model as typed, where it was a hub id (cfg.model: its snapshot)
+        # GLUE's label names (negative/positive, ...) in config.json, of best/ and of every checkpoint:
+        # predict and transformers' pipeline say them
+        model.config.id2label = glue_id2label(task.name) or model.config.id2label
         self.heads = ExitHeads(model.config).to(device) if cfg.exit_heads else None  # --exit-heads
         self.module = nn.ModuleDict({"model": model, "exit_heads": self.heads}) if self.heads else model
         batch_size = required(cfg.batch_size, "batch_size")
@@ -388,10 +392,7 @@ def _save_best(run: FineTuning, best: _Evaluation) -> None:
     """OUTPUT/best (model, tokenizer, settings, metrics), filled under a temporary name and then swapped
     in, so a crash never leaves half a model; then the dev predictions in OUTPUT/predictions."""
     with atomic_folder(run.out / "best") as tmp:
-        # GLUE's label names (negative/positive, ...) in config.json: predict and transformers' pipeline say them
-        model = run.model
-        model.config.id2label = glue_id2label(run.task.name) or model.config.id2label
-        model.save_pretrained(tmp)
+        run.model.save_pretrained(tmp)
         if run.heads is not None:
             run.heads.save(tmp)
         run.tokenizer.save_pretrained(tmp)
