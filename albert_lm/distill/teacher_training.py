@@ -35,7 +35,7 @@ import torch
 from albert_lm.data.sources import MissingExtra
 from albert_lm.distill.config import TeacherConfig
 from albert_lm.distill.task import texts_of
-from albert_lm.distill.teacher_files import local_teacher, teacher_folder
+from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.files import (
     atomic_write,
     check_output_apart,
@@ -94,13 +94,10 @@ def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[
         task.fit_labels(train)
     except ValueError as e:
         raise ValueError(f"--data {data}: {e}") from None
-    teacher_folder(cfg.teacher)  # a shortcut whose package is missing is refused before the output is checked
     check_output_apart(out, {"--data": data, "--teacher": local_teacher(cfg.teacher)})
     _check_output(cfg, out)
     device = pick_device(cfg.device)
-    if cfg.precision == "fp16" and device.type != "cuda":
-        raise ValueError(f"--precision fp16 needs a CUDA device, not {device.type}; use bf16 or fp32 here")
-    precision = resolved_precision(cfg.precision, device)
+    precision = resolved_precision(cfg.precision, device)  # fp16 on a CPU refused
     loaded = _load(cfg, task, train, device)  # checked before anything is written
     with folder_lock(out):
         _check_output(cfg, out)  # again, under the lock
@@ -175,26 +172,36 @@ def _train(
         eval_dataset=Encoded(tokenizer, task, dev, cfg.max_seq_length), compute_metrics=scores,
         data_collator=transformers.DataCollatorWithPadding(tokenizer), callbacks=[watch, *callbacks],
     )  # fmt: skip
-    trainer.remove_callback(
-        transformers.trainer_callback.PrinterCallback
-    )  # prints dicts of strings to stdout
+    trainer.remove_callback(transformers.trainer_callback.PrinterCallback)  # dicts of strings on stdout
     trainer.add_callback(_progress())
-    transformers.utils.logging.disable_progress_bar()  # its bars (saving the weights): _progress() shows ours
     logger.info("teacher %s on %s: %d training examples, %d dev, on %s (%s)", cfg.teacher, cfg.task,
                 len(train), len(dev), device, precision)  # fmt: skip
-    trainer.train(resume_from_checkpoint=cfg.resume)
-    if watch.bad is not None or not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
-        step = f" at step {watch.bad[0]} (loss {watch.bad[1]})" if watch.bad else ""
-        raise NonFiniteLossError(
-            f"the teacher's training went non-finite{step}: nothing saved as a teacher; lower --learning-rate "
-            f"or check --teacher {cfg.teacher} (its weights may hold inf or NaN)"
-        )
-    per_epoch = [{k.removeprefix("eval_"): v for k, v in e.items()}
-                 for e in trainer.state.log_history if "eval_loss" in e]  # fmt: skip
-    result: dict[str, Any] = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items()}
-    result["per_epoch"] = per_epoch
-    _save(trainer, tokenizer, out, result)
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # its bars (saving the weights): _progress() shows ours
+    try:
+        trainer.train(resume_from_checkpoint=cfg.resume)
+        if watch.bad is not None or not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            step = f" at step {watch.bad[0]} (loss {watch.bad[1]})" if watch.bad else ""
+            raise NonFiniteLossError(
+                f"the teacher's training went non-finite{step}: nothing saved as a teacher; lower "
+                f"--learning-rate or check --teacher {cfg.teacher} (its weights may hold inf or NaN)"
+            )
+        result = _final_scores(trainer)
+        _save(trainer, tokenizer, out, result)
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
     return result
+
+
+def _final_scores(trainer: Any) -> dict[str, Any]:
+    """The dev scores of the trained teacher, with each epoch's (per_epoch): the last epoch's evaluation,
+    which is of the final weights (a second pass over dev only where it is not)."""
+    evals = [e for e in trainer.state.log_history if "eval_loss" in e]
+    per_epoch = [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals]
+    last = evals[-1] if evals and evals[-1].get("step") == trainer.state.global_step else trainer.evaluate()
+    result: dict[str, Any] = {k.removeprefix("eval_"): v for k, v in last.items() if k != "step"}
+    return {**result, "per_epoch": per_epoch}
 
 
 def _load(cfg: TeacherConfig, task: Task, train: Sequence[Any], device: torch.device) -> tuple[Any, Any]:

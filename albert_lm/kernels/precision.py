@@ -108,7 +108,9 @@ def resolve_precision(precision: str, device: torch.device | str = "cpu") -> tup
         if precision not in _NAMED:
             raise ValueError(f"precision must be auto, fp32, bf16 or fp16, got {precision!r}")
         if precision == "fp16" and device.type != "cuda":
-            raise ValueError(f"precision fp16 needs a CUDA device, not {device.type}; use bf16 or fp32 here")
+            raise ValueError(
+                f"--precision fp16 needs a CUDA device, not {device.type}; use bf16 or fp32 here"
+            )
         return _NAMED[precision], "asked for"
     if device.type == "cuda":
         if torch.cuda.get_device_capability(device)[0] >= 8:  # Ampere and later (older ones emulate it)
