@@ -43,6 +43,7 @@ from albert_lm.values import (  # noqa: F401 (the checks, importable from here a
     json_repr,
     parse_duration,
     seed_list,
+    task_name,
 )
 
 __all__ = [
@@ -228,7 +229,7 @@ def add_options(
         if kind is bool:
             kw["action"] = argparse.BooleanOptionalAction if default else "store_true"
         else:
-            kw["type"] = kind
+            kw["type"] = task_name if f.name == "task" else kind  # a task's name, as every command reads it
             kw["choices"] = tuple(choices_of.get(f.name, options or ())) or None
             kw["metavar"] = metavar_of.get(f.name, _METAVARS.get(kind)) if not kw["choices"] else None
         kw.update(_presence(kw["help"], default, f.name in required, suppress))

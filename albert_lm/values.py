@@ -245,6 +245,13 @@ def device_name(text: str) -> str:
     raise _BadValue(f"device {text!r}: expected auto, cpu, cuda or cuda:N")
 
 
+def task_name(text: str) -> str:
+    """A --task value as people write it: GLUE's own spellings (SST-2, STS-B, CoLA) read as albert-lm's
+    names (sst2, stsb, cola); a name of two words (token-classification) keeps its hyphen. An argparse
+    type: the command's choices then check the name."""
+    return re.sub(r"[-_ ](?=[a-z0-9]$)", "", str(text).strip().lower())
+
+
 def seed_list(text: str | int, option: str = "--seeds") -> list[int]:
     """The seeds of a --seeds value ("1,2,3", or one number), in order, each once."""
     seeds: list[int] = []

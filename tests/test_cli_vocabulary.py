@@ -159,3 +159,28 @@ def test_config_file_gives_settings_and_options_win(tmp_path):
     args = build_parser().parse_args(["glue", "--model", "m"])
     with pytest.raises(ValueError, match="missing --data, --output"):
         load_settings(GlueConfig, args, ("model", "data", "output"))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["finetune", "--task", "SST-2"],
+        ["evaluate", "--task", "sst_2"],
+        ["distill", "teacher", "--task", "Sst2"],
+        ["distill", "task", "--task", " SST-2 "],
+    ],
+)
+def test_a_task_is_read_as_glue_writes_it(argv):
+    assert build_parser().parse_args(argv).task == "sst2"
+
+
+def test_glue_tasks_read_as_glue_writes_them():
+    from albert_lm.glue.config import GlueConfig
+
+    assert GlueConfig("m", "d", "o", tasks="CoLA, STS-B,rte").task_list() == ["cola", "stsb", "rte"]
+    assert (
+        build_parser().parse_args(["finetune", "--task", "token-classification"]).task
+        == "token-classification"
+    )
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["finetune", "--task", "sst-3"])

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name, seed_list
-from albert_lm.values import _matches
+from albert_lm.values import _matches, task_name
 
 # task -> (folder in the GLUE download, the metric GLUE-5 averages)
 GLUE5 = {
@@ -179,7 +179,7 @@ class GlueConfig:
         return seed_list(self.seeds)
 
     def task_list(self) -> list[str]:
-        names = [t.strip() for t in self.tasks.split(",") if t.strip()]
+        names = [task_name(t) for t in self.tasks.split(",") if t.strip()]
         unknown = [t for t in names if t not in GLUE5]
         if unknown or not names:
             raise ValueError(f"--tasks {self.tasks!r}: expected some of {', '.join(GLUE5)}")
