@@ -66,6 +66,9 @@ def test_blank_lines_are_skipped_and_counted_empty_fields_stay_errors(saved, tmp
     assert code == 0 and [r["line"] for r in rows] == [1, 3, 5]
     assert "3 of 3 rows predicted, 3 blank lines skipped" in err
     jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text(json.dumps({"text": "Kala."}) + "\n\n  \n" + json.dumps({"text": "Vesi."}) + "\n")
+    code, rows, err = run("predict", ["--model", str(model), "--input", str(jsonl)], capsys)
+    assert code == 0 and [r["line"] for r in rows] == [1, 4] and "2 blank lines skipped" in err
     jsonl.write_text(json.dumps({"text": "Kala."}) + "\n" + json.dumps({"text": " "}) + "\n")
     code, _, err = run("predict", ["--model", str(model), "--input", str(jsonl)], capsys)
     assert code == 1 and f"{jsonl}:2: missing or empty column 'text'" in err

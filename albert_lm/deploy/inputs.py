@@ -1,7 +1,7 @@
 """Input rows and output lines of the deploy commands (`predict`, `fill-mask`, `embed`), one way each.
 
-Input: plain text (one text per line; blank lines are skipped and counted, as a file often ends in
-one or separates paragraphs), CSV / TSV with a header, or JSON Lines; `-` reads stdin. A row's fields
+Input: plain text (one text per line) or JSON Lines, blank lines skipped and counted (a file often ends in
+one or separates paragraphs), or CSV / TSV with a header; `-` reads stdin. A row's fields
 are read through `Fields`, whose errors name the input's line and the column. `--keep-columns` copies
 named input columns into each output line (an id, say), checked against the fields the command writes
 itself. Output: JSON Lines written under a temporary name and renamed (a failed run leaves none), or
@@ -29,7 +29,7 @@ class Input:
 
     name: str  # for messages: the file, or <stdin>
     rows: list[tuple[int, dict[str, Any]]]
-    blank_lines: int  # plain-text lines left out because they held nothing but whitespace
+    blank_lines: int  # plain-text or JSON Lines lines left out: they held nothing but whitespace
 
 
 def read_input(source: str, fmt: str) -> Input:
@@ -55,7 +55,9 @@ def read_input(source: str, fmt: str) -> Input:
         tsv = fmt == "tsv"
         found = csv_rows(io.StringIO(text, newline=""), name, "\t" if tsv else ",", quotes=not tsv)
         return Input(name, list(found), 0)
-    return Input(name, list(jsonl_rows(text.splitlines(), name)), 0)
+    lines = text.splitlines()
+    rows = list(jsonl_rows(lines, name))
+    return Input(name, rows, sum(1 for line in lines if not line.strip()))
 
 
 class Fields:

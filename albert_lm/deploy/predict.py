@@ -82,12 +82,12 @@ OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", 
 
 @dataclass
 class PredictSummary:
-    rows: int  # rows read (blank lines of plain text aside)
+    rows: int  # rows read (blank lines aside)
     predicted: int  # rows written
     skipped: list[str]  # messages of the bad rows left out (skip_bad)
     task: str
     head: str
-    blank_lines: int = 0  # plain-text lines left out because they were blank
+    blank_lines: int = 0  # plain-text or JSON Lines lines left out because they were blank
 
 
 @dataclass(frozen=True)
