@@ -339,3 +339,16 @@ def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path
     steps = [json.loads(ln)["step"] for ln in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps) and steps[-1] == 6
     assert not list((tmp_path / "run").glob("checkpoint-*"))  # what --resume needed, gone with the run's end
+    # Stopped at an evaluation step (4), before evaluating: the resumed run evaluates step 4 first.
+    assert run(4, *argv(tmp_path / "at-eval")).returncode == 143
+    resumed = run(-1, "finetune", "--output", str(tmp_path / "at-eval"), "--resume", "-q")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    b = load_file(tmp_path / "at-eval" / "best" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((tmp_path / "at-eval" / "eval_results.json").read_text()) == results[0]
+    dev = [
+        [(r["step"], r.get("accuracy")) for r in map(json.loads, (tmp_path / name / "metrics.jsonl").open())
+         if r["split"] == "dev"]
+        for name in ("ref", "at-eval")
+    ]  # fmt: skip
+    assert dev[0] == dev[1] and [step for step, _ in dev[0]] == [2, 4, 6]

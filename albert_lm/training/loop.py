@@ -11,7 +11,8 @@ the finished run, and its own state. `train` does the rest, the same way for all
 - one cadence: evaluate once before the first step with --eval-on-start, log every --log-every steps,
   evaluate every `eval_every`, save every --save-every (objectives with checkpoints), and all three at the
   end; a stop by the clock (--time-budget) or by SIGTERM / SIGINT (objectives with checkpoints: every rank
-  saves after the same step, and the run returns interrupted) is an end;
+  saves after the same step, and the run returns interrupted; an evaluation due at that step is the
+  resumed run's first work) is an end;
 - one log line, `step N | loss ... | lr ... | tok/s ...`, and one record format in metrics.jsonl (split
   "train" and one split per evaluation set), TensorBoard events, training_curves.png at the end
   (`albert_lm.training.monitor`); the time, progress bar and pace (`albert_lm.training.clock`);
@@ -60,6 +61,9 @@ class Progress:
     compute_s: float = 0.0  # time in steps since the last train record
     metrics: MetricsLog | None = None  # rank 0's
     logged: dict[str, float] = field(default_factory=dict)  # the newest train record
+    # A signal stopped the run at an evaluation step before it evaluated (a stop never waits for one): the
+    # checkpoint says so, and the resumed run evaluates first, as the run never stopped would have.
+    eval_due: bool = False
 
 
 @dataclass
@@ -293,7 +297,7 @@ def save(obj: Objective, p: Progress) -> None:
     if obj.d.main and obj.kind is not None:
         state = {
             **obj.state(), "step": p.step, "elapsed_s": p.elapsed_s, "optimizer": obj.optimizer.state_dict(),
-            "scheduler": obj.scheduler.state_dict(), "ranks": ranks,
+            "scheduler": obj.scheduler.state_dict(), "ranks": ranks, "eval_due": p.eval_due,
         }  # fmt: skip
         path = ckpt.save_checkpoint(
             obj.out, p.step, obj.model, state, obj.settings(), lambda folder: obj.write_files(folder, p),
@@ -312,6 +316,7 @@ def restore(obj: Objective, p: Progress, latest: Path) -> None:
     obj.optimizer.load_state_dict(state["optimizer"])
     obj.scheduler.load_state_dict(state["scheduler"])
     p.step, p.elapsed_s = int(state["step"]), float(state.get("elapsed_s", 0.0))
+    p.eval_due = bool(state.get("eval_due", False))
     ranks = state["ranks"]
     if len(ranks) != obj.d.world and obj.d.main:
         logger.warning(
@@ -370,8 +375,9 @@ def _run(
 ) -> LoopResult:
     cadence = Cadence(obj.total_steps, obj.cfg.log_every, obj.eval_every, getattr(obj.cfg, "save_every", 0))
     done = clock.spent()  # a resumed run may have spent it already
-    if obj.cfg.eval_on_start and p.step == 0:
+    if p.eval_due or (obj.cfg.eval_on_start and p.step == 0):
         _evaluate(obj, p)
+        p.eval_due = False
     while p.step < obj.total_steps and not done:
         last = _take_step(obj, p, scaler)
         if on_step is not None:
@@ -383,6 +389,7 @@ def _run(
             _log(obj, p, last, clock.bar)
         if cadence.eval(p.step, stopping or done):
             _evaluate(obj, p)
+        p.eval_due = stopping and cadence.eval(p.step, False)
         if obj.kind is not None and cadence.save(p.step, stopping or done):
             save(obj, p)
         if stopping:
