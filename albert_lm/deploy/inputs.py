@@ -55,9 +55,8 @@ def read_input(source: str, fmt: str) -> Input:
         tsv = fmt == "tsv"
         found = csv_rows(io.StringIO(text, newline=""), name, "\t" if tsv else ",", quotes=not tsv)
         return Input(name, list(found), 0)
-    lines = text.splitlines()
-    rows = list(jsonl_rows(lines, name))
-    return Input(name, rows, sum(1 for line in lines if not line.strip()))
+    records = text.splitlines()
+    return Input(name, list(jsonl_rows(records, name)), sum(1 for line in records if not line.strip()))
 
 
 class Fields:
