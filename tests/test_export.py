@@ -102,3 +102,25 @@ def test_int8_export_and_refusals(saved, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "differ from PyTorch's" in err or "not exported" in err
     assert not (tmp_path / "o3").exists() and not list(tmp_path.glob(".o3*"))
+
+
+@pytest.mark.parametrize("choices", [False, True])
+def test_graphs_are_checked_on_sentences_padded_with_both_segments(
+    tiny_config, tiny_corpus_and_tokenizer, choices
+):
+    """The check inputs are the tokenizer's sentences (random ids leave a classifier at its prior, where
+    int8's error reads as a low cosine): a padded single text and padded pairs, within the positions."""
+    from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.deploy.export import _text_samples
+
+    _, tok = tiny_corpus_and_tokenizer
+    tokenizer = AlbertTokenizer.from_pretrained(tok)
+    config = tiny_config(vocab_size=200)
+    one, pairs = _text_samples(tokenizer, config, choices)
+    for batch in (one, pairs):
+        assert batch["input_ids"].dim() == (3 if choices else 2)
+        assert batch["input_ids"].shape[-1] <= config.max_position_embeddings
+        assert not (batch["input_ids"] == tokenizer.unk_token_id).all()
+    assert one["input_ids"].shape[-2] == 1 and pairs["input_ids"].shape[-2] == 4
+    assert (one["attention_mask"] == 0).sum() == 3  # padding exercised
+    assert set(pairs["token_type_ids"].unique().tolist()) == {0, 1}

@@ -12,9 +12,10 @@ then its dynamic quantization with int8 weights per channel; the optimizer's fus
 / FastGelu ops are ONNX Runtime's own, so that file is for ONNX Runtime), the tokenizer (spiece.model,
 tokenizer_config.json) and the model's config.json / finetune_config.json, so `predict`-style code can
 pair them. Before anything is kept, ONNX Runtime runs the graph on inputs of two shapes, padding
-included, and the outputs must be within `tolerance` of PyTorch's (fp32), and at cosine >= 0.9 for int8
-(a warning below 0.99: tiny or untrained models lose more to int8 than trained ones); otherwise nothing
-is written and the error says by how much. The folder is filled under a temporary name and renamed.
+included (sentences through its tokenizer, `CHECK_TEXTS`), and the outputs must be within `tolerance` of
+PyTorch's (fp32), and at cosine >= 0.9 for int8 (a warning below 0.99: tiny or untrained models lose more
+to int8 than trained ones); otherwise nothing is written and the error says by how much. The folder is
+filled under a temporary name and renamed.
 
 The exporter and ONNX Runtime's tools log each step (about 70 lines for a tiny model, more for a big
 one); they are kept to their errors unless the root logger is at DEBUG (`albert -v export`).
@@ -145,6 +146,34 @@ def _model(model_dir: Path, head: str = "auto") -> tuple[nn.Module, list[str], b
     return model, ["logits"], task.head == "multiple_choice"
 
 
+# The texts the graphs are checked on. Random token ids, as the traced example is made of, leave a classifier
+# near its prior (logits about 0.001 for a lightly trained one), where int8's small absolute error reads as
+# a cosine of 0.6 on a graph whose probabilities on sentences are within 0.005 of fp32's.
+CHECK_TEXTS = (
+    ("A gripping, funny and moving film.", "The film was a joy to watch."),
+    ("The committee will meet again on Tuesday to vote.", "No vote is planned."),
+    ("It rained all night, and the river rose over its banks.", "The river flooded."),
+    ("He sold his car because he could no longer afford it.", "He bought a car."),
+)
+
+
+def _text_samples(
+    tokenizer: AlbertTokenizer, config: AlbertConfig, choices: bool
+) -> list[dict[str, torch.Tensor]]:
+    """Two batches, neither of the traced example's shape: a short text padded by 3 (the mask exercised)
+    and CHECK_TEXTS' pairs padded to 37 (both token types), or to the model's positions; for multiple
+    choice every batch's rows are its choices."""
+    longest = min(37, config.max_position_embeddings)
+    short = len(tokenizer(["Dull."], truncation=True, max_length=longest - 3)["input_ids"][0])
+    one = tokenizer(["Dull."], padding="max_length", truncation=True, max_length=short + 3)
+    texts, seconds = (list(column) for column in zip(*CHECK_TEXTS, strict=True))
+    pairs = tokenizer(texts, seconds, padding="max_length", truncation=True, max_length=longest)
+    batches = [{k: torch.tensor(found[k], dtype=torch.long) for k in INPUTS} for found in (one, pairs)]
+    if choices:  # (1, 1, S) and (1, 4, S): one question, its choices the rows
+        batches = [{k: v[None] for k, v in b.items()} for b in batches]
+    return batches
+
+
 def _sample(shape: tuple[int, ...], vocab: int, seed: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, vocab, shape, generator=g)
@@ -205,8 +234,7 @@ def _export_locked(
     )
     model, names, choices = _model(model_dir, head)
     graph = _Graph(model, names)
-    shapes = [(1, 3, 9), (3, 4, 37)] if choices else [(1, 9), (3, 37)]  # never the exported example's
-    samples = [_sample(shape, config.vocab_size, seed) for seed, shape in enumerate(shapes, start=1)]
+    samples = _text_samples(tokenizer, config, choices)
     # A captured graph runs padded (it cannot unpad), pad tokens' states included: so does its reference
     with torch.no_grad(), use_unpadding(False):
         references = [[t.numpy() for t in graph(*(x[k] for k in INPUTS))] for x in samples]
