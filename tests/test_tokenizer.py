@@ -16,6 +16,8 @@ from albert_lm.data.tokenizer import AlbertTokenizer, preprocess_text
 from albert_lm.data.tokenizer_training import train_tokenizer
 from albert_lm.data.truncation import truncate_pair_from_end
 
+# The shipped model's folder: its tokenizer.json is a BERT WordPiece vocabulary behind the same API.
+WORDPIECE_MODEL = Path(__file__).resolve().parents[1] / "models" / "albert-minilm-small-en"
 SPECIAL_WORDS = ["Émile", "1,000", "2,5", "naïve", "café", "crème", "brûlée", "THE", "Town,", "yes!"]
 
 
@@ -174,6 +176,74 @@ def test_pair_encoding_truncation_and_padding(tiny_tok: AlbertTokenizer) -> None
     assert batch["input_ids"][1, -1].item() == tiny_tok.pad_token_id
     with pytest.raises(ValueError, match="truncat"):
         tiny_tok(a, b, max_length=12, truncation="only_weird")
+
+
+@pytest.fixture(params=["sentencepiece", "wordpiece"])
+def either_kind(request: pytest.FixtureRequest, tiny_tok: AlbertTokenizer) -> AlbertTokenizer:
+    """Both tokenizers `AlbertTokenizer.from_pretrained` gives: SentencePiece, and BERT's WordPiece."""
+    if request.param == "sentencepiece":
+        return tiny_tok
+    tok = AlbertTokenizer.from_pretrained(WORDPIECE_MODEL)
+    assert type(tok).__name__ == "WordPieceTokenizer"
+    return tok
+
+
+def test_a_batch_of_pairs_equals_two_lists(either_kind: AlbertTokenizer) -> None:
+    """`tok([(a1, b1), (a2, b2)])` is `tok([a1, a2], [b1, b2])`, as in transformers: each pair is
+    [CLS] a [SEP] b [SEP] with type ids 1 on b, with every option; lists of two texts are pairs too."""
+    tok = either_kind
+    words = _vocabulary()
+    a = [" ".join(words[:9]), " ".join(words[30:32])]
+    b = [" ".join(words[40:43]), " ".join(words[50:60])]
+    ids_a = tok.encode(a[0], add_special_tokens=False)
+    ids_b = tok.encode(b[0], add_special_tokens=False)
+    first = tok([(a[0], b[0])])
+    assert first["input_ids"] == [[tok.cls_token_id, *ids_a, tok.sep_token_id, *ids_b, tok.sep_token_id]]
+    assert first["token_type_ids"] == [[0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)]
+    for options in (
+        {},
+        {"truncation": True, "max_length": 9},
+        {"truncation": "only_second", "max_length": len(ids_a) + 5},
+        {"padding": True},
+        {"padding": "max_length", "max_length": 64, "return_tensors": "pt"},
+        {"add_special_tokens": False},
+    ):
+        want = tok(a, b, **options)
+        for batch in (list(zip(a, b, strict=True)), [list(p) for p in zip(a, b, strict=True)]):
+            got = tok(batch, **options)
+            for key in tok.model_input_names:
+                same = (
+                    torch.equal(got[key], want[key]) if torch.is_tensor(want[key]) else got[key] == want[key]
+                )
+                assert same, (options, key)
+    # A batch may mix single texts and pairs, as transformers' may.
+    mixed = tok([(a[0], b[0]), a[1]])
+    assert mixed["input_ids"] == [tok(a[0], b[0])["input_ids"], tok(a[1])["input_ids"]]
+
+
+def test_a_malformed_batch_is_refused_clearly(either_kind: AlbertTokenizer) -> None:
+    """Items that are neither a text nor a pair of two texts are refused with what was expected, not an
+    AttributeError from inside the tokenizer or a silently joined pair."""
+    tok = either_kind
+    with pytest.raises(
+        ValueError, match=r"text\[1\]: a tuple of 3 items; expected a text or a \(text, text_pair\)"
+    ):
+        tok(["one", ("a", "b", "c")])
+    with pytest.raises(ValueError, match="of 1 items"):
+        tok([["lonely"]])
+    for bad in ([7], [None], [("a", 7)], [("a", None)], [b"bytes"]):
+        with pytest.raises(
+            TypeError, match=r"text\[0\]: expected a text \(str\) or a \(text, text_pair\) pair"
+        ):
+            tok(bad)
+    with pytest.raises(TypeError, match=r"text_pair\[1\]: expected a text \(str\), got int"):
+        tok(["a", "b"], ["c", 3])
+    with pytest.raises(ValueError, match="text already holds"):
+        tok([("a", "b")], ["c"])
+    with pytest.raises(TypeError, match="text: expected a text"):
+        tok(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="encode_pair: expected a text"):
+        tok.encode(("a", "b"))  # type: ignore[arg-type]
 
 
 def test_truncate_pair_from_end_strategies() -> None:

@@ -313,6 +313,13 @@ class AlbertTokenizer:
         truncation: False, True / "longest_first" (drop the last token of the longer side until it fits,
         as transformers does), "only_first" or "only_second".
         """
+        # WordPiece's backend would read a (text, text_pair) tuple as a pair and join its halves without a
+        # [SEP], and SentencePiece would fail inside its normalization: refuse anything but texts here.
+        if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
+            raise TypeError(
+                f"encode_pair: expected a text and an optional second text (str), got {text!r:.80} and "
+                f"{text_pair!r:.80}"
+            )
         ids_a = self.encode_batch([text])[0]
         ids_b = None if text_pair is None else self.encode_batch([text_pair])[0]
         if truncation and max_length is not None:
@@ -342,16 +349,12 @@ class AlbertTokenizer:
     ) -> dict[str, Any]:
         """transformers-style call: one text or pair, or a batch of them; padding True/"longest"/"max_length".
 
+        A batch of pairs is either two lists, `tok([a1, a2], [b1, b2])`, or one list of (text, text_pair)
+        tuples or lists, `tok([(a1, b1), (a2, b2)])`, as in transformers; both give the same rows.
         return_tensors="pt" gives (B, T) int64 tensors (a single text becomes a batch of one).
         """
         single = isinstance(text, str)
-        texts: list[str] = [text] if isinstance(text, str) else list(text)
-        if text_pair is None:
-            pairs: list[str | None] = [None] * len(texts)
-        else:
-            pairs = [text_pair] if isinstance(text_pair, str) else list(text_pair)
-            if len(pairs) != len(texts):
-                raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+        texts, pairs = _texts_and_pairs(text, text_pair)
         rows = [
             self.encode_pair(a, b, add_special_tokens, max_length, truncation)
             for a, b in zip(texts, pairs, strict=True)
@@ -400,6 +403,66 @@ class AlbertTokenizer:
 
     def batch_decode(self, batch: Iterable[Iterable[int]], skip_special_tokens: bool = False) -> list[str]:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
+
+
+def _texts_and_pairs(text: Any, text_pair: Any) -> tuple[list[str], list[str | None]]:
+    """The first and second texts of each row of a call, checked (transformers' rule, without
+    is_split_into_words): `text` is one text or a batch; an item of a batch is a text or a (text, text_pair)
+    tuple or list of two texts; `text_pair` is None, one text, or a batch of texts (None for no second text)
+    as long as `text`, and not given where `text` holds pairs already."""
+    items: list[Any] = [text] if isinstance(text, str) else _as_batch(text, "text")
+    texts: list[str] = []
+    pairs: list[str | None] = []
+    for n, item in enumerate(items):
+        first, second = _text_or_pair(item, n)
+        texts.append(first)
+        pairs.append(second)
+    if text_pair is None:
+        return texts, pairs
+    if any(b is not None for b in pairs):
+        raise ValueError(
+            "text_pair: given, but text already holds (text, text_pair) pairs; pass the second texts one way"
+        )
+    seconds: list[Any] = [text_pair] if isinstance(text_pair, str) else _as_batch(text_pair, "text_pair")
+    if len(seconds) != len(texts):
+        raise ValueError(f"text has {len(texts)} items but text_pair has {len(seconds)}")
+    for n, second in enumerate(seconds):
+        if not (second is None or isinstance(second, str)):
+            raise TypeError(
+                f"text_pair[{n}]: expected a text (str), got {type(second).__name__} {second!r:.80}"
+            )
+    return texts, seconds
+
+
+def _as_batch(value: Any, name: str) -> list[Any]:
+    """The items of a batch argument (a list, tuple or other iterable that is not a text)."""
+    if isinstance(value, (bytes, bytearray, dict)):
+        raise TypeError(f"{name}: expected a text (str) or a batch of them, got {type(value).__name__}")
+    try:
+        return list(value)
+    except TypeError:
+        raise TypeError(
+            f"{name}: expected a text (str) or a batch of them, got {type(value).__name__} {value!r:.80}"
+        ) from None
+
+
+def _text_or_pair(item: Any, n: int) -> tuple[str, str | None]:
+    """One item of a batch: a text, or a (text, text_pair) tuple or list of two texts."""
+    if isinstance(item, str):
+        return item, None
+    if isinstance(item, (tuple, list)):
+        if len(item) != 2:
+            raise ValueError(
+                f"text[{n}]: a {type(item).__name__} of {len(item)} items; expected a text or a "
+                "(text, text_pair) pair of two texts"
+            )
+        first, second = item
+        if isinstance(first, str) and isinstance(second, str):
+            return first, second
+    raise TypeError(
+        f"text[{n}]: expected a text (str) or a (text, text_pair) pair of two texts, got "
+        f"{type(item).__name__} {item!r:.80}"
+    )
 
 
 def _is_digit_comma(piece: str) -> bool:
