@@ -225,21 +225,13 @@ def test_a_malformed_batch_is_refused_clearly(either_kind: AlbertTokenizer) -> N
     """Items that are neither a text nor a pair of two texts are refused with what was expected, not an
     AttributeError from inside the tokenizer or a silently joined pair."""
     tok = either_kind
-    with pytest.raises(
-        ValueError, match=r"text\[1\]: a tuple of 3 items; expected a text or a \(text, text_pair\)"
-    ):
-        tok(["one", ("a", "b", "c")])
-    with pytest.raises(ValueError, match="of 1 items"):
-        tok([["lonely"]])
-    for bad in ([7], [None], [("a", 7)], [("a", None)], [b"bytes"]):
-        with pytest.raises(
-            TypeError, match=r"text\[0\]: expected a text \(str\) or a \(text, text_pair\) pair"
-        ):
+    for bad in (["one", ("a", "b", "c")], [["lonely"]], [7], [None], [("a", 7)], [b"bytes"]):
+        with pytest.raises(TypeError, match=r"text\[\d\]: expected a text or a \(text, text_pair\) pair"):
             tok(bad)
-    with pytest.raises(TypeError, match=r"text_pair\[1\]: expected a text \(str\), got int"):
+    with pytest.raises(TypeError, match=r"text\[1\]: .* with text_pair\[1\] 3"):
         tok(["a", "b"], ["c", 3])
-    with pytest.raises(ValueError, match="text already holds"):
-        tok([("a", "b")], ["c"])
+    with pytest.raises(TypeError, match=r"text\[0\]: .* with text_pair\[0\] 'c'"):
+        tok([("a", "b")], ["c"])  # the second texts given twice
     with pytest.raises(TypeError, match="text: expected a text"):
         tok(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="encode_pair: expected a text"):

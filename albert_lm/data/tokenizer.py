@@ -313,13 +313,10 @@ class AlbertTokenizer:
         truncation: False, True / "longest_first" (drop the last token of the longer side until it fits,
         as transformers does), "only_first" or "only_second".
         """
-        # WordPiece's backend would read a (text, text_pair) tuple as a pair and join its halves without a
-        # [SEP], and SentencePiece would fail inside its normalization: refuse anything but texts here.
-        if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
-            raise TypeError(
-                f"encode_pair: expected a text and an optional second text (str), got {text!r:.80} and "
-                f"{text_pair!r:.80}"
-            )
+        if not isinstance(text, str) or not isinstance(
+            text_pair, str | None
+        ):  # WordPiece joins a tuple's halves
+            raise TypeError(f"encode_pair: expected a text and an optional second text, got {text!r:.80}")
         ids_a = self.encode_batch([text])[0]
         ids_b = None if text_pair is None else self.encode_batch([text_pair])[0]
         if truncation and max_length is not None:
@@ -349,8 +346,7 @@ class AlbertTokenizer:
     ) -> dict[str, Any]:
         """transformers-style call: one text or pair, or a batch of them; padding True/"longest"/"max_length".
 
-        A batch of pairs is either two lists, `tok([a1, a2], [b1, b2])`, or one list of (text, text_pair)
-        tuples or lists, `tok([(a1, b1), (a2, b2)])`, as in transformers; both give the same rows.
+        Pairs: two lists, `tok([a1, a2], [b1, b2])`, or `tok([(a1, b1), (a2, b2)])`, as in transformers.
         return_tensors="pt" gives (B, T) int64 tensors (a single text becomes a batch of one).
         """
         single = isinstance(text, str)
@@ -406,63 +402,33 @@ class AlbertTokenizer:
 
 
 def _texts_and_pairs(text: Any, text_pair: Any) -> tuple[list[str], list[str | None]]:
-    """The first and second texts of each row of a call, checked (transformers' rule, without
-    is_split_into_words): `text` is one text or a batch; an item of a batch is a text or a (text, text_pair)
-    tuple or list of two texts; `text_pair` is None, one text, or a batch of texts (None for no second text)
-    as long as `text`, and not given where `text` holds pairs already."""
-    items: list[Any] = [text] if isinstance(text, str) else _as_batch(text, "text")
-    texts: list[str] = []
-    pairs: list[str | None] = []
-    for n, item in enumerate(items):
-        first, second = _text_or_pair(item, n)
-        texts.append(first)
-        pairs.append(second)
+    """The (first, second) texts of a call's rows, as transformers reads them: `text` is a text or a batch
+    whose items are texts or (text, text_pair) tuples or lists of two; `text_pair` a text or a batch as
+    long as `text` (None: no second text). Anything else is a TypeError naming the item."""
+    items = [text] if isinstance(text, str) else _batch(text, "text")
     if text_pair is None:
-        return texts, pairs
-    if any(b is not None for b in pairs):
-        raise ValueError(
-            "text_pair: given, but text already holds (text, text_pair) pairs; pass the second texts one way"
-        )
-    seconds: list[Any] = [text_pair] if isinstance(text_pair, str) else _as_batch(text_pair, "text_pair")
-    if len(seconds) != len(texts):
-        raise ValueError(f"text has {len(texts)} items but text_pair has {len(seconds)}")
-    for n, second in enumerate(seconds):
-        if not (second is None or isinstance(second, str)):
+        seconds: list[Any] = [None] * len(items)
+    else:
+        seconds = [text_pair] if isinstance(text_pair, str) else _batch(text_pair, "text_pair")
+    if len(seconds) != len(items):
+        raise ValueError(f"text has {len(items)} items but text_pair has {len(seconds)}")
+    for n, (item, second) in enumerate(zip(items, seconds, strict=True)):
+        if isinstance(item, tuple | list) and len(item) == 2 and second is None:
+            item, second = item
+        if not isinstance(item, str) or not isinstance(second, str | None):
             raise TypeError(
-                f"text_pair[{n}]: expected a text (str), got {type(second).__name__} {second!r:.80}"
+                f"text[{n}]: expected a text or a (text, text_pair) pair of two texts, got {items[n]!r:.80}"
+                + ("" if seconds[n] is None else f" with text_pair[{n}] {seconds[n]!r:.80}")
             )
-    return texts, seconds
+        items[n], seconds[n] = item, second
+    return items, seconds
 
 
-def _as_batch(value: Any, name: str) -> list[Any]:
-    """The items of a batch argument (a list, tuple or other iterable that is not a text)."""
-    if isinstance(value, (bytes, bytearray, dict)):
+def _batch(value: Any, name: str) -> list[Any]:
+    """The items of a batch argument: a list, tuple or other iterable that is not a text."""
+    if isinstance(value, bytes | bytearray | dict) or not hasattr(value, "__iter__"):
         raise TypeError(f"{name}: expected a text (str) or a batch of them, got {type(value).__name__}")
-    try:
-        return list(value)
-    except TypeError:
-        raise TypeError(
-            f"{name}: expected a text (str) or a batch of them, got {type(value).__name__} {value!r:.80}"
-        ) from None
-
-
-def _text_or_pair(item: Any, n: int) -> tuple[str, str | None]:
-    """One item of a batch: a text, or a (text, text_pair) tuple or list of two texts."""
-    if isinstance(item, str):
-        return item, None
-    if isinstance(item, (tuple, list)):
-        if len(item) != 2:
-            raise ValueError(
-                f"text[{n}]: a {type(item).__name__} of {len(item)} items; expected a text or a "
-                "(text, text_pair) pair of two texts"
-            )
-        first, second = item
-        if isinstance(first, str) and isinstance(second, str):
-            return first, second
-    raise TypeError(
-        f"text[{n}]: expected a text (str) or a (text, text_pair) pair of two texts, got "
-        f"{type(item).__name__} {item!r:.80}"
-    )
+    return list(value)
 
 
 def _is_digit_comma(piece: str) -> bool:
