@@ -305,6 +305,9 @@ def load_settings(
     )
 
 
+PER_RUN = ("resume", "overwrite")  # options taken only as typed, never from a settings file or a recipe
+
+
 def merge_settings(
     cls: type,
     given: Mapping[str, Any],
@@ -317,9 +320,9 @@ def merge_settings(
     """The one way every command's settings are made: a recipe's section, then a settings FILE (a run's
     saved settings), then the values `given` (the options typed; None is "not given"): each wins over the
     one before. `required` fields must come from one of them; keys in `ignored` are a saved run's
-    bookkeeping, skipped; any other key the file or the recipe has that `cls` lacks, or a value of another
-    type than its field's (also one an option replaces), is an error naming it and the file, and a value
-    the dataclass refuses is reported with where it came from (the recipe, the file or the option)."""
+    bookkeeping, skipped, as are PER_RUN's; any other key the file or the recipe has that `cls` lacks, or
+    a value of another type than its field's (also one an option replaces), is an error naming it and the
+    file, and a value the dataclass refuses is reported with where it came from (the recipe, the file or the option)."""
     values: dict[str, Any] = {}
     source: dict[str, str] = {}
     recipe_layer = (recipe_file(recipe_name) if recipe_name else "recipe", dict(recipe_values or {}), ())
@@ -327,7 +330,10 @@ def merge_settings(
     if file:
         layers.append((str(file), read_json_object(file, "settings"), tuple(ignored)))
     for where, layer, skip in layers:
+        # --resume and --overwrite say what to do with the output folder this time: a saved run's file
+        # holds the ones it was started with, which must not resume or wipe a folder later.
         own = file_values(cls, layer, where, skip)  # every key a field of `cls`, of its type
+        own = {k: v for k, v in own.items() if k not in PER_RUN}
         values.update(own)
         source.update(dict.fromkeys(own, where))
     typed = {k: v for k, v in given.items() if v is not None}

@@ -105,6 +105,25 @@ def test_pretrain_options_override_the_config_file_and_only_when_typed(tmp_path)
     assert (cfg.max_steps, cfg.learning_rate, cfg.warmup_steps) == (4, 0.01, PretrainConfig.warmup_steps)
 
 
+def test_resume_and_overwrite_are_taken_only_as_typed(tmp_path, capsys):
+    """A run's saved settings hold the --resume and --overwrite it was started with: used as --config, they
+    must neither wipe another run's folder nor resume it, nor stop the run itself from resuming."""
+    file = tmp_path / "run.json"
+    file.write_text(json.dumps({"data": "d", "max_steps": 9, "overwrite": True, "resume": True}))
+    args = build_parser().parse_args(["pretrain", "--config", str(file)])
+    cfg = PretrainConfig.load(args.config, **option_values(args, PretrainConfig))
+    assert (cfg.max_steps, cfg.overwrite, cfg.resume) == (9, False, False)
+    args = build_parser().parse_args(["pretrain", "--config", str(file), "--resume"])
+    cfg = PretrainConfig.load(args.config, **option_values(args, PretrainConfig))
+    assert (cfg.overwrite, cfg.resume) == (False, True)  # not "give one of them"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("mine")
+    assert main(["pretrain", "--config", str(file), "--output", str(victim), "--max-steps", "1"]) == 1
+    assert (victim / "notes.txt").read_text() == "mine"
+    capsys.readouterr()
+
+
 def test_time_budget_none_clears_a_recipes_budget():
     from albert_lm.distill.config import GeneralDistillConfig
     from albert_lm.settings import merge_settings, recipe
