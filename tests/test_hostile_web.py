@@ -46,6 +46,8 @@ MJS = "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs"
 WASM = "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm"
 TRANSFORMERS_JSON = "@huggingface/transformers/package.json"
 ORT_JSON = "onnxruntime-web/package.json"
+JINJA_JSON = "@huggingface/jinja/package.json"
+JINJA_LICENSE = "@huggingface/jinja/LICENSE"
 
 
 # --------------------------------------------------------------------------- inputs
@@ -58,10 +60,20 @@ def fake_npm(root: Path) -> Path:
             "version": TRANSFORMERS,
             "dependencies": {"onnxruntime-web": ORT},
         },
-        ORT_JSON: {"name": "onnxruntime-web", "version": ORT},
+        ORT_JSON: {"name": "onnxruntime-web", "version": ORT, "license": "MIT"},
         LIBRARY: "export const env = {};\n",
         MJS: "export default function () {}\n",
         WASM: b"\0asm\x01\0\0\0",
+        # the other packages whose code the page ships: only their licences are read
+        "@huggingface/transformers/LICENSE": "Apache License 2.0 (stand-in)\n",
+        "@huggingface/tokenizers/package.json": {"name": "@huggingface/tokenizers", "license": "Apache-2.0"},
+        "@huggingface/tokenizers/LICENSE": "Apache License 2.0 (stand-in)\n",
+        JINJA_JSON: {"name": "@huggingface/jinja", "license": "MIT"},
+        JINJA_LICENSE: "MIT License (stand-in)\n",
+        "onnxruntime-web/node_modules/onnxruntime-common/package.json": {
+            "name": "onnxruntime-common",
+            "license": "MIT",
+        },
     }
     for name, content in files.items():
         path = root / name
@@ -235,6 +247,13 @@ def _package(file: str, **fields: Any) -> Callable[[Path], None]:
     return change
 
 
+def _remove(name: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        (root / name).unlink()
+
+    return change
+
+
 NPM_DAMAGE = {  # what is changed -> (the file the refusal names, words it says)
     "empty library": (_set(LIBRARY, ""), LIBRARY, "empty"),
     "empty loader": (_set(MJS, ""), MJS, "empty"),
@@ -251,14 +270,17 @@ NPM_DAMAGE = {  # what is changed -> (the file the refusal names, words it says)
     "another package's package.json": (_package(ORT_JSON, name="left-pad"), ORT_JSON, "left-pad"),
     "another major version": (_package(TRANSFORMERS_JSON, version="3.7.0"), TRANSFORMERS_JSON, "3.7.0"),
     "a runtime transformers.js does not run": (_package(ORT_JSON, version="1.18.0"), ORT_JSON, ORT),
+    "a shipped package without a licence": (_remove(JINJA_LICENSE), JINJA_JSON, "no licence file"),
+    "a shipped package not installed": (_remove(JINJA_JSON), JINJA_JSON, "installed"),
+    "a licence not the one written": (_package(ORT_JSON, license="Apache-2.0"), ORT_JSON, "Apache-2.0"),
 }
 
 
 @pytest.mark.parametrize("damage", list(NPM_DAMAGE))
 def test_npm_files_the_page_cannot_use_are_refused(folders, npm, tmp_path, capsys, damage):
-    """Each file copied (or read into export.json) is checked before the export, the refusal naming it;
-    an empty transformers.min.js was copied into a page that cannot load, a version that is an object
-    written into export.json."""
+    """Each file copied (or read into export.json or lib/'s licences) is checked before the export, the
+    refusal naming it; an empty transformers.min.js was copied into a page that cannot load, a version
+    that is an object written into export.json, a page shipped without a package's licence."""
     change, named, words = NPM_DAMAGE[damage]
     change(npm)
     out = tmp_path / "web"

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,26 +113,53 @@ def serve() -> Iterator[Any]:
 
 
 class Page:
-    """The export's page in a fresh browser context; requests anywhere but `base` are refused and kept."""
+    """The export's page in a fresh browser context; requests anywhere but `base` are refused and kept.
+    With `typed`, that text is typed and submitted while the model's files are held back (see
+    `_type_while_loading`), and the page is left once it has predicted."""
 
-    def __init__(self, browser: Any, base: str, dtype: str) -> None:
+    def __init__(self, browser: Any, base: str, dtype: str, typed: str | None = None) -> None:
         self.context = browser.new_context()
         self.page = self.context.new_page()
         self.outside: list[str] = []
+        self.held: list[Any] | None = None if typed is None else []  # the model's requests, held back
         self.page.route("**/*", self._route)
-        self.page.goto(f"{base}index.html?dtype={dtype}")
-        self.page.wait_for_function(
-            "['ready', 'error'].includes(document.body.dataset.state)", timeout=60_000
-        )
+        self.page.goto(f"{base}index.html?dtype={dtype}", wait_until="commit" if typed else "load")
+        if typed is not None:
+            self._type_while_loading(typed)
+        states = "['ready', 'error']" if typed is None else "['done', 'error']"
+        self.page.wait_for_function(f"{states}.includes(document.body.dataset.state)", timeout=60_000)
         assert self.page.evaluate("window.albertError") is None
 
     def _route(self, route: Any) -> None:
         url = route.request.url
-        if url.startswith(("http://127.0.0.1:", "blob:", "data:")):
+        if self.held is not None and url.startswith("http://127.0.0.1:") and "/onnx/" in url:
+            self.held.append(route)
+        elif url.startswith(("http://127.0.0.1:", "blob:", "data:")):
             route.continue_()
         else:
             self.outside.append(url)
             route.abort()
+
+    def _type_while_loading(self, text: str) -> None:
+        """Once the page has asked for its model (held back, so it is still loading): `text` typed, the
+        button clicked (disabled: nothing happens) and the form submitted, the text still there; then the
+        model let through. The page keeps the text rather than putting its example there, and predicts
+        it once the model has loaded."""
+        deadline = time.monotonic() + 30
+        while not self.held:
+            assert time.monotonic() < deadline, "the page did not ask for its model"
+            self.page.wait_for_timeout(20)
+        self.page.fill("#text", text)
+        self.page.click("#run", force=True)
+        self.page.evaluate("document.getElementById('form').requestSubmit()")
+        assert self.page.evaluate("document.body.dataset.state") == "loading"
+        assert self.page.input_value("#text") == text
+        held, self.held = self.held, None
+        for route in held:
+            route.continue_()
+
+    def result(self) -> dict[str, Any]:
+        return self.page.evaluate("window.albertResult")
 
     def predict(self, text: str, text2: str | None = None) -> dict[str, Any]:
         self.page.fill("#text", text)
@@ -189,6 +217,7 @@ def test_classifier_page_matches_predict(models, browser, serve, tmp_path):
             .logits[0]
             .numpy()
         )
+    assert_licences(out / "lib")
     base = serve(out)
     for dtype in ("fp32", "q8"):
         page = Page(browser, base, dtype)
@@ -207,6 +236,12 @@ def test_classifier_page_matches_predict(models, browser, serve, tmp_path):
         timings = again["timings"]
         assert timings["load_ms"] > 0 and timings["first_ms"] > 0 and len(timings["later_ms"]) == 1
     assert (tmp_path / "classifier-q8.png").stat().st_size > 0
+
+    # Typed (and submitted) while the model loads: that text is kept, not the example, and predicted.
+    page = Page(browser, base, "q8", typed=TEXT)
+    early, kept = page.result(), page.page.input_value("#text")
+    page.close(tmp_path / "classifier-typed-early.png")
+    assert kept == TEXT and early["input_ids"] == ids and early["logits"] == got["logits"]
 
 
 @pytest.mark.slow
@@ -327,6 +362,38 @@ def test_a_page_opened_as_a_file_says_how_to_serve_it(models, browser, serve, tm
     assert not missing, missing
 
 
+# --------------------------------------------------------------------------- licences
+LICENCE_TEXTS = {"MIT": "MIT License", "Apache-2.0": "Apache License"}  # package.json's -> its text's title
+
+
+def assert_licences(lib: Path) -> None:
+    """Every npm package whose code is in `lib` (`BUNDLED`, which holds every dependency of
+    transformers.js but its Node-only ones) has its licence there, the one its package.json declares."""
+    from albert_lm.deploy.web_files import BUNDLED, _installed
+
+    transformers = json.loads((MODULES / "@huggingface/transformers/package.json").read_text())
+    assert set(transformers["dependencies"]) - {"onnxruntime-node", "sharp"} <= set(BUNDLED)
+    for package, (name, parent) in BUNDLED.items():
+        folder = _installed(MODULES, package, parent)
+        assert folder is not None, package
+        declared = json.loads((folder / "package.json").read_text())["license"]
+        text = (lib / f"LICENSE.{name}.txt").read_text(encoding="utf-8")
+        assert LICENCE_TEXTS[declared] in text, (package, declared)
+        if package.startswith("onnxruntime-"):  # written: npm's package has no licence file
+            assert "Copyright (c) Microsoft Corporation." in text
+
+
+def test_every_package_in_lib_has_its_licence(tmp_path):
+    """The licences an export writes into lib/ beside the JavaScript, from `make web`'s packages: ONNX
+    Runtime Web's is written (its npm package has no licence file), the others' copied."""
+    from albert_lm.deploy.web_files import copy_javascript, find_modules
+
+    if not (MODULES / "@huggingface" / "transformers" / "package.json").is_file():
+        web_missing(f"no transformers.js under {MODULES}: run `make web`")
+    copy_javascript(find_modules(MODULES), tmp_path)
+    assert_licences(tmp_path / "lib")
+
+
 # --------------------------------------------------------------------------- refusals (no browser)
 @pytest.fixture
 def fake_modules(tmp_path) -> Path:
@@ -340,6 +407,9 @@ def fake_modules(tmp_path) -> Path:
         "@huggingface/transformers/dist/transformers.min.js": b"export const env = {};\n",
         "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": b"export default 0;\n",
         "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": b"\0asm\x01\0\0\0",
+        "@huggingface/transformers/LICENSE": b"Apache License (stand-in)\n",
+        "@huggingface/tokenizers/LICENSE": b"Apache License (stand-in)\n",
+        "@huggingface/jinja/LICENSE": b"MIT License (stand-in)\n",
     }
     for name, content in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -347,8 +417,11 @@ def fake_modules(tmp_path) -> Path:
     for package, version in (
         ("@huggingface/transformers", pins["@huggingface/transformers"]),
         ("onnxruntime-web", lock["node_modules/onnxruntime-web"]["version"]),
+        ("@huggingface/tokenizers", "0.0.0"),
+        ("@huggingface/jinja", "0.0.0"),
+        ("onnxruntime-common", "0.0.0"),
     ):
-        write_json(root / package / "package.json", {"name": package, "version": version})
+        write_json(root / package / "package.json", {"name": package, "version": version, "license": "MIT"})
     return root
 
 

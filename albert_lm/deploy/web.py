@@ -9,7 +9,8 @@ The output folder is what transformers.js reads for the model's task, plus the p
     tokenizer.json, tokenizer_config.json
     onnx/model.onnx                  fp32, the weights inside (one file)
     onnx/model_quantized.onnx        int8 (transformers.js's dtype "q8"), what the page loads by default
-    lib/                             transformers.js and ONNX Runtime Web (albert_lm.deploy.web_files)
+    lib/                             transformers.js and ONNX Runtime Web (albert_lm.deploy.web_files),
+                                     LICENSE.<package>.txt for each npm package in them
     export.json                      the checks' figures and the versions
 
 Tasks (`task`): "text-classification" (a fine-tuned classifier: the labels with their probabilities;
@@ -28,9 +29,9 @@ then http://127.0.0.1:8000/) and open the page; opened as a file, the page says 
 Every input is checked before anything is written, as the commands the page mirrors check it: the
 tokenizer against the model (`check_tokenizer_fits`, predict's, fill-mask's and embed's), a classifier's
 labels against its outputs (`check_head_fits`), the weights (read only through `load_model`, which
-refuses non-finite and non-floating-point tensors), the npm packages (`web_files.find_modules`); and the
-output is kept apart from every folder the export reads (the model, the npm packages, the page's
-source), with or without --overwrite.
+refuses non-finite and non-floating-point tensors), the npm packages and their licences
+(`web_files.find_modules`); and the output is kept apart from every folder the export reads (the model,
+the npm packages, the page's source), with or without --overwrite.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ The packages are input like any other, checked before the export spends its time
 refusal naming the file: each package.json an object of that package's name with a version string, of
 the major version of transformers.js the page is written for (albert_lm/deploy/web/package.json) and of
 the onnxruntime-web that transformers.js declares (its bundle calls that build's loader); every file
-copied present and not empty, the JavaScript text, the .wasm WebAssembly.
+copied present and not empty, the JavaScript text, the .wasm WebAssembly; and the licence of every
+package whose code lib/ carries (`BUNDLED`), copied into lib/LICENSE.<name>.txt.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,50 @@ PAGE_FILES = ("index.html", "app.js", "style.css")
 HOW_TO_INSTALL = "run `make web` (npm ci in .web/ from albert_lm/deploy/web/package.json and its lock file)"
 VERSION = re.compile(r"(\d+)\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?")  # npm's versions: semver
 WASM_MAGIC = b"\0asm"
+# The npm packages whose code the page ships in lib/, each with its lib/LICENSE.<name>.txt, and the
+# package that installs it (npm puts a dependency in that package's own node_modules where the top-level
+# one is of another version). transformers.min.js bundles transformers.js, its tokenizers and chat
+# templates (jinja) and ONNX Runtime Web's JavaScript (onnxruntime-web, with onnxruntime-common);
+# ort-wasm-simd-threaded.mjs and .wasm are onnxruntime-web's. transformers.js's Node-only dependencies
+# (onnxruntime-node, sharp) are not in the browser build.
+BUNDLED = {  # package -> (name in LICENSE.<name>.txt, the package that depends on it)
+    "@huggingface/transformers": ("transformers.js", None),
+    "@huggingface/tokenizers": ("huggingface-tokenizers", "@huggingface/transformers"),
+    "@huggingface/jinja": ("huggingface-jinja", "@huggingface/transformers"),
+    "onnxruntime-web": ("onnxruntime-web", "@huggingface/transformers"),
+    "onnxruntime-common": ("onnxruntime-common", "onnxruntime-web"),
+}
+LICENCE_FILES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "license", "license.md")
+# onnxruntime-web and onnxruntime-common are published to npm without a licence file, so theirs is
+# written rather than copied: the MIT licence their package.json declares ("license": "MIT"), in its
+# standard text, with ONNX Runtime's copyright line (github.com/microsoft/onnxruntime's LICENSE, and the
+# header of every source file in the packages' lib/). Written only while package.json says MIT.
+MIT_COPYRIGHT = {
+    "onnxruntime-web": "Copyright (c) Microsoft Corporation.",
+    "onnxruntime-common": "Copyright (c) Microsoft Corporation.",
+}
+MIT_LICENSE = """MIT License
+
+{copyright}
+
+Permission is hereby granted, free of charge, to any person obtaining a copy
+of this software and associated documentation files (the "Software"), to deal
+in the Software without restriction, including without limitation the rights
+to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+"""
 
 
 @dataclass
@@ -48,6 +93,7 @@ class Modules:
     transformers_version: str
     ort_version: str
     given_as: str = "--npm-modules"  # what named the folder: the option, $ALBERT_WEB_MODULES or the default
+    licences: dict[str, bytes] = field(default_factory=dict)  # lib/LICENSE.<name>.txt's text by name
 
     @property
     def library(self) -> Path:
@@ -79,6 +125,7 @@ def find_modules(given: str | os.PathLike | None = None) -> Modules:
     modules = Modules(folder, versions[TRANSFORMERS], versions[ORT_WEB], given_as)
     for file in (modules.library, *modules.runtime):
         _check_file(file, where)
+    modules.licences = bundled_licences(modules)
     return modules
 
 
@@ -161,8 +208,53 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def bundled_licences(modules: Modules) -> dict[str, bytes]:
+    """The licence of each package the page ships (`BUNDLED`), by its name in lib/LICENSE.<name>.txt:
+    the package's own licence file, else one written from its package.json (`MIT_COPYRIGHT`). Read
+    before the export, as the other npm files are checked: a FileNotFoundError when a package is not
+    installed, an InputError when it has no licence to copy or write."""
+    where = f"{modules.given_as} {modules.folder}"
+    licences = {}
+    for package, (name, parent) in BUNDLED.items():
+        folder = _installed(modules.folder, package, parent)
+        if folder is None:
+            missing = modules.folder / package / "package.json"
+            raise FileNotFoundError(
+                f"{where}: no {package} installed there (no {missing}; the page ships its code): "
+                f"{HOW_TO_INSTALL}"
+            )
+        licences[name] = _licence(folder, package)
+    return licences
+
+
+def _installed(node_modules: Path, package: str, parent: str | None) -> Path | None:
+    """`package`'s folder as Node resolves it for `parent`: in the parent's own node_modules, else at
+    the top; None where neither holds its package.json."""
+    nested = [node_modules / parent / "node_modules" / package] if parent else []
+    for folder in (*nested, node_modules / package):
+        if (folder / "package.json").is_file():
+            return folder
+    return None
+
+
+def _licence(folder: Path, package: str) -> bytes:
+    """The text of `package`'s licence (installed in `folder`): see `bundled_licences`."""
+    for name in LICENCE_FILES:
+        if (folder / name).is_file():
+            return (folder / name).read_bytes()
+    manifest = folder / "package.json"
+    declared = read_json_object(manifest, "an npm package").get("license")
+    if package in MIT_COPYRIGHT and declared == "MIT":
+        return MIT_LICENSE.format(copyright=MIT_COPYRIGHT[package]).encode("utf-8")
+    raise InputError(
+        manifest,
+        f"license {json.dumps(declared)} and no licence file beside it: the page ships {package}'s "
+        f"code, and its licence with it: {HOW_TO_INSTALL}",
+    )
+
+
 def copy_javascript(modules: Modules, folder: Path) -> dict[str, str]:
-    """lib/ under `folder` with the library, the runtime and both packages' licences; the page's paths
+    """lib/ under `folder` with the library, the runtime and every bundled package's licence; the page's paths
     to them (albert-web.json's "library" and "wasm")."""
     lib = folder / "lib"
     lib.mkdir()
@@ -170,10 +262,8 @@ def copy_javascript(modules: Modules, folder: Path) -> dict[str, str]:
     mjs, wasm = modules.runtime
     shutil.copyfile(mjs, lib / mjs.name)
     shutil.copyfile(wasm, lib / wasm.name)
-    for package, name in ((TRANSFORMERS, "transformers.js"), (ORT_WEB, "onnxruntime-web")):
-        licence = modules.folder / package / "LICENSE"
-        if licence.is_file():
-            shutil.copyfile(licence, lib / f"LICENSE.{name}.txt")
+    for name, text in modules.licences.items():
+        (lib / f"LICENSE.{name}.txt").write_bytes(text)
     return {"library": f"lib/{LIBRARY}", "mjs": f"lib/{mjs.name}", "wasm": f"lib/{wasm.name}"}
 
 

@@ -14,6 +14,8 @@ const page = {
   model: null,
   dtype: null,
   timings: { load_ms: null, first_ms: null, later_ms: [] },
+  ready: false, // set up: the model loaded, the button enabled
+  asked: false, // the form was submitted before then: predict once ready
 };
 window.albertResult = null;
 window.albertError = null;
@@ -245,6 +247,12 @@ function median(xs) {
 
 async function predict(event) {
   if (event) event.preventDefault();
+  if (!page.ready) {
+    // The button is disabled until the model has loaded, but a form submitted before then (a script's
+    // requestSubmit) is kept for then rather than sent: sent, it would reload the page and lose the text.
+    page.asked = true;
+    return;
+  }
   document.body.dataset.state = "running";
   $("error").hidden = true;
   const m = page.manifest;
@@ -273,10 +281,10 @@ function setUp() {
   const m = page.manifest;
   $("title").textContent = m.title;
   $("about").textContent = m.about;
-  $("text").value = m.example || "";
+  offer("text", m.example);
   if (m.task === "feature-extraction" || m.pair) {
     $("second").hidden = false;
-    $("text2").value = m.example2 || "";
+    offer("text2", m.example2);
     if (m.task === "text-classification") $("text-label").textContent = "First text";
   }
   for (const name of Object.keys(m.files)) {
@@ -288,10 +296,19 @@ function setUp() {
     query.set("dtype", $("dtype").value);
     location.search = query.toString();
   });
-  $("form").addEventListener("submit", predict);
   $("run").disabled = false;
   showTimings();
   document.body.dataset.state = "ready";
+  page.ready = true;
+  if (page.asked) predict();
 }
 
+function offer(id, example) {
+  // The example goes only into a box still empty: the text boxes take typing while the model loads
+  // (seconds, for a full-size model), and what was typed then is what the user wants predicted.
+  if (!$(id).value) $(id).value = example || "";
+}
+
+// From the start, so that a submit before the model has loaded is held (see predict), never sent.
+$("form").addEventListener("submit", predict);
 load().then(setUp, fail);
