@@ -277,6 +277,11 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     assert results["accuracy"] >= 0.9
     saved = json.loads((out / "best" / "config.json").read_text())
     assert saved["id2label"] == {"0": "neg", "1": "pos"}
+    # --eval-on-start's step 0 is a baseline, never best/ (at a rate too small to change a score every
+    # evaluation ties, and a tie keeps the earliest evaluation)
+    still = tmp_path / "still"
+    flat = ("--max-steps", "2", "--learning-rate", "1e-12", "--eval-every", "1", "--eval-on-start")
+    assert _finetune_cli("classification", tiny_model, data, still, *flat)["step"] == 1
     # --precision auto (the default) is recorded as what it resolved to on this machine
     auto = tmp_path / "auto"
     _finetune_cli("classification", tiny_model, data, auto, "--max-steps", "1", "--precision", "auto")

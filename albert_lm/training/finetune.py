@@ -341,7 +341,9 @@ class FineTuning(Objective):
         counts = eval_counts(self.dev_sets, self.cfg.max_eval_examples)
         record = {"step": step, "epoch": round(step / self.steps_per_epoch, 3), **results, **counts}
         evaluation = _Evaluation(results.get(self.task.main_metric, step), record, preds)
-        if self.best is None or evaluation.main > self.best.main:
+        # Step 0 (--eval-on-start) is the untrained model's baseline, never kept as best (its scores tie
+        # a trained model's easily: majority-class accuracy, an MCC of 0).
+        if step > 0 and (self.best is None or evaluation.main > self.best.main):
             self.best = evaluation
             _save_best(self, evaluation)
         return {"dev": {k: v for k, v in record.items() if k not in ("step", "max_eval_examples")}}

@@ -38,7 +38,7 @@ class LoopSettings:
     plot: bool = setting(True, group="evaluation and records", resume=True, recorded=False)
     """draw training_curves.png"""
     eval_on_start: bool = setting(False, group="evaluation and records", resume=True, recorded=False)
-    """evaluate once before the first step: the starting point of the curves"""
+    """evaluate once before the first step: the starting point of the curves (never kept as the best)"""
     resume: bool = setting(False, group="data and output", resume=True)
     """continue from the newest checkpoint in the output folder"""
     save_every: int = setting(500, group="checkpoints", resume=True, recorded=False)

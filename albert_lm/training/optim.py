@@ -280,13 +280,15 @@ def fit_warmup(warmup_steps: int, total_steps: int, fraction: float, what: str) 
     fitted = max(1, round(total_steps * fraction))
     logging.getLogger("albert_lm").warning(
         "%s: warm-up of %d steps is not shorter than the run (%d steps): the learning rate would never reach "
-        "its peak; warming up over %d step%s instead (%.3g%% of the run). Set --warmup-steps to choose.",
+        "its peak; warming up over %d step%s instead (%.3g%% of the run). A --warmup-steps below %d is used "
+        "as given.",
         what,
         warmup_steps,
         total_steps,
         fitted,
         "" if fitted == 1 else "s",
         100 * fitted / total_steps,
+        total_steps,
     )
     return fitted
 
