@@ -344,9 +344,12 @@ def csv_rows(
     f: Iterable[str], name: str | os.PathLike, delimiter: str = ",", quotes: bool = True
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row keyed by the header) of CSV or TSV text (`quotes` False: a quote is text, as
-    in GLUE's TSV files); a row with more fields than the header, or a field over the csv module's
-    limit (131,072 characters: most often a quote never closed), is an InputError naming the line."""
-    reader = csv.DictReader(f, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE)
+    in GLUE's TSV files); a row with more fields than the header, a quote never closed, or a field over
+    the csv module's limit (131,072 characters), is an InputError naming the line."""
+    # strict: a quote never closed is an error at the end of the file, not one last field that swallows
+    # every row after it (RFC 4180 lets a quoted field span lines)
+    quoting = csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE
+    reader = csv.DictReader(f, delimiter=delimiter, quoting=quoting, strict=quotes)
     rows = iter(reader)
     while True:
         start = reader.line_num + 1  # where the next row begins (a quoted field may span lines)
@@ -357,7 +360,7 @@ def csv_rows(
         except StopIteration:
             return
         except csv.Error as e:
-            hint = "; is a quote left open?" if "field limit" in str(e) else ""
+            hint = "; is a quote left open?" if "field limit" in str(e) or "end of data" in str(e) else ""
             kind = "TSV" if delimiter == "\t" else "CSV"
             raise InputError(name, f"not readable as {kind}: {e}{hint}", line=start) from None
         if None in row:

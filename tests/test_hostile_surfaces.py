@@ -96,6 +96,11 @@ def test_a_csv_field_over_the_readers_limit_names_the_file_and_line():
         list(csv_rows(text, "train.tsv", delimiter="\t", quotes=False))
     with pytest.raises(InputError, match=r"a.csv:2: .*quote left open"):
         list(csv_rows(["text,label\n", '"an open quote,1\n', *["more text,0\n"] * 20_000], "a.csv"))
+    # a quote left open in a short file swallowed every row after it into one field, exit 0
+    with pytest.raises(InputError, match=r"b.csv:3: .*unexpected end of data; is a quote left open"):
+        list(csv_rows(["text\n", "first\n", '"unclosed, quote\n', "second\n", "third\n"], "b.csv"))
+    rows = list(csv_rows(["text\n", '"two\n', 'lines"\n', '"a ""quoted"" word"\n'], "c.csv"))
+    assert [row["text"] for _, row in rows] == ["two\nlines", 'a "quoted" word']  # RFC 4180 still read
 
 
 # --------------------------------------------------------------------------- empty values
