@@ -348,8 +348,9 @@ def csv_rows(
     the csv module's limit (131,072 characters), is an InputError naming the line."""
     # strict: a quote never closed is an error at the end of the file, not one last field that swallows
     # every row after it (RFC 4180 lets a quoted field span lines)
-    quoting = csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE
-    reader = csv.DictReader(f, delimiter=delimiter, quoting=quoting, strict=quotes)
+    reader = csv.DictReader(
+        f, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE, strict=quotes
+    )
     rows = iter(reader)
     while True:
         start = reader.line_num + 1  # where the next row begins (a quoted field may span lines)
