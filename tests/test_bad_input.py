@@ -449,6 +449,19 @@ def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
             assert flag in help_text, (flag, line)
 
 
+def test_resume_alone_says_why_there_is_nothing_to_resume(tmp_path, capsys):
+    """`--output RUN --resume` with no run there named the options missing (--task, --model, --data)."""
+    for command in ("finetune", "pretrain"):
+        refused(capsys, [command, "--output", str(tmp_path / "none"), "--resume"], "no such folder")
+    (tmp_path / "other" / "best").mkdir(parents=True)
+    refused(capsys, ["finetune", "--output", str(tmp_path / "other"), "--resume"], "has finished")
+    (tmp_path / "other" / "best").rmdir()
+    (tmp_path / "other" / "notes.txt").write_text("")
+    refused(
+        capsys, ["finetune", "--output", str(tmp_path / "other"), "--resume"], "no checkpoint", "notes.txt"
+    )
+
+
 # -------------------------------------------------------------------------- pretrain --text (task-adaptive pretraining)
 def test_continued_pretraining_on_plain_text_is_one_command(run_world, capsys, tmp_path):
     from albert_lm.data.tokenizer import AlbertTokenizer
@@ -465,6 +478,7 @@ def test_continued_pretraining_on_plain_text_is_one_command(run_world, capsys, t
     # the same command again: the run is there (resume or overwrite, as for any run)
     refused(capsys, argv, "holds another run", untouched=(out,))
     assert main([*argv, "--overwrite"]) == 0
+    assert main([*argv, "--resume"]) == 0  # its saved settings name the examples it made: not "--data too"
     # a folder (or glob) of text, as `albert data create` takes it
     folder = tmp_path / "texts"
     (folder / "sub").mkdir(parents=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
     given = option_values(args, PretrainConfig)
     if given.get("resume") and not args.config and given.get("output"):
-        args.config = _run_settings(Path(given["output"]))  # `--output RUN --resume`: the run's own settings
+        _resume_settings(args, "pretrain_config.json", ("data",) if not args.text else ())
     if "model_overrides" in given:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
@@ -140,6 +141,25 @@ def _run_settings(run: Path, name: str = "pretrain_config.json") -> str | None:
     return None
 
 
+def _resume_settings(args: argparse.Namespace, name: str, needed: Sequence[str]) -> None:
+    """`--output RUN --resume` with no --config: the run's own settings as --config. Where the run has
+    none and the options `needed` are not all typed, say why there is nothing to resume."""
+    from albert_lm.files import describe_folder
+
+    run = Path(args.output)
+    args.config = _run_settings(run, name)
+    if args.config is not None or all(getattr(args, n, None) is not None for n in needed):
+        return
+    if not run.is_dir():
+        raise FileNotFoundError(f"--output {run} --resume: no such folder, so no run to resume")
+    done = (run / "best").is_dir() or (run / "model.safetensors").is_file()
+    raise ValueError(
+        f"--output {run} --resume: "
+        + ("the run there has finished (its checkpoints are gone with its end): nothing to resume"
+           if done else f"no checkpoint to resume there (it holds {describe_folder(run)})")  # fmt: skip
+    )
+
+
 def _shape_from_init(cfg: Any, args: argparse.Namespace, given: dict) -> Any:
     """`--init-from MODEL` with no shape asked for (no --preset or --model-config on the command line, in
     the --config file or in the recipe) takes MODEL's shape, as a user means: building the default preset
@@ -192,9 +212,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     from albert_lm.training.finetune import FinetuneConfig, FinetuneStopped, finetune
 
     if getattr(args, "resume", False) and not args.config and getattr(args, "output", None):
-        args.config = _run_settings(
-            Path(args.output), SAVED_FILE
-        )  # `--output RUN --resume`: its own settings
+        _resume_settings(args, SAVED_FILE, ("task", "model", "data"))
     cfg = load_settings(FinetuneConfig, args, FINETUNE_REQUIRED, ignored=FINETUNE_BOOKKEEPING)
     try:
         result = finetune(cfg)

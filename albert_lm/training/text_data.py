@@ -37,7 +37,8 @@ def data_from_text(
     from albert_lm.data.tokenizer import MODEL_FILE
     from albert_lm.data.wordpiece import has_tokenizer
 
-    if cfg.data is not None:
+    own = cfg.resume and cfg.data is not None and Path(cfg.data) == Path(cfg.output) / TEXT_DATA
+    if cfg.data is not None and not own:  # (a resumed run's saved settings name the examples it made)
         raise ValueError(
             "give --data (examples made by `albert data create`) or --text (plain text), not both"
         )
