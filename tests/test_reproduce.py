@@ -145,10 +145,86 @@ def test_layer_transitions_on_a_model_whose_layers_do_nothing(tiny_config):
     assert out["l2"] == pytest.approx([0.0, 0.0]) and out["cosine"] == pytest.approx([1.0, 1.0])
 
 
+def _refused(capsys, argv: list[str], out: Path, *said: str) -> str:
+    """`albert ARGV` exits 1 with one line naming what is wrong, and writes nothing under `out`."""
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("albert reproduce: error: ") and err.count("\n") == 1, err
+    assert all(s in err for s in said), err
+    assert not out.exists()
+    return err
+
+
+def test_data_of_the_other_objective_is_refused_before_anything_is_written(sop_nsp_data, tmp_path, capsys):
+    """--data holds SOP examples, --nsp-data NSP ones: swapped, the same folder twice, or NSP data for a
+    claim that trains on SOP would train and score the cells on the wrong pairs (it used to exit 0)."""
+    sop, nsp = (str(f) for f in sop_nsp_data)
+    out = tmp_path / "out"
+    base = ["--output", str(out), "--max-steps", "1", "--eval-batches", "1", "--device", "cpu"]
+    swapped = ["reproduce", "sentence", "--data", nsp, "--nsp-data", sop, *base]
+    _refused(capsys, swapped, out, f"--data {nsp}: holds NSP examples", "swapped")
+    twice = ["reproduce", "sentence", "--data", sop, "--nsp-data", sop, *base]
+    _refused(capsys, twice, out, f"--nsp-data {sop}: the same folder as --data")
+    _refused(
+        capsys, ["reproduce", "sentence", "--data", sop, "--nsp-data", sop + "/", *base], out, "same folder"
+    )
+    _refused(capsys, ["reproduce", "layers", "--data", nsp, *base], out, f"--data {nsp}: holds NSP examples")
+    sop_copy = tmp_path / "sop-copy"  # SOP examples, another folder, given as the NSP ones
+    shutil.copytree(sop, sop_copy)
+    wrong = ["reproduce", "sentence", "--data", sop, "--nsp-data", str(sop_copy), *base]
+    _refused(capsys, wrong, out, f"--nsp-data {sop_copy}: holds SOP examples", "--objective nsp")
+
+
+def test_a_stopped_cell_says_to_run_reproduce_again(
+    sop_nsp_data, tmp_path, one_thread, monkeypatch, caplog, capsys
+):
+    """A signal during a cell's pretraining saves its checkpoint; the way on is `albert reproduce` again
+    (which resumes the cell), not pretraining's --resume, which reproduce does not have."""
+    import os
+    import signal
+
+    from albert_lm.training import loop
+
+    take = loop._take_step
+
+    def step_then_signal(obj, progress, scaler):
+        last = take(obj, progress, scaler)
+        if progress.step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return last
+
+    argv = ["reproduce", "layers", "--data", str(sop_nsp_data[0]), "--output", str(tmp_path), "--max-steps",
+            "3", "--eval-batches", "1", "--device", "cpu"]  # fmt: skip
+    for o in SMALL:
+        argv += ["--model-override", o]
+    monkeypatch.setattr(loop, "_take_step", step_then_signal)
+    with caplog.at_level("INFO"):
+        assert main(argv) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert "all-shared (seed 1): stopped at step 1; run the same `albert reproduce` command again" in err
+    assert "albert reproduce` command again" in caplog.text and "--resume" not in caplog.text + err
+    cell = tmp_path / "layers" / "cells" / "all-shared"
+    assert (cell / "checkpoint-1").is_dir() and not (tmp_path / "layers" / "results.json").exists()
+    monkeypatch.setattr(loop, "_take_step", take)
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert main(argv) == 0  # the same command: the cell resumes from its step 1
+    assert "resum" in caplog.text.lower() and json.loads((cell / "cell.json").read_text())["steps"] == 3
+
+
 def test_bad_input_is_a_clear_error(sop_nsp_data, tmp_path, capsys):
     sop, _ = sop_nsp_data
-    assert main(["reproduce", "sentence", "--data", str(sop), "--output", str(tmp_path)]) == 1
-    assert "--nsp-data" in capsys.readouterr().err
+    out = tmp_path / "out"
+    # the claim is a positional word: the error names the missing option, not a `--claim` there is not
+    err = _refused(capsys, ["reproduce", "sentence", "--data", str(sop), "--output", str(out)], out)
+    assert err.startswith("albert reproduce: error: --nsp-data: missing") and "--claim" not in err
+    # a bad recipe is refused before OUTPUT/CLAIM (and its lock) is made
+    _refused(capsys, ["reproduce", "sharing", "--data", str(sop), "--output", str(out), "--recipe", "nope"],
+             out, "no recipe 'nope'")  # fmt: skip
+    bad = tmp_path / "recipe.json"
+    bad.write_text(json.dumps({"pretrain": {"no_such_setting": 1}}))
+    _refused(capsys, ["reproduce", "sharing", "--data", str(sop), "--output", str(out), "--recipe", str(bad)],
+             out, f"--recipe {bad}", "no_such_setting")  # fmt: skip
     assert main(["reproduce", "sharing", "--data", str(tmp_path / "none"), "--output", str(tmp_path)]) == 1
     assert "not a folder made by `albert data create`" in capsys.readouterr().err
     with pytest.raises(ValueError, match="time budget"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from albert_lm.paper.claims import CLAIMS
 from albert_lm.paper.config import SPEED, ReproduceConfig
@@ -40,7 +41,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     times Table 2's six models instead (a few pretraining steps of 512 tokens each, on one device, then
     over --workers processes with DDP) and writes OUTPUT/speed/results.json and table.md. An interrupted
     run continues where it stopped when the command is given again."""
-    from albert_lm.paper.reproduce import reproduce
+    from albert_lm.paper.reproduce import CellStopped, reproduce
     from albert_lm.training.pretrain_config import PretrainConfig
 
     values = option_values(args, ReproduceConfig)
@@ -56,7 +57,11 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
         print(format_speed_table(reproduce_speed(cfg)))
         return 0
-    result = reproduce(cfg)
+    try:
+        result = reproduce(cfg)
+    except CellStopped as e:  # its checkpoint saved: the way on is this command again, not --resume
+        print(f"albert reproduce: {e}", file=sys.stderr)
+        return 128 + e.signum  # as the shell reports a process its signal ended
     if result.get("waiting_for"):
         print(f"{result['claim']}: the cells given are done; waiting for {', '.join(result['waiting_for'])}")
         return 0

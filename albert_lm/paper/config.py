@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from albert_lm.files import read_json_object
 from albert_lm.paper.claims import CLAIMS, SPEED_TABLE
 from albert_lm.settings import check_fields, check_ranges, device_name, parse_duration, seed_list
 
@@ -81,9 +82,11 @@ class ReproduceConfig:
             self, at_least_one=("max_steps", "eval_batches"), steps=("max_steps",), count=("eval_batches",)
         )
         if "sentence" in CLAIMS[self.claim].measures and not self.nsp_data:
+            # No word of another option or field here (e.g. "claim", "data"): the settings' merge would
+            # prefix the error with that option, as if the fault were there.
             raise ValueError(
-                "the sentence claim scores every model on held-out NSP pairs too: give --nsp-data DIR "
-                "(`albert data create --objective nsp` on the same text with the same tokenizer)"
+                "--nsp-data: missing; the sentence ablation scores every model on held-out NSP pairs too: "
+                "give --nsp-data DIR, NSP examples of the same text and tokenizer (made with --objective nsp)"
             )
         self.seed_list()  # a clear error now, not after the first cell
         names = [c.name for c in CLAIMS[self.claim].cells]
@@ -93,6 +96,31 @@ class ReproduceConfig:
         for name, folder in (("data", self.data), ("nsp_data", self.nsp_data)):
             if folder and not (Path(folder) / "manifest.json").is_file():
                 raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")
+        self._check_objectives()
+
+    def _check_objectives(self) -> None:
+        """--data holds SOP examples and --nsp-data NSP ones (their manifest's `objective`): a folder of the
+        other kind would train and score the cells on the wrong pairs, their labels swapped."""
+        if self.nsp_data and Path(self.nsp_data).resolve() == Path(str(self.data)).resolve():
+            raise ValueError(
+                f"--nsp-data {self.nsp_data}: the same folder as --data; --data takes SOP examples and "
+                "--nsp-data NSP examples of the same text (`albert data create --objective nsp`)"
+            )
+        for option, folder, wanted in (("--data", self.data, "sop"), ("--nsp-data", self.nsp_data, "nsp")):
+            if not folder:
+                continue
+            held = read_json_object(Path(folder) / "manifest.json", "data manifest").get("objective")
+            if held != wanted:
+                what = f"{held.upper()} examples" if isinstance(held, str) else "no objective in its manifest"
+                swapped = (
+                    "; were --data and --nsp-data swapped?"
+                    if self.nsp_data and held in ("sop", "nsp")
+                    else ""
+                )
+                raise ValueError(
+                    f"{option} {folder}: holds {what}, and {option} takes {wanted.upper()} examples "
+                    f"(`albert data create --objective {wanted}`){swapped}"
+                )
 
     def _check_speed(self) -> None:
         check_ranges(self, at_least_one=("workers", "batch_size", "seq_length", "timed_steps"))

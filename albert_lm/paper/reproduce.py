@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import logging
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,23 @@ from albert_lm.training.pretrain import pretrain
 from albert_lm.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
+
+
+# What a cell's pretraining tells its user, in reproduce's terms (pretraining's own lines name `albert
+# pretrain`'s options: --resume, --recipe cpu-1h).
+AGAIN = "run the same `albert reproduce` command again to continue from this step"
+SLOW_ADVICE = (
+    "Bound every cell: --time-budget 10m (the time each cell trains) or fewer --max-steps; the cpu-1h --recipe "
+    "(the default) is the one made for a CPU"
+)
+
+
+class CellStopped(KeyboardInterrupt):
+    """A signal stopped a cell's pretraining (its checkpoint saved): the claim goes on when run again."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 def cell_folder(cfg: ReproduceConfig, name: str, seed: int) -> Path:
@@ -186,10 +204,11 @@ def run_cell(cfg: ReproduceConfig, cell: Cell, done: dict[str, dict[str, Any]], 
     logger.info(
         "%s (seed %d): pretraining (%s)", cell.name, seed, pcfg.time_budget or f"{pcfg.max_steps} steps"
     )
-    result = pretrain(pcfg)
+    result = pretrain(pcfg, again=AGAIN, slow_advice=SLOW_ADVICE)
     if result.interrupted:
-        raise KeyboardInterrupt(
-            f"{cell.name} (seed {seed}): stopped at step {result.step}; run the command again to resume"
+        raise CellStopped(
+            result.signum or signal.SIGINT,
+            f"{cell.name} (seed {seed}): stopped at step {result.step}; {AGAIN}",
         )
     info = {"cell": cell.name, "seed": seed, "steps": result.step, "seconds": _train_seconds(folder),
             "model": pcfg.model_overrides, "settings": dict(cell.pretrain),
@@ -293,6 +312,7 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {cfg.output}: {out} exists and is not a folder")
     _check_held_out(cfg)
+    _check_recipe(cfg, claim)
     if cfg.cells:  # one process's share: the others write beside it; each cell's run locks its own folder
         return _reproduce(cfg, claim, out)
     with folder_lock(out):  # the whole claim: a second run of it into the same folder is refused at once
@@ -307,6 +327,17 @@ def _check_held_out(cfg: ReproduceConfig) -> None:
                 f"{option} {folder}: its held-out split is empty (too little text for its --eval-fraction), and "
                 "every cell is scored on it: make the data again with more text or a larger --eval-fraction"
             )
+
+
+def _check_recipe(cfg: ReproduceConfig, claim: Claim) -> None:
+    """The recipe and the first cell's settings made from it, refused before anything is written (the
+    claim's folder, its lock)."""
+    try:
+        cell_config(cfg, claim.cells[0], {})
+    except TypeError as e:  # a key of its pretrain section that pretraining does not have
+        raise ValueError(
+            f"--recipe {cfg.recipe}: its pretrain section does not fit pretraining: {e}"
+        ) from None
 
 
 def _reproduce(cfg: ReproduceConfig, claim: Claim, out: Path) -> dict[str, Any]:
