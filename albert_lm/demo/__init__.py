@@ -9,10 +9,11 @@
 4. reports held-out MLM accuracy beside a unigram guess (always the most frequent masked piece of the
    training data), SOP accuracy beside chance, and fills a mask in a sentence of its own.
 
-Everything lands in OUTPUT (default runs/demo): tokenizer/, data/, model/ (a transformers-layout folder
-with checkpoints, metrics.jsonl, TensorBoard events, training_curves.png) and demo_results.json.
-Running it again resumes what is unfinished. The scale is a laptop's, not the paper's: the point is to
-see every stage work and the model learn, in minutes.
+Everything lands in OUTPUT (default runs/demo; runs/demo-LANG with --text): tokenizer/, data/, model/ (a
+transformers-layout folder with checkpoints, metrics.jsonl, TensorBoard events, training_curves.png) and
+demo_results.json. Running it again resumes what is unfinished (a demo of other text, language or settings
+is refused up front: `albert_lm.demo.folder`). The scale is a laptop's, not the paper's: the point is to see every
+stage work and the model learn, in minutes.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.data.masking import IGNORE_INDEX
+from albert_lm.demo.folder import RECORD, demo_folder, text_sources  # noqa: F401 (RECORD: the demo's API)
 from albert_lm.files import read_json_object, write_json
 
 logger = logging.getLogger(__name__)
 
-CORPUS_DIR = Path(__file__).resolve().parent / "demo_corpus"
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "demo_corpus"
 
 # The fill-mask probes, each fixed before the runs it judges (demo_corpus/probes.json says when and how): a
 # sentence with one [MASK] and the words that count as right when one of them is in the model's top 5.
@@ -49,10 +51,7 @@ LANGUAGE_PROBES: dict[str, Probes] = {
     if lang not in ("about", "en", "more_en")
 }
 DEMO_LANGUAGES = ("en", *LANGUAGE_PROBES)
-
-
 RECIPE = "cpu-10min"
-
 
 # The recipe's 5000 pieces cannot hold a character set of thousands: the five Chinese books of the shared
 # data need 5043 pieces for their characters alone (coverage 0.9995); 8000 leave ~3000 for words.
@@ -67,8 +66,11 @@ def demo_recipe(**overrides: Any) -> dict[str, dict[str, Any]]:
     from albert_lm.training.pretrain_config import PretrainConfig
 
     r = recipe(RECIPE)
-    sections = {"tokenizer": {"vocab_size", "seed"}, "data": {f.name for f in fields(DataConfig)},
-                "pretrain": {f.name for f in fields(PretrainConfig)}}  # fmt: skip
+    sections = {
+        "tokenizer": {"vocab_size", "seed"},
+        "data": {f.name for f in fields(DataConfig)},
+        "pretrain": {f.name for f in fields(PretrainConfig)},
+    }
     for key, value in overrides.items():
         owners = [name for name, names in sections.items() if key in names]
         if not owners:
@@ -141,10 +143,11 @@ class _FillMask:
 
 
 def run_demo(
-    output: str | os.PathLike = "runs/demo",
+    output: str | os.PathLike | None = None,
     max_steps: int | None = None,
     files: list[Path] | None = None,
     language: str = "en",
+    overwrite: bool = False,
     **overrides: Any,
 ) -> dict:
     """Tokenizer -> data -> pretraining -> report, in OUTPUT; returns (and writes) the results.
@@ -153,15 +156,15 @@ def run_demo(
     books only); they are copied into OUTPUT/text first, Project Gutenberg's header and licence cut where
     a file has them. `language` picks the tokenizer's rule (`albert_lm.data.languages`), `--format auto`
     for the text, and the fill-mask probes. `overrides` change the recipe's settings (`demo_recipe`).
-    """
+    OUTPUT: `demo_folder`."""
     from albert_lm.data.languages import language as language_defaults
 
     if language not in DEMO_LANGUAGES:
         raise ValueError(f"--language {language!r}: the demo has probes for {', '.join(DEMO_LANGUAGES)}")
     if language != "en" and not files:
         raise ValueError(
-            f"--language {language}: the package bundles English books only; give --text with text in that "
-            f"language (files, folders or globs; the project's shared data has some under "
+            f"--language {language}: the package bundles English books only; give --text with text "
+            "in that language (files, folders or globs; the project's shared data has some under "
             f"pretrain/multilingual/{language})"
         )
     if max_steps is not None:
@@ -172,17 +175,16 @@ def run_demo(
         overrides.setdefault("vocab_size", LARGE_CHARACTER_SETS[language])
     r = demo_recipe(**overrides)
     r["tokenizer"].update(language_defaults(language).settings(), language=language)
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    files = prepare_texts(files, out / "text") if files else corpus_files()
-    logger.info(
-        "demo (%s): %d files, %.1f MB", language, len(files), sum(f.stat().st_size for f in files) / 1e6
-    )
+    texts = text_sources(files) if files else {f.name: f for f in corpus_files()}  # each by its copy's name
+    out = demo_folder(output, files, texts, r, overwrite)
+    paths = prepare_texts(files, out / "text") if files else corpus_files()
+    mb = sum(f.stat().st_size for f in paths) / 1e6
+    logger.info("demo (%s) in %s: %d files, %.1f MB", language, out, len(paths), mb)
     times: dict[str, float] = {}
     with _timed(times, "tokenizer_s"):
-        make_tokenizer(files, out / "tokenizer", r["tokenizer"])
+        make_tokenizer(paths, out / "tokenizer", r["tokenizer"])
     with _timed(times, "data_s"):
-        make_data(files, out / "tokenizer", out / "data", r["data"])
+        make_data(paths, out / "tokenizer", out / "data", r["data"])
     with _timed(times, "pretrain_s"):
         metrics = pretrain_model(out / "data", out / "model", r["pretrain"])
     report = build_report(out, r, metrics, times, language)
@@ -195,14 +197,13 @@ def prepare_texts(files: list[Path], dest: Path) -> list[Path]:
     """Copies of `files` in `dest` (kept if already there), each cut to the text between Project
     Gutenberg's START and END markers where it has them (a folder of books mixes both kinds)."""
     from albert_lm.data.corpus import gutenberg_body, has_gutenberg_start
-    from albert_lm.data.sources import expand_inputs, reading
+    from albert_lm.data.sources import reading
     from albert_lm.files import atomic_write
 
-    paths = [Path(f) for f in expand_inputs([str(f) for f in files])]
     dest.mkdir(parents=True, exist_ok=True)
     copies = []
-    for i, path in enumerate(paths):
-        copy = dest / f"{i:04d}_{path.name}"
+    for name, path in text_sources(files).items():
+        copy = dest / name
         if not copy.is_file():
             start, end = gutenberg_body(path) if has_gutenberg_start(path) else (0, None)
             with reading(path) as f:
@@ -267,15 +268,13 @@ def probe(
     tokenizer lower-cases."""
     from albert_lm.data.languages import language as language_defaults
 
-    lang = language_defaults(language)
+    lang, mark = language_defaults(language), "\u2581"
     fold = str.lower if lang.do_lower_case else str
     fill = _FillMask(model_dir)
     results = []
     for sentence, expected in probes:
         top5 = fill(sentence)
-        words = [
-            t.removeprefix("\u2581") for t in top5 if t.startswith("\u2581") or not lang.add_dummy_prefix
-        ]
+        words = [t.removeprefix(mark) for t in top5 if t.startswith(mark) or not lang.add_dummy_prefix]
         hit = bool({fold(w) for w in words} & {fold(e) for e in expected})
         results.append({"sentence": sentence, "expected": list(expected), "top5": top5, "hit": hit})
     return results
@@ -293,9 +292,8 @@ def build_report(
 
     from albert_lm.data.dataset import PretrainingDataset
 
-    baseline = unigram_baseline(
-        PretrainingDataset(out / "data", "train"), PretrainingDataset(out / "data", "eval")
-    )
+    data = out / "data"
+    baseline = unigram_baseline(PretrainingDataset(data, "train"), PretrainingDataset(data, "eval"))
     seconds = {k: round(v, 1) for k, v in times.items()}
     seconds["total"] = round(sum(times.values()), 1)
     first, second = (PROBES, MORE_PROBES) if language == "en" else (LANGUAGE_PROBES[language], [])
@@ -305,9 +303,7 @@ def build_report(
         "recipe": RECIPE,
         "language": language,
         "settings": r,
-        "eval_mlm_acc": m.get("eval_mlm_acc"),
-        "eval_mlm_loss": m.get("eval_mlm_loss"),
-        "eval_sop_acc": m.get("eval_sop_acc"),
+        **{k: m.get(k) for k in ("eval_mlm_acc", "eval_mlm_loss", "eval_sop_acc")},
         **baseline,
         "probes": probes,
         "probe_hits": sum(p["hit"] for p in probes),
@@ -364,7 +360,15 @@ def _shown(piece: str) -> str:
 
 # --------------------------------------------------------------------------- the command (registered by albert_lm.cli)
 def demo_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", default="runs/demo", help="output folder (default runs/demo)")
+    p.add_argument(
+        "--output",
+        default=None,
+        help="output folder (default runs/demo; with --text runs/demo-LANG, "
+        "e.g. runs/demo-de); the same command again continues there",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="empty OUTPUT first where it holds a demo made otherwise"
+    )
     p.add_argument("--max-steps", type=int, default=None, help="training steps (default: the demo's)")
     from albert_lm.data.languages import LANGUAGES
 
@@ -372,8 +376,9 @@ def demo_options(p: argparse.ArgumentParser) -> None:
         "--language",
         choices=tuple(LANGUAGES),
         default="en",
-        help="the text's language: its tokenizer rule "
-        "(docs/data.md#languages) and fill-mask probes (en, de, fr, ru, zh; default en; any other needs --text)",
+        help="the text's language: its tokenizer "
+        "rule (docs/data.md#languages) and fill-mask probes (en, de, fr, ru, zh; default en; any other "
+        "needs --text)",
     )
     p.add_argument(
         "--text",
@@ -388,9 +393,9 @@ def demo_options(p: argparse.ArgumentParser) -> None:
 AGAIN = "run `albert demo` again (the same --output) to continue from this step"
 # What a demo far slower than its 7 to 13 minutes is told (the clock says it a few steps in).
 SLOW_DEMO_ADVICE = (
-    "The demo's timing is an idle machine's: stop it (Ctrl-C; `albert demo` again continues from its last "
-    "checkpoint) and run it when the machine is free, or see the whole road quickly with `albert demo "
-    "--max-steps 200` (the same model, less trained)"
+    "The demo's timing is an idle machine's: stop it (Ctrl-C; `albert demo` again continues from its "
+    "last checkpoint) and run it when the machine is free, or see the whole road quickly with "
+    "`albert demo --max-steps 200` (the same model, less trained)"
 )
 
 
@@ -409,11 +414,10 @@ def run_demo_command(args: argparse.Namespace) -> int:
     no cross-layer sharing; the cpu-10min recipe) on a few MB of
     public-domain books shipped in the package (albert_lm/demo_corpus, sources in its README), reports
     MLM accuracy against a unigram guess and SOP accuracy against chance, and fills a mask."""
-    from pathlib import Path
-
     files = [Path(t) for t in args.text] if args.text else None
     try:
-        run_demo(args.output, max_steps=args.max_steps, files=files, language=args.language)
+        overwrite = getattr(args, "overwrite", False)  # a Namespace built by hand may lack it
+        run_demo(args.output, args.max_steps, files, args.language, overwrite=overwrite)
     except DemoStopped as e:
         print(f"albert demo: {e}", file=sys.stderr)
         return 128 + e.signum  # as the shell reports a process its signal ended
