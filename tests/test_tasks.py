@@ -152,6 +152,13 @@ def test_evaluate_cli_gold_as_predictions(albert_data, tmp_path, capsys):
     assert main(["evaluate", "--task", "squad1", "--data", str(dev), "--predictions", str(pred)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["exact_match"] == 100.0 and result["f1"] == 100.0 and result["total"] == 10570
+    # the folder, as --model takes it: its dev-v1.1.json
+    assert main(["evaluate", "--task", "squad1", "--data", str(dev.parent), "--predictions", str(pred)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
+    # a SQuAD 2.0 file in a 1.1 task: refused, as fine-tuning refuses it (it scored EM 100, F1 57)
+    v2 = albert_data / "squad" / "dev-v2.0-small.json"
+    assert main(["evaluate", "--task", "squad1", "--data", str(v2), "--predictions", str(pred)]) == 1
+    assert "unanswerable question (is_impossible) in a SQuAD 1.1 task; use squad2" in capsys.readouterr().err
 
 
 def test_evaluate_cli_squad2_sample(albert_data, tmp_path, capsys):

@@ -360,13 +360,7 @@ class SquadTask(Task):
         self.chosen_threshold: float | None = None
 
     def split_file(self, data: Path, split: str) -> Path | None:
-        if data.is_file():
-            return data
-        v = "v2.0" if self.version2 else "v1.1"
-        for name in (f"{split}-{v}.json", f"{split}.json"):
-            if (data / name).is_file():
-                return data / name
-        return None
+        return squad_file(data, split, self.version2)
 
     def read(self, path: Path, split: str) -> list[SquadExample]:
         return read_squad(path, self.version2, require_answers=split != "test")
@@ -410,6 +404,12 @@ class SquadTask(Task):
         return atomic_write(folder / f"{prefix}predictions.json", text)
 
 
+def squad_file(data: Path, split: str, version2: bool) -> Path | None:
+    """`data` itself (a file), or the split's file in the folder `data`: SPLIT-v1.1.json (v2.0) or SPLIT.json."""
+    names = (f"{split}-{'v2.0' if version2 else 'v1.1'}.json", f"{split}.json")
+    return data if data.is_file() else next((data / n for n in names if (data / n).is_file()), None)
+
+
 def score_prediction_file(
     data: str | Path,
     predictions: str | Path,
@@ -417,8 +417,14 @@ def score_prediction_file(
     na_probs: str | Path | None = None,
     na_prob_threshold: float = 1.0,
 ) -> dict[str, float]:
-    """Score a predictions JSON (qid -> answer text) against an official SQuAD file, as the official scripts."""
+    """Score a predictions JSON (qid -> answer text) against a SQuAD file (or a folder's dev file), as the
+    official scripts."""
+    if (found := squad_file(Path(data), "dev", version2)) is None and Path(data).is_dir():
+        raise FileNotFoundError(f"no dev-{'v2.0' if version2 else 'v1.1'}.json or dev.json in {data}")
+    data = found or data
     dataset = load_squad_json(data)
+    if not version2:
+        read_squad(data, version2=False)  # a 2.0 file's unanswerable question is refused, named: use squad2
     try:
         gold = metrics.squad_gold_answers(dataset, version2)
     except (KeyError, TypeError, AttributeError) as e:
@@ -437,8 +443,7 @@ def score_prediction_file(
         probs = read_json_object(na_probs, "no-answer probabilities (question id -> number)")
         if any(not isinstance(v, (int, float)) for v in probs.values()):
             raise InputError(na_probs, "no-answer probabilities must be numbers")
-    unknown = set(preds) - set(gold)
-    if unknown:
+    if unknown := set(preds) - set(gold):
         logger.warning("%d predictions are for questions not in %s", len(unknown), data)
     return metrics.squad_metrics(
         gold, preds, na_probs=probs, na_prob_threshold=na_prob_threshold, version2=version2
