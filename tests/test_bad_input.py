@@ -340,7 +340,7 @@ def test_damaged_data_and_state_files_are_refused_before_the_first_step(run_worl
         capsys,
         ["evaluate", "--task", "squad1", "--data", str(fake), "--predictions", str(preds)],
         str(fake),
-        "not a SQuAD file",
+        'data[0]: missing "paragraphs" list',
     )
 
 
@@ -447,6 +447,21 @@ def test_error_messages_name_only_options_the_command_has(tmp_path, capsys):
         help_text = group._subparsers._group_actions[0].choices[argv[1]].format_help()  # type: ignore[union-attr]
         for flag in {w.strip("(),.;") for w in line.split() if w.startswith("--")}:
             assert flag in help_text, (flag, line)
+
+
+def test_pretraining_into_a_folder_holding_a_tokenizer_is_refused(run_world, capsys, tmp_path):
+    """The run writes a model folder's files into --output: a folder of another tokenizer (or model) kept
+    there had them replaced, exit 0; a folder of other things still takes a run beside them."""
+    out = tmp_path / "tok"
+    out.mkdir()
+    (out / "spiece.model").write_bytes(b"mine")
+    argv = ["pretrain", "--data", str(run_world["data_a"]), "--output", str(out), "--preset", "albert-tiny",
+            *[x for kv in TINY for x in ("--model-override", kv)], "--batch-size", "4", "--max-steps", "1",
+            "--no-tensorboard", "--no-plot"]  # fmt: skip
+    refused(capsys, argv, "holds spiece.model", "--overwrite", untouched=(out,))
+    (out / "spiece.model").unlink()
+    (out / "notes.txt").write_text("mine")
+    assert main(argv) == 0 and (out / "notes.txt").read_text() == "mine"
 
 
 def test_resume_alone_says_why_there_is_nothing_to_resume(tmp_path, capsys):

@@ -33,7 +33,7 @@ from albert_lm.training import run_folder
 from albert_lm.training.loop import LoopResult, Objective, Progress, train
 from albert_lm.training.monitor import METRICS_FILE, plot_metrics
 from albert_lm.training.optim import build_optimizer, build_scheduler, build_time_budget_scheduler, fit_warmup
-from albert_lm.training.run_folder import RunKind
+from albert_lm.training.run_folder import MODEL_FILES, RunKind
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ DISTILLATION = RunKind(
     CONFIG_FILE,
     RESUME_MAY_CHANGE,
     state_keys=("step", "epoch", "position", "optimizer", "scheduler", "ranks", "elapsed_s"),
+    writes=MODEL_FILES,
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from albert_lm.model.config import AlbertConfig
 from albert_lm.training import run_folder
 from albert_lm.training.pretrain_config import PretrainConfig
-from albert_lm.training.run_folder import RunKind
+from albert_lm.training.run_folder import MODEL_FILES, RunKind
 from albert_lm.values import settings_where
 
 # What a resumed run may change: where it reads and writes, how often it logs, saves and evaluates, and
@@ -39,6 +39,7 @@ PRETRAINING = RunKind(
     RESUME_MAY_CHANGE,
     state_keys=("step", "epoch", "offset", "optimizer", "scheduler", "ranks"),  # what resuming reads
     new_run_hint="start a new run from these weights with --init-from {latest}",
+    writes=MODEL_FILES,
 )
 
 

@@ -17,6 +17,17 @@ from typing import Any
 from albert_lm.files import check_output_apart, describe_folder, read_json_object
 from albert_lm.training import checkpoint as ckpt
 
+# A model folder's files, which pretraining and distillation write into their output folder itself.
+MODEL_FILES = (
+    "config.json",
+    "model.safetensors",
+    "spiece.model",
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "vocab.txt",
+    "README.md",
+)
+
 
 @dataclass(frozen=True)
 class RunKind:
@@ -28,6 +39,9 @@ class RunKind:
     settings_file: str = ""
     may_change: frozenset[str] = frozenset()
     state_keys: tuple[str, ...] = ()
+    # What the run writes into the output folder itself, which a folder of other things (a tokenizer's,
+    # a model's) must not have: the run would replace it.
+    writes: tuple[str, ...] = ()
     new_run_hint: str = "start a new run"  # the way forward when a resume changes a setting ({latest})
 
 
@@ -50,6 +64,12 @@ def check_output(
     if not out.is_dir():
         return
     finished = any((out / name).exists() for name in kind.run_files)
+    replaced = [name for name in kind.writes if (out / name).exists()]
+    if replaced and latest is None and not finished and not overwrite:
+        raise FileExistsError(
+            f"--output {out} holds {', '.join(replaced)}, not a run's, which the run would replace: choose "
+            "another --output, or --overwrite to replace what it holds"
+        )
     if resume:
         if latest is None and finished:
             raise FileExistsError(
