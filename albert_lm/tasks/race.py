@@ -9,9 +9,13 @@ Two layouts are read:
 Each option becomes one sequence, as in google-research's ALBERT `race_utils` and transformers'
 multiple-choice example: [CLS] article [SEP] question-with-option [SEP], where a cloze question
 ("... _ ...") has the blank filled with the option and any other question is followed by it. The
-question+option part keeps at most `max_qa_length` tokens (128, google-research's default) and the
-article is cut to what is left. Metric: accuracy, plus middle / high accuracy when the example ids
-say which (RACE's paper reports both).
+question+option part keeps at most `max_qa_length` tokens (128, google-research's default): its end,
+where the option is, as google-research keeps it. The article is cut to what is left, so that every
+sequence is at most `max_seq_length` tokens. Where question+option would leave the article less than
+half of a short `max_seq_length`, they are cut further, keeping the option (`qa_tokens`), and a
+warning counts them. Metric: accuracy, plus middle / high accuracy when the example ids say which (RACE's paper
+reports both). Predictions name each question by `example_id`, its position `index` in the split and,
+for a JSON Lines file, its `line` (one article has several questions, all with one id in some files).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class RaceExample:
     options: list[str]
     answer: str | None  # "A".."D"; None for an unlabelled file
     level: str  # "middle", "high" or ""
+    line: int | None = None  # the row's line in a JSON Lines file
 
 
 def _level(name: str) -> str:
@@ -85,7 +90,7 @@ def _example(
         raise InputError(path, "missing field 'answer'", line=line)
     if answer is not None and answer not in LETTERS:
         raise InputError(path, f"answer {answer!r} is not one of {', '.join(LETTERS)}", line=line)
-    return RaceExample(eid, article, question, list(options), answer, _level(eid or str(path)))
+    return RaceExample(eid, article, question, list(options), answer, _level(eid or str(path)), line)
 
 
 def read_race_jsonl(path: Path, require_answers: bool = True) -> list[RaceExample]:
@@ -138,6 +143,23 @@ def qa_text(question: str, option: str) -> str:
     return question.replace("_", option) if "_" in question else f"{question} {option}"
 
 
+def qa_tokens(tokenizer: TokenizerLike, question: str, option: str, limit: int) -> tuple[list[int], bool]:
+    """(`qa_text` in at most `limit` tokens, whether it was cut), keeping the option: the whole text where
+    it fits, else the option (its start, where it alone is longer) with the end of the question before
+    it and, for a cloze question, what follows the blank as far as room is left."""
+    qa = tokenizer.encode(qa_text(question, option), add_special_tokens=False)
+    if len(qa) <= limit:
+        return qa, False
+    blank = question.find("_")
+    head, tail = (question[:blank], qa_text(question[blank:], option)) if blank >= 0 else (question, option)
+    before = tokenizer.encode(head, add_special_tokens=False) if head.strip() else []
+    after = tokenizer.encode(tail, add_special_tokens=False)  # starts with the option
+    option_len = min(len(tokenizer.encode(option, add_special_tokens=False)), limit)
+    keep_after = min(len(after), max(option_len, limit - len(before)))
+    keep_before = min(len(before), limit - keep_after)
+    return before[len(before) - keep_before :] + after[:keep_after], True
+
+
 class RaceTask(Task):
     name = "race"
     head = "multiple_choice"
@@ -161,24 +183,40 @@ class RaceTask(Task):
         return read_race_folder(path, require) if path.is_dir() else read_race_jsonl(path, require)
 
     def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
+        """Four sequences per question, each at most `max_seq_length` tokens (module docstring)."""
+        room = max_seq_length - 3  # [CLS] article [SEP] question+option [SEP]
+        if room < 2:
+            raise ValueError(f"--max-seq-length {max_seq_length}: RACE needs at least 5 tokens per sequence")
         features: list[Feature] = []
         cache: dict[str, list[int]] = {}
+        squeezed = 0  # questions whose question+option were cut below max_qa_length to fit
         for i, ex in enumerate(examples):
             if ex.article not in cache:
                 cache = {ex.article: tokenizer.encode(ex.article, add_special_tokens=False)}
             article = cache[ex.article]
-            ids, types = [], []
+            # google-research's cut (question+option to max_qa_length, the article to the rest), but
+            # question+option leave the article at least half of the room (or all of a shorter one)
+            limit = min(self.max_qa_length, room - min(len(article), room // 2))
+            ids, types, cut = [], [], False
             for option in ex.options:
-                qa = tokenizer.encode(qa_text(ex.question, option), add_special_tokens=False)[
-                    : self.max_qa_length
-                ]
-                a = article[: max(max_seq_length - len(qa) - 3, 0)]
+                qa, was_cut = qa_tokens(tokenizer, ex.question, option, limit)
+                cut = cut or (was_cut and limit < self.max_qa_length)
+                a = article[: room - len(qa)]
                 ids.append([tokenizer.cls_token_id, *a, tokenizer.sep_token_id, *qa, tokenizer.sep_token_id])
                 types.append([0] * (len(a) + 2) + [1] * (len(qa) + 1))
+            squeezed += cut
             feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": i}
             if ex.answer is not None:
                 feat["labels"] = LETTERS.index(ex.answer)
             features.append(feat)
+        if squeezed:
+            logger.warning(
+                "race: %d of %d questions had question+option cut to fit max_seq_length %d "
+                "(--max-seq-length; the option is kept, the article keeps half)",
+                squeezed,
+                len(examples),
+                max_seq_length,
+            )
         return features
 
     def predict(self, examples, features, outputs) -> list[int]:
@@ -196,8 +234,10 @@ class RaceTask(Task):
         return out
 
     def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
-        rows = [
-            json.dumps({"example_id": ex.example_id, "answer": LETTERS[p]})
-            for ex, p in zip(examples, predictions, strict=True)
-        ]
+        rows = []
+        for i, (ex, p) in enumerate(zip(examples, predictions, strict=True)):
+            row = {"example_id": ex.example_id, "index": i, "answer": LETTERS[p]}
+            if ex.line is not None:
+                row["line"] = ex.line
+            rows.append(json.dumps(row))
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
