@@ -155,8 +155,11 @@ def _resume_settings(args: argparse.Namespace, name: str, needed: Sequence[str])
     done = (run / "best").is_dir() or (run / "model.safetensors").is_file()
     raise ValueError(
         f"--output {run} --resume: "
-        + ("the run there has finished (its checkpoints are gone with its end): nothing to resume"
-           if done else f"no checkpoint to resume there (it holds {describe_folder(run)})")  # fmt: skip
+        + (
+            "the run there has finished (its checkpoints are gone with its end): nothing to resume"
+            if done
+            else f"no checkpoint to resume there (it holds {describe_folder(run)})"
+        )
     )
 
 

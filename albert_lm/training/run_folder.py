@@ -79,8 +79,8 @@ def check_output(
         return
     if (latest is not None or finished) and not overwrite:
         # a kind that resumes says what there is to resume: a checkpoint, or a run finished without one
-        what = "" if not kind.state_keys else f"checkpoint {latest.name}; " if latest else "a finished run; "
-        resumable = "pass --resume to continue it, " if kind.state_keys else ""
+        what = "" if not kind.state_keys else f"checkpoint {latest.name}; " if latest else "no checkpoint; "
+        resumable = "pass --resume to continue it, " if kind.state_keys and latest else ""
         raise FileExistsError(
             f"--output {out} holds another run ({what}{describe_folder(out)}): {resumable}pass --overwrite "
             "to replace it, or choose another --output"
