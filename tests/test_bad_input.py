@@ -222,7 +222,7 @@ def test_another_run_in_the_output_folder_is_never_overwritten(run_world, capsys
         capsys,
         _pretrain(run_world["data_a"], finished),
         "holds another run",
-        "a finished run",
+        "no checkpoint",
         untouched=(finished,),
     )
     refused(
