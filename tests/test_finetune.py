@@ -310,6 +310,15 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_one_file_as_data_warns_that_dev_is_the_training_set(tiny_model, tmp_path, caplog):
+    data = labelled_rows(tmp_path / "data", {"pos": ["good"], "neg": ["bad"]}, {"train": 16})
+    with caplog.at_level("WARNING", logger="albert_lm"):
+        _finetune_cli(
+            "classification", tiny_model, data / "train.jsonl", tmp_path / "out", "--max-steps", "1"
+        )
+    assert "one file is both the training and the dev set" in caplog.text
+
+
 def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path):
     """SIGTERM at step 3 of 6 saves a checkpoint and exits 143; `--output RUN --resume` alone continues it
     to the same best model and scores as a run never stopped; a finished run keeps no checkpoint."""

@@ -94,6 +94,12 @@ def read_inputs(
             else ""
         )
         raise FileNotFoundError(f"no training file for {cfg.task} under {data}{held}")
+    if data.is_file():
+        logger.warning(
+            "--data %s: one file is both the training and the dev set, so the dev scores are training "
+            "scores; give a folder of train and dev files to score examples the model never saw",
+            data,
+        )
     task.fit_labels(train_examples)
     max_seq_length = required(cfg.max_seq_length, "max_seq_length")
     train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
