@@ -4,6 +4,7 @@
 
     clf = Predictor("runs/sst2/best")
     clf.predict(["A fine film.", "Dull."])       # [{"line": 1, "label": "positive", "probabilities": {...}}, ...]
+    Predictor("runs/mine/best").predict([{"review": "A fine film.", "id": 7}])   # rows keyed as fine-tuned
     Predictor("runs/base").fill_mask(["She opened the [MASK]."], top_k=5)
     Predictor("runs/base").embed(["a text", "another"], pooling="mean", normalize=True)   # (2, H) float32
 
@@ -27,6 +28,7 @@ from albert_lm.deploy.fill_mask import MaskFiller
 from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
 from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, predict_examples
+from albert_lm.deploy.predict_config import COLUMN_FIELDS, Columns
 from albert_lm.model.early_exit import ExitRule
 from albert_lm.settings import PRECISIONS, device_name
 
@@ -42,6 +44,10 @@ class Predictor:
     `patience`, `exit_confidence`, `depth`: early exit in `predict` for a model fine-tuned with
     --exit-heads, as the options of `albert predict` (each row then says the layers it used, "depth");
     `depth` also runs `fill_mask` and `embed` on the first `depth` layer applications.
+    `text_column`, `text_pair_column`, `tokens_column`, `question_column`, `context_column`,
+    `options_column`: the keys `predict` reads in a row dict, and puts a text or a pair under (default: the
+    columns a `classification` / `token-classification` model was fine-tuned on, as its
+    finetune_config.json records them, else text, text_pair, tokens, question, context, options).
     """
 
     def __init__(
@@ -56,6 +62,12 @@ class Predictor:
         patience: int | None = None,
         exit_confidence: float | None = None,
         depth: int | None = None,
+        text_column: str | None = None,
+        text_pair_column: str | None = None,
+        tokens_column: str | None = None,
+        question_column: str | None = None,
+        context_column: str | None = None,
+        options_column: str | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size {batch_size}: expected at least 1")
@@ -75,6 +87,15 @@ class Predictor:
         if depth is not None and depth < 1:
             raise ValueError(f"depth {depth}: expected at least 1")
         self.depth = depth  # fill_mask and embed: the first `depth` layer applications
+        given = (
+            text_column,
+            text_pair_column,
+            tokens_column,
+            question_column,
+            context_column,
+            options_column,
+        )
+        self.columns = _given_columns(dict(zip(COLUMN_FIELDS, given, strict=True)))
         self._task: TaskModel | None = None
         self._filler: MaskFiller | None = None
         self._embedder: Embedder | None = None
@@ -84,8 +105,9 @@ class Predictor:
 
     def predict(self, inputs: Sequence[PredictInput]) -> list[dict[str, Any]]:
         """One dict per input, as `albert predict` writes it: a text, a (text, text_pair) pair (question,
-        context for question answering), or a row dict keyed as predict's input columns (text,
-        text_pair, tokens, question, context, options)."""
+        context for question answering), or a row dict keyed as predict's input columns (the columns
+        given to the Predictor, else the ones the model was fine-tuned on, else text, text_pair, tokens,
+        question, context, options)."""
         if self._task is None:
             self._task = load_task_model(
                 self.folder,
@@ -97,8 +119,10 @@ class Predictor:
                 self.exit_rule,
             )
         tm = self._task
-        rows = [(n, _row(item, tm.task.head, n)) for n, item in enumerate(_listed(inputs, "inputs"), start=1)]
-        got = examples_of(tm.task, rows, Fields("inputs"))
+        columns = Columns.chosen(self.columns, tm.saved, api=True)
+        listed = enumerate(_listed(inputs, "inputs"), start=1)
+        rows = [(n, _row(item, tm.task.head, n, columns)) for n, item in listed]
+        got = examples_of(tm.task, rows, Fields("inputs"), columns)
         return predict_examples(tm, got.examples, got.lines)
 
     def fill_mask(self, texts: Sequence[str], top_k: int = 5) -> list[dict[str, Any]]:
@@ -133,13 +157,27 @@ def _texts(texts: Any) -> list[str]:
     return listed
 
 
-def _row(item: Any, head: str, n: int) -> dict[str, Any]:
+def _given_columns(given: dict[str, Any]) -> dict[str, str | None]:
+    """The column arguments given (None: the model's, else the standard name), each a name if given."""
+    for name, value in given.items():
+        if value is not None and (not isinstance(value, str) or (not value and name != "text_pair")):
+            raise ValueError(f"{name}_column {value!r}: expected a column name")
+    return given
+
+
+def _row(item: Any, head: str, n: int, columns: Columns) -> dict[str, Any]:
     """A predict input as the row the command would read: a text, a pair, or the row itself."""
     if isinstance(item, str):
-        return {"text": item}
+        return {columns.text: item}
     if isinstance(item, tuple | list) and len(item) == 2:
-        first, second = ("question", "context") if head == "question_answering" else ("text", "text_pair")
-        return {first: item[0], second: item[1]}
+        if head == "question_answering":
+            return {columns.question: item[0], columns.context: item[1]}
+        if columns.text_pair is None:
+            raise ValueError(
+                f"inputs:{n}: a pair, but this model reads single texts (fine-tuned without a second text "
+                "column, or text_pair_column=''): give a text"
+            )
+        return {columns.text: item[0], columns.text_pair: item[1]}
     if isinstance(item, Mapping):
         return dict(item)
     raise TypeError(f"inputs:{n}: expected a text, a (text, text_pair) pair or a row dict, got {item!r}")

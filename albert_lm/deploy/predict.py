@@ -17,7 +17,9 @@ number:
 
 Input: plain text (one text per line, blank lines skipped and counted; sequence and token
 classification), CSV / TSV with a header, or JSON Lines; `-` reads stdin (format from `--format`,
-lines by default) and `-` as output writes stdout (`deploy.inputs`). A row without a needed column, or
+lines by default) and `-` as output writes stdout (`deploy.inputs`). The columns read are the ones given,
+else the ones a `classification` / `token-classification` model was fine-tuned on (its
+finetune_config.json), else text, text_pair, tokens, ... (`Columns`). A row without a needed column, or
 with an empty one, is an error naming the line and the column, or, with `skip_bad`, reported on stderr
 and left out. `keep_columns` copies input columns into each line. The output file is written under a
 temporary name and renamed, so a failed run leaves none. `TaskModel` and `predict_examples` are the part
@@ -39,6 +41,7 @@ import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.inputs import (
+    FORMATS,
     Fields,
     check_output,
     jsonl,
@@ -48,7 +51,7 @@ from albert_lm.deploy.inputs import (
     write_output,
 )
 from albert_lm.deploy.int8 import quantize_int8
-from albert_lm.deploy.predict_config import PredictConfig
+from albert_lm.deploy.predict_config import Columns, PredictConfig
 from albert_lm.files import InputError, read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
@@ -88,29 +91,6 @@ class PredictSummary:
     task: str
     head: str
     blank_lines: int = 0  # plain-text or JSON Lines lines left out because they were blank
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Where each field of a task's input is in a row (PredictConfig's *_column options)."""
-
-    text: str = "text"
-    text_pair: str = "text_pair"
-    tokens: str = "tokens"
-    question: str = "question"
-    context: str = "context"
-    options: str = "options"
-
-    @classmethod
-    def of(cls, cfg: PredictConfig) -> Columns:
-        return cls(
-            cfg.text_column,
-            cfg.text_pair_column,
-            cfg.tokens_column,
-            cfg.question_column,
-            cfg.context_column,
-            cfg.options_column,
-        )
 
 
 # --------------------------------------------------------------------------- the model's task
@@ -236,29 +216,47 @@ def _model_dir(model: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------- rows to examples
+def _column(fields: Fields, row: dict[str, Any], columns: Columns, name: str, line: int) -> str:
+    """The column of field `name` (text, text_pair, ...). A row without it is refused naming the row's
+    columns, where the column's name came from and the option (Predictor: argument) that reads another."""
+    column = getattr(columns, name)
+    if column not in row:
+        found = ", ".join(repr(str(c)) for c in list(row)[:8]) or "none"
+        raise InputError(
+            fields.name,
+            f"missing or empty column {column!r} (the row's columns: {found}; {columns.hint(name)})",
+            line=line,
+        )
+    return column
+
+
 def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns: Columns) -> Any:
     """The task's example of one row."""
+
+    def text(name: str) -> str:
+        return fields.text(row, _column(fields, row, columns, name, line), line)
+
     if task.head == "sequence_classification":
-        text = fields.text(row, columns.text, line, "--text-column")
-        # a similarity on a fixed scale (STS-B) is a pair's: one text alone has no score
-        second = fields.text if task.score_range is not None else fields.optional
-        pair = second(row, columns.text_pair, line, "--text-pair-column")
+        first, pair = text("text"), None
+        if task.score_range is not None:  # a similarity on a fixed scale (STS-B): one text has no score
+            pair = text("text_pair")
+        elif columns.text_pair is not None:
+            pair = fields.optional(row, columns.text_pair, line)
         if isinstance(task, GlueTask):
-            return GlueExample(str(line), text, pair, None, line)
-        return TextExample(text, pair, None, line)
+            return GlueExample(str(line), first, pair, None, line)
+        return TextExample(first, pair, None, line)
     if task.head == "token_classification":
         if columns.tokens in row:
             return TokenExample(fields.strings(row, columns.tokens, line), None, line)
-        return TokenExample(fields.text(row, columns.text, line, "--text-column").split(), None, line)
+        # neither the model's own token column nor a text: the message names the token column
+        missing = "tokens" in columns.recorded and columns.text not in row
+        return TokenExample(text("tokens" if missing else "text").split(), None, line)
     if task.head == "question_answering":
-        question = fields.text(row, columns.question, line, "--question-column")
-        context = fields.text(row, columns.context, line, "--context-column")
-        return SquadExample(str(line), question, context, [])
-    options = fields.strings(row, columns.options, line)
+        return SquadExample(str(line), text("question"), text("context"), [])
+    options = fields.strings(row, _column(fields, row, columns, "options", line), line)
     if len(options) > len(LETTERS):
         raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
-    question = fields.text(row, columns.question, line, "--question-column")
-    context = fields.text(row, columns.context, line, "--context-column")
+    question, context = text("question"), text("context")
     return RaceExample(str(line), context, question, options, None, "")
 
 
@@ -387,7 +385,10 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     keep = parse_columns(cfg.keep_columns, OUTPUT_FIELDS)
     model_dir = _model_dir(cfg.model)
     check_output(cfg.output, {"--model": model_dir, "--input": cfg.input})
-    found = read_input(cfg.input, cfg.format)
+    fmt: str = cfg.format
+    if fmt == "auto":  # as read_input reads it: from the extension, plain lines otherwise and for stdin
+        fmt = FORMATS.get(Path(cfg.input).suffix.lower(), "lines") if cfg.input != "-" else "lines"
+    found = read_input(cfg.input, fmt)
     tm = load_task_model(
         model_dir,
         cfg.device,
@@ -397,7 +398,13 @@ def predict(cfg: PredictConfig) -> PredictSummary:
         cfg.batch_size,
         cfg.exit_rule_values(),
     )
-    got = examples_of(tm.task, found.rows, Fields(found.name), Columns.of(cfg), keep, cfg.skip_bad)
+    columns = Columns.of(cfg, tm.saved)
+    for name in sorted(columns.recorded):  # None: a model of single texts
+        column = getattr(columns, name) or "none (single texts)"
+        logger.info("--%s-column: %s, as the model was fine-tuned", name.replace("_", "-"), column)
+    if fmt == "lines":  # a plain line is the text, whatever its column's name
+        found.rows = [(n, {**row, columns.text: row["text"]}) for n, row in found.rows]
+    got = examples_of(tm.task, found.rows, Fields(found.name), columns, keep, cfg.skip_bad)
     records = predict_examples(tm, got.examples, got.lines)
     write_output(cfg.output, jsonl(with_kept(r, k) for r, k in zip(records, got.kept, strict=True)))
     return PredictSummary(

@@ -1,10 +1,13 @@
 """Settings of `albert predict`, apart from the code that runs them: the command line builds its options
-from this dataclass without importing torch (`albert --help` stays fast)."""
+from this dataclass without importing torch (`albert --help` stays fast). `Columns`: where each field of
+a task's input is in a row, from the options given and the model's finetune_config.json."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import PurePath
+from typing import Any, Literal
 
 from albert_lm.runtime.exits import EXIT_COUNTS, ExitSettings
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name
@@ -19,15 +22,17 @@ class PredictConfig(ExitSettings):
     input: str
     """input file (plain lines, .csv, .tsv or .jsonl), or - for stdin"""
     output: str = "-"
-    """output JSON Lines file, or - for stdout"""
+    """output JSON Lines file (.jsonl; a .csv, .tsv or .json name is refused), or - for stdout"""
     format: Literal["auto", "lines", "csv", "tsv", "jsonl"] = "auto"
     """input format (auto: from the file's extension; plain lines otherwise and for stdin)"""
-    text_column: str = "text"
-    """column of the text (classification, token classification)"""
-    text_pair_column: str = "text_pair"
-    """column of the second text of a pair (used where present)"""
-    tokens_column: str = "tokens"
-    """token classification: column of a token list (else the text column, split on whitespace)"""
+    text_column: str | None = None
+    """column of the text (classification, token classification; default: the one the model was
+    fine-tuned on, as its finetune_config.json records it, else text)"""
+    text_pair_column: str | None = None
+    """column of the second text of a pair, used where present (default: the model's, else text_pair)"""
+    tokens_column: str | None = None
+    """token classification: column of a token list, else the text column split on whitespace (default:
+    the model's, else tokens)"""
     question_column: str = "question"
     """question answering and multiple choice: column of the question"""
     context_column: str = "context"
@@ -62,3 +67,74 @@ class PredictConfig(ExitSettings):
         )
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"predict: max_seq_length {self.max_seq_length}: expected at least 8")
+        check_json_lines_output(self.output)
+
+
+# Output names whose suffix says another format than the JSON Lines predict writes: a .csv of JSON lines
+# is one broken column to a spreadsheet or pandas.read_csv, a .json one fails json.load, a .gz one is not
+# compressed. Refused before anything is read, rather than written and noticed later.
+OTHER_FORMATS = {".csv": "CSV", ".tsv": "TSV", ".json": "one JSON document", ".parquet": "Parquet",
+                 ".xlsx": "Excel", ".npy": "NumPy", ".gz": "gzip-compressed", ".bz2": "bzip2-compressed",
+                 ".xz": "xz-compressed", ".zst": "zstd-compressed", ".zip": "a zip archive"}  # fmt: skip
+
+
+def check_json_lines_output(output: str) -> None:
+    """Refuses an --output whose suffix names another format (OTHER_FORMATS) than JSON Lines."""
+    path = PurePath(output)
+    other = OTHER_FORMATS.get(path.suffix.lower()) if output != "-" else None
+    if other is not None:
+        stem = path.with_suffix("")
+        name = stem.with_suffix(".jsonl") if stem.suffix.lower() != ".jsonl" else stem
+        raise ValueError(
+            f"--output {output}: predict writes JSON Lines (one JSON object a line), not {other}; "
+            f"name it {name}, or give - for stdout"
+        )
+
+
+# The columns a model fine-tuned on your own data records in its finetune_config.json, by task: predict's
+# defaults for that model (an option given wins).
+RECORDED_COLUMNS = {"classification": ("text", "text_pair"), "token-classification": ("tokens",)}
+COLUMN_FIELDS = ("text", "text_pair", "tokens", "question", "context", "options")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where each field of a task's input is in a row: the column given (PredictConfig's *_column
+    options, Predictor's arguments), else the one the model was fine-tuned on (RECORDED_COLUMNS), else
+    the standard name."""
+
+    text: str = "text"
+    text_pair: str | None = "text_pair"  # None: single texts only (fine-tuned without a second text)
+    tokens: str = "tokens"
+    question: str = "question"
+    context: str = "context"
+    options: str = "options"
+    recorded: frozenset[str] = frozenset()  # the fields whose column the model's finetune_config.json named
+    api: bool = False  # errors name Predictor's arguments (text_column=...), not the command's options
+
+    @classmethod
+    def of(cls, cfg: PredictConfig, saved: Mapping[str, Any]) -> Columns:
+        return cls.chosen({name: getattr(cfg, f"{name}_column") for name in COLUMN_FIELDS}, saved)
+
+    @classmethod
+    def chosen(cls, given: Mapping[str, str | None], saved: Mapping[str, Any], api: bool = False) -> Columns:
+        """The columns `given` (None: not given) over the ones `saved` (finetune_config.json) records."""
+        values: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        recorded = set()
+        for name in RECORDED_COLUMNS.get(str(saved.get("task")), ()):
+            value = saved.get(f"{name}_column")
+            if name not in values and f"{name}_column" in saved and (value or name == "text_pair"):
+                values[name] = value or None  # text_pair null or "": fine-tuned on single texts
+                recorded.add(name)
+        if values.get("text_pair") == "":
+            values["text_pair"] = None
+        return cls(**values, recorded=frozenset(recorded), api=api)
+
+    def hint(self, name: str) -> str:
+        """Where the column of field `name` came from (the model's) and how to read another."""
+        column = getattr(self, name)
+        came = f"the model was fine-tuned on column {column!r}; " if name in self.recorded else ""
+        other = (
+            f"Predictor(..., {name}_column=NAME)" if self.api else f"--{name.replace('_', '-')}-column NAME"
+        )
+        return f"{came}{other} reads another"
