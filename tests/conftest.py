@@ -165,6 +165,25 @@ def run_stopped_at(stop_at: int, argv: Sequence[str], timeout: float = 600) -> s
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
+def signal_after_step(monkeypatch: pytest.MonkeyPatch, stop_at: int = 1) -> Callable:
+    """In this process: the training loop sends itself SIGTERM right after optimizer step `stop_at`.
+    Returns the loop's own step, to put back (`monkeypatch.setattr(loop, "_take_step", it)`)."""
+    import signal
+
+    from albert_lm.training import loop
+
+    take = loop._take_step
+
+    def step_then_signal(obj, progress, scaler):  # noqa: ANN001, ANN202 - the loop's own arguments
+        last = take(obj, progress, scaler)
+        if progress.step == stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return last
+
+    monkeypatch.setattr(loop, "_take_step", step_then_signal)
+    return take
+
+
 _ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_MODEL  # the shared tiny model (tests/ is on sys.path)
+from conftest import TINY_MODEL, signal_after_step  # the shared tiny model (tests/ is on sys.path)
 from safetensors.torch import load_file
 
 from albert_lm.data.dataset import (
@@ -577,17 +577,8 @@ def test_a_stopped_demo_says_to_run_it_again_and_reports_nothing(tmp_path, one_t
     import argparse
 
     from albert_lm import demo
-    from albert_lm.training import loop
 
-    take = loop._take_step
-
-    def step_then_signal(obj, progress, scaler):
-        last = take(obj, progress, scaler)
-        if progress.step == 1:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return last
-
-    monkeypatch.setattr(loop, "_take_step", step_then_signal)
+    signal_after_step(monkeypatch, 1)
     one_book = sorted(demo.CORPUS_DIR.glob("Alger*.txt"))
     with caplog.at_level("INFO"), pytest.raises(demo.DemoStopped, match="albert demo` again") as stopped:
         demo.run_demo(tmp_path, max_steps=3, files=one_book, batch_size=4, vocab_size=1000)

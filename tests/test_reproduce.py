@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import signal_after_step
 
 from albert_lm.cli import main
 from albert_lm.paper.claims import CLAIMS
@@ -180,24 +182,13 @@ def test_a_stopped_cell_says_to_run_reproduce_again(
 ):
     """A signal during a cell's pretraining saves its checkpoint; the way on is `albert reproduce` again
     (which resumes the cell), not pretraining's --resume, which reproduce does not have."""
-    import os
-    import signal
-
-    from albert_lm.training import loop
-
-    take = loop._take_step
-
-    def step_then_signal(obj, progress, scaler):
-        last = take(obj, progress, scaler)
-        if progress.step == 1:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return last
-
     argv = ["reproduce", "layers", "--data", str(sop_nsp_data[0]), "--output", str(tmp_path), "--max-steps",
             "3", "--eval-batches", "1", "--device", "cpu"]  # fmt: skip
     for o in SMALL:
         argv += ["--model-override", o]
-    monkeypatch.setattr(loop, "_take_step", step_then_signal)
+    from albert_lm.training import loop
+
+    take = signal_after_step(monkeypatch, 1)
     with caplog.at_level("INFO"):
         assert main(argv) == 128 + signal.SIGTERM
     err = capsys.readouterr().err
