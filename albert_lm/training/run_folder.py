@@ -17,7 +17,8 @@ from typing import Any
 from albert_lm.files import check_output_apart, describe_folder, read_json_object
 from albert_lm.training import checkpoint as ckpt
 
-# A model folder's files, which pretraining and distillation write into their output folder itself.
+# A model folder's files, which pretraining and distillation write into their output folder itself (a
+# README.md of the user's is never replaced: model.card writes a card only where none is).
 MODEL_FILES = (
     "config.json",
     "model.safetensors",
@@ -25,7 +26,6 @@ MODEL_FILES = (
     "tokenizer_config.json",
     "tokenizer.json",
     "vocab.txt",
-    "README.md",
 )
 
 
