@@ -369,12 +369,12 @@ LICENCE_TEXTS = {"MIT": "MIT License", "Apache-2.0": "Apache License"}  # packag
 def assert_licences(lib: Path) -> None:
     """Every npm package whose code is in `lib` (`BUNDLED`, which holds every dependency of
     transformers.js but its Node-only ones) has its licence there, the one its package.json declares."""
-    from albert_lm.deploy.web_files import BUNDLED, _installed
+    from albert_lm.deploy.web_files import BUNDLED, installed_package
 
     transformers = json.loads((MODULES / "@huggingface/transformers/package.json").read_text())
     assert set(transformers["dependencies"]) - {"onnxruntime-node", "sharp"} <= set(BUNDLED)
     for package, (name, parent) in BUNDLED.items():
-        folder = _installed(MODULES, package, parent)
+        folder = installed_package(MODULES, package, parent)
         assert folder is not None, package
         declared = json.loads((folder / "package.json").read_text())["license"]
         text = (lib / f"LICENSE.{name}.txt").read_text(encoding="utf-8")

@@ -67,7 +67,6 @@ class PredictConfig(ExitSettings):
         )
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"predict: max_seq_length {self.max_seq_length}: expected at least 8")
-        check_json_lines_output(self.output)
 
 
 # Output names whose suffix says another format than the JSON Lines predict writes: a .csv of JSON lines

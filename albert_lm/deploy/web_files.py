@@ -216,7 +216,7 @@ def bundled_licences(modules: Modules) -> dict[str, bytes]:
     where = f"{modules.given_as} {modules.folder}"
     licences = {}
     for package, (name, parent) in BUNDLED.items():
-        folder = _installed(modules.folder, package, parent)
+        folder = installed_package(modules.folder, package, parent)
         if folder is None:
             missing = modules.folder / package / "package.json"
             raise FileNotFoundError(
@@ -227,7 +227,7 @@ def bundled_licences(modules: Modules) -> dict[str, bytes]:
     return licences
 
 
-def _installed(node_modules: Path, package: str, parent: str | None) -> Path | None:
+def installed_package(node_modules: Path, package: str, parent: str | None) -> Path | None:
     """`package`'s folder as Node resolves it for `parent`: in the parent's own node_modules, else at
     the top; None where neither holds its package.json."""
     nested = [node_modules / parent / "node_modules" / package] if parent else []

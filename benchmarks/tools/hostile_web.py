@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from albert_lm.deploy.web_files import BUNDLED, LICENCE_FILES, installed_package
+
 FAMILY = "the web export's inputs"
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "albert_lm" / "deploy" / "web"
@@ -61,10 +63,17 @@ def _stand_ins(root: Path) -> Path:
             "dependencies": {"onnxruntime-web": ort},
         },
     )
-    _write(root / ORT_JSON, {"name": "onnxruntime-web", "version": ort})
+    _write(root / ORT_JSON, {"name": "onnxruntime-web", "version": ort, "license": "MIT"})
     _write(root / LIBRARY, "export const env = {};\n")
     _write(root / MJS, "export default function () {}\n")
     _write(root / WASM, b"\0asm\x01\0\0\0")
+    # the other packages whose code the page ships: only their licences are read (ONNX Runtime's, MIT,
+    # written from package.json, as npm's packages have no licence file)
+    _write(root / LICENSE, "Apache License 2.0 (stand-in)\n")
+    for package, licence in (("@huggingface/tokenizers", "Apache-2.0"), ("@huggingface/jinja", "MIT")):
+        _write(root / package / "package.json", {"name": package, "license": licence})
+        _write(root / package / "LICENSE", f"{licence} licence (stand-in)\n")
+    _write(root / "onnxruntime-common" / "package.json", {"name": "onnxruntime-common", "license": "MIT"})
     return root
 
 
@@ -73,7 +82,12 @@ def _good_npm(root: Path) -> Path:
     source = Path(os.environ.get("ALBERT_WEB_MODULES") or ROOT / ".web" / "node_modules")
     if not (source / TRANSFORMERS_JSON).is_file():
         return _stand_ins(root)
-    for name in (TRANSFORMERS_JSON, ORT_JSON, LIBRARY, MJS, WASM, LICENSE):
+    names = [TRANSFORMERS_JSON, ORT_JSON, LIBRARY, MJS, WASM]
+    for package, (_, parent) in BUNDLED.items():  # each shipped package's package.json and licence
+        folder = installed_package(source, package, parent)
+        if folder is not None:
+            names += [str((folder / f).relative_to(source)) for f in ("package.json", *LICENCE_FILES)]
+    for name in names:
         if (source / name).is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source / name, root / name)
