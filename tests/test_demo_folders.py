@@ -173,7 +173,7 @@ def test_a_demo_folder_without_a_record_is_judged_by_its_tokenizer(tmp_path, sta
     (out / "tokenizer" / "tokenizer_config.json").write_text(
         json.dumps({"do_lower_case": True, "remove_space": True, "keep_accents": False})
     )
-    demo.prepare_texts([books], out / "text")
+    demo.prepare_texts(demo.text_sources([books]), out / "text")
     with pytest.raises(
         FileExistsError, match=r"from the tokenizer setting do_lower_case True \(this run False\)"
     ):

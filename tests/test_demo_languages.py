@@ -75,11 +75,11 @@ def test_prepare_texts_cuts_gutenberg_headers_where_a_file_has_them(tmp_path):
         + "*** END OF THE PROJECT GUTENBERG EBOOK X ***\r\nlicence text\r\n"
     )
     (books / "b.txt").write_text(body)
-    copies = demo.prepare_texts([books], tmp_path / "text")
+    copies = demo.prepare_texts(demo.text_sources([books]), tmp_path / "text")
     assert [c.name for c in copies] == ["0000_a.txt", "0001_b.txt"]
     assert "licence" not in copies[0].read_text() and "König" in copies[0].read_text()
     assert copies[1].read_text() == body
-    assert demo.prepare_texts([books], tmp_path / "text") == copies  # kept on a rerun
+    assert demo.prepare_texts(demo.text_sources([books]), tmp_path / "text") == copies  # kept on a rerun
 
 
 def _german_text(n: int = 1500) -> str:

@@ -11,9 +11,9 @@
 
 Everything lands in OUTPUT (default runs/demo; runs/demo-LANG with --text): tokenizer/, data/, model/ (a
 transformers-layout folder with checkpoints, metrics.jsonl, TensorBoard events, training_curves.png) and
-demo_results.json. Running it again resumes what is unfinished (a demo of other text, language or settings
-is refused up front: `albert_lm.demo.folder`). The scale is a laptop's, not the paper's: the point is to see every
-stage work and the model learn, in minutes.
+demo_results.json. Running it again resumes what is unfinished (a folder of another demo is refused up
+front: `albert_lm.demo.folder`). The scale is a laptop's, not the paper's: the point is to see every stage
+work and the model learn, in minutes.
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ LANGUAGE_PROBES: dict[str, Probes] = {
     if lang not in ("about", "en", "more_en")
 }
 DEMO_LANGUAGES = ("en", *LANGUAGE_PROBES)
+
+
 RECIPE = "cpu-10min"
+
 
 # The recipe's 5000 pieces cannot hold a character set of thousands: the five Chinese books of the shared
 # data need 5043 pieces for their characters alone (coverage 0.9995); 8000 leave ~3000 for words.
@@ -163,8 +166,8 @@ def run_demo(
         raise ValueError(f"--language {language!r}: the demo has probes for {', '.join(DEMO_LANGUAGES)}")
     if language != "en" and not files:
         raise ValueError(
-            f"--language {language}: the package bundles English books only; give --text with text "
-            "in that language (files, folders or globs; the project's shared data has some under "
+            f"--language {language}: the package bundles English books only; give --text with text in that "
+            f"language (files, folders or globs; the project's shared data has some under "
             f"pretrain/multilingual/{language})"
         )
     if max_steps is not None:
@@ -177,7 +180,7 @@ def run_demo(
     r["tokenizer"].update(language_defaults(language).settings(), language=language)
     texts = text_sources(files) if files else {f.name: f for f in corpus_files()}  # each by its copy's name
     out = demo_folder(output, files, texts, r, overwrite)
-    paths = prepare_texts(files, out / "text") if files else corpus_files()
+    paths = prepare_texts(texts, out / "text") if files else list(texts.values())
     mb = sum(f.stat().st_size for f in paths) / 1e6
     logger.info("demo (%s) in %s: %d files, %.1f MB", language, out, len(paths), mb)
     times: dict[str, float] = {}
@@ -193,16 +196,17 @@ def run_demo(
     return report
 
 
-def prepare_texts(files: list[Path], dest: Path) -> list[Path]:
-    """Copies of `files` in `dest` (kept if already there), each cut to the text between Project
-    Gutenberg's START and END markers where it has them (a folder of books mixes both kinds)."""
+def prepare_texts(texts: dict[str, Path], dest: Path) -> list[Path]:
+    """Copies of `texts` (`text_sources`: each file by its copy's name) in `dest` (kept if already there),
+    each cut to the text between Project Gutenberg's START and END markers where it has them (a folder
+    of books mixes both kinds)."""
     from albert_lm.data.corpus import gutenberg_body, has_gutenberg_start
     from albert_lm.data.sources import reading
     from albert_lm.files import atomic_write
 
     dest.mkdir(parents=True, exist_ok=True)
     copies = []
-    for name, path in text_sources(files).items():
+    for name, path in texts.items():
         copy = dest / name
         if not copy.is_file():
             start, end = gutenberg_body(path) if has_gutenberg_start(path) else (0, None)
@@ -268,13 +272,15 @@ def probe(
     tokenizer lower-cases."""
     from albert_lm.data.languages import language as language_defaults
 
-    lang, mark = language_defaults(language), "\u2581"
+    lang = language_defaults(language)
     fold = str.lower if lang.do_lower_case else str
     fill = _FillMask(model_dir)
     results = []
     for sentence, expected in probes:
         top5 = fill(sentence)
-        words = [t.removeprefix(mark) for t in top5 if t.startswith(mark) or not lang.add_dummy_prefix]
+        words = [
+            t.removeprefix("\u2581") for t in top5 if t.startswith("\u2581") or not lang.add_dummy_prefix
+        ]
         hit = bool({fold(w) for w in words} & {fold(e) for e in expected})
         results.append({"sentence": sentence, "expected": list(expected), "top5": top5, "hit": hit})
     return results
@@ -292,8 +298,9 @@ def build_report(
 
     from albert_lm.data.dataset import PretrainingDataset
 
-    data = out / "data"
-    baseline = unigram_baseline(PretrainingDataset(data, "train"), PretrainingDataset(data, "eval"))
+    baseline = unigram_baseline(
+        PretrainingDataset(out / "data", "train"), PretrainingDataset(out / "data", "eval")
+    )
     seconds = {k: round(v, 1) for k, v in times.items()}
     seconds["total"] = round(sum(times.values()), 1)
     first, second = (PROBES, MORE_PROBES) if language == "en" else (LANGUAGE_PROBES[language], [])
@@ -303,7 +310,9 @@ def build_report(
         "recipe": RECIPE,
         "language": language,
         "settings": r,
-        **{k: m.get(k) for k in ("eval_mlm_acc", "eval_mlm_loss", "eval_sop_acc")},
+        "eval_mlm_acc": m.get("eval_mlm_acc"),
+        "eval_mlm_loss": m.get("eval_mlm_loss"),
+        "eval_sop_acc": m.get("eval_sop_acc"),
         **baseline,
         "probes": probes,
         "probe_hits": sum(p["hit"] for p in probes),
