@@ -166,6 +166,46 @@ def test_fill_mask_gives_top_k_per_mask_and_refuses_what_it_cannot_fill(saved, t
     assert code == 1 and "no masked-LM head" in err and "Traceback" not in err
 
 
+def test_fill_mask_and_embed_leave_out_bad_rows_and_refuse_an_output_of_another_format(
+    saved, tmp_path, capsys, caplog
+):
+    _, folder = saved(AlbertForPreTraining, name="pretrained")
+    rows = [
+        {"id": "a", "text": "Kala [mask] to."},
+        {"id": "b", "text": "no mask here"},
+        {"id": "c"},
+        {"id": "d", "text": "a <mask> here"},
+        {"id": "e", "text": "[MASK] bime."},
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["--model", str(folder), "--input", str(src), "--keep-columns", "id", "--precision", "fp32"]
+    code, _, err = run("fill-mask", base, capsys)  # the rows are read before the texts are encoded
+    assert code == 1 and f"{src}:3: missing or empty column 'text'" in err and "Traceback" not in err
+    code, filled, err = run("fill-mask", [*base, "--skip-bad"], capsys)
+    assert code == 0 and "2 masks in 2 texts filled, 3 bad rows left out" in err
+    assert [(r["id"], r["line"]) for r in filled] == [("a", 1), ("e", 5)]
+    assert (
+        f"{src}:4: no [MASK] in the text (ALBERT's mask is written [MASK]; <mask> is RoBERTa's)"
+        in caplog.text
+    )
+    assert f"{src}:2: no [MASK] in the text\n" in caplog.text
+    # [mask] is read as [MASK] (the tokenizer lowercases the text around it)
+    _, upper, _ = run(
+        "fill-mask", ["--model", str(folder), "--text", "Kala [MASK] to.", "--precision", "fp32"], capsys
+    )
+    assert upper[0]["masks"] == filled[0]["masks"] and filled[0]["filled"] == upper[0]["filled"]
+    code, embedded, err = run("embed", [*base, "--skip-bad"], capsys)
+    assert code == 0 and "4 texts, 32 dimensions, 1 bad row left out" in err
+    assert [r["id"] for r in embedded] == ["a", "b", "d", "e"]
+    for command, name, says in (("fill-mask", "out.csv", "CSV"), ("embed", "out.json", "one JSON document")):
+        out = tmp_path / name
+        code, _, err = run(command, [*base, "--skip-bad", "--output", str(out)], capsys)
+        assert code == 1 and not out.exists() and "Traceback" not in err
+        assert f"--output {out}: {command} writes JSON Lines (one JSON object a line), not {says}" in err
+    assert f"name it {tmp_path / 'out.jsonl'}, a .npy name, or give - for stdout" in err  # embed's matrix
+
+
 # --------------------------------------------------------------------------- embed
 def _by_hand(model, tok, text: str) -> dict[str, np.ndarray]:
     ids = torch.tensor([tok.encode(text)])

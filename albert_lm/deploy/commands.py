@@ -41,9 +41,8 @@ def run_predict(args: argparse.Namespace) -> int:
 
     cfg = load_settings(PredictConfig, args, ("model", "input"))
     summary = predict(cfg)
-    skipped = f", {len(summary.skipped)} bad rows left out" if summary.skipped else ""
     print(
-        f"{summary.task}: {summary.predicted} of {summary.rows} rows predicted{skipped}"
+        f"{summary.task}: {summary.predicted} of {summary.rows} rows predicted{_skipped(summary.skipped)}"
         f"{_blank(summary.blank_lines)}{_where(cfg.output)}",
         file=sys.stderr,
     )
@@ -52,6 +51,10 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def _count(n: int, thing: str) -> str:
     return f"{n} {thing}{'s' if n != 1 else ''}"
+
+
+def _skipped(messages: list[str]) -> str:
+    return f", {_count(len(messages), 'bad row')} left out" if messages else ""
 
 
 def _blank(count: int) -> str:
@@ -102,7 +105,7 @@ def run_fill_mask(args: argparse.Namespace) -> int:
     summary = fill_mask(cfg)
     print(
         f"fill-mask: {_count(summary.masks, 'mask')} in {_count(summary.texts, 'text')} filled"
-        f"{_blank(summary.blank_lines)}"
+        f"{_skipped(summary.skipped)}{_blank(summary.blank_lines)}"
         f"{_where(cfg.output)}",
         file=sys.stderr,
     )
@@ -125,7 +128,8 @@ def run_embed(args: argparse.Namespace) -> int:
     cfg = load_settings(EmbedConfig, args, ("model",))
     summary = embed(cfg)
     print(
-        f"embed: {_count(summary.texts, 'text')}, {summary.dimensions} dimensions{_blank(summary.blank_lines)}"
+        f"embed: {_count(summary.texts, 'text')}, {summary.dimensions} dimensions"
+        f"{_skipped(summary.skipped)}{_blank(summary.blank_lines)}"
         f"{_where(cfg.output)}",
         file=sys.stderr,
     )

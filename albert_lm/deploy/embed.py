@@ -47,6 +47,7 @@ class EmbedSummary:
     texts: int
     dimensions: int
     blank_lines: int
+    skipped: list[str]  # messages of the bad rows left out (skip_bad)
 
 
 class Embedder:
@@ -137,8 +138,8 @@ def embed(cfg: EmbedConfig) -> EmbedSummary:
     if npy and keep:
         raise ValueError("--keep-columns writes into JSON Lines; a .npy --output holds the matrix only")
     folder = model_folder(cfg.model)
-    check_output(cfg.output, {"--model": folder, "--input": cfg.input})
-    texts = read_texts(cfg.input, cfg.text, cfg.format, cfg.text_column, keep)
+    check_output(cfg.output, {"--model": folder, "--input": cfg.input}, "embed", allowed=(".npy",))
+    texts = read_texts(cfg.input, cfg.text, cfg.format, cfg.text_column, keep, cfg.skip_bad)
     embedder = Embedder(folder, cfg.device, cfg.precision, cfg.max_seq_length, cfg.batch_size, cfg.depth)
     matrix = embedder.embed(texts.texts, cfg.pooling, cfg.normalize)
     if npy:
@@ -147,7 +148,7 @@ def embed(cfg: EmbedConfig) -> EmbedSummary:
         write_output(cfg.output, buffer.getvalue())
     else:
         write_output(cfg.output, embedding_lines(matrix, texts.lines, texts.kept))
-    return EmbedSummary(len(texts.texts), matrix.shape[1], texts.blank_lines)
+    return EmbedSummary(len(texts.texts), matrix.shape[1], texts.blank_lines, texts.skipped)
 
 
 __all__ = ["POOLINGS", "EmbedConfig", "EmbedSummary", "Embedder", "embed"]

@@ -18,6 +18,7 @@ of a text are predicted at once from the same input, as transformers' fill-mask 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from albert_lm.model.hf_interop import load_model
 logger = logging.getLogger(__name__)
 
 MASK = "[MASK]"
+MASK_WRITTEN = re.compile(re.escape(MASK), re.IGNORECASE)  # [mask] too: the tokenizer lowercases text
 OUTPUT_FIELDS = ("line", "masks", "filled")
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 
@@ -51,6 +53,7 @@ class FillMaskSummary:
     texts: int
     masks: int
     blank_lines: int
+    skipped: list[str]  # messages of the bad rows left out (skip_bad)
 
 
 class MaskFiller:
@@ -85,9 +88,12 @@ class MaskFiller:
         """(input ids, positions of the masks) of one text; an InputError without a [MASK] or with one
         past the sequence length."""
         tok = self.setup.tokenizer
-        parts = text.split(MASK)
+        parts = MASK_WRITTEN.split(text)
         if len(parts) == 1:
-            raise InputError(name, f"no {MASK} in the text", line=line)
+            hint = (
+                " (ALBERT's mask is written [MASK]; <mask> is RoBERTa's)" if "<mask>" in text.lower() else ""
+            )
+            raise InputError(name, f"no {MASK} in the text{hint}", line=line)
         ids, positions = [tok.cls_token_id], []
         for k, piece_ids in enumerate(tok.encode_batch(parts)):
             if k:
@@ -110,9 +116,19 @@ class MaskFiller:
         """One dict per text: its line (1, 2, ... unless given), the top-k candidates of each mask and the
         text filled with the first ones."""
         lines = list(lines) if lines is not None else list(range(1, len(texts) + 1))
+        encoded = [self.encode(text, line, name) for text, line in zip(texts, lines, strict=True)]
+        return self.fill_encoded(texts, lines, encoded, top_k)
+
+    def fill_encoded(
+        self,
+        texts: Sequence[str],
+        lines: Sequence[int],
+        encoded: Sequence[tuple[list[int], list[int]]],
+        top_k: int = 5,
+    ) -> list[dict[str, Any]]:
+        """`fill` of texts already encoded (`encode`)."""
         if top_k < 1:
             raise ValueError(f"top_k {top_k}: expected at least 1")
-        encoded = [self.encode(text, line, name) for text, line in zip(texts, lines, strict=True)]
         model, k = self.model, min(top_k, self.setup.config.vocab_size)
 
         def step(inputs: dict[str, torch.Tensor]) -> list[Any]:
@@ -151,7 +167,7 @@ class MaskFiller:
                     for piece, i, p in zip(pieces, id_row, p_row, strict=True)
                 ]
             )
-        parts = text.split(MASK)
+        parts = MASK_WRITTEN.split(text)
         filled = parts[0] + "".join(m[0]["token"] + rest for m, rest in zip(masks, parts[1:], strict=True))
         return {"line": line, "masks": masks, "filled": filled}
 
@@ -160,13 +176,14 @@ def fill_mask(cfg: FillMaskConfig) -> FillMaskSummary:
     """Read, fill, write (see the module's docstring)."""
     keep = parse_columns(cfg.keep_columns, OUTPUT_FIELDS)
     folder = model_folder(cfg.model)
-    check_output(cfg.output, {"--model": folder, "--input": cfg.input})
-    texts = read_texts(cfg.input, cfg.text, cfg.format, cfg.text_column, keep)
+    check_output(cfg.output, {"--model": folder, "--input": cfg.input}, "fill-mask")
+    texts = read_texts(cfg.input, cfg.text, cfg.format, cfg.text_column, keep, cfg.skip_bad)
     filler = MaskFiller(folder, cfg.device, cfg.precision, cfg.max_seq_length, cfg.batch_size, cfg.depth)
-    records = filler.fill(texts.texts, cfg.top_k, texts.lines, texts.name)
+    encoded = texts.checked(lambda text, line: filler.encode(text, line, texts.name), cfg.skip_bad)
+    records = filler.fill_encoded(texts.texts, texts.lines, encoded, cfg.top_k)
     write_output(cfg.output, jsonl(with_kept(r, k) for r, k in zip(records, texts.kept, strict=True)))
     masks = sum(len(r["masks"]) for r in records)
-    return FillMaskSummary(len(records), masks, texts.blank_lines)
+    return FillMaskSummary(len(records), masks, texts.blank_lines, texts.skipped)
 
 
 __all__ = ["FillMaskConfig", "FillMaskSummary", "MaskFiller", "fill_mask"]

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any, TypeVar
 
 from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, jsonl_rows
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 
@@ -137,13 +141,46 @@ def with_kept(record: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
     return {**head, **kept, **{k: v for k, v in record.items() if k != "line"}}
 
 
-def check_output(output: str, inputs: dict[str, str | Path | None]) -> None:
-    """Checked before anything is read: writing the output must never replace an input or the model."""
+# Output names whose suffix says another format than the JSON Lines the deploy commands write: a .csv of
+# JSON lines is one broken column to a spreadsheet or pandas.read_csv, a .json one fails json.load, a .gz
+# one is not compressed. Refused before anything is read, rather than written and noticed later.
+OTHER_FORMATS = {
+    ".csv": "CSV",
+    ".tsv": "TSV",
+    ".json": "one JSON document",
+    ".parquet": "Parquet",
+    ".xlsx": "Excel",
+    ".npy": "NumPy",
+    ".gz": "gzip-compressed",
+    ".bz2": "bzip2-compressed",
+    ".xz": "xz-compressed",
+    ".zst": "zstd-compressed",
+    ".zip": "a zip archive",
+}
+
+
+def check_output(
+    output: str, inputs: dict[str, str | Path | None], command: str, allowed: Sequence[str] = ()
+) -> None:
+    """Checked before anything is read: writing the output must never replace an input or the model,
+    and its name must not promise another format than the JSON Lines `command` writes (or a suffix in
+    `allowed`, such as embed's .npy)."""
     if output == "-":
         return
     check_output_apart(output, inputs)
     if Path(output).is_dir():
         raise IsADirectoryError(f"--output {output}: is a folder; expected a file name to write")
+    path = PurePath(output)
+    suffix = path.suffix.lower()
+    other = OTHER_FORMATS.get(suffix) if suffix not in allowed else None
+    if other is not None:
+        stem = path.with_suffix("")
+        name = stem.with_suffix(".jsonl") if stem.suffix.lower() != ".jsonl" else stem
+        also = "".join(f", a {s} name" for s in allowed)
+        raise ValueError(
+            f"--output {output}: {command} writes JSON Lines (one JSON object a line), not {other}; "
+            f"name it {name}{also}, or give - for stdout"
+        )
 
 
 def write_output(output: str, body: str | bytes) -> None:
@@ -176,13 +213,43 @@ class Texts:
     texts: list[str]
     kept: list[dict[str, Any]]
     blank_lines: int
+    skipped: list[str] = field(default_factory=list)  # messages of the bad rows left out (skip_bad)
+
+    def report(self, error: InputError) -> None:
+        """A bad row left out (--skip-bad): said on stderr and counted."""
+        self.skipped.append(str(error))
+        logger.warning("skipped: %s", error)
+
+    def checked(self, check: Callable[[str, int], T], skip_bad: bool) -> list[T]:
+        """`check(text, line)` of each text; a text it refuses (an InputError) stops the run, or, under
+        `skip_bad`, is left out (with its line and kept columns) and reported."""
+        results, good = [], []
+        for i, (text, line) in enumerate(zip(self.texts, self.lines, strict=True)):
+            try:
+                results.append(check(text, line))
+            except InputError as e:
+                if not skip_bad:
+                    raise
+                self.report(e)
+                continue
+            good.append(i)
+        self.lines = [self.lines[i] for i in good]
+        self.texts = [self.texts[i] for i in good]
+        self.kept = [self.kept[i] for i in good]
+        return results
 
 
 def read_texts(
-    source: str | None, given: Sequence[str] | None, fmt: str, column: str, keep: Sequence[str]
+    source: str | None,
+    given: Sequence[str] | None,
+    fmt: str,
+    column: str,
+    keep: Sequence[str],
+    skip_bad: bool = False,
 ) -> Texts:
     """The texts of `--input` (one column of its rows) or of `--text` given once or more (numbered 1, 2,
-    ... in messages and as their line)."""
+    ... in messages and as their line); a row without its text stops here, or is left out and reported
+    under `skip_bad`."""
     if source is not None and given:
         raise ValueError("give --input FILE or --text TEXT, not both")
     if source is None and not given:
@@ -197,9 +264,16 @@ def read_texts(
     fields = Fields(found.name)
     texts = Texts(found.name, [], [], [], found.blank_lines)
     for line, row in found.rows:
+        try:
+            text, kept = fields.text(row, column, line, "--text-column"), fields.kept(row, keep, line)
+        except InputError as e:
+            if not skip_bad:
+                raise
+            texts.report(e)
+            continue
         texts.lines.append(line)
-        texts.texts.append(fields.text(row, column, line, "--text-column"))
-        texts.kept.append(fields.kept(row, keep, line))
+        texts.texts.append(text)
+        texts.kept.append(kept)
     return texts
 
 

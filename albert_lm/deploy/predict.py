@@ -51,7 +51,7 @@ from albert_lm.deploy.inputs import (
     write_output,
 )
 from albert_lm.deploy.int8 import quantize_int8
-from albert_lm.deploy.predict_config import Columns, PredictConfig, check_json_lines_output
+from albert_lm.deploy.predict_config import Columns, PredictConfig
 from albert_lm.files import InputError, read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
@@ -384,8 +384,7 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     """Read, predict, write (see the module's docstring)."""
     keep = parse_columns(cfg.keep_columns, OUTPUT_FIELDS)
     model_dir = _model_dir(cfg.model)
-    check_output(cfg.output, {"--model": model_dir, "--input": cfg.input})
-    check_json_lines_output(cfg.output)  # after: an output that is an input is refused as that first
+    check_output(cfg.output, {"--model": model_dir, "--input": cfg.input}, "predict")
     fmt: str = cfg.format
     if fmt == "auto":  # as read_input reads it: from the extension, plain lines otherwise and for stdin
         fmt = FORMATS.get(Path(cfg.input).suffix.lower(), "lines") if cfg.input != "-" else "lines"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any, Literal
 
 from albert_lm.runtime.exits import EXIT_COUNTS, ExitSettings
@@ -67,27 +66,6 @@ class PredictConfig(ExitSettings):
         )
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ValueError(f"predict: max_seq_length {self.max_seq_length}: expected at least 8")
-
-
-# Output names whose suffix says another format than the JSON Lines predict writes: a .csv of JSON lines
-# is one broken column to a spreadsheet or pandas.read_csv, a .json one fails json.load, a .gz one is not
-# compressed. Refused before anything is read, rather than written and noticed later.
-OTHER_FORMATS = {".csv": "CSV", ".tsv": "TSV", ".json": "one JSON document", ".parquet": "Parquet",
-                 ".xlsx": "Excel", ".npy": "NumPy", ".gz": "gzip-compressed", ".bz2": "bzip2-compressed",
-                 ".xz": "xz-compressed", ".zst": "zstd-compressed", ".zip": "a zip archive"}  # fmt: skip
-
-
-def check_json_lines_output(output: str) -> None:
-    """Refuses an --output whose suffix names another format (OTHER_FORMATS) than JSON Lines."""
-    path = PurePath(output)
-    other = OTHER_FORMATS.get(path.suffix.lower()) if output != "-" else None
-    if other is not None:
-        stem = path.with_suffix("")
-        name = stem.with_suffix(".jsonl") if stem.suffix.lower() != ".jsonl" else stem
-        raise ValueError(
-            f"--output {output}: predict writes JSON Lines (one JSON object a line), not {other}; "
-            f"name it {name}, or give - for stdout"
-        )
 
 
 # The columns a model fine-tuned on your own data records in its finetune_config.json, by task: predict's

@@ -23,13 +23,15 @@ class TextsConfig:
     text: list[str] | None = None
     """a text to run on (repeatable), instead of --input"""
     output: str = "-"
-    """output JSON Lines file, or - for stdout"""
+    """output JSON Lines file (.jsonl; a .csv, .tsv or .json name is refused), or - for stdout"""
     format: Literal["auto", "lines", "csv", "tsv", "jsonl"] = "auto"
     """input format (auto: from the file's extension; plain lines otherwise and for stdin)"""
     text_column: str = "text"
     """column of the text (CSV, TSV, JSON Lines)"""
     keep_columns: str | None = None
     """copy these input columns (comma-separated, e.g. id,source) into each output line, as they are"""
+    skip_bad: bool = False
+    """report bad rows on stderr and leave them out, instead of stopping at the first"""
     batch_size: int = 32
     """texts per batch (batches hold texts of similar length)"""
     max_seq_length: int | None = None
