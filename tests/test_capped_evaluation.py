@@ -107,6 +107,8 @@ def test_evaluate_takes_the_cap_and_says_what_it_evaluated(tiny_pretrained, glue
     assert main(args) == 0
     whole = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert whole["eval_examples"] == {"dev": DEV_ROWS} and "max_eval_examples" not in whole
+    assert main([*args, "--max-seq-length", "65"]) == 1  # past the tiny model's 64 positions
+    assert "--max-seq-length 65: the model in " in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- glue

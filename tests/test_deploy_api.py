@@ -206,6 +206,23 @@ def test_fill_mask_and_embed_leave_out_bad_rows_and_refuse_an_output_of_another_
     assert f"name it {tmp_path / 'out.jsonl'}, a .npy name, or give - for stdout" in err  # embed's matrix
 
 
+def test_a_sequence_length_past_the_models_positions_is_refused_not_lowered(saved, tmp_path, capsys):
+    _, folder = saved(AlbertForPreTraining, name="pretrained")  # 64 positions
+    _, classifier = sst2(saved)
+    src = tmp_path / "in.txt"
+    src.write_text("Kala bime to.\n")
+    for command, model, text in (
+        ("fill-mask", folder, ["--text", "Kala [MASK]"]),
+        ("embed", folder, ["--text", "Kala"]),
+        ("predict", classifier, ["--input", str(src)]),
+    ):
+        code, rows, err = run(command, ["--model", str(model), *text, "--max-seq-length", "65"], capsys)
+        assert code == 1 and not rows and "Traceback" not in err
+        assert f"--max-seq-length 65: the model in {model} has 64 positions" in err and "at most 64" in err
+        code, rows, _ = run(command, ["--model", str(model), *text, "--max-seq-length", "64"], capsys)
+        assert code == 0 and len(rows) == 1
+
+
 # --------------------------------------------------------------------------- embed
 def _by_hand(model, tok, text: str) -> dict[str, np.ndarray]:
     ids = torch.tensor([tok.encode(text)])

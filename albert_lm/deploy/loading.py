@@ -21,7 +21,7 @@ from albert_lm.kernels.device import autocast, pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
 from albert_lm.runtime.finetuned import read_saved_settings
-from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.runtime.fits import check_tokenizer_fits, sequence_length
 from albert_lm.tasks.batches import collate, length_bucketed_batches
 
 logger = logging.getLogger(__name__)
@@ -60,16 +60,11 @@ def load_setup(model: str | Path, device: str, precision: str, max_seq_length: i
     check_tokenizer_fits(tokenizer, folder, config, saved.get("tokenizer_fingerprint"))
     if max_seq_length is not None and max_seq_length < 8:
         raise ValueError(f"--max-seq-length {max_seq_length}: expected at least 8")
-    length = max_seq_length or saved.get("max_seq_length") or DEFAULT_LENGTH
-    where = pick_device(device)
-    return Setup(
-        folder,
-        config,
-        tokenizer,
-        where,
-        resolved_precision(precision, where),
-        min(int(length), config.max_position_embeddings),
+    length = sequence_length(
+        max_seq_length, int(saved.get("max_seq_length") or DEFAULT_LENGTH), config, folder
     )
+    where = pick_device(device)
+    return Setup(folder, config, tokenizer, where, resolved_precision(precision, where), length)
 
 
 def weight_names(folder: Path) -> set[str] | None:

@@ -58,7 +58,7 @@ from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
 from albert_lm.runtime.finetuned import read_saved_settings
-from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits
+from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
@@ -180,7 +180,7 @@ def load_task_model(
     if saved.get("null_score_diff_threshold") is None:  # SQuAD 2.0: chosen on dev
         saved = {**saved, "null_score_diff_threshold": _chosen_threshold(model_dir / "eval_results.json")}
     config = AlbertConfig.from_pretrained(model_dir)
-    max_len = min(max_seq_length or saved.get("max_seq_length") or 512, config.max_position_embeddings)
+    max_len = sequence_length(max_seq_length, int(saved.get("max_seq_length") or 512), config, model_dir)
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
     check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
     net: torch.nn.Module = load_for_task(task, model_dir, None)  # a folder without its head is refused

@@ -24,7 +24,7 @@ from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
 from albert_lm.runtime.finetuned import read_saved_settings
-from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits
+from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
@@ -192,7 +192,9 @@ def evaluate_model(
         _check_eval_output(Path(output), model_dir, data, overwrite)
     saved, cfg = _eval_config(task_name, model_dir, data, output, batch_size, max_seq_length, device)
     model_config = AlbertConfig.from_pretrained(model_dir)
-    max_seq_length = min(required(cfg.max_seq_length, "max_seq_length"), model_config.max_position_embeddings)
+    max_seq_length = sequence_length(
+        max_seq_length, required(cfg.max_seq_length, "max_seq_length"), model_config, model_dir
+    )
     cfg.max_seq_length = max_seq_length
     task = build_task(cfg)
     if task.name in ("classification", "token-classification") and not task.labels:  # GLUE's are fixed
