@@ -151,8 +151,9 @@ def test_resume_alone_reads_the_runs_settings_and_a_finished_run_extends(sop_dat
             "--batch-size", "4", "--log-every", "1", "--save-every", "2", "--no-tensorboard", "--no-plot",
             "--precision", "fp32", "--device", "cpu", "-q"]  # fmt: skip
     assert main([*base, "--max-steps", "4", "--model-override", "num_hidden_layers=1"]) == 0
+    before = (run / "metrics.jsonl").read_text()
     assert main(["pretrain", "--output", str(run), "--resume", "-q"]) == 0  # finished: nothing more to do
-    assert max(_steps(run)) == 4
+    assert max(_steps(run)) == 4 and (run / "metrics.jsonl").read_text() == before  # no record twice
     with caplog.at_level(logging.WARNING):
         assert main(["pretrain", "--output", str(run), "--resume", "--max-steps", "6"]) == 0
     assert max(_steps(run)) == 6

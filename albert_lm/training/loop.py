@@ -282,8 +282,11 @@ def _log(obj: Objective, p: Progress, last: StepStats, bar: Any) -> dict[str, fl
 def _evaluate(obj: Objective, p: Progress) -> dict[str, dict[str, Any]]:
     """The objective's evaluation, each set recorded by rank 0 (with the time so far, for curves)."""
     evals = obj.evaluate(p.step)
+    # A finished run resumed evaluates its last step again (its files are written from the evaluation);
+    # the record that step already has is not written twice.
+    recorded = p.metrics.evaluations_at(p.step) if p.metrics is not None else {}
     for split, m in evals.items():
-        if p.metrics is not None:
+        if p.metrics is not None and split not in recorded:
             p.metrics.write({"step": p.step, "split": split, **m, "elapsed_s": round(p.elapsed_s, 1)})
             numbers = tuple(k for k, v in m.items() if isinstance(v, float) and k not in ("epoch", "step"))
             logger.info("%s", format_line(f"{split} @ {p.step}", m, numbers))
@@ -375,6 +378,10 @@ def _run(
 ) -> LoopResult:
     cadence = Cadence(obj.total_steps, obj.cfg.log_every, obj.eval_every, getattr(obj.cfg, "save_every", 0))
     done = clock.spent()  # a resumed run may have spent it already
+    if p.step >= obj.total_steps or done:
+        logger.info(
+            "%s had finished at step %d: nothing to train, its final files written again", obj.name, p.step
+        )
     if p.eval_due or (obj.cfg.eval_on_start and p.step == 0):
         _evaluate(obj, p)
         p.eval_due = False
