@@ -130,14 +130,29 @@ def folder_lock(folder: str | os.PathLike, option: str = "--output") -> Iterator
 
     An advisory lock (flock) on the folder itself: no file is left behind, and the system drops the
     lock when the process ends, so a crashed or killed run never leaves the folder locked. Where flock
-    does not exist (Windows) or the file system has none, nothing is locked.
+    does not exist (Windows) or the file system has none, nothing is locked. A command that fails (an
+    exception, Ctrl-C) leaves none of the folders made here (`folder` and its missing parents) where it
+    wrote nothing into them.
     """
     folder = Path(folder)
+    made = [f for f in (folder, *folder.parents) if not f.exists()]  # innermost first
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with _flock(folder, option):
+            yield folder
+    except BaseException:
+        for f in made:  # the cleanup never hides the cause: the error raised is the one that stopped it
+            with contextlib.suppress(OSError):
+                f.rmdir()  # refused where something is inside
+        raise
+
+
+@contextlib.contextmanager
+def _flock(folder: Path, option: str) -> Iterator[None]:
     try:
         import fcntl
     except ImportError:  # not POSIX
-        yield folder
+        yield
         return
     fd = os.open(folder, os.O_RDONLY)
     try:
@@ -150,7 +165,7 @@ def folder_lock(folder: str | os.PathLike, option: str = "--output") -> Iterator
             ) from None
         except OSError:  # a file system without locks: go on unlocked
             pass
-        yield folder
+        yield
     finally:
         os.close(fd)  # releases the lock
 

@@ -332,6 +332,14 @@ def test_damaged_data_and_state_files_are_refused_before_the_first_step(run_worl
     refused(
         capsys, [*_pretrain(run_world["data_a"], tmp_path / "o"), "--eval-text", sys.executable], "not UTF-8"
     )
+    (tmp_path / "short.txt").write_text("Kala bime.\n")
+    refused(
+        capsys,
+        [*_pretrain(run_world["data_a"], tmp_path / "o"), "--eval-text", str(tmp_path / "short.txt")],
+        f"{tmp_path / 'short.txt'}: ",
+        "tokens, fewer than one evaluation sequence's",
+    )
+    assert not (tmp_path / "o").exists()  # the run's folder is not left behind empty
     fake = tmp_path / "fake.json"
     fake.write_text(json.dumps({"data": [{"title": "x"}]}))
     preds = tmp_path / "preds.json"

@@ -75,6 +75,21 @@ def test_a_folder_lock_refuses_a_second_writer_and_dies_with_its_process(tmp_pat
     assert [p.name for p in out.iterdir()] == []  # no lock file left behind
 
 
+def test_a_failed_command_leaves_no_folder_its_lock_made_and_nothing_it_wrote_in(tmp_path):
+    out = tmp_path / "a" / "b" / "out"
+    with pytest.raises(KeyboardInterrupt), folder_lock(out):
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []  # out and its two parents, made for the lock, are gone
+    with pytest.raises(ValueError, match="bad"), folder_lock(out):
+        (out / "written").write_text("x")
+        raise ValueError("bad")
+    assert (out / "written").is_file()  # a folder with something in it is kept
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(ValueError), folder_lock(tmp_path / "kept"):
+        raise ValueError
+    assert (tmp_path / "kept").is_dir()  # not made here: never removed
+
+
 def test_input_errors_survive_pickling_into_another_process():
     e = pickle.loads(pickle.dumps(InputError("a.txt", "not UTF-8", line=3)))
     assert isinstance(e, InputError) and str(e) == "a.txt:3: not UTF-8"

@@ -381,7 +381,7 @@ def text_eval_dataset(
     without `sentence_order_label`."""
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"eval text {file}: no such file")
+        raise FileNotFoundError(f"--eval-text {file}: no such file")
     raw = file.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -419,5 +419,8 @@ def text_eval_dataset(
         if len(items) >= max_sequences:
             break
     if not items:
-        raise ValueError(f"eval text {file}: fewer than {body} tokens")
+        raise InputError(
+            file,
+            f"{len(ids)} tokens, fewer than one evaluation sequence's {body}; --eval-text takes a longer text",
+        )
     return items

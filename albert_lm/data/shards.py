@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import logging
 import os
 import shutil
@@ -299,10 +298,8 @@ def create_pretraining_data(
         close_streams()
     pid = plan_id(plan, cfg, tokenizer_identity(tok))
     _check_output(out, pid)
-    # the folders this run makes (the lock makes --output with its missing parents), innermost first
-    created = list(itertools.takewhile(lambda f: not f.exists(), (out, *out.parents)))
     try:
-        with folder_lock(out):
+        with folder_lock(out):  # made with its missing parents; removed where a failure leaves them empty
             _check_output(out, pid)  # again, now that no other run can write there
             try:
                 return _create(out, tok, plan, pid, cfg, files, num_workers, progress, t0)
@@ -312,11 +309,6 @@ def create_pretraining_data(
                     if _holds_nothing_finished(out):
                         _clear_unfinished(out)
                 raise
-    except BaseException:
-        for folder in created:  # made by this run: removed where left empty
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
     finally:
         close_streams()
 

@@ -9,9 +9,7 @@ which keeps a uniform sample of `input_sentence_size` lines (reservoir sampling,
 
 from __future__ import annotations
 
-import contextlib
 import io
-import itertools
 import logging
 import os
 import re
@@ -91,16 +89,10 @@ def train_tokenizer(
     if not add_dummy_prefix:  # only then: the English settings stay the released model's, byte for byte
         # and a space keeps a piece of its own, even where the training text has none (else: <unk>)
         settings.update(add_dummy_prefix=False, required_chars=SPIECE_UNDERLINE)
-    # the folders this run makes (the lock makes --output with its missing parents), innermost first
-    created = list(itertools.takewhile(lambda f: not f.exists(), (out, *out.parents)))
-    try:
-        with folder_lock(out):  # a second run on the same --output is refused at once
-            return _train(inputs, _output_folder(out, overwrite), rule, settings, seed)
-    except BaseException:
-        for folder in created:  # empty after a failure: nothing is written there before it succeeds
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
+    # a second run on the same --output is refused at once; a failure leaves no folder made for it (the
+    # model is written there only once it is trained)
+    with folder_lock(out):
+        return _train(inputs, _output_folder(out, overwrite), rule, settings, seed)
 
 
 MIN_VOCAB_SIZE = 5 + len(USER_DEFINED_SYMBOLS) + 1  # the special pieces, the user-defined ones, one more

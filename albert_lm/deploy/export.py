@@ -212,15 +212,9 @@ def exclusive_output(model_dir: Path, out: Path, overwrite: bool) -> Iterator[No
     with this one) and checked again now that no other export can change it; a failure leaves no folder
     that was made only to hold the lock."""
     _check_folders(model_dir, out, overwrite)
-    made = not out.exists()
-    try:
-        with folder_lock(out):
-            _check_folders(model_dir, out, overwrite)
-            yield
-    except BaseException:
-        if made and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
-        raise
+    with folder_lock(out):
+        _check_folders(model_dir, out, overwrite)
+        yield
 
 
 def _export_locked(

@@ -333,20 +333,15 @@ def convert_tf(
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not overwrite)):
         what = "a file" if not out.is_dir() else f"a folder holding {describe_folder(out)}"
         raise FileExistsError(f"--output {out} is {what}; choose a new folder, or add --overwrite")
-    made = not out.exists()
-    try:
-        with (
-            folder_lock(out),
-            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.src-") as tmp,
-        ):
-            scratch = Path(tmp).absolute()
-            with named_as_given(scratch, src):
-                found = locate(src, scratch, _opt(config), _opt(tokenizer))
-                return _convert(found, out, src)
-    except BaseException:
-        if made and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # made only to hold the lock: a failed conversion leaves nothing behind
-        raise
+    # a failed conversion leaves no folder made only to hold the lock (folder_lock)
+    with (
+        folder_lock(out),
+        tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.src-") as tmp,
+    ):
+        scratch = Path(tmp).absolute()
+        with named_as_given(scratch, src):
+            found = locate(src, scratch, _opt(config), _opt(tokenizer))
+            return _convert(found, out, src)
 
 
 def _opt(path: str | os.PathLike | None) -> Path | None:

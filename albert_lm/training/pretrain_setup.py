@@ -345,14 +345,15 @@ def setup(
     _check_inputs(cfg, latest, train_dataset, eval_dataset, tokenizer, d)
     if cfg.overwrite:
         latest = None  # what the folder holds is removed next
-    lock = contextlib.ExitStack()
-    if d.main:  # one run at a time writes a folder: a second is refused before it clears or writes anything
-        lock.enter_context(folder_lock(cfg.output))
-    try:
-        return _setup_locked(cfg, device, d, train_dataset, eval_dataset, tokenizer, latest, lock)
-    except BaseException:
-        lock.close()
-        raise
+    with contextlib.ExitStack() as held:
+        # one run at a time writes a folder: a second is refused before it clears or writes anything
+        if d.main:
+            held.enter_context(folder_lock(cfg.output))
+        run = _setup_locked(cfg, device, d, train_dataset, eval_dataset, tokenizer, latest)
+        # held until teardown; a failure before here lets the folder go at once (and removes it, where
+        # the lock made it and nothing was written)
+        run.lock = held.pop_all()
+        return run
 
 
 def _setup_locked(
@@ -363,7 +364,6 @@ def _setup_locked(
     eval_dataset: Any,
     tokenizer: Any,
     latest: Path | None,
-    lock: contextlib.ExitStack,
 ) -> Run:
     out = _prepare_output(cfg, d, latest)
     _seed_everything(cfg.seed)
@@ -386,7 +386,6 @@ def _setup_locked(
         loader,
         tokenizer,
         latest=latest,
-        lock=lock,
     )
     if latest is None:  # a resumed run restores each rank's generators (`albert_lm.training.loop`)
         torch.manual_seed(cfg.seed + d.rank)  # dropout differs between ranks; weights are rank 0's (DDP)
