@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +179,18 @@ def test_a_finetuning_run_whose_loss_turns_non_finite_stops_with_pretrainings_er
     err = capsys.readouterr().err
     assert "the loss or the gradient is not finite" in err and "Lower --learning-rate" in err, err
     assert not (out / "best").exists()
+
+
+@pytest.mark.distributed
+def test_pretraining_under_torchrun_prints_its_result_once(sop_data, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
+           "albert_lm.cli", "pretrain", "--data", str(sop_data), "--output", str(out), "--preset", "albert-tiny",
+           "--batch-size", "2", "--max-steps", "2", "--no-tensorboard", "--no-plot", "--precision", "fp32",
+           "--device", "cpu", "-q"]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("WORLD_SIZE", None)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    printed = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    assert printed == [{"output": str(out), "step": 2, "interrupted": False}], p.stdout

@@ -7,6 +7,7 @@ Like every command, it imports the training code only when it runs: building the
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,6 +109,10 @@ def run_pretrain(args: argparse.Namespace) -> int:
             "MODEL, or a --config FILE that names data; `albert demo` runs the bundled demo"
         )
     result = pretrain(cfg)
+    if (
+        os.environ.get("RANK", "0") != "0"
+    ):  # under torchrun rank 0 speaks for the run: one line, not one a rank
+        return 128 + int(result.signum or 15) if result.interrupted else 0
     print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
     if result.interrupted:  # saved, but not finished: scripts must not go on as if it had
         print(
