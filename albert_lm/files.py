@@ -359,29 +359,52 @@ def csv_rows(
     f: Iterable[str], name: str | os.PathLike, delimiter: str = ",", quotes: bool = True
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row keyed by the header) of CSV or TSV text (`quotes` False: a quote is text, as
-    in GLUE's TSV files); a row with more fields than the header, a quote never closed, or a field over
-    the csv module's limit (131,072 characters), is an InputError naming the line."""
+    in GLUE's TSV files); a row's number is the line it starts on (a quoted field may span lines). A row
+    with more fields than the header, a quote never closed, or a field over the csv module's limit
+    (131,072 characters), is an InputError naming the line."""
+    lines = _LineStarts(f)
     # strict: a quote never closed is an error at the end of the file, not one last field that swallows
     # every row after it (RFC 4180 lets a quoted field span lines)
     reader = csv.DictReader(
-        f, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE, strict=quotes
+        lines, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quotes else csv.QUOTE_NONE, strict=quotes
     )
+    kind = "TSV" if delimiter == "\t" else "CSV"
     rows = iter(reader)
     while True:
-        start = reader.line_num + 1  # where the next row begins (a quoted field may span lines)
         try:
             if reader.line_num == 0:
-                start = 2 if reader.fieldnames else 1  # the header is read first: the row follows it
+                _ = reader.fieldnames  # the header is read first: the rows are numbered after it
+            lines.start = None
             row = next(rows)
         except StopIteration:
             return
         except csv.Error as e:
             hint = "; is a quote left open?" if "field limit" in str(e) or "end of data" in str(e) else ""
-            kind = "TSV" if delimiter == "\t" else "CSV"
-            raise InputError(name, f"not readable as {kind}: {e}{hint}", line=start) from None
+            raise InputError(name, f"not readable as {kind}: {e}{hint}", line=lines.start) from None
         if None in row:
-            raise InputError(name, "more fields than header columns", line=reader.line_num)
-        yield reader.line_num, row
+            raise InputError(name, "more fields than header columns", line=lines.start)
+        yield lines.start or reader.line_num, row
+
+
+class _LineStarts:
+    """The lines of a CSV text, numbered: `start` is the first line, not blank, read since it was last
+    reset, where the record the reader returns next begins (the csv module counts to its record's end,
+    and skips blank lines). By hand: the csv module tells only where a record ends."""
+
+    def __init__(self, f: Iterable[str]) -> None:
+        self.lines = iter(f)
+        self.number = 0
+        self.start: int | None = None
+
+    def __iter__(self) -> _LineStarts:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.lines)
+        self.number += 1
+        if self.start is None and line not in ("\n", "\r\n", "\r"):
+            self.start = self.number
+        return line
 
 
 def file_sha256(path: str | os.PathLike) -> str:

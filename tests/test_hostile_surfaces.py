@@ -99,8 +99,11 @@ def test_a_csv_field_over_the_readers_limit_names_the_file_and_line():
     # a quote left open in a short file swallowed every row after it into one field, exit 0
     with pytest.raises(InputError, match=r"b.csv:3: .*unexpected end of data; is a quote left open"):
         list(csv_rows(["text\n", "first\n", '"unclosed, quote\n', "second\n", "third\n"], "b.csv"))
-    rows = list(csv_rows(["text\n", '"two\n', 'lines"\n', '"a ""quoted"" word"\n'], "c.csv"))
+    rows = list(csv_rows(["text\n", '"two\n', 'lines"\n', "\n", '"a ""quoted"" word"\n'], "c.csv"))
     assert [row["text"] for _, row in rows] == ["two\nlines", 'a "quoted" word']  # RFC 4180 still read
+    assert [line for line, _ in rows] == [2, 5]  # where each record starts (the blank line 4 skipped)
+    with pytest.raises(InputError, match=r"d.csv:4: more fields than header columns"):
+        list(csv_rows(["a,b\n", '1,"x\n', 'y"\n', '2,"three\n', "lines\n", 'here",3\n'], "d.csv"))
 
 
 # --------------------------------------------------------------------------- empty values
