@@ -340,6 +340,17 @@ def test_embedding_page_matches_embed(models, browser, serve, tmp_path):
         else:
             for v, w in zip(got["vectors"], vectors, strict=True):
                 assert cosine(v, w) >= INT8_COSINE
+    # the drop-down loads the page again with the other model: both texts typed come back
+    page = Page(browser, base, "fp32")
+    typed = ["Typed before the switch.", "And a second one."]
+    page.page.fill("#text", typed[0])
+    page.page.fill("#text2", typed[1])
+    with page.page.expect_navigation():
+        page.page.select_option("#dtype", "q8")
+    page.page.wait_for_function("document.body.dataset.state === 'ready'", timeout=60_000)
+    assert "dtype=q8" in page.page.url
+    assert [page.page.input_value("#text"), page.page.input_value("#text2")] == typed
+    page.close(tmp_path / "embedding-switched.png")
 
 
 def test_a_page_opened_as_a_file_says_how_to_serve_it(models, browser, serve, tmp_path):

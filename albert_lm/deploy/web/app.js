@@ -292,6 +292,8 @@ function setUp() {
     $("dtype").append(option);
   }
   $("dtype").addEventListener("change", () => {
+    // The page loads again with the other model: what is typed in the boxes comes back (see keepTyped).
+    keepTyped((key, id) => sessionStorage.setItem(key, $(id).value));
     const query = new URLSearchParams(location.search);
     query.set("dtype", $("dtype").value);
     location.search = query.toString();
@@ -309,6 +311,21 @@ function offer(id, example) {
   if (!$(id).value) $(id).value = example || "";
 }
 
+function keepTyped(each) {
+  // The text boxes' contents across the reload that switches models, in this tab's sessionStorage;
+  // storage the browser refuses (a file:// page, storage turned off) only loses the text, as before.
+  try {
+    for (const id of ["text", "text2"]) each(`albert-web-${id}`, id);
+  } catch (error) {
+    console.warn("the typed text is not kept across the reload:", error);
+  }
+}
+
+keepTyped((key, id) => {
+  const kept = sessionStorage.getItem(key);
+  sessionStorage.removeItem(key);
+  if (kept !== null) $(id).value = kept;
+});
 // From the start, so that a submit before the model has loaded is held (see predict), never sent.
 $("form").addEventListener("submit", predict);
 load().then(setUp, fail);
