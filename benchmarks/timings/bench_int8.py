@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import sentencepiece
 import torch
 import torch.nn.functional as F
 import transformers
@@ -40,10 +41,21 @@ def main() -> None:
     p.add_argument(
         "--spiece",
         default="../shared/data/tokenizer/albert-30k/spiece.model",
-        help="a spiece.model to put beside the model for the ONNX export (any will do)",
+        help="a spiece.model of as many pieces as the preset's vocabulary (the ONNX export checks the "
+        "tokenizer against the embedding), put beside the model for the ONNX rows",
     )
     p.add_argument("--no-onnx", action="store_true", help="leave out ONNX Runtime")
     a = p.parse_args()
+    if not a.no_onnx:  # checked before minutes of timing, not at the export after them
+        if not Path(a.spiece).is_file():
+            p.error(f"--spiece {a.spiece}: no such file; give one, or --no-onnx")
+        pieces = sentencepiece.SentencePieceProcessor(model_file=a.spiece).get_piece_size()
+        vocab = AlbertConfig.from_preset(a.preset).vocab_size
+        if pieces != vocab:
+            p.error(
+                f"--spiece {a.spiece}: {pieces} pieces, the {a.preset} preset's vocabulary {vocab}: give a "
+                f"spiece.model of {vocab} pieces, or --no-onnx"
+            )
     torch.manual_seed(0)
     ours = AlbertModel(AlbertConfig.from_preset(a.preset), add_pooling_layer=False).eval()
     tmp = tempfile.TemporaryDirectory()
