@@ -236,7 +236,7 @@ def add_options(
         where.add_argument(flag_of.get(f.name, "--" + f.name.replace("_", "-")), **kw)
 
 
-_SENTENCE_END = re.compile(r"(?<=[.)])\s+(?=[A-Z])")
+_SENTENCE_END = re.compile(r"(?<=[.)])(?<!\.\.)\s+(?=[A-Z])")  # ".." is a range (1 .. L-1), not an end
 
 
 def first_sentence(doc: str) -> str:
@@ -355,9 +355,13 @@ RECIPE_DIR = Path(__file__).resolve().parent / "recipes"
 RECIPE_SECTIONS = ("tokenizer", "data", "pretrain", "distill", "distill_task", "glue")
 
 
-def recipe_names() -> list[str]:
-    """The recipes shipped in the package (albert_lm/recipes/NAME.json)."""
-    return sorted(p.stem for p in RECIPE_DIR.glob("*.json"))
+def recipe_names(section: str | None = None) -> list[str]:
+    """The recipes shipped in the package (albert_lm/recipes/NAME.json); with `section`, those that have
+    that stage's settings (for a command's --help)."""
+    names = sorted(p.stem for p in RECIPE_DIR.glob("*.json"))
+    return [
+        n for n in names if section is None or section in read_json_object(RECIPE_DIR / f"{n}.json", "recipe")
+    ]
 
 
 def recipe(name: str) -> dict[str, Any]:

@@ -166,3 +166,7 @@ def test_help_is_a_list_to_scan():
     assert first_sentence("stop after this much time (e.g. 10m, 1h); not bit-exact") == (
         "stop after this much time (e.g. 10m, 1h); not bit-exact"
     )
+    assert (
+        first_sentence("a depth drawn from 1 .. L-1, its losses. So that")
+        == "a depth drawn from 1 .. L-1, its losses."
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from albert_lm.data.examples import DataConfig
 from albert_lm.distill.commands import _general_settings
 from albert_lm.distill.config import GeneralDistillConfig, TaskDistillConfig
 from albert_lm.glue.config import GlueConfig
-from albert_lm.settings import option_values, recipe, recipe_names
+from albert_lm.settings import RECIPE_DIR, option_values, recipe, recipe_names
 from albert_lm.training.pretrain_config import PretrainConfig
 
 
@@ -36,6 +37,20 @@ def test_shipped_recipes_load_and_hold_only_known_settings():
         TaskDistillConfig(**r["distill_task"])
         GlueConfig(model="m", data="d", output="o", teachers="t", **r["glue"])
         GlueConfig(model="m", data="d", output="o", **r["glue"])  # without teachers too
+
+
+def test_distillations_help_names_the_shipped_recipes_it_takes(capsys):
+    """Read from the recipes, not from a list in the help: a new recipe shows up where it applies."""
+    helps = {}
+    for words in (("distill", "general"), ("distill", "task")):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*words, "--help"])
+        helps[words] = " ".join(capsys.readouterr().out.split())
+    for name in recipe_names():
+        sections = json.loads((RECIPE_DIR / f"{name}.json").read_text())
+        assert name in helps["distill", "general"]  # its distillation settings, or its student's shape
+        listed = re.search(r"recipe's task settings \(([^:)]*)", helps["distill", "task"])
+        assert listed is not None and (name in listed.group(1).split(", ")) == ("distill_task" in sections)
     paper = PretrainConfig.load(recipe=recipe("paper-base")["pretrain"])
     assert (paper.preset, paper.learning_rate, paper.max_steps, paper.warmup_steps) == (
         "albert-base",

@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from albert_lm.settings import VOCABULARY, add_config_option, add_options, field_docs, load_settings, recipe
+from albert_lm.settings import (
+    VOCABULARY,
+    add_config_option,
+    add_options,
+    field_docs,
+    load_settings,
+    recipe,
+    recipe_names,
+)
 
 GENERAL_REQUIRED = ("output",)
 TASK_REQUIRED = ("task", "model", "data", "teacher", "output")
@@ -40,12 +48,14 @@ def general_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.distill.config import INPUT_FORMATS, GeneralDistillConfig
 
     add_config_option(p, "distillation")
+    distilling = recipe_names("distill")
+    shapes = [name for name in recipe_names("pretrain") if name not in distilling]
     p.add_argument(
         "--recipe",
         metavar="NAME",
-        help="a distillation recipe's settings (distill-cpu-1h), or the student's shape "
-        "(preset and model overrides) from a pretraining recipe (cpu-10min, cpu-1h, gpu-10min, paper-base), or a "
-        "JSON file; options given here win",
+        help=f"a distillation recipe's settings ({', '.join(distilling)}), or the student's shape (preset "
+        f"and model overrides) from a pretraining recipe ({', '.join(shapes)}), or a JSON file; options given "
+        "here win",
     )
     add_options(
         p,
@@ -90,9 +100,8 @@ def task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--recipe",
         metavar="NAME",
-        help="a distillation recipe's task settings (distill-cpu-1h for its student, student-cpu-2h for the "
-        "shipped one: augmented text, rate, epochs, cap), "
-        "or a JSON file; options given here win",
+        help=f"a distillation recipe's task settings ({', '.join(recipe_names('distill_task'))}: augmented "
+        "text, rate, epochs, cap), or a JSON file; options given here win",
     )
     add_options(
         p,
