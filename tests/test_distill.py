@@ -462,6 +462,11 @@ def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):
     assert saved["task"] == "classification" and saved["labels"] == ["neg", "pos"]
     results = json.loads((out / "eval_results.json").read_text())
     assert {"accuracy", "teacher_accuracy", "step"} <= set(results)
+    card = (out / "best" / "README.md").read_text()  # a model card, as albert finetune's best/ has
+    assert "# ALBERT distilled on classification" in card and "albert distill task" in card
+    best = json.loads((out / "best" / "eval_results.json").read_text())
+    assert f"dev accuracy | {best['accuracy']:.4f}" in card
+    assert f"teacher | {world.task_teacher} (dev accuracy {results['teacher_accuracy']:.4f})" in card
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["split"] == "train"]
     assert train[-1]["distill_loss"] < train[0]["distill_loss"]  # it learns the teacher

@@ -44,6 +44,7 @@ from albert_lm.data.sources import expand_inputs
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.data.wordpiece import WordPieceTokenizer, is_wordpiece_folder
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
+from albert_lm.distill.cards import HEAD_FILE, write_general_card
 from albert_lm.distill.config import GeneralDistillConfig
 from albert_lm.distill.data import (
     Encoded,
@@ -78,7 +79,6 @@ from albert_lm.files import check_output_apart, folder_lock, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.precision import resolve_precision
-from albert_lm.model.card import write_model_card
 from albert_lm.model.encoder import mean_pool
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.model.weights import write_weights
@@ -87,7 +87,6 @@ from albert_lm.training.loop import LoopResult, Progress
 
 logger = logging.getLogger(__name__)
 
-HEAD_FILE = "distill_head.safetensors"
 RESULTS_FILE = "distill_results.json"
 
 
@@ -294,36 +293,11 @@ class GeneralDistiller(Distiller):
             **{f"teacher_{k}": v for k, v in self.teacher.get("sts", {}).items()},
         }  # fmt: skip
         write_json(self.out / RESULTS_FILE, result)
-        self.write_card(last)
+        write_general_card(
+            self.out, self.cfg, self.teacher, len(self.train_idx), int(self.text.held.sum()), last
+        )
         logger.info("student in %s: %s", self.out, ", ".join(f"{k} {v:.4f}" for k, v in last.items()))
         return result
-
-    def write_card(self, last: dict[str, Any]) -> None:
-        """The student folder's model card: how it was taught, its held-out losses and zero-shot scores."""
-        cfg = self.cfg
-        losses = {"sentence embedding": cfg.embedding_weight, "in-batch relations": cfg.relation_weight,
-                  "masked LM": cfg.mlm_weight}  # fmt: skip
-        made_by = {
-            "command": "albert distill general",
-            "teacher": f"{self.teacher['name']} ({self.teacher['pooling']})",
-            "text": f"{len(self.train_idx):,} sentences of {len(cfg.text)} file(s) "
-                    f"({int(self.text.held.sum()):,} more held out)",
-            "losses (weights)": ", ".join(f"{k} {v:g}" for k, v in losses.items() if v),
-            "learning rate": f"{cfg.learning_rate:g} ({cfg.optimizer}, warmup {cfg.warmup_steps} steps, linear decay)",
-            "batch size": cfg.batch_size,
-            "max sequence length": cfg.max_seq_length,
-            "time budget": cfg.time_budget,
-            "seed": cfg.seed,
-            "every setting": f"`{CONFIG_FILE}` beside this card; the projection to the teacher's space in "
-                             f"`{HEAD_FILE}`",
-        }  # fmt: skip
-        scores = {
-            ("zero-shot STS-B " + k.removeprefix("sts_")) if k.startswith("sts_") else f"held-out {k}": v
-            for k, v in last.items()
-            if isinstance(v, float)
-        }
-        title = f"ALBERT distilled from {self.teacher['name']}"
-        write_model_card(self.out, title=title, made_by=made_by, scores=scores)
 
 
 # --------------------------------------------------------------------------- setting up

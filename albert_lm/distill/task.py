@@ -38,6 +38,7 @@ from albert_lm.data.tokenizer import MODEL_FILE, AlbertTokenizer
 from albert_lm.data.wordpiece import has_tokenizer
 from albert_lm.distill.augment import augment_texts
 from albert_lm.distill.cache import TeacherCache, cached_teacher_outputs, default_cache_dir
+from albert_lm.distill.cards import write_task_card
 from albert_lm.distill.config import TaskDistillConfig, task_steps
 from albert_lm.distill.data import left_out, read_sentences
 from albert_lm.distill.distiller import (
@@ -160,8 +161,9 @@ def check_student(model_dir: Path, task: Task) -> AlbertTokenizer:
     if "AlbertForSequenceClassification" in heads and config.num_labels != task.num_labels:
         raise ValueError(
             f"--model {model_dir}: its classifier has {config.num_labels} outputs and the task {task.name} "
-            f"{task.num_labels} labels: this student cannot hold the teacher's labels; give the model it was "
-            "fine-tuned from (its encoder: a pretrained or general-distilled folder)"
+            f"needs {task.num_labels} ({', '.join(task.labels) or 'a regression score'}): this student "
+            "cannot hold the teacher's labels; give the model it was fine-tuned from (its encoder: a "
+            "pretrained or general-distilled folder)"
         )
     return tokenizer
 
@@ -277,6 +279,15 @@ class TaskDistiller(Distiller):
             write_json(tmp / "finetune_config.json", settings)
             write_json(tmp / "eval_results.json", record)
             write_json(tmp / CONFIG_FILE, self.cfg.to_dict())
+            write_task_card(
+                tmp,
+                self.cfg,
+                self.task,
+                record,
+                self.data.teacher_dev,
+                steps=self.total_steps,
+                location=self.out / "best",
+            )
         for s in self.data.dev:
             self.task.write_predictions(s.examples, preds[s.split], self.out / "predictions", s.split)
 

@@ -53,5 +53,5 @@ def check_head_fits(task: Task, config: AlbertConfig, model_dir: Path) -> None:
         labels = ", ".join(task.labels) or "a regression score"
         raise ValueError(
             f"--model {model_dir}: its classifier has {config.num_labels} outputs, the task {task.name} "
-            f"{len(task.labels) or 1} ({labels}): the model was not fine-tuned on this task"
+            f"needs {len(task.labels) or 1} ({labels}): the model was not fine-tuned on this task"
         )

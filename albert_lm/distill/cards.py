@@ -1,0 +1,96 @@
+"""The model cards (README.md) of distilled students: how each was taught and what it scored, as
+`albert finetune`'s card says it of a fine-tuned model (`albert_lm.model.card`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from albert_lm.distill.config import GeneralDistillConfig, TaskDistillConfig
+from albert_lm.distill.distiller import CONFIG_FILE
+from albert_lm.model.card import write_model_card
+from albert_lm.tasks import Task
+from albert_lm.training.evaluation import COUNT_FIELDS
+from albert_lm.training.run_cards import dev_examples
+
+HEAD_FILE = "distill_head.safetensors"  # a general student's projection to the teacher's space
+
+
+def write_general_card(
+    out: Path,
+    cfg: GeneralDistillConfig,
+    teacher: dict[str, Any],
+    sentences: int,
+    held: int,
+    last: dict[str, Any],
+) -> None:
+    """The student folder's card: how it was taught (`sentences` trained on, `held` out), its held-out
+    losses and zero-shot scores (`last`)."""
+    losses = {"sentence embedding": cfg.embedding_weight, "in-batch relations": cfg.relation_weight,
+              "masked LM": cfg.mlm_weight}  # fmt: skip
+    made_by = {
+        "command": "albert distill general",
+        "teacher": f"{teacher['name']} ({teacher['pooling']})",
+        "text": f"{sentences:,} sentences of {len(cfg.text)} file(s) ({held:,} more held out)",
+        "losses (weights)": ", ".join(f"{k} {v:g}" for k, v in losses.items() if v),
+        "learning rate": _schedule(cfg),
+        "batch size": cfg.batch_size,
+        "max sequence length": cfg.max_seq_length,
+        "time budget": cfg.time_budget,
+        "seed": cfg.seed,
+        "every setting": f"`{CONFIG_FILE}` beside this card; the projection to the teacher's space in "
+                         f"`{HEAD_FILE}`",
+    }  # fmt: skip
+    scores = {
+        ("zero-shot STS-B " + k.removeprefix("sts_")) if k.startswith("sts_") else f"held-out {k}": v
+        for k, v in last.items()
+        if isinstance(v, float)
+    }
+    write_model_card(out, title=f"ALBERT distilled from {teacher['name']}", made_by=made_by, scores=scores)
+
+
+def write_task_card(
+    folder: Path,
+    cfg: TaskDistillConfig,
+    task: Task,
+    record: dict[str, Any],
+    teacher_dev: dict[str, Any],
+    *,
+    steps: int,
+    location: Path,
+) -> None:
+    """The card of a task-distilled student's best/ (`folder`, renamed to `location` later): how it
+    learnt the teacher's logits, its dev scores (`record`) beside the teacher's (`teacher_dev`)."""
+    teacher_score = teacher_dev.get(task.main_metric)
+    made_by = {
+        "command": "albert distill task",
+        "task": cfg.task,
+        "student": cfg.model,
+        "teacher": cfg.teacher if teacher_score is None
+                   else f"{cfg.teacher} (dev {task.main_metric} {teacher_score:.4f})",
+        "data": cfg.data,
+        "augmented text": f"{cfg.augment} variants of each training text, labelled by the teacher"
+                          if cfg.augment else "no",
+        "losses": f"the teacher's soft labels at temperature {cfg.temperature:g}"
+                  + (f", gold labels at weight {cfg.hard_label_weight:g}" if cfg.hard_label_weight else ""),
+        "steps": f"{steps:,}; this model is step {record['step']:,}, the best dev {task.main_metric}",
+        "learning rate": _schedule(cfg),
+        "batch size": cfg.batch_size,
+        "max sequence length": cfg.max_seq_length,
+        "dev examples": dev_examples(record),
+        "seed": cfg.seed,
+        "every setting": f"`{CONFIG_FILE}` and `finetune_config.json` beside this card",
+    }  # fmt: skip
+    scores = {f"dev {k}": v for k, v in record.items() if k not in ("step", "epoch", *COUNT_FIELDS)}
+    write_model_card(
+        folder,
+        title=f"ALBERT distilled on {cfg.task}",
+        made_by=made_by,
+        scores=scores,
+        location=location,
+        replaces=location,
+    )
+
+
+def _schedule(cfg: GeneralDistillConfig | TaskDistillConfig) -> str:
+    return f"{cfg.learning_rate:g} ({cfg.optimizer}, warmup {cfg.warmup_steps} steps, linear decay)"
