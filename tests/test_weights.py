@@ -36,11 +36,28 @@ def test_missing_and_misshaped_tensors_are_all_named(saved):
         AlbertForPreTraining.from_pretrained(saved)
     msg = str(e.value)
     assert str(file) in msg
-    assert "missing: albert.encoder.ffn.0.up.weight" in msg
+    # named as the file names them (transformers' names), not as albert-lm holds them inside
+    assert "missing: albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight" in msg
     assert (
         "wrong shape: albert.embeddings.position_embeddings.weight (checkpoint (8, 8), model (16, 8))" in msg
     )
     assert "unexpected: albert.encoder.something_new.weight" in msg
+
+
+def test_a_bare_models_file_missing_one_of_query_key_value_names_it_and_every_other_misfit(tmp_path, tiny):
+    AlbertModel(tiny()).save_pretrained(tmp_path)  # transformers saves a bare model without "albert."
+    file = tmp_path / "model.safetensors"
+    state = load_file(file)
+    del state["encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight"]
+    state["encoder.bogus.weight"] = torch.zeros(2)
+    save_file(state, file)
+    with pytest.raises(ValueError) as e:
+        AlbertModel.from_pretrained(tmp_path)
+    lines = str(e.value).splitlines()[1:]
+    assert lines == [
+        "  missing: encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight",
+        "  unexpected: encoder.bogus.weight",
+    ]
 
 
 def test_position_ids_buffer_of_old_files_is_ignored(saved):

@@ -133,7 +133,7 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
         # (as embedding_projection) and load_model builds the model with it.
         state = {n: t for n, t in state.items() if not n.startswith(_PROJECTION)}
     out: dict[str, torch.Tensor] = {}
-    qkv: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
+    qkv: dict[tuple[int, str], dict[str, tuple[str, torch.Tensor]]] = {}
     for name, t in state.items():
         if _HF_IGNORED.match(name):
             continue
@@ -145,7 +145,7 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
         rest = m.group(3)
         qm = re.match(r"^attention\.(query|key|value)\.(weight|bias)$", rest)
         if qm:
-            qkv.setdefault((b, qm.group(2)), {})[qm.group(1)] = t
+            qkv.setdefault((b, qm.group(2)), {})[qm.group(1)] = (name, t)
             continue
         ours = _renamed(rest, _BLOCK_RENAMES_BACK)
         if ours is None:
@@ -154,12 +154,10 @@ def from_transformers(state: dict[str, torch.Tensor], config: AlbertConfig) -> d
         part, _, local = ours.partition(".")
         out[f"albert.encoder.{part}.{b}.{local}"] = t
     for (b, kind), pieces in qkv.items():
-        if set(pieces) != set(_QKV):
-            absent = ", ".join(p for p in _QKV if p not in pieces)
-            raise ValueError(
-                f"layer block {b}: attention {kind} of {absent} missing (need query, key and value)"
-            )
-        out[f"albert.encoder.attention.{b}.qkv.{kind}"] = torch.cat([pieces[p] for p in _QKV], dim=0)
+        if set(pieces) == set(_QKV):
+            out[f"albert.encoder.attention.{b}.qkv.{kind}"] = torch.cat([pieces[p][1] for p in _QKV], dim=0)
+        else:  # one of the three absent: the others pass through, and the load names what is missing
+            out.update(pieces.values())
     return out
 
 
@@ -248,13 +246,32 @@ def load_model(
             config = dataclasses.replace(config, embedding_projection=True)
     model = cls(config)
     expected = {n: t for n, t in _full_state(model).items() if n != _TIED}
-
-    _check_fit(cls, config, folder, file, state, expected, require_head, new_head)
+    if file.name == NATIVE or not config.transformers_compatible:
+        _check_fit(cls, config, folder, file, state, expected, require_head, new_head)
+    else:  # checked under the file's own names, so that a misfit is named as the file names it
+        found, wanted = _in_file(raw, expected, config)
+        bare = not any(n.startswith("albert.") for n in raw)
+        _check_fit(cls, config, folder, file, found, wanted, require_head, new_head, bare=bare)
     with torch.no_grad():  # state_dict tensors share storage with the parameters
         for name, tensor in expected.items():
             if name in state:
                 tensor.copy_(state[name])
     return model
+
+
+def _in_file(
+    raw: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], config: AlbertConfig
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(the file's tensors, the model's) under transformers' names, both with the "albert." prefix that a
+    bare AlbertModel's file lacks (`_check_fit` shows names as the file has them)."""
+    bare = not any(n.startswith("albert.") for n in raw)
+    found = {(f"albert.{n}" if bare else n): t for n, t in raw.items()}
+    found = {n: t for n, t in found.items() if not _HF_IGNORED.match(n)}
+    wanted = to_transformers(expected, config)
+    if not config.has_projection:  # the identity a file may hold for E == H, which from_transformers drops
+        found = {n: t for n, t in found.items() if not n.startswith(_PROJECTION)}
+        wanted = {n: t for n, t in wanted.items() if not n.startswith(_PROJECTION)}
+    return found, wanted
 
 
 def _check_fit(
@@ -266,19 +283,25 @@ def _check_fit(
     expected: dict[str, torch.Tensor],
     require_head: bool,
     new_head: bool = False,
+    bare: bool = False,
 ) -> None:
     """The checkpoint's tensors fit `cls`'s body exactly (else an error listing every misfit); a head it
     lacks is refused under `require_head`, else initialised fresh with a warning (a line, for a
-    `new_head` that the run trains)."""
+    `new_head` that the run trains). `bare`: the file names its tensors without "albert.", and so do
+    the messages."""
+
+    def named(names: list[str]) -> list[str]:
+        return [n.removeprefix("albert.") if bare else n for n in names]
+
     missing = [n for n in expected if n not in state]
     unexpected = [n for n in state if n not in expected]
     wrong = [
-        f"{n} (checkpoint {tuple(state[n].shape)}, model {tuple(expected[n].shape)})"
+        f"{named([n])[0]} (checkpoint {tuple(state[n].shape)}, model {tuple(expected[n].shape)})"
         for n in expected
         if n in state and state[n].shape != expected[n].shape
     ]
-    missing_body = [n for n in missing if not n.startswith(_HEAD_PREFIXES)]
-    unexpected_body = [n for n in unexpected if not n.startswith(_HEAD_PREFIXES)]
+    missing_body = named([n for n in missing if not n.startswith(_HEAD_PREFIXES)])
+    unexpected_body = named([n for n in unexpected if not n.startswith(_HEAD_PREFIXES)])
     if missing_body or unexpected_body or wrong:
         lines = [
             f"{file}: checkpoint does not fit {cls.__name__} ({config.sharing=}, "
@@ -288,8 +311,8 @@ def _check_fit(
         lines += [f"  unexpected: {n}" for n in unexpected_body]
         lines += [f"  wrong shape: {w}" for w in wrong]
         raise ValueError("\n".join(lines))
+    heads = sorted({n.rsplit(".", 1)[0] for n in named(missing)})
     if missing and require_head:
-        heads = sorted({n.rsplit(".", 1)[0] for n in missing})
         arch = (config.extra.get("architectures") or ["no architectures"])[0]
         raise ValueError(
             f"{folder}: no trained {cls.__name__} head in {file.name} (missing {', '.join(heads)}; its "
@@ -297,7 +320,6 @@ def _check_fit(
             "for this task first (albert finetune) and give the fine-tuned folder (OUTPUT/best)"
         )
     if missing:
-        heads = sorted({n.rsplit(".", 1)[0] for n in missing})
         if new_head:  # a run that trains it (fine-tuning, task distillation): as it should be
             logger.info("%s: a new %s, trained by this run", cls.__name__, ", ".join(heads))
         else:
@@ -307,4 +329,6 @@ def _check_fit(
                 ", ".join(heads),
             )
     if unexpected:
-        logger.info("%s: ignored checkpoint tensors of other heads: %s", cls.__name__, ", ".join(unexpected))
+        logger.info(
+            "%s: ignored checkpoint tensors of other heads: %s", cls.__name__, ", ".join(named(unexpected))
+        )
