@@ -5,10 +5,12 @@ csv module's limit, empty values, and the last resort for an exception no reader
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import made_up_text
 from test_bad_input import refused
 
@@ -223,6 +225,29 @@ def test_the_python_api_refuses_bad_arguments_when_given(tmp_path):
             load("")
     with pytest.raises(TypeError, match="expected a model"):
         quantize_int8("not a model")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no albert-lm Linear in this Linear"):
+        quantize_int8(torch.nn.Linear(4, 4))  # an unchanged copy would pass for quantized
+    for kwargs, words in (
+        ({"batch_size": "8"}, "batch_size: expected an integer, got '8'"),
+        ({"max_seq_length": 64.0}, "max_seq_length: expected an integer or None, got 64.0"),
+        ({"depth": True}, "depth: expected an integer or None, got True"),
+        ({"int8": "no"}, "int8: expected True or False, got 'no'"),
+    ):
+        with pytest.raises(TypeError, match=re.escape(words)):
+            Predictor(tmp_path, **kwargs)
+    with pytest.raises(TypeError, match="model: expected a model folder or hub id"):
+        Predictor(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=re.escape("top_k: expected an integer, got '3'")):
+        Predictor(tmp_path).fill_mask(["a [MASK]"], top_k="3")  # type: ignore[arg-type]
+
+
+def test_an_int8_model_refuses_to_be_saved_without_its_weights(tmp_path, tiny_config):
+    from albert_lm import AlbertForSequenceClassification, quantize_int8
+
+    model = quantize_int8(AlbertForSequenceClassification(tiny_config()))
+    with pytest.raises(ValueError, match="an int8 model .* runs in this process only"):
+        model.save_pretrained(tmp_path / "q")  # it would write the encoder without its linear layers
+    assert not (tmp_path / "q").exists()
 
 
 # --------------------------------------------------------------------------- records without text

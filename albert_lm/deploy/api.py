@@ -69,6 +69,16 @@ class Predictor:
         context_column: str | None = None,
         options_column: str | None = None,
     ) -> None:
+        if not isinstance(model, str | os.PathLike):
+            raise TypeError(f"model: expected a model folder or hub id (a str or a path), got {model!r}")
+        if not os.fspath(model):
+            raise ValueError("model: empty; expected a model folder or hub id")
+        for name, value in (("batch_size", batch_size), ("max_seq_length", max_seq_length)):
+            _expect_int(name, value, optional=name != "batch_size")
+        for name, value in (("patience", patience), ("depth", depth)):
+            _expect_int(name, value, optional=True)
+        if not isinstance(int8, bool):
+            raise TypeError(f"int8: expected True or False, got {int8!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size {batch_size}: expected at least 1")
         if max_seq_length is not None and max_seq_length < 8:
@@ -127,6 +137,7 @@ class Predictor:
 
     def fill_mask(self, texts: Sequence[str], top_k: int = 5) -> list[dict[str, Any]]:
         """One dict per text, as `albert fill-mask` writes it: the top-k candidates of each [MASK]."""
+        _expect_int("top_k", top_k)
         if self._filler is None:
             self._filler = MaskFiller(
                 self.folder, self.device, self.precision, self.max_seq_length, self.batch_size, self.depth
@@ -135,11 +146,20 @@ class Predictor:
 
     def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = False) -> np.ndarray:
         """(len(texts), hidden size) float32, row i the embedding of texts[i], as `albert embed` makes it."""
+        if not isinstance(normalize, bool):
+            raise TypeError(f"normalize: expected True or False, got {normalize!r}")
         if self._embedder is None:
             self._embedder = Embedder(
                 self.folder, self.device, self.precision, self.max_seq_length, self.batch_size, self.depth
             )
         return self._embedder.embed(_texts(texts), pooling, normalize)
+
+
+def _expect_int(name: str, value: Any, optional: bool = False) -> None:
+    """An argument that is a count: an int (not a bool, a float or a string), or None where `optional`."""
+    if (value is None and optional) or (isinstance(value, int) and not isinstance(value, bool)):
+        return
+    raise TypeError(f"{name}: expected an integer{' or None' if optional else ''}, got {value!r}")
 
 
 def _listed(items: Any, what: str) -> list[Any]:

@@ -32,6 +32,12 @@ from albert_lm.kernels.onednn import activate
 class Int8Linear(nn.Module):
     """A `Linear` with int8 weights (per output channel) and dynamically quantized int8 inputs."""
 
+    # Its packed weights are no tensors of a state dict: saving would write the model without them.
+    save_refused = (
+        "an int8 model (albert_lm.quantize_int8) runs in this process only: its packed weights are not "
+        "saved; save the fp32 model and quantize it after loading (albert predict --int8 does)"
+    )
+
     def __init__(self, source: nn.Linear) -> None:
         super().__init__()
         w = source.weight.detach().float()
@@ -104,9 +110,15 @@ def quantize_int8(model: nn.Module, engine: str = "auto") -> nn.Module:
             f"quantized engine {engine!r} is not available here; "
             f"choose auto or one of {', '.join(torch.backends.quantized.supported_engines)}"
         )
+    encoder = getattr(model, "albert", model)  # a model with a head: its encoder; else the model itself
+    if not any(type(m) is Linear for m in encoder.modules()):
+        raise ValueError(
+            f"quantize_int8: no albert-lm Linear in this {type(model).__name__} to quantize; it takes an "
+            "albert-lm model (albert_lm.AlbertModel and its heads), not a transformers one or another module"
+        )
     torch.backends.quantized.engine = engine  # the packed weights and the products use it
     out = copy.deepcopy(model).eval().float()
-    encoder = getattr(out, "albert", out)  # a model with a head: its encoder; else the model itself
+    encoder = getattr(out, "albert", out)
     done: dict[int, Int8Linear] = {}  # a shared module is quantized once, and stays shared
     for parent in list(encoder.modules()):
         for name, child in list(parent.named_children()):

@@ -184,6 +184,9 @@ def save_model(model: torch.nn.Module, path: str | os.PathLike, layout: str = "a
         raise ValueError(f"layout must be 'auto', 'transformers' or 'native', got {layout!r}")
     if layout == "auto":
         layout = "transformers" if config.transformers_compatible else "native"
+    refused = next((m.save_refused for m in model.modules() if getattr(m, "save_refused", None)), None)
+    if refused:  # a module whose weights a state dict does not hold (albert_lm.deploy.int8)
+        raise ValueError(f"save_pretrained({os.fspath(path)!r}): {refused}")
     folder = Path(path)
     state = {n: t for n, t in _full_state(model).items() if n != _TIED}
     extra = dict(config.extra)
