@@ -77,13 +77,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'albert_lm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"albert_lm.{module}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+if not TYPE_CHECKING:  # hidden from type checkers, which then take the imports below and refuse a typo
+
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'albert_lm' has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"albert_lm.{module}"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
 
 
 def __dir__() -> list[str]:
@@ -112,6 +114,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from albert_lm.training.evaluation import evaluate_model
     from albert_lm.training.finetune import finetune
     from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.in_memory import finetune_rows
     from albert_lm.training.optim import AdamW, Lamb
     from albert_lm.training.pretrain import pretrain
     from albert_lm.training.pretrain_config import PretrainConfig

@@ -3,8 +3,10 @@ only the stages before them."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import albert_lm
 
@@ -13,6 +15,18 @@ def test_every_export_resolves():
     assert sorted(albert_lm.__all__) == sorted([*albert_lm._EXPORTS, "__version__"])
     for name in albert_lm.__all__:
         assert getattr(albert_lm, name) is not None, name
+
+
+def test_type_checkers_see_every_export_as_what_it_is():
+    """Each lazy export is also imported under `if TYPE_CHECKING:` from the module that defines it, so
+    that mypy and IDEs see its type (not Any); the lazy `__getattr__` is hidden from them."""
+    tree = ast.parse(Path(albert_lm.__file__).read_text())
+    typed = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in (n for n in ast.walk(node) if isinstance(n, ast.ImportFrom)):
+                typed.update({a.name: imp.module for a in imp.names})
+    assert typed == {name: f"albert_lm.{module}" for name, module in albert_lm._EXPORTS.items()}
 
 
 def test_the_command_line_parser_does_not_load_torch():
