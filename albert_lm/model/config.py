@@ -42,6 +42,13 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "si
 
 @dataclass
 class AlbertConfig:
+    """An ALBERT's shape and head settings, with transformers' `AlbertConfig` field names and defaults
+    (the defaults are albert-xxlarge's, as transformers has them): `AlbertConfig.from_preset("albert-base")`
+    for the paper's configurations (`PRESETS`), `AlbertConfig.from_pretrained(folder)` for a saved model,
+    or fields by keyword. Checked when made: an impossible shape is a ValueError naming the field.
+    albert-lm's own fields: `sharing` (which parts of a layer are shared across depth),
+    `embedding_projection` and `classifier_pooling`."""
+
     vocab_size: int = 30000
     embedding_size: int = 128
     hidden_size: int = 4096
@@ -130,6 +137,10 @@ class AlbertConfig:
         )
         if self.id2label is not None:
             self.id2label = _label_names(self.id2label)
+            need(
+                self.num_labels in (2, len(self.id2label)),  # 2: the default, taken as not given
+                f"num_labels {self.num_labels}, but id2label names {len(self.id2label)} labels",
+            )
             self.num_labels = len(self.id2label)
 
     # ----------------------------------------------------------------- derived
@@ -158,6 +169,8 @@ class AlbertConfig:
     # ----------------------------------------------------------------- presets
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> AlbertConfig:
+        """The configuration of preset `name` (`PRESETS`: albert-base ... albert-xxlarge, their tiny and
+        BERT counterparts), with `overrides` (fields by keyword) changed."""
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
         values = dict(PRESETS[name])
@@ -215,6 +228,13 @@ class AlbertConfig:
         if model_type not in ("albert", "albert-lm"):
             raise ValueError(f"{file}: model_type is {model_type!r}, expected 'albert'")
         d.update(_known_overrides(overrides))
+        if (
+            "num_labels" in overrides
+            and "id2label" not in overrides
+            and d.get("num_labels") != len(d.get("id2label") or {})
+        ):  # another label count asked for: the folder's label names no longer apply (as in transformers)
+            d.pop("id2label", None)
+            d.pop("label2id", None)
         try:
             return cls.from_dict(d)
         except (TypeError, ValueError) as e:

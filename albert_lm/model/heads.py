@@ -118,6 +118,9 @@ class AlbertForPreTraining(_Head):
 
 
 class AlbertForMaskedLM(_Head):
+    """Encoder + MLM head (no pooler, no SOP head): logits (B, S, V) over the vocabulary at every
+    position; loss = cross-entropy where `labels` are not IGNORE_INDEX (-100)."""
+
     def __init__(self, config: AlbertConfig):
         super().__init__(config, add_pooling_layer=False)
         self.predictions = AlbertMLMHead(config, self.albert.embeddings.word_embeddings)
@@ -164,6 +167,9 @@ class AlbertForSequenceClassification(_Head):
 
 
 class AlbertForTokenClassification(_Head):
+    """A label per token (NER, POS): a linear over each position's vector; labels IGNORE_INDEX are skipped
+    (padding, a word's pieces after its first)."""
+
     def __init__(self, config: AlbertConfig):
         super().__init__(config, add_pooling_layer=False)
         self.num_labels = config.num_labels
