@@ -321,3 +321,21 @@ def test_cli_tokenizer_train(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         == 1
     )
     assert "empty input file" in capsys.readouterr().err
+
+
+def test_padding_and_truncation_take_transformers_values_only(either_kind: AlbertTokenizer) -> None:
+    """ "do_not_pad" pads nothing, an unknown strategy is refused (not read as True), truncation=True
+    without max_length cuts to the model's 512 positions, and an empty batch is an empty batch."""
+    tok = either_kind
+    words = _vocabulary()
+    short, longer = words[0], " ".join(words[:5])
+    assert tok([short, longer], padding="do_not_pad") == tok([short, longer])
+    for bad in ({"padding": "yes"}, {"truncation": "cut"}):
+        with pytest.raises(ValueError, match=f"{next(iter(bad))}='"):
+            tok([short], **bad)
+    long_text = " ".join(words[:20] * 40)
+    assert len(tok(long_text)["input_ids"]) > 512
+    assert len(tok(long_text, truncation=True)["input_ids"]) == tok.model_max_length == 512
+    assert tok([], padding=True) == {k: [] for k in tok.model_input_names}
+    empty = tok([], padding=True, return_tensors="pt")
+    assert all(empty[k].shape == (0, 0) for k in tok.model_input_names)

@@ -63,10 +63,17 @@ SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 
 
+# transformers' values of padding= and truncation= (the strings of its PaddingStrategy and
+# TruncationStrategy); any other is refused rather than read as True.
+PADDINGS = (False, True, "longest", "max_length", "do_not_pad")
+TRUNCATIONS = (False, True, "longest_first", "only_first", "only_second", "do_not_truncate")
+
+
 class AlbertTokenizer:
     """SentencePiece ALBERT tokenizer with google-research's normalization and digit-comma rule."""
 
     model_input_names = ("input_ids", "token_type_ids", "attention_mask")
+    model_max_length = 512  # what `truncation=True` cuts to without a max_length: ALBERT's positions
 
     def __init__(
         self,
@@ -311,15 +318,20 @@ class AlbertTokenizer:
         """input_ids, token_type_ids (0 for A, 1 for B) and attention_mask of one (pair of) text(s).
 
         truncation: False, True / "longest_first" (drop the last token of the longer side until it fits,
-        as transformers does), "only_first" or "only_second".
+        as transformers does), "only_first" or "only_second"; to `max_length`, else `model_max_length`.
         """
         if not isinstance(text, str) or not isinstance(
             text_pair, str | None
         ):  # WordPiece joins a tuple's halves
             raise TypeError(f"encode_pair: expected a text and an optional second text, got {text!r:.80}")
+        if truncation not in TRUNCATIONS:
+            raise ValueError(
+                f"truncation={truncation!r}: expected one of {', '.join(map(repr, TRUNCATIONS))}"
+            )
         ids_a = self.encode_batch([text])[0]
         ids_b = None if text_pair is None else self.encode_batch([text_pair])[0]
-        if truncation and max_length is not None:
+        if truncation and truncation != "do_not_truncate":
+            max_length = self.model_max_length if max_length is None else max_length
             specials = (3 if ids_b is not None else 2) if add_special_tokens else 0
             ids_a, ids_b = truncate_pair_from_end(ids_a, ids_b, max_length - specials, truncation)
         if add_special_tokens:
@@ -349,19 +361,21 @@ class AlbertTokenizer:
         Pairs: two lists, `tok([a1, a2], [b1, b2])`, or `tok([(a1, b1), (a2, b2)])`, as in transformers.
         return_tensors="pt" gives (B, T) int64 tensors (a single text becomes a batch of one).
         """
+        if padding not in PADDINGS:
+            raise ValueError(f"padding={padding!r}: expected one of {', '.join(map(repr, PADDINGS))}")
         single = isinstance(text, str)
         texts, pairs = _texts_and_pairs(text, text_pair)
         rows = [
             self.encode_pair(a, b, add_special_tokens, max_length, truncation)
             for a, b in zip(texts, pairs, strict=True)
         ]
-        if padding:
+        if padding and padding != "do_not_pad":
             if padding == "max_length":
                 if max_length is None:
                     raise ValueError("padding='max_length' needs max_length")
                 width = max_length
             else:
-                width = max(len(r["input_ids"]) for r in rows)
+                width = max((len(r["input_ids"]) for r in rows), default=0)
             for r in rows:
                 n = width - len(r["input_ids"])
                 r["input_ids"] += [self.pad_token_id] * n
@@ -373,6 +387,8 @@ class AlbertTokenizer:
 
             if len({len(x) for x in out["input_ids"]}) > 1:
                 raise ValueError("return_tensors='pt' needs rows of equal length: pass padding=True")
+            if not rows:
+                return {k: torch.zeros((0, 0), dtype=torch.long) for k in out}
             return {k: torch.tensor(v, dtype=torch.long) for k, v in out.items()}
         if return_tensors is not None:
             raise ValueError(f"return_tensors={return_tensors!r}: only 'pt' or None")
