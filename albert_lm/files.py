@@ -45,6 +45,7 @@ class InputError(ValueError):
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
         self._parts = (path, message, line)
+        self.path, self.message, self.line = path, message, line
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Raised in a worker process, it must be rebuilt in the parent: pickling would otherwise call

@@ -50,3 +50,6 @@ def test_rows_in_memory_refusals(pretrained, tmp_path):
         albert_lm.finetune_rows(pretrained, [("a", "b"), ("a", "b", "c", "d")], ROWS, tmp_path / "b")
     with pytest.raises(ValueError, match="rows in memory are for"):
         albert_lm.finetune_rows(pretrained, ROWS, ROWS, tmp_path / "c", task="sst2")
+    with pytest.raises(ValueError, match=r"^train rows:2: missing value for column 'text'") as e:
+        albert_lm.finetune_rows(pretrained, [("a", "pos"), (None, "neg")], ROWS, tmp_path / "d")
+    assert ".rows-" not in str(e.value)  # the scratch file it was written to is no name for the user

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from albert_lm.files import InputError
 from albert_lm.training.finetune_config import FinetuneConfig
 
 __all__ = ["finetune_rows"]
@@ -83,4 +84,9 @@ def finetune_rows(
         _write(train, task, Path(tmp) / "train.jsonl")
         _write(dev, task, Path(tmp) / "dev.jsonl")
         cfg = FinetuneConfig(task=task, model=str(model), data=tmp, output=str(out), **settings)
-        return finetune(cfg)
+        try:
+            return finetune(cfg)
+        except InputError as e:  # a row of the lists, named by its list and position, not the scratch file
+            if Path(e.path).parent != Path(tmp):
+                raise
+            raise InputError(f"{Path(e.path).stem} rows", e.message, e.line) from None
