@@ -462,6 +462,7 @@ def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):
     assert saved["task"] == "classification" and saved["labels"] == ["neg", "pos"]
     results = json.loads((out / "eval_results.json").read_text())
     assert {"accuracy", "teacher_accuracy", "step"} <= set(results)
+    assert not list(out.glob("checkpoint-*"))  # what --resume needed, gone with the end, as finetune's
     card = (out / "best" / "README.md").read_text()  # a model card, as albert finetune's best/ has
     assert "# ALBERT distilled on classification" in card and "albert distill task" in card
     best = json.loads((out / "best" / "eval_results.json").read_text())

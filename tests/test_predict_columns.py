@@ -216,7 +216,11 @@ def test_finetune_on_own_columns_then_predict_on_the_same_file(tiny_sst2, tmp_pa
     assert main(argv) == 0
     recorded = json.loads((run_dir / "best" / "finetune_config.json").read_text())
     assert (recorded["text_column"], recorded["label_column"]) == ("review", "stars")
+    assert recorded["text_pair_column"] is None  # trained on single texts: predict feeds no second text
     capsys.readouterr()
     code, rows, err = run(["--model", str(run_dir / "best"), "--input", str(data / "dev.csv")], capsys)
     assert code == 0 and len(rows) == 16 and {r["label"] for r in rows} <= {"bad", "good"}, err
-    assert len(Predictor(run_dir / "best", device="cpu").predict([{"review": "bala kemo"}])) == 1
+    clf = Predictor(run_dir / "best", device="cpu")
+    assert len(clf.predict([{"review": "bala kemo"}])) == 1
+    with pytest.raises(ValueError, match="inputs:1: a pair, but this model reads single texts"):
+        clf.predict([("bala kemo", "fira dusa")])

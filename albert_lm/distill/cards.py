@@ -55,7 +55,6 @@ def write_task_card(
     task: Task,
     record: dict[str, Any],
     teacher_dev: dict[str, Any],
-    *,
     steps: int,
     location: Path,
 ) -> None:

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 import math
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,6 +67,7 @@ from albert_lm.tasks.batches import collate, feature_length, length_bucketed_bat
 from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
 from albert_lm.tasks.task import Feature
 from albert_lm.tasks.text_classification import TextExample
+from albert_lm.training import checkpoint as ckpt
 from albert_lm.training.clock import run_length
 from albert_lm.training.evaluation import EvalSet, build_task, eval_sets_of, evaluate_sets, read_split
 from albert_lm.training.finetune_config import FinetuneConfig
@@ -274,19 +276,13 @@ class TaskDistiller(Distiller):
             if self.heads is not None:
                 self.heads.save(tmp)
             self.tokenizer.save_pretrained(tmp)
-            settings = dataclasses.asdict(self.fcfg)
+            settings = {**dataclasses.asdict(self.fcfg), **self.task.recorded_columns()}
             settings.update(labels=list(self.task.labels), tokenizer_fingerprint=self.tokenizer.fingerprint)
             write_json(tmp / "finetune_config.json", settings)
             write_json(tmp / "eval_results.json", record)
             write_json(tmp / CONFIG_FILE, self.cfg.to_dict())
             write_task_card(
-                tmp,
-                self.cfg,
-                self.task,
-                record,
-                self.data.teacher_dev,
-                steps=self.total_steps,
-                location=self.out / "best",
+                tmp, self.cfg, self.task, record, self.data.teacher_dev, self.total_steps, self.out / "best"
             )
         for s in self.data.dev:
             self.task.write_predictions(s.examples, preds[s.split], self.out / "predictions", s.split)
@@ -330,6 +326,8 @@ class TaskDistiller(Distiller):
                 result["student_speedup"] = speed / teacher_speed
         result["teacher"] = self.cfg.teacher
         write_json(self.out / "eval_results.json", result)
+        for folder in ckpt.list_checkpoints(self.out):  # what --resume needed; the result is OUTPUT/best
+            shutil.rmtree(folder)
         logger.info(
             "best %s = %s at step %s (teacher: %s); model in %s",
             self.task.main_metric,

@@ -95,6 +95,10 @@ class Task(abc.ABC):
     def fit_labels(self, train_examples: Sequence[Any]) -> None:  # noqa: B027 - optional hook
         """Learn the label set from training data (generic tasks); fixed-label tasks ignore this."""
 
+    def recorded_columns(self) -> dict[str, Any]:
+        """Settings of the columns as fitted to the training data (`fit_labels`), for finetune_config.json."""
+        return {}
+
 
 def pair_features(
     tokenizer: TokenizerLike, a: list[int], b: list[int] | None, max_seq_length: int

@@ -167,10 +167,18 @@ class TextClassificationTask(_OwnFilesTask):
         return examples
 
     def fit_labels(self, train_examples: Sequence[TextExample]) -> None:
+        """The labels seen in training; and a model trained on single texts reads single texts: a second
+        text column is then not read from dev rows, nor recorded for predict (`recorded_columns`)."""
         found = sorted({ex.label for ex in train_examples if ex.label is not None})
         if len(found) < 2:
             raise ValueError(f"text classification needs at least 2 labels in training, found {found}")
         self.labels = tuple(found)
+        if not any(ex.text_pair is not None for ex in train_examples):
+            self.text_pair_column = None
+
+    def recorded_columns(self) -> dict[str, Any]:
+        """The columns a fine-tuned folder records beside its settings, as fitted to the training data."""
+        return {"text_pair_column": self.text_pair_column}
 
     def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
         features: list[Feature] = []

@@ -398,7 +398,8 @@ def _save_best(run: FineTuning, best: _Evaluation) -> None:
         if run.heads is not None:
             run.heads.save(tmp)
         run.tokenizer.save_pretrained(tmp)
-        write_json(tmp / SAVED_FILE, saved_settings(run))
+        # the columns as the training data had them (a second text or none): what predict reads
+        write_json(tmp / SAVED_FILE, {**saved_settings(run), **run.task.recorded_columns()})
         write_json(tmp / "eval_results.json", best.record)
         write_finetune_card(
             tmp,
