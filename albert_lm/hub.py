@@ -259,6 +259,15 @@ def _dangling_ref(repo: str, revision: str | None) -> str:
     )
 
 
+def _local_hint(repo: str) -> str:
+    """Where `repo` reads as a path too (its first part is a folder here): what that folder lacks."""
+    parent, name = repo.split("/", 1)
+    if not Path(parent).is_dir():
+        return ""
+    made = " (`albert convert` writes a released model there, docs/released.md)" if parent == "models" else ""
+    return f": {parent}/ holds no {name}{made}"
+
+
 def _fetch_hint(repo: str, revision: str | None) -> str:
     rev = f" --revision {revision}" if revision else ""
     return f"fetch it on a machine with network: `hf download {repo}{rev} --local-dir DIR`, then give DIR"
@@ -285,8 +294,8 @@ def _hub_error(e: Exception, repo: str, revision: str | None, where: str) -> Exc
         if dangling:
             return FileNotFoundError(f"{where}: {dangling} while {why}; {_fetch_hint(repo, revision)}")
         return FileNotFoundError(
-            f"{where}: no such local folder, and the hub model {repo}{rev} is not (completely) in the hub cache "
-            f"({constants.HF_HUB_CACHE}) while {why}; {_fetch_hint(repo, revision)}"
+            f"{where}: no such local folder{_local_hint(repo)}, and the hub model {repo}{rev} is not "
+            f"(completely) in the hub cache ({constants.HF_HUB_CACHE}) while {why}; {_fetch_hint(repo, revision)}"
             + (" (or unset HF_HUB_OFFLINE to download it here)" if offline else "")
         )
     if isinstance(e, RevisionNotFoundError):

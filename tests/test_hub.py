@@ -169,8 +169,12 @@ def test_a_typo_of_a_local_folder_names_the_folder_it_meant(hub, tiny_model, tmp
     assert "no such folder; did you mean models/albert-small-en?" in err and "hf download" not in err
     assert (
         main(["embed", "--model", "models/other", "--input", str(rows)]) == 1
-    )  # nothing close: the hub's line
-    assert "hf download models/other" in capsys.readouterr().err
+    )  # nothing close: the hub's line, which says what the local folder lacks and how it is made
+    err = capsys.readouterr().err
+    assert "hf download models/other" in err
+    assert (
+        "no such local folder: models/ holds no other (`albert convert` writes a released model there" in err
+    )
 
 
 def test_a_local_folder_named_like_the_id_wins(hub, tiny_model, classifier, tmp_path, monkeypatch, caplog):
