@@ -87,9 +87,13 @@ def test_other_text_or_settings_are_refused_and_the_same_command_continues(tmp_p
     out = tmp_path / "out"
     with pytest.raises(Stop):
         demo.run_demo(out, files=[books], language="de", max_steps=10)
-    with pytest.raises(Stop):  # the same again, or with more steps: it continues
-        demo.run_demo(out, files=[books], language="de", max_steps=20)
+    with pytest.raises(Stop):  # the same again: it continues
+        demo.run_demo(out, files=[books], language="de", max_steps=10)
     assert len(stages) == 2
+    # another length is another demo: its report would be of a 10-step schedule stretched, not of a run
+    # of that length from the start
+    with pytest.raises(FileExistsError, match=r"from the pretrain setting max_steps 10 \(this run 20\)"):
+        demo.run_demo(out, files=[books], language="de", max_steps=20)
     other = books.parent / "more"
     other.mkdir()
     (other / "b.txt").write_text("Ein Brief lag auf dem Tisch.\n", encoding="utf-8")
@@ -203,5 +207,5 @@ def test_the_results_record_the_settings_the_tokenizer_was_made_with(tmp_path, o
     tok = json.loads((out / "tokenizer" / "tokenizer_config.json").read_text())
     assert (saved["language"], saved["do_lower_case"], saved["keep_accents"]) == ("en", True, False)
     assert (tok["do_lower_case"], tok["keep_accents"]) == (True, False)
-    again = demo.run_demo(out, max_steps=3, files=[text], **tiny)  # the same, further: it continues
-    assert again["settings"]["pretrain"]["max_steps"] == 3 and again["language"] == "en"
+    again = demo.run_demo(out, max_steps=2, files=[text], **tiny)  # the same again: it continues
+    assert again["settings"]["pretrain"]["max_steps"] == 2 and again["language"] == "en"

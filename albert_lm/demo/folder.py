@@ -2,10 +2,11 @@
 
 Each demo has its own default folder (runs/demo for the bundled books, runs/demo-LANG with --text), and
 OUTPUT/demo_inputs.json records what its stages are made from: the language, every text file by name and
-sha256, the tokenizer and data settings and the pretraining settings a resumed run may not change. The
-same command again finds the same record and continues; a folder holding a demo made otherwise is refused
-in one line that says what differs (or emptied first with --overwrite), so a demo never reuses another
-demo's tokenizer or data, nor writes a report of settings it did not use.
+sha256, the tokenizer and data settings, the pretraining settings a resumed run may not change and the
+number of steps. The same command again finds the same record and continues; a folder holding a demo
+made otherwise is refused in one line that says what differs (or emptied first with --overwrite), so a
+demo never reuses another demo's tokenizer, data or model, nor writes a report of settings it did not
+use.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ def _record(lang: str, texts: dict[str, Path], r: dict[str, Any]) -> dict[str, A
     from albert_lm.training.pretrain_config import PretrainConfig
     from albert_lm.values import settings_where
 
-    fixed = settings_where(PretrainConfig, "resume", False)  # what a resumed run may not change
+    # what a resumed run may not change, and the length: the demo's report is of a run of --max-steps steps
+    # from the start, so a demo of another length is another demo (not the same one extended)
+    fixed = {*settings_where(PretrainConfig, "resume", False), "max_steps"}
     record = {
         "--language": lang,
         "text": [[name, file_sha256(path)] for name, path in texts.items()],
