@@ -101,7 +101,7 @@ class LoopClock:
         if self.main:
             logger.warning(
                 "%s: at %.2f s per step the time budget %s allows about %d steps, fewer than the warm-up of "
-                "%d: the learning rate would never reach its peak; warming up over %d steps instead (%.0f%% of "
+                "%d: the learning rate would never reach its peak; warming up over %d step%s instead (%.0f%% of "
                 "the run). Set --warmup-steps to choose, or give the run more time.",
                 self.what,
                 per_step,
@@ -109,7 +109,8 @@ class LoopClock:
                 steps,
                 factor.warmup_steps,
                 warmup,
-                100 * self.warmup_fraction,
+                "" if warmup == 1 else "s",
+                100 * warmup / max(steps, 1),  # the share it is, which rounding to whole steps may change
             )
         factor.warmup_steps = warmup
 
