@@ -278,3 +278,35 @@ def test_records_without_text_are_counted_never_dropped_silently(capsys, tmp_pat
         [*argv, "--input", str(tmp_path / "none.jsonl"), "--output", str(tmp_path / "b")],
         "5 records had a null or empty text field",
     )
+
+
+def test_the_model_and_tokenizer_refuse_what_they_cannot_read_by_name(tiny_config, tiny_corpus_and_tokenizer):
+    from albert_lm import AlbertModel, AlbertTokenizer, finetune, pretrain
+
+    model = AlbertModel(tiny_config()).eval()
+    for ids, error, words in (
+        ([[2, 3]], TypeError, "input_ids: expected a torch tensor of shape (batch, sequence), got list"),
+        (torch.tensor([2, 3]), ValueError, "of shape (2,); one sequence is a batch of one: t[None]"),
+        (torch.tensor([[2.0, 3.0]]), ValueError, "input_ids: expected integers of shape (batch, sequence)"),
+    ):
+        with pytest.raises(error, match=re.escape(words)):
+            model(input_ids=ids)
+    mask = torch.ones(1, 2)  # a float 0/1 mask is a mask, as transformers takes it
+    assert model(input_ids=torch.tensor([[2, 3]]), attention_mask=mask).last_hidden_state.shape[:2] == (1, 2)
+    with pytest.raises(TypeError, match="from_pretrained: expected a model folder or hub id"):
+        AlbertModel.from_pretrained(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="from_pretrained: empty path"):
+        AlbertModel.from_pretrained("")
+    with pytest.raises(TypeError, match="finetune: expected a FinetuneConfig, got dict"):
+        finetune({"task": "sst2"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="pretrain: expected a PretrainConfig, got dict"):
+        pretrain({})  # type: ignore[arg-type]
+    tok = AlbertTokenizer.from_pretrained(tiny_corpus_and_tokenizer[1])
+    ids = tok("kala bime")["input_ids"]
+    assert tok.decode(ids) == tok.decode(torch.tensor(ids))  # a tensor's elements are ids too
+    with pytest.raises(TypeError, match="decode: expected a sequence of token ids, got str"):
+        tok.decode("kala")  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match=rf"decode: ids\[1\] is {tok.vocab_size}, expected a token id from 0"
+    ):
+        tok.decode([2, tok.vocab_size])

@@ -52,7 +52,7 @@ from albert_lm.data.normalization import (
 from albert_lm.data.truncation import truncate_pair_from_end
 from albert_lm.files import atomic_write
 
-__all__ = ["RULE_KEYS", "AlbertTokenizer", "load_sentencepiece", "preprocess_text"]
+__all__ = ["RULE_KEYS", "AlbertTokenizer", "checked_ids", "load_sentencepiece", "preprocess_text"]
 
 
 SPIECE_UNDERLINE = "\u2581"
@@ -67,6 +67,20 @@ USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 # TruncationStrategy); any other is refused rather than read as True.
 PADDINGS = (False, True, "longest", "max_length", "do_not_pad")
 TRUNCATIONS = (False, True, "longest_first", "only_first", "only_second", "do_not_truncate")
+
+
+def checked_ids(ids: Any, vocab_size: int) -> list[int]:
+    """`ids` (a list, a tensor or an array of integers) as ints, each a piece of the vocabulary; anything
+    else is refused naming the first bad one (a string would be read character by character)."""
+    if isinstance(ids, str | bytes) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"decode: expected a sequence of token ids, got {type(ids).__name__}")
+    out = []
+    for n, i in enumerate(ids):
+        value = i.item() if hasattr(i, "item") else i  # a tensor's or an array's element
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+            raise ValueError(f"decode: ids[{n}] is {i!r}, expected a token id from 0 to {vocab_size - 1}")
+        out.append(value)
+    return out
 
 
 class AlbertTokenizer:
@@ -397,7 +411,7 @@ class AlbertTokenizer:
     # ------------------------------------------------------------------ decoding
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         """Text of `ids`; special tokens shown as their strings unless skipped (pad is always dropped)."""
-        ids = [int(i) for i in ids]
+        ids = checked_ids(ids, self.vocab_size)
         parts: list[str] = []
         run: list[int] = []
         for i in ids:

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from albert_lm.data.normalization import check_booleans
-from albert_lm.data.tokenizer import CONFIG_FILE, MODEL_FILE, AlbertTokenizer
+from albert_lm.data.tokenizer import CONFIG_FILE, MODEL_FILE, AlbertTokenizer, checked_ids
 from albert_lm.files import InputError, atomic_write, read_json_object
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -183,7 +183,7 @@ class WordPieceTokenizer(AlbertTokenizer):
 
     # ------------------------------------------------------------------ decoding
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        ids = [int(i) for i in ids if int(i) != self.pad_token_id]
+        ids = [i for i in checked_ids(ids, self.vocab_size) if i != self.pad_token_id]
         return str(self.backend.decode(ids, skip_special_tokens=skip_special_tokens))
 
 

@@ -368,6 +368,22 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * keep).sum(1) / keep.sum(1).clamp(min=1.0)
 
 
+def _check_ids(name: str, t: Any) -> None:
+    """An input of ids or a mask is a (batch, sequence) tensor, ids of integers: a list, float ids or one
+    row alone is refused by name, not left to fail inside the embedding or the attention's shapes. (Ids
+    past the vocabulary are left to the embedding: a range check here would cost a device sync a call.)"""
+    if t is None:
+        return
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch tensor of shape (batch, sequence), got {type(t).__name__}")
+    ids = name != "attention_mask"  # a mask may be float 0/1, as transformers takes it
+    if (ids and (t.is_floating_point() or t.is_complex())) or t.dim() != 2:
+        raise ValueError(
+            f"{name}: expected {'integers' if ids else 'a mask'} of shape (batch, sequence), got {t.dtype} of "
+            f"shape {tuple(t.shape)}" + ("; one sequence is a batch of one: t[None]" if t.dim() == 1 else "")
+        )
+
+
 class AlbertModel(AlbertPreTrainedModel):
     """The bare encoder: last_hidden_state (B, S, H) and pooler_output = tanh(W h_[CLS]) (B, H)."""
 
@@ -382,6 +398,12 @@ class AlbertModel(AlbertPreTrainedModel):
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = inputs
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        for name, t in (
+            ("input_ids", input_ids),
+            ("attention_mask", attention_mask),
+            ("token_type_ids", token_type_ids),
+        ):
+            _check_ids(name, t)
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, S, E)
         x, states = self.encoder(x, padding_mask(attention_mask), output_hidden_states)  # (B, S, H)
         pooled = self.pool(x, attention_mask) if self.pooler is not None else None  # (B, H)

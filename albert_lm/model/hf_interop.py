@@ -225,6 +225,10 @@ def load_model(
     Heads the checkpoint lacks are initialised fresh with a warning, unless `require_head` (a model to
     evaluate or predict with, not to train): then a checkpoint without trained weights of `cls`'s head
     is refused, naming the folder."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"from_pretrained: expected a model folder or hub id (a str or a path), got {path!r}")
+    if not os.fspath(path):  # Path("") is the current folder: never what an empty value meant
+        raise ValueError("from_pretrained: empty path; expected a model folder or hub id")
     folder = Path(path)
     if not folder.is_dir():  # a hub id (commands resolve theirs first; this serves the Python API)
         folder = resolve_model(path)

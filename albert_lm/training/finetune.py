@@ -88,6 +88,10 @@ logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- fine-tuning
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     """Fine-tune `cfg.model` on `cfg.task`; returns the best dev metrics (also in eval_results.json)."""
+    if not isinstance(cfg, FinetuneConfig):
+        raise TypeError(
+            f"finetune: expected a FinetuneConfig, got {type(cfg).__name__}: FinetuneConfig(**settings)"
+        )
     cfg = cfg.resolved()
     data, out = Path(cfg.data), Path(cfg.output)
     if not data.exists():

@@ -216,6 +216,10 @@ def pretrain(
     to its user, where a caller has its own options (`albert demo`): `again`, the way on when a signal
     stops it (default: --resume), and `slow_advice`, what to do instead of a CPU run of many hours.
     """
+    if not isinstance(cfg, PretrainConfig):
+        raise TypeError(
+            f"pretrain: expected a PretrainConfig, got {type(cfg).__name__}: PretrainConfig(**settings)"
+        )
     run = setup(cfg, train_dataset, eval_dataset, tokenizer)
     objective = Pretraining(run)
     objective.again = again or objective.again
