@@ -1,4 +1,9 @@
-"""Progress bars, one way for every command: tqdm's, shown on a terminal only, never under `--quiet`.
+"""Progress bars, one way for every command: tqdm's, never under `--quiet`.
+
+On a terminal, tqdm's bar. Where stderr is a file or a pipe (a run under nohup, a CI log), a bar's
+carriage returns would pile up into one long line, so tqdm is silent there by default; a long stage would
+then say nothing for minutes. Instead, a stage that lasts more than LOG_EVERY_S seconds writes its bar as
+a log line every LOG_EVERY_S seconds (and once at its end); a short one writes nothing.
 
 tqdm takes the environment's TQDM_DISABLE (which `--quiet` sets) only as a default: a bar made with
 `disable=False` draws anyway. `progress_bar` is the one place that decides, so a command's `-q` silences
@@ -7,14 +12,46 @@ its bars as it silences its log lines.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from typing import Any
 
 from tqdm.auto import tqdm
 
+LOG_EVERY_S = 30.0
+logger = logging.getLogger("albert_lm.progress")
+
+
+class _LogLines:
+    """A file for tqdm that writes each state of the bar as one log line (by hand: tqdm writes to files,
+    and a log line carries the time and goes where the command's other lines go)."""
+
+    def write(self, text: str) -> None:
+        line = text.strip("\r\n ")
+        if line:
+            logger.info("%s", line)
+
+    def flush(self) -> None:
+        pass
+
 
 def progress_bar(iterable: Any = None, *, show: bool = True, **kwargs: Any) -> tqdm:
-    """A tqdm bar over `iterable` (or updated by hand), drawn when `show`, stderr is a terminal and
-    `--quiet` is off (TQDM_DISABLE unset)."""
+    """A tqdm bar over `iterable` (or updated by hand), drawn when `show` and `--quiet` is off
+    (TQDM_DISABLE unset): on a terminal as tqdm draws it, elsewhere as a log line every LOG_EVERY_S
+    seconds once the stage has lasted that long (in a notebook, tqdm's own widget)."""
     quiet = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
-    return tqdm(iterable, disable=True if quiet or not show else None, **kwargs)
+    if quiet or not show:
+        return tqdm(iterable, disable=True, **kwargs)
+    if _terminal() or "ipykernel" in sys.modules:
+        return tqdm(iterable, disable=None, **kwargs)
+    for key, value in (("mininterval", LOG_EVERY_S), ("delay", LOG_EVERY_S), ("ncols", 100), ("ascii", True)):
+        kwargs.setdefault(key, value)
+    return tqdm(iterable, file=_LogLines(), **kwargs)
+
+
+def _terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from pathlib import Path
 
 from albert_lm.progress import progress_bar
@@ -27,3 +29,24 @@ def test_every_bar_of_the_package_comes_from_progress_bar():
         if re.search(r"\btqdm\(", line)
     ]
     assert not made_elsewhere, f"bars not made by albert_lm.progress.progress_bar: {made_elsewhere}"
+
+
+def test_off_a_terminal_a_long_stage_logs_its_bar_and_a_short_one_nothing(monkeypatch, caplog):
+    """stderr a file or a pipe (nohup, CI): a bar's carriage returns would pile up into one line, and tqdm
+    alone would say nothing for the whole stage; instead a line every LOG_EVERY_S once it lasts that long."""
+    from albert_lm import progress
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setattr(progress, "_terminal", lambda: False)
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.05)
+    with caplog.at_level(logging.INFO, logger="albert_lm.progress"):
+        for _ in progress_bar(range(4), desc="teacher"):
+            time.sleep(0.06)
+        lines = [r.getMessage() for r in caplog.records if r.name == "albert_lm.progress"]
+        assert lines and all(ln.startswith("teacher:") and "\r" not in ln for ln in lines)
+        assert "4/4" in lines[-1]  # its end, once it has shown
+        caplog.clear()
+        monkeypatch.setattr(progress, "LOG_EVERY_S", 60.0)
+        for _ in progress_bar(range(4), desc="quick"):
+            pass
+        assert not [r for r in caplog.records if r.name == "albert_lm.progress"]
