@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+import albert_lm
 from albert_lm.cli import main
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import write_json
@@ -164,6 +165,8 @@ def test_fill_mask_gives_top_k_per_mask_and_refuses_what_it_cannot_fill(saved, t
     _, classifier = sst2(saved)
     code, _, err = run("fill-mask", ["--model", str(classifier), "--text", "a [MASK]"], capsys)
     assert code == 1 and "no masked-LM head" in err and "Traceback" not in err
+    with pytest.raises(ValueError, match="top_k 0: expected at least 1"):  # the argument before the texts
+        albert_lm.Predictor(folder, device="cpu").fill_mask(["no mask"], top_k=0)
 
 
 def test_fill_mask_and_embed_leave_out_bad_rows_and_refuse_an_output_of_another_format(

@@ -116,6 +116,7 @@ class MaskFiller:
         """One dict per text: its line (1, 2, ... unless given), the top-k candidates of each mask and the
         text filled with the first ones."""
         lines = list(lines) if lines is not None else list(range(1, len(texts) + 1))
+        _check_top_k(top_k)  # before the texts: a bad argument is named before any text's fault
         encoded = [self.encode(text, line, name) for text, line in zip(texts, lines, strict=True)]
         return self.fill_encoded(texts, lines, encoded, top_k)
 
@@ -127,8 +128,7 @@ class MaskFiller:
         top_k: int = 5,
     ) -> list[dict[str, Any]]:
         """`fill` of texts already encoded (`encode`)."""
-        if top_k < 1:
-            raise ValueError(f"top_k {top_k}: expected at least 1")
+        _check_top_k(top_k)
         model, k = self.model, min(top_k, self.setup.config.vocab_size)
 
         def step(inputs: dict[str, torch.Tensor]) -> list[Any]:
@@ -170,6 +170,11 @@ class MaskFiller:
         parts = MASK_WRITTEN.split(text)
         filled = parts[0] + "".join(m[0]["token"] + rest for m, rest in zip(masks, parts[1:], strict=True))
         return {"line": line, "masks": masks, "filled": filled}
+
+
+def _check_top_k(top_k: int) -> None:
+    if top_k < 1:
+        raise ValueError(f"top_k {top_k}: expected at least 1")
 
 
 def fill_mask(cfg: FillMaskConfig) -> FillMaskSummary:
