@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+from tqdm import tqdm as plain_tqdm
 from tqdm.auto import tqdm
 
 LOG_EVERY_S = 30.0
@@ -36,6 +37,17 @@ class _LogLines:
         pass
 
 
+class _LoggedBar(plain_tqdm):
+    """A bar written as log lines: a new postfix or description waits for the next line (a line each
+    time a loop records its loss would double the loop's own log lines)."""
+
+    def set_postfix(self, ordered_dict: Any = None, refresh: bool = True, **kwargs: Any) -> None:
+        super().set_postfix(ordered_dict, refresh=False, **kwargs)
+
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        super().set_description(desc, refresh=False)
+
+
 def progress_bar(iterable: Any = None, *, show: bool = True, **kwargs: Any) -> tqdm:
     """A tqdm bar over `iterable` (or updated by hand), drawn when `show` and `--quiet` is off
     (TQDM_DISABLE unset): on a terminal as tqdm draws it, elsewhere as a log line every LOG_EVERY_S
@@ -47,7 +59,7 @@ def progress_bar(iterable: Any = None, *, show: bool = True, **kwargs: Any) -> t
         return tqdm(iterable, disable=None, **kwargs)
     for key, value in (("mininterval", LOG_EVERY_S), ("delay", LOG_EVERY_S), ("ncols", 100), ("ascii", True)):
         kwargs.setdefault(key, value)
-    return tqdm(iterable, file=_LogLines(), **kwargs)
+    return _LoggedBar(iterable, file=_LogLines(), **kwargs)
 
 
 def _terminal() -> bool:

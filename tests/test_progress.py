@@ -46,6 +46,13 @@ def test_off_a_terminal_a_long_stage_logs_its_bar_and_a_short_one_nothing(monkey
         assert lines and all(ln.startswith("teacher:") and "\r" not in ln for ln in lines)
         assert "4/4" in lines[-1]  # its end, once it has shown
         caplog.clear()
+        bar = progress_bar(total=2, desc="loop")
+        time.sleep(0.06)
+        for step in range(5):  # a loop's loss records: no line each, it waits for the next update's
+            bar.set_postfix(step=step)
+        assert not [r for r in caplog.records if r.name == "albert_lm.progress"]
+        bar.close()
+        caplog.clear()
         monkeypatch.setattr(progress, "LOG_EVERY_S", 60.0)
         for _ in progress_bar(range(4), desc="quick"):
             pass
