@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -88,11 +89,12 @@ def test_unreadable_config_names_the_file(tmp_path):
         AlbertConfig.from_preset("albert-huge")
 
 
-def test_another_label_count_drops_the_folders_label_names_and_a_conflict_is_refused(tmp_path):
+def test_another_label_count_drops_the_folders_label_names_and_a_conflict_is_said(tmp_path, caplog):
     AlbertConfig(num_labels=2, id2label={0: "neg", 1: "pos"}).save_pretrained(tmp_path)
     assert AlbertConfig.from_pretrained(tmp_path).id2label == {0: "neg", 1: "pos"}
     three = AlbertConfig.from_pretrained(tmp_path, num_labels=3)  # not quietly 2, as the names were
     assert three.num_labels == 3 and three.id2label is None
-    with pytest.raises(ValueError, match="num_labels 3, but id2label names 2 labels"):
-        AlbertConfig(num_labels=3, id2label={0: "a", 1: "b"})
+    with caplog.at_level(logging.WARNING):  # said, and read as transformers reads it: the names win
+        assert AlbertConfig(num_labels=3, id2label={0: "a", 1: "b"}).num_labels == 2
+    assert "num_labels 3, but id2label names 2 labels" in caplog.text
     assert AlbertConfig(id2label={0: "a", 1: "b", 2: "c"}).num_labels == 3  # num_labels left at its default

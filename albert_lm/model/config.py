@@ -137,10 +137,13 @@ class AlbertConfig:
         )
         if self.id2label is not None:
             self.id2label = _label_names(self.id2label)
-            need(
-                self.num_labels in (2, len(self.id2label)),  # 2: the default, taken as not given
-                f"num_labels {self.num_labels}, but id2label names {len(self.id2label)} labels",
-            )
+            if self.num_labels not in (2, len(self.id2label)):  # 2: the default, taken as not given
+                logger.warning(  # as transformers reads such a config: the names win
+                    "AlbertConfig: num_labels %d, but id2label names %d labels: %d labels",
+                    self.num_labels,
+                    len(self.id2label),
+                    len(self.id2label),
+                )
             self.num_labels = len(self.id2label)
 
     # ----------------------------------------------------------------- derived
