@@ -281,7 +281,7 @@ def test_records_without_text_are_counted_never_dropped_silently(capsys, tmp_pat
 
 
 def test_the_model_and_tokenizer_refuse_what_they_cannot_read_by_name(tiny_config, tiny_corpus_and_tokenizer):
-    from albert_lm import AlbertModel, AlbertTokenizer, finetune, pretrain
+    from albert_lm import AlbertModel, AlbertTokenizer, collate_pretraining, finetune, pretrain
 
     model = AlbertModel(tiny_config()).eval()
     for ids, error, words in (
@@ -301,6 +301,8 @@ def test_the_model_and_tokenizer_refuse_what_they_cannot_read_by_name(tiny_confi
         finetune({"task": "sst2"})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="pretrain: expected a PretrainConfig, got dict"):
         pretrain({})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="collate_pretraining: an empty batch"):
+        collate_pretraining([])
     tok = AlbertTokenizer.from_pretrained(tiny_corpus_and_tokenizer[1])
     ids = tok("kala bime")["input_ids"]
     assert tok.decode(ids) == tok.decode(torch.tensor(ids))  # a tensor's elements are ids too

@@ -324,6 +324,8 @@ def collate_pretraining(
     Padding: input_ids `pad_token_id`, token_type_ids 0, attention_mask 0, labels IGNORE_INDEX.
     `sentence_order_label` (B,) when the items have one (plain-text evaluation items do not).
     """
+    if not batch:
+        raise ValueError("collate_pretraining: an empty batch; expected at least one item")
     width = max(len(item["input_ids"]) for item in batch)
     pad_values = {"input_ids": pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
     out = {}
