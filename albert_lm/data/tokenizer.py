@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import sentencepiece as spm
 
+from albert_lm.data.call_args import PADDINGS, TRUNCATIONS, checked_ids, texts_and_pairs
 from albert_lm.data.masking import word_start_table
 from albert_lm.data.normalization import (
     RULE_KEYS,
@@ -52,7 +53,7 @@ from albert_lm.data.normalization import (
 from albert_lm.data.truncation import truncate_pair_from_end
 from albert_lm.files import atomic_write
 
-__all__ = ["RULE_KEYS", "AlbertTokenizer", "checked_ids", "load_sentencepiece", "preprocess_text"]
+__all__ = ["RULE_KEYS", "AlbertTokenizer", "load_sentencepiece", "preprocess_text"]
 
 
 SPIECE_UNDERLINE = "\u2581"
@@ -61,26 +62,6 @@ CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # The released model's user-defined pieces (google-research README): always whole pieces.
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
-
-
-# transformers' values of padding= and truncation= (the strings of its PaddingStrategy and
-# TruncationStrategy); any other is refused rather than read as True.
-PADDINGS = (False, True, "longest", "max_length", "do_not_pad")
-TRUNCATIONS = (False, True, "longest_first", "only_first", "only_second", "do_not_truncate")
-
-
-def checked_ids(ids: Any, vocab_size: int) -> list[int]:
-    """`ids` (a list, a tensor or an array of integers) as ints, each a piece of the vocabulary; anything
-    else is refused naming the first bad one (a string would be read character by character)."""
-    if isinstance(ids, str | bytes) or not hasattr(ids, "__iter__"):
-        raise TypeError(f"decode: expected a sequence of token ids, got {type(ids).__name__}")
-    out = []
-    for n, i in enumerate(ids):
-        value = i.item() if hasattr(i, "item") else i  # a tensor's or an array's element
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-            raise ValueError(f"decode: ids[{n}] is {i!r}, expected a token id from 0 to {vocab_size - 1}")
-        out.append(value)
-    return out
 
 
 class AlbertTokenizer:
@@ -378,7 +359,7 @@ class AlbertTokenizer:
         if padding not in PADDINGS:
             raise ValueError(f"padding={padding!r}: expected one of {', '.join(map(repr, PADDINGS))}")
         single = isinstance(text, str)
-        texts, pairs = _texts_and_pairs(text, text_pair)
+        texts, pairs = texts_and_pairs(text, text_pair)
         rows = [
             self.encode_pair(a, b, add_special_tokens, max_length, truncation)
             for a, b in zip(texts, pairs, strict=True)
@@ -429,36 +410,6 @@ class AlbertTokenizer:
 
     def batch_decode(self, batch: Iterable[Iterable[int]], skip_special_tokens: bool = False) -> list[str]:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
-
-
-def _texts_and_pairs(text: Any, text_pair: Any) -> tuple[list[str], list[str | None]]:
-    """The (first, second) texts of a call's rows, as transformers reads them: `text` is a text or a batch
-    whose items are texts or (text, text_pair) tuples or lists of two; `text_pair` a text or a batch as
-    long as `text` (None: no second text). Anything else is a TypeError naming the item."""
-    items = [text] if isinstance(text, str) else _batch(text, "text")
-    if text_pair is None:
-        seconds: list[Any] = [None] * len(items)
-    else:
-        seconds = [text_pair] if isinstance(text_pair, str) else _batch(text_pair, "text_pair")
-    if len(seconds) != len(items):
-        raise ValueError(f"text has {len(items)} items but text_pair has {len(seconds)}")
-    for n, (item, second) in enumerate(zip(items, seconds, strict=True)):
-        if isinstance(item, tuple | list) and len(item) == 2 and second is None:
-            item, second = item
-        if not isinstance(item, str) or not isinstance(second, str | None):
-            raise TypeError(
-                f"text[{n}]: expected a text or a (text, text_pair) pair of two texts, got {items[n]!r:.80}"
-                + ("" if seconds[n] is None else f" with text_pair[{n}] {seconds[n]!r:.80}")
-            )
-        items[n], seconds[n] = item, second
-    return items, seconds
-
-
-def _batch(value: Any, name: str) -> list[Any]:
-    """The items of a batch argument: a list, tuple or other iterable that is not a text."""
-    if isinstance(value, bytes | bytearray | dict) or not hasattr(value, "__iter__"):
-        raise TypeError(f"{name}: expected a text (str) or a batch of them, got {type(value).__name__}")
-    return list(value)
 
 
 def _is_digit_comma(piece: str) -> bool:

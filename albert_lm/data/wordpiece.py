@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from albert_lm.data.call_args import checked_ids
 from albert_lm.data.normalization import check_booleans
-from albert_lm.data.tokenizer import CONFIG_FILE, MODEL_FILE, AlbertTokenizer, checked_ids
+from albert_lm.data.tokenizer import CONFIG_FILE, MODEL_FILE, AlbertTokenizer
 from albert_lm.files import InputError, atomic_write, read_json_object
 
 TOKENIZER_JSON = "tokenizer.json"
