@@ -100,9 +100,8 @@ def _differences(out: Path, held: set[str], want: dict[str, Any]) -> list[str]:
     if RECORD in held:
         had = read_json_object(out / RECORD, "demo record")
         if isinstance(had.get("pretrain"), dict) and "max_steps" not in had["pretrain"]:
-            had["pretrain"]["max_steps"] = want["pretrain"].get(
-                "max_steps"
-            )  # a record from before it was kept
+            # a record from before the length was kept: taken as this run's length
+            had["pretrain"]["max_steps"] = want["pretrain"].get("max_steps")
     else:
         tok = out / "tokenizer" / "tokenizer_config.json"
         saved = read_json_object(tok, "tokenizer config") if tok.is_file() else want["tokenizer"]

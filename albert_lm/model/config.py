@@ -231,11 +231,9 @@ class AlbertConfig:
         if model_type not in ("albert", "albert-lm"):
             raise ValueError(f"{file}: model_type is {model_type!r}, expected 'albert'")
         d.update(_known_overrides(overrides))
-        if (
-            "num_labels" in overrides
-            and "id2label" not in overrides
-            and d.get("num_labels") != len(d.get("id2label") or {})
-        ):  # another label count asked for: the folder's label names no longer apply (as in transformers)
+        # another label count asked for: the folder's label names no longer apply (as in transformers)
+        names = d.get("id2label") or {}
+        if "num_labels" in overrides and "id2label" not in overrides and d.get("num_labels") != len(names):
             d.pop("id2label", None)
             d.pop("label2id", None)
         try:

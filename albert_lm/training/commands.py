@@ -109,18 +109,18 @@ def run_pretrain(args: argparse.Namespace) -> int:
             "MODEL, or a --config FILE that names data; `albert demo` runs the bundled demo"
         )
     result = pretrain(cfg)
-    if (
-        os.environ.get("RANK", "0") != "0"
-    ):  # under torchrun rank 0 speaks for the run: one line, not one a rank
-        return 128 + int(result.signum or 15) if result.interrupted else 0
+    # saved, but not finished: scripts must not go on as if it had
+    code = 128 + int(result.signum or 15) if result.interrupted else 0
+    # under torchrun, rank 0 speaks for the run: one result line, not one a process
+    if os.environ.get("RANK", "0") != "0":
+        return code
     print(json.dumps({"output": str(result.output), "step": result.step, "interrupted": result.interrupted}))
-    if result.interrupted:  # saved, but not finished: scripts must not go on as if it had
+    if result.interrupted:
         print(
             f"albert pretrain: stopped at step {result.step} (checkpoint saved); continue with --resume",
             file=sys.stderr,
         )
-        return 128 + int(result.signum or 15)
-    return 0
+    return code
 
 
 def _learning_rate_help(cls: Any) -> str:
