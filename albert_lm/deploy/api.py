@@ -73,9 +73,8 @@ class Predictor:
             raise TypeError(f"model: expected a model folder or hub id (a str or a path), got {model!r}")
         if not os.fspath(model):
             raise ValueError("model: empty; expected a model folder or hub id")
-        for name, value in (("batch_size", batch_size), ("max_seq_length", max_seq_length)):
-            _expect_int(name, value, optional=name != "batch_size")
-        for name, value in (("patience", patience), ("depth", depth)):
+        _expect_int("batch_size", batch_size)
+        for name, value in (("max_seq_length", max_seq_length), ("patience", patience), ("depth", depth)):
             _expect_int(name, value, optional=True)
         if not isinstance(int8, bool):
             raise TypeError(f"int8: expected True or False, got {int8!r}")

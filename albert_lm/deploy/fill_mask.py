@@ -116,19 +116,19 @@ class MaskFiller:
         """One dict per text: its line (1, 2, ... unless given), the top-k candidates of each mask and the
         text filled with the first ones."""
         lines = list(lines) if lines is not None else list(range(1, len(texts) + 1))
-        _check_top_k(top_k)  # before the texts: a bad argument is named before any text's fault
+        if top_k < 1:  # before the texts: a bad argument is named before any text's fault
+            raise ValueError(f"top_k {top_k}: expected at least 1")
         encoded = [self.encode(text, line, name) for text, line in zip(texts, lines, strict=True)]
-        return self.fill_encoded(texts, lines, encoded, top_k)
+        return self._fill_encoded(texts, lines, encoded, top_k)
 
-    def fill_encoded(
+    def _fill_encoded(
         self,
         texts: Sequence[str],
         lines: Sequence[int],
         encoded: Sequence[tuple[list[int], list[int]]],
         top_k: int = 5,
     ) -> list[dict[str, Any]]:
-        """`fill` of texts already encoded (`encode`)."""
-        _check_top_k(top_k)
+        """`fill` of texts already encoded (`encode`), `top_k` checked already."""
         model, k = self.model, min(top_k, self.setup.config.vocab_size)
 
         def step(inputs: dict[str, torch.Tensor]) -> list[Any]:
@@ -172,11 +172,6 @@ class MaskFiller:
         return {"line": line, "masks": masks, "filled": filled}
 
 
-def _check_top_k(top_k: int) -> None:
-    if top_k < 1:
-        raise ValueError(f"top_k {top_k}: expected at least 1")
-
-
 def fill_mask(cfg: FillMaskConfig) -> FillMaskSummary:
     """Read, fill, write (see the module's docstring)."""
     keep = parse_columns(cfg.keep_columns, OUTPUT_FIELDS)
@@ -185,7 +180,7 @@ def fill_mask(cfg: FillMaskConfig) -> FillMaskSummary:
     texts = read_texts(cfg.input, cfg.text, cfg.format, cfg.text_column, keep, cfg.skip_bad)
     filler = MaskFiller(folder, cfg.device, cfg.precision, cfg.max_seq_length, cfg.batch_size, cfg.depth)
     encoded = texts.checked(lambda text, line: filler.encode(text, line, texts.name), cfg.skip_bad)
-    records = filler.fill_encoded(texts.texts, texts.lines, encoded, cfg.top_k)
+    records = filler._fill_encoded(texts.texts, texts.lines, encoded, cfg.top_k)
     write_output(cfg.output, jsonl(with_kept(r, k) for r, k in zip(records, texts.kept, strict=True)))
     masks = sum(len(r["masks"]) for r in records)
     return FillMaskSummary(len(records), masks, texts.blank_lines, texts.skipped)

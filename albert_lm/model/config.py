@@ -135,16 +135,22 @@ class AlbertConfig:
             0 <= self.pad_token_id < self.vocab_size,
             f"pad_token_id {self.pad_token_id} is not a token id of the vocabulary (0 to {self.vocab_size - 1})",
         )
-        if self.id2label is not None:
-            self.id2label = _label_names(self.id2label)
-            if self.num_labels not in (2, len(self.id2label)):  # 2: the default, taken as not given
-                logger.warning(  # as transformers reads such a config: the names win
-                    "AlbertConfig: num_labels %d, but id2label names %d labels: %d labels",
-                    self.num_labels,
-                    len(self.id2label),
-                    len(self.id2label),
-                )
-            self.num_labels = len(self.id2label)
+        self._fit_labels()
+
+    def _fit_labels(self) -> None:
+        """id2label checked (integer ids, text names) and num_labels taken from it, as transformers reads
+        a config: a num_labels that contradicts the names is said, and the names win."""
+        if self.id2label is None:
+            return
+        self.id2label = _label_names(self.id2label)
+        if self.num_labels not in (2, len(self.id2label)):  # 2: the default, taken as not given
+            logger.warning(
+                "AlbertConfig: num_labels %d, but id2label names %d labels: %d labels",
+                self.num_labels,
+                len(self.id2label),
+                len(self.id2label),
+            )
+        self.num_labels = len(self.id2label)
 
     # ----------------------------------------------------------------- derived
     @property

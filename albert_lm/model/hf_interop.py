@@ -256,8 +256,7 @@ def load_model(
     if file.name == NATIVE or not config.transformers_compatible:
         _check_fit(cls, config, folder, file, state, expected, require_head, new_head)
     else:  # checked under the file's own names, so that a misfit is named as the file names it
-        found, wanted = _in_file(raw, expected, config)
-        bare = not any(n.startswith("albert.") for n in raw)
+        found, wanted, bare = _in_file(raw, expected, config)
         _check_fit(cls, config, folder, file, found, wanted, require_head, new_head, bare=bare)
     with torch.no_grad():  # state_dict tensors share storage with the parameters
         for name, tensor in expected.items():
@@ -268,9 +267,10 @@ def load_model(
 
 def _in_file(
     raw: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], config: AlbertConfig
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """(the file's tensors, the model's) under transformers' names, both with the "albert." prefix that a
-    bare AlbertModel's file lacks (`_check_fit` shows names as the file has them)."""
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], bool]:
+    """(the file's tensors, the model's, whether the file is a bare AlbertModel's) under transformers'
+    names, both with the "albert." prefix that a bare model's file lacks (`_check_fit` shows names as the
+    file has them)."""
     bare = not any(n.startswith("albert.") for n in raw)
     found = {(f"albert.{n}" if bare else n): t for n, t in raw.items()}
     found = {n: t for n, t in found.items() if not _HF_IGNORED.match(n)}
@@ -278,7 +278,7 @@ def _in_file(
     if not config.has_projection:  # the identity a file may hold for E == H, which from_transformers drops
         found = {n: t for n, t in found.items() if not n.startswith(_PROJECTION)}
         wanted = {n: t for n, t in wanted.items() if not n.startswith(_PROJECTION)}
-    return found, wanted
+    return found, wanted, bare
 
 
 def _check_fit(
