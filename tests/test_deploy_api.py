@@ -224,6 +224,10 @@ def test_a_sequence_length_past_the_models_positions_is_refused_not_lowered(save
         assert f"--max-seq-length 65: the model in {model} has 64 positions" in err and "at most 64" in err
         code, rows, _ = run(command, ["--model", str(model), *text, "--max-seq-length", "64"], capsys)
         assert code == 0 and len(rows) == 1
+    # The Python API refuses it when the Predictor is made, in its own words.
+    with pytest.raises(ValueError, match=r"^max_seq_length 65: the model in .* has 64 positions"):
+        albert_lm.Predictor(folder, max_seq_length=65)
+    assert albert_lm.Predictor(folder, max_seq_length=64).embed(["Kala"]).shape[0] == 1
 
 
 # --------------------------------------------------------------------------- embed

@@ -29,7 +29,9 @@ from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
 from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, predict_examples
 from albert_lm.deploy.predict_config import COLUMN_FIELDS, Columns
+from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule
+from albert_lm.runtime.fits import sequence_length
 from albert_lm.settings import PRECISIONS, device_name
 
 PredictInput = str | tuple[str, str] | Mapping[str, Any]
@@ -89,6 +91,14 @@ class Predictor:
         except ValueError as e:  # argparse's type error: a plain ValueError for the API
             raise ValueError(str(e)) from None
         self.folder = model_folder(str(model))
+        if max_seq_length is not None:  # past the model's positions: refused here, in the API's words
+            sequence_length(
+                max_seq_length,
+                max_seq_length,
+                AlbertConfig.from_pretrained(self.folder),
+                self.folder,
+                option="max_seq_length",
+            )
         self.device, self.precision, self.int8 = device, precision, int8
         self.max_seq_length, self.batch_size = max_seq_length, batch_size
         ExitRule(patience, exit_confidence, depth)  # its values checked here, not at the first call

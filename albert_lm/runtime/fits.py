@@ -32,14 +32,21 @@ def check_tokenizer_fits(
         )
 
 
-def sequence_length(given: int | None, fallback: int, config: AlbertConfig, model_dir: str | Path) -> int:
-    """Tokens per feature: `given` (--max-seq-length), else `fallback` (what the model was fine-tuned
-    with, or a command's default) capped by the model's positions. A length given past the positions is
-    refused, not quietly lowered: the user asked for texts the model cannot read whole."""
+def sequence_length(
+    given: int | None,
+    fallback: int,
+    config: AlbertConfig,
+    model_dir: str | Path,
+    option: str = "--max-seq-length",
+) -> int:
+    """Tokens per feature: `given` (`option`: the command's --max-seq-length, or the Python API's
+    max_seq_length), else `fallback` (what the model was fine-tuned with, or a command's default) capped
+    by the model's positions. A length given past the positions is refused, not quietly lowered: the user
+    asked for texts the model cannot read whole."""
     positions = config.max_position_embeddings
     if given is not None and given > positions:
         raise ValueError(
-            f"--max-seq-length {given}: the model in {model_dir} has {positions} positions "
+            f"{option} {given}: the model in {model_dir} has {positions} positions "
             f"(config.json max_position_embeddings); give at most {positions}, or leave it out"
         )
     return min(given or fallback, positions)
