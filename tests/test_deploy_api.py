@@ -79,6 +79,24 @@ def test_blank_lines_are_skipped_and_counted_empty_fields_stay_errors(saved, tmp
     assert code == 1 and "missing or empty column 'text'" in err
 
 
+def test_predict_takes_texts_typed_with_text_as_the_lines_of_a_file(saved, tmp_path, capsys):
+    _, model = sst2(saved)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS[:2]) + "\n")
+    code, from_file, _ = run("predict", ["--model", str(model), "--input", str(src)], capsys)
+    assert code == 0
+    typed = ["--text", TEXTS[0], "--text", TEXTS[1]]
+    code, rows, err = run("predict", ["--model", str(model), *typed], capsys)
+    assert code == 0 and rows == from_file and "2 of 2 rows predicted" in err
+    for args, message in (
+        ([*typed, "--input", str(src)], "give --input FILE or --text TEXT, not both"),
+        ([], "no texts: give --input FILE"),
+        ([*typed, "--keep-columns", "id"], "--keep-columns copies columns of an --input file"),
+    ):
+        code, rows, err = run("predict", ["--model", str(model), *args], capsys)
+        assert code == 1 and not rows and message in err and "Traceback" not in err
+
+
 def test_glue_models_write_label_names(saved, tmp_path, capsys):
     # index i -> the name of the i-th label value of the GLUE files, for every task that has names
     assert label_names("sst2") == ("negative", "positive") and label_names("cola") == (

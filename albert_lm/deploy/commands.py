@@ -21,11 +21,13 @@ def predict_options(p: argparse.ArgumentParser) -> None:
     add_options(
         p,
         PredictConfig,
-        required=("model", "input"),
+        skip=("text",),
+        required=("model",),
         suppress=True,
         metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
         helps=field_docs(ExitSettings),
     )
+    _text_option(p, field_docs(PredictConfig)["text"])
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -34,12 +36,13 @@ def run_predict(args: argparse.Namespace) -> int:
     Classification: label and probabilities (GLUE models by the labels' names, e.g. negative /
     positive; regression: score); token classification: tags per word; question answering: the answer
     and its character offsets in the context; multiple choice: the answer letter and probabilities.
-    Input: plain lines (blank ones skipped), CSV/TSV with a header, or JSON Lines; - is stdin / stdout.
+    Input: plain lines (blank ones skipped), CSV/TSV with a header, or JSON Lines; - is stdin / stdout;
+    or single texts given with --text, once or more.
     --keep-columns copies input columns (an id) into each line. A bad row stops the run naming its line
     and column, or with --skip-bad is reported and left out."""
     from albert_lm.deploy.predict import predict
 
-    cfg = load_settings(PredictConfig, args, ("model", "input"))
+    cfg = load_settings(PredictConfig, args, ("model",))
     summary = predict(cfg)
     print(
         f"{summary.task}: {summary.predicted} of {summary.rows} rows predicted{_skipped(summary.skipped)}"
@@ -79,13 +82,12 @@ def _texts_options(p: argparse.ArgumentParser, cls: type) -> None:
         suppress=True,
         metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
     )
-    p.add_argument(
-        "--text",
-        action="append",
-        metavar="TEXT",
-        default=argparse.SUPPRESS,
-        help=field_docs(TextsConfig)["text"],
-    )
+    _text_option(p, field_docs(TextsConfig)["text"])
+
+
+def _text_option(p: argparse.ArgumentParser, help: str) -> None:
+    """--text TEXT, once or more: texts typed on the command line instead of an --input file."""
+    p.add_argument("--text", action="append", metavar="TEXT", default=argparse.SUPPRESS, help=help)
 
 
 def fill_mask_options(p: argparse.ArgumentParser) -> None:

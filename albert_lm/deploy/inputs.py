@@ -239,6 +239,23 @@ class Texts:
         return results
 
 
+def given_rows(
+    source: str | None, given: Sequence[str] | None, fmt: str, column: str, keep: Sequence[str]
+) -> Input:
+    """The rows of `--input` or of `--text` given once or more (numbered 1, 2, ... in messages and as
+    their line, each the row {column: text}): one of the two, never both."""
+    if source is not None and given:
+        raise ValueError("give --input FILE or --text TEXT, not both")
+    if source is None and not given:
+        raise ValueError("no texts: give --input FILE (- for stdin) or --text TEXT (once or more)")
+    if not given:
+        assert source is not None
+        return read_input(source, fmt)
+    if keep:
+        raise ValueError("--keep-columns copies columns of an --input file; --text has none")
+    return Input("--text", [(n, {column: text}) for n, text in enumerate(given, start=1)], 0)
+
+
 def read_texts(
     source: str | None,
     given: Sequence[str] | None,
@@ -250,17 +267,7 @@ def read_texts(
     """The texts of `--input` (one column of its rows) or of `--text` given once or more (numbered 1, 2,
     ... in messages and as their line); a row without its text stops here, or is left out and reported
     under `skip_bad`."""
-    if source is not None and given:
-        raise ValueError("give --input FILE or --text TEXT, not both")
-    if source is None and not given:
-        raise ValueError("no texts: give --input FILE (- for stdin) or --text TEXT (once or more)")
-    if given:
-        if keep:
-            raise ValueError("--keep-columns copies columns of an --input file; --text has none")
-        found = Input("--text", [(n, {column: text}) for n, text in enumerate(given, start=1)], 0)
-    else:
-        assert source is not None
-        found = read_input(source, fmt)
+    found = given_rows(source, given, fmt, column, keep)
     fields = Fields(found.name)
     texts = Texts(found.name, [], [], [], found.blank_lines)
     for line, row in found.rows:
@@ -279,6 +286,7 @@ def read_texts(
 
 __all__ = [
     "Fields",
+    "given_rows",
     "Input",
     "Texts",
     "check_output",

@@ -44,9 +44,9 @@ from albert_lm.deploy.inputs import (
     FORMATS,
     Fields,
     check_output,
+    given_rows,
     jsonl,
     parse_columns,
-    read_input,
     with_kept,
     write_output,
 )
@@ -386,9 +386,12 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     model_dir = _model_dir(cfg.model)
     check_output(cfg.output, {"--model": model_dir, "--input": cfg.input}, "predict")
     fmt: str = cfg.format
-    if fmt == "auto":  # as read_input reads it: from the extension, plain lines otherwise and for stdin
+    if cfg.text:  # texts given on the command line: read as plain lines are
+        fmt = "lines"
+    elif fmt == "auto" and cfg.input is not None:
+        # as read_input reads it: from the extension, plain lines otherwise and for stdin
         fmt = FORMATS.get(Path(cfg.input).suffix.lower(), "lines") if cfg.input != "-" else "lines"
-    found = read_input(cfg.input, fmt)
+    found = given_rows(cfg.input, cfg.text, fmt, "text", keep)
     tm = load_task_model(
         model_dir,
         cfg.device,

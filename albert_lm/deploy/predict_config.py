@@ -18,8 +18,11 @@ class PredictConfig(ExitSettings):
 
     model: str
     """fine-tuned model folder (e.g. a finetune run's best/), or hub id org/name[@rev]"""
-    input: str
-    """input file (plain lines, .csv, .tsv or .jsonl), or - for stdin"""
+    input: str | None = None
+    """input file (plain lines, .csv, .tsv or .jsonl), or - for stdin; or give --text"""
+    text: list[str] | None = None
+    """a text to predict on (repeatable), instead of --input; pairs, questions and options come from
+    --input's columns"""
     output: str = "-"
     """output JSON Lines file (.jsonl; a .csv, .tsv or .json name is refused), or - for stdout"""
     format: Literal["auto", "lines", "csv", "tsv", "jsonl"] = "auto"
