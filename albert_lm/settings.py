@@ -223,7 +223,8 @@ def add_options(
             )
         default = f.default if f.default is not dataclasses.MISSING else None
         text = help_of.get(f.name, first_sentence(docs.get(f.name, "")))
-        if default not in (None, False, "") and "(default" not in text and f.name not in required:
+        shown = default is not None and default is not False and default != ""  # 0 is shown, False not
+        if shown and "(default" not in text and f.name not in required:
             text = f"{text} (default {default})" if text else f"default {default}"
         kw: dict[str, Any] = {"help": text.replace("%", "%%") or None, "dest": f.name}
         if kind is bool:
@@ -341,13 +342,20 @@ def merge_settings(
     source.update({k: "--" + k.replace("_", "-") for k in typed})
     missing = ["--" + r.replace("_", "-") for r in required if values.get(r) is None]
     if missing:
-        raise ValueError(f"missing {', '.join(missing)}: give it on the command line or in --config FILE")
+        them = "them" if len(missing) > 1 else "it"
+        raise ValueError(f"missing {', '.join(missing)}: give {them} on the command line or in --config FILE")
     try:
         return cls(**values)
     except ValueError as e:  # the field's own check: say where the value came from (the first field named)
-        named = (w.lstrip("-").replace("-", "_") for w in re.findall(r"[\w-]+", str(e)))
-        origin = next((source[w] for w in named if w in source), None)
-        raise ValueError(f"{origin}: {e}" if origin and not str(e).startswith(origin) else str(e)) from None
+        text = str(e).removeprefix(f"{cls.__name__}: ")
+        named = (w.lstrip("-").replace("-", "_") for w in re.findall(r"[\w-]+", text))
+        field = next((w for w in named if w in source), None)
+        origin = source[field] if field else None
+        if origin and origin.startswith("--") and field and re.match(rf"{field}\b", text):
+            text = origin + text[len(field) :]  # the option typed, by its name: --models: none given
+        elif origin and not text.startswith(origin):
+            text = f"{origin}: {text}"
+        raise ValueError(text) from None
 
 
 # --------------------------------------------------------------------------- recipes

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 
 import pytest
 from conftest import TINY_MODEL
@@ -59,8 +60,29 @@ def test_every_command_suggests_its_options(capsys):
 
 
 def test_no_suggestion_for_what_is_not_close(capsys):
-    err = _refused(capsys, ["pretrain", "--lr", "3"])
-    assert "unrecognized arguments: --lr 3" in err and "did you mean" not in err
+    err = _refused(capsys, ["pretrain", "--xyzzy", "3"])
+    assert "unrecognized arguments: --xyzzy 3" in err and "did you mean" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["finetune", "--num-train-epochs", "3"], "did you mean --epochs?"),
+        (["pretrain", "--lr", "3"], "did you mean --learning-rate?"),
+        (["finetune", "--fp16"], "did you mean --precision fp16?"),
+        (["pretrain", "--model", "x"], "did you mean --init-from?"),  # argparse: "ambiguous option"
+        (["predict", "--model-name-or-path", "x"], "did you mean --model?"),
+    ],
+)
+def test_other_tools_names_get_ours(capsys, argv, hint):
+    """transformers' and google-research's names for an option get albert-lm's as the hint."""
+    assert hint in _refused(capsys, argv)
+
+
+def test_a_group_without_its_action_and_a_misspelt_choice_say_what_to_type(capsys):
+    err = _refused(capsys, ["distill"])
+    assert "usage: albert distill" in err and "choose an action: general, task, teacher" in err
+    assert "did you mean embedding?" in _refused(capsys, ["reproduce", "embeding"])  # a positional choice
 
 
 # --------------------------------------------------------------------------- b) convert --model-config
@@ -158,8 +180,14 @@ def test_help_is_a_list_to_scan():
     from albert_lm.settings import first_sentence
 
     for words, parser in _commands().items():
-        usage = parser.format_help().split("\n\n")[0]
+        text = parser.format_help()
+        usage = text.split("\n\n")[0]
         assert len(usage.splitlines()) <= 3, (words, usage)
+        # names are never split at a hyphen (albert-⏎base cannot be copied)
+        assert not [line for line in text.splitlines() if re.search(r"[a-z]-$", line.rstrip())], words
+    usage = _commands()["finetune"].format_usage()
+    assert "--task TASK --model MODEL --data DATA --output OUTPUT [options]" in " ".join(usage.split())
+    assert "(0: at the end only) (default 0)" in " ".join(_commands()["pretrain"].format_help().split())
     assert first_sentence("std at start (default: 0.02, as google-research). With E << H it...") == (
         "std at start (default: 0.02, as google-research)."
     )

@@ -342,7 +342,7 @@ def test_zero_or_negative_counts_are_refused(world, capsys):
         _predict(w, "--batch-size", "0"),
         "batch_size",
     )
-    refused(capsys, _finetune(w, w["root"] / "z", "--eval-every", "0"), "eval_every")
+    refused(capsys, _finetune(w, w["root"] / "z", "--eval-every", "0"), "--eval-every")
     refused(capsys, _glue(w, w["root"] / "z", "--seeds", "1,x"), "seeds")
     assert not (w["root"] / "z").exists()
 

@@ -68,14 +68,14 @@ def test_a_time_budget_without_a_unit_is_refused_asking_for_one(two_data, capsys
 @pytest.mark.parametrize(
     "more, expected",
     [
-        (["--max-steps", "0"], "max_steps"),
-        (["--max-steps", "-3"], "max_steps"),
+        (["--max-steps", "0"], "--max-steps"),
+        (["--max-steps", "-3"], "--max-steps"),
         (["--time-budget", "nan"], "time budget"),
         (["--time-budget", "inf"], "time budget"),
         (["--time-budget=-1m"], "time budget"),
         (["--time-budget", "10"], "give a unit"),
         (["--time-budget", "0.01s"], "less than a second"),
-        (["--eval-batches", "0"], "eval_batches"),
+        (["--eval-batches", "0"], "--eval-batches"),
         (["--seeds", "1,-2"], "seeds"),
     ],
 )
@@ -90,9 +90,9 @@ def test_reproduce_numbers_that_would_mean_something_else_are_refused(
 @pytest.mark.parametrize(
     "more, expected",
     [
-        (["--tolerance", "nan"], "--tolerance: tolerance: expected a finite number, got nan"),
+        (["--tolerance", "nan"], "--tolerance: expected a finite number, got nan"),
         (["--tolerance", "-1"], "--tolerance -1"),
-        (["--tolerance", "inf"], "--tolerance: tolerance: expected a finite number, got inf"),
+        (["--tolerance", "inf"], "--tolerance: expected a finite number, got inf"),
         (["--opset", "5"], "--opset 5"),
         (["--opset", "0"], "--opset 0"),
         (["--opset", "999"], "--opset 999"),

@@ -38,8 +38,11 @@ def test_albert_params_for_one_preset(capsys):
 
 
 def test_unknown_preset_is_a_clear_error(capsys):
-    assert main(["params", "--preset", "nope"]) == 1
-    assert "unknown preset 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # argparse's usage error, with the nearest preset
+        main(["params", "--preset", "albert-huge"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'albert-huge'" in err and "did you mean albert-large?" in err
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["params", "--help"]])

@@ -8,13 +8,23 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from albert_lm.model.config import PRESETS
 from albert_lm.settings import add_word
 
 
 def bench_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="albert-base", help="model size (default albert-base)")
-    p.add_argument("--data", help="the shared data folder, for SST-2 (default: $ALBERT_DATA)")
-    p.add_argument("--repeats", type=int, default=10, help="timed repeats per inference row")
+    p.add_argument(
+        "--preset", default="albert-base", choices=PRESETS, help="model size (default albert-base)"
+    )
+    p.add_argument(
+        "--data",
+        metavar="DIR",
+        help="a folder holding glue/SST-2/dev.tsv (the sst2 rows) and tokenizer/albert-30k/spiece.model (the "
+        "onnx rows); rows whose files are missing are skipped (default: $ALBERT_DATA)",
+    )
+    p.add_argument(
+        "--repeats", type=int, default=10, metavar="N", help="timed repeats per inference row (default 10)"
+    )
     parts = (
         "gemm",
         "inference",
@@ -24,9 +34,11 @@ def bench_options(p: argparse.ArgumentParser) -> None:
         "sst2",
         "ablations",
     )  # = bench.PARTS (not imported: --help stays fast)
-    p.add_argument("--only", nargs="+", choices=parts, default=parts)
     p.add_argument(
-        "--precisions",
+        "--only", nargs="+", choices=parts, default=parts, help="time only these parts (default: all)"
+    )
+    p.add_argument(
+        "--precisions",  # not --precision: "all" is no precision, and one name means one thing
         choices=("auto", "fp32", "bf16", "all"),
         default="auto",
         dest="precision",
@@ -51,7 +63,7 @@ def bench_options(p: argparse.ArgumentParser) -> None:
         default="both",
         help="--device cuda: rows without torch.compile, with it, or both (default)",
     )
-    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--json", metavar="FILE", help="also write the results to this JSON file")
 
 
 def run_bench(args: argparse.Namespace) -> int:

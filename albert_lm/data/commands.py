@@ -18,7 +18,8 @@ from albert_lm.settings import (
 
 INPUT_HELP = (
     "text files (plain, or compressed .gz .bz2 .xz .zst), JSON Lines (.jsonl) or Parquet files, folders "
-    "(every file under them) or quoted glob patterns ('corpus/**/*.txt')"
+    "(every file under them) or quoted glob patterns ('corpus/**/*.txt'); .zst needs the extra "
+    "albert-lm[zstd], Parquet albert-lm[parquet]"
 )
 TOKENIZER_KEYS = (
     "vocab_size",
@@ -85,7 +86,7 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
         type=int,
         default=1 << 20,
         metavar="N",
-        help="longest accepted input line (default 1 MiB)",
+        help="longest accepted input line (default 1048576 = 1 MiB)",
     )
 
 
@@ -107,7 +108,12 @@ def add_text_column(p: argparse.ArgumentParser, suppress: bool = False) -> None:
 
 
 def run_tokenizer_train(args: argparse.Namespace) -> int:
-    """train spiece.model from text files"""
+    """train spiece.model from text files
+
+    Trains a unigram SentencePiece model with ALBERT's special pieces at ids 0-4 (<pad> <unk> [CLS]
+    [SEP] [MASK]) on text normalized as google-research's preprocess_text does (whitespace collapsed; by
+    default accents removed and lower-cased, as English wants; --language, --keep-accents and --cased
+    for other languages). Writes OUTPUT/spiece.model and tokenizer_config.json."""
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     section = _tokenizer_recipe(args)
@@ -201,7 +207,11 @@ def data_create_options(d: argparse.ArgumentParser) -> None:
 
 
 def run_data_create(args: argparse.Namespace) -> int:
-    """create sharded pretraining examples"""
+    """create sharded pretraining examples
+
+    Streams text files into sharded, memory-mapped pretraining examples: SOP (or NSP) pairs of
+    segments with n-gram masking (google-research's create_pretraining_data.py, its quirks fixed; see
+    docs/data.md), with a manifest of their checksums. An interrupted run resumes."""
     import dataclasses
 
     from albert_lm.data.examples import DataConfig

@@ -88,7 +88,7 @@ class DataConfig:
     skip_invalid_utf8: bool = False
     """skip (and count) lines that are not UTF-8 instead of failing"""
     max_line_bytes: int = 1 << 20
-    """longest accepted input line (a JSON Lines record may be 64 times longer)"""
+    """longest accepted input line (default 1048576 = 1 MiB; a JSON Lines record may be 64 times longer)"""
     text_column: str = "text"
     """field of JSON Lines records and column of Parquet files that holds the text"""
 

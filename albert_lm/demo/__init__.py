@@ -163,7 +163,10 @@ def run_demo(
     from albert_lm.data.languages import language as language_defaults
 
     if language not in DEMO_LANGUAGES:
-        raise ValueError(f"--language {language!r}: the demo has probes for {', '.join(DEMO_LANGUAGES)}")
+        raise ValueError(
+            f"--language {language!r}: the demo has probes for {', '.join(DEMO_LANGUAGES)}; for another "
+            "language, follow docs/data.md (albert tokenizer train, data create, pretrain)"
+        )
     if language != "en" and not files:
         raise ValueError(
             f"--language {language}: the package bundles English books only; give --text with text in that "
@@ -378,16 +381,18 @@ def demo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="empty OUTPUT first where it holds a demo made otherwise"
     )
-    p.add_argument("--max-steps", type=int, default=None, help="training steps (default: the demo's)")
+    p.add_argument(
+        "--max-steps", type=int, default=None, metavar="N", help="training steps (default: the demo's)"
+    )
     from albert_lm.data.languages import LANGUAGES
 
     p.add_argument(
         "--language",
-        choices=tuple(LANGUAGES),
+        choices=tuple(LANGUAGES),  # every language's name, as tokenizer train takes it; the demo's are fewer
         default="en",
-        help="the text's language: its tokenizer "
-        "rule (docs/data.md#languages) and fill-mask probes (en, de, fr, ru, zh; default en; any other "
-        "needs --text)",
+        help="the text's language: its tokenizer rule (docs/data.md#languages) and fill-mask probes "
+        f"(default en; the demo has probes for {', '.join(DEMO_LANGUAGES)}; any but en needs --text; for "
+        "another language, follow docs/data.md: albert tokenizer train, data create, pretrain)",
     )
     p.add_argument(
         "--text",

@@ -68,10 +68,10 @@ def _where(output: str) -> str:
     return "" if output == "-" else f" -> {output}"
 
 
-def _texts_options(p: argparse.ArgumentParser, cls: type) -> None:
-    # field_docs reads a class's own source: the shared fields' help comes from TextsConfig, except for
-    # the shared vocabulary's words (device, precision), which take theirs from settings.VOCABULARY.
-    shared = {k: v for k, v in field_docs(TextsConfig).items() if k not in VOCABULARY}
+def _texts_options(p: argparse.ArgumentParser, cls: type, own: dict[str, str] | None = None) -> None:
+    # field_docs reads a class's own source: the shared fields' help comes from TextsConfig (or `own`),
+    # except for the shared vocabulary's words (device, precision), which take theirs from settings.VOCABULARY.
+    shared = {k: v for k, v in field_docs(TextsConfig).items() if k not in VOCABULARY} | (own or {})
     add_config_option(p, "this command's")
     add_options(
         p,
@@ -115,7 +115,8 @@ def run_fill_mask(args: argparse.Namespace) -> int:
 
 
 def embed_options(p: argparse.ArgumentParser) -> None:
-    _texts_options(p, EmbedConfig)
+    output = "output JSON Lines file (.jsonl), .npy file for a matrix, or - for stdout (default -)"
+    _texts_options(p, EmbedConfig, {"output": output})
 
 
 def run_embed(args: argparse.Namespace) -> int:

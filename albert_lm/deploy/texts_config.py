@@ -23,8 +23,7 @@ class TextsConfig:
     text: list[str] | None = None
     """a text to run on (repeatable), instead of --input"""
     output: str = "-"
-    """output JSON Lines file (.jsonl; embed: .npy for a matrix; a .csv, .tsv or .json name is refused),
-    or - for stdout"""
+    """output JSON Lines file (.jsonl; a .csv, .tsv or .json name is refused), or - for stdout"""
     format: Literal["auto", "lines", "csv", "tsv", "jsonl"] = "auto"
     """input format (auto: from the file's extension; plain lines otherwise and for stdin)"""
     text_column: str = "text"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from albert_lm.model.config import PRESETS
 from albert_lm.settings import (
     VOCABULARY,
     add_config_option,
@@ -63,7 +64,7 @@ def general_options(p: argparse.ArgumentParser) -> None:
         skip=("text", "model_overrides"),
         suppress=True,
         helps=_helps(),
-        choices={"input_format": INPUT_FORMATS},
+        choices={"input_format": INPUT_FORMATS, "preset": PRESETS},
         flags={"input_format": "--format"},
         metavars={
             "model_config": "FILE",
@@ -186,7 +187,7 @@ def run_general(args: argparse.Namespace) -> int:
     and optionally masked LM. Writes an ordinary ALBERT folder to OUTPUT (config.json, model.safetensors,
     spiece.model) with distill_head.safetensors (the projection), distill_results.json, metrics.jsonl and
     checkpoints; with --sts the zero-shot STS-B correlation at each evaluation. SIGTERM saves; --resume
-    continues exactly."""
+    continues exactly. Needs the optional extra: pip install 'albert-lm[distill]'."""
     from albert_lm.distill.general import distill_general
 
     result = distill_general(_general_settings(args))
@@ -201,7 +202,8 @@ def run_task(args: argparse.Namespace) -> int:
     folder such as a general-distilled one) learns its softened logits (KL x T^2), optionally with the
     gold labels. Evaluates on dev, keeps the best in OUTPUT/best as `albert finetune` does (finetune_config.json,
     eval_results.json: `albert predict` and `albert evaluate` take it), with the teacher's dev scores in
-    OUTPUT/eval_results.json. SIGTERM saves; --resume continues exactly."""
+    OUTPUT/eval_results.json. SIGTERM saves; --resume continues exactly. Needs the optional extra: pip
+    install 'albert-lm[distill]'."""
     from albert_lm.distill.config import TaskDistillConfig
     from albert_lm.distill.task import distill_task
 
@@ -224,7 +226,8 @@ def run_teacher(args: argparse.Namespace) -> int:
     training examples with transformers' Trainer (AdamW, 10% warm-up, linear decay), scored on dev after
     each epoch. Writes OUTPUT as a transformers sequence-classification folder with GLUE's label names,
     what `albert distill task --teacher` and `albert glue --teachers` read, with eval_results.json (the
-    final dev scores and each epoch's). A checkpoint after each epoch: --resume continues a killed run."""
+    final dev scores and each epoch's). A checkpoint after each epoch: --resume continues a killed run.
+    Needs the optional extra: pip install 'albert-lm[distill]'."""
     from albert_lm.distill.config import TeacherConfig
     from albert_lm.distill.teacher_training import finetune_teacher
 

@@ -106,7 +106,8 @@ class GeneralDistillConfig(DistillCommon):
     model_overrides: dict[str, Any] = setting(factory=dict, group="the student")
     """AlbertConfig fields to change, e.g. {"num_hidden_layers": 6}"""
     init_from: str | None = setting(None, group="the student")
-    """start from this albert-lm or transformers ALBERT folder (or hub id), its shape and tokenizer"""
+    """start from this albert-lm or transformers ALBERT folder (or hub id), its shape and tokenizer (what
+    the other commands call --model)"""
     teacher_init: Literal["no", "mean", "first"] = setting("no", group="the student")
     """start from the teacher (a BERT-style encoder): its embedding table mapped to the student's pieces
     and factorised by SVD to E, each student layer from the teacher layers it stands for (mean: their

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from albert_lm.model.config import PRESETS
+
 
 def convert_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -70,7 +72,7 @@ def run_convert(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- albert params
 def params_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", action="append", help="count only these presets (repeatable)")
+    p.add_argument("--preset", action="append", choices=PRESETS, help="count only these presets (repeatable)")
 
 
 def run_params(args: argparse.Namespace) -> int:

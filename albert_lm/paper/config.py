@@ -128,8 +128,8 @@ class ReproduceConfig:
             raise ValueError(f"precision {self.precision!r}: expected auto, fp32, bf16 or fp16")
         unknown = [m for m in self.model_list() if m not in SPEED_TABLE]
         if unknown or not self.model_list():
-            given = ", ".join(unknown) or "none given"
-            raise ValueError(f"models: {given}; expected some of {', '.join(SPEED_TABLE)}")
+            given = f"unknown model {', '.join(unknown)}" if unknown else "none given"
+            raise ValueError(f"models: {given}; choose from {', '.join(SPEED_TABLE)}")
         self.bandwidth_list()
 
     def model_list(self) -> list[str]:

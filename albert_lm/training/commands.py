@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from albert_lm.model.config import PRESETS
 from albert_lm.settings import (
     add_config_option,
     add_options,
@@ -39,6 +40,7 @@ def pretrain_options(p: argparse.ArgumentParser) -> None:
         PretrainConfig,
         skip=("model_overrides",),
         suppress=True,
+        choices={"preset": PRESETS},
         metavars={
             "model_config": "FILE",
             "init_from": "MODEL",

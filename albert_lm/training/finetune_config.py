@@ -85,7 +85,8 @@ class FinetuneConfig(LoopSettings):
     warmup_steps: int | None = setting(None, group="batch and optimizer")
     """warmup steps (default: the task's warmup fraction of the steps)"""
     max_seq_length: int | None = setting(None, group="sizes")
-    """tokens per example (default: the task's, 512; 384 for SQuAD 1.1)"""
+    """tokens per example (default: the task's: 512 for GLUE, SQuAD 2.0 and RACE, 384 for SQuAD 1.1,
+    128 for classification and token-classification)"""
     gradient_accumulation_steps: int = setting(1, group="batch and optimizer")
     """batches per optimizer step"""
     dropout: float | None = setting(None, group="batch and optimizer")
@@ -277,9 +278,10 @@ class EvaluateConfig(ExitSettings):
     """with --output: replace the eval_results.json and predictions/ already there (nothing else in the
     folder is touched)"""
     batch_size: int | None = None
-    """with --model: evaluation batch size"""
+    """with --model: evaluation batch size (default: the model's fine-tuning one, else twice the task's
+    training batch)"""
     max_seq_length: int | None = None
-    """with --model: default: the task's"""
+    """with --model: tokens per example (default: what the model was fine-tuned with, else the task's)"""
     max_eval_examples: int | None = None
     """with --model: evaluate the first N examples of each dev file (the counts are in the results; default:
     all), as finetune and glue take it"""

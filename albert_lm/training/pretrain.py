@@ -17,7 +17,7 @@ Follows the paper's Section 4.1 and google-research/albert `run_pretraining.py`:
   micro-batches (see `PretrainingSampler`) and take the same step.
 - LAMB, clipping, warmup + polynomial decay: `albert_lm.training.optim`. Paper defaults: lr 0.00176 at batch
   4096, 125k steps, warmup 3125; `--learning-rate` is the rate for your global batch.
-- "dropout off from step N" (Section 4.9: removing dropout helps once the model no longer overfits).
+- "dropout off from step N" (Section 4.8: removing dropout helps once the model no longer overfits).
 - Checkpoints in transformers' layout + exact training state (`albert_lm.training.checkpoint`); `resume`
   continues bit-for-bit (CPU, fp32): data order and dynamic masking are functions of (seed, epoch,
   position), and the data loaders never draw from the generators that dropout uses.

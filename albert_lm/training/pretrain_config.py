@@ -47,7 +47,8 @@ class PretrainConfig(ResumableSettings):
     model_overrides: dict[str, Any] = setting(factory=dict, group="the model")
     """AlbertConfig fields to change, e.g. {"num_hidden_layers": 24}"""
     init_from: str | None = setting(None, group="the model")
-    """warm start from a model folder, or hub id org/name[@rev] (depth growth)"""
+    """warm start from a model folder, or hub id org/name[@rev] (what the other commands call --model;
+    depth growth)"""
     init_from_group0: bool = setting(False, group="the model")
     """start every hidden group from group 0 (google-research's warm start)"""
     projection_init_std: float | None = setting(None, group="the model")
@@ -85,12 +86,12 @@ class PretrainConfig(ResumableSettings):
     """compile the encoder with torch.compile (GPU): an albert-base step ran 1.58x the eager one on an
     H100, after 20-30 s of compiling that the time budget counts"""
     float8: bool = setting(False, group="machine")
-    """the encoder's linear layers in float8 (torchao; a GPU of compute capability 8.9+: Ada, Hopper),
-    the rest under bf16 autocast; needs --torch-compile to be fast"""
+    """the encoder's linear layers in float8 (torchao, the extra albert-lm[float8]; a GPU of compute
+    capability 8.9+: Ada, Hopper), the rest under bf16 autocast; needs --torch-compile to be fast"""
     gradient_checkpointing: bool = setting(False, group="machine", resume=True)
     """recompute layers in backward (less memory, ~30% more time)"""
     dropout_off_step: int | None = setting(None, group="objective")
-    """switch dropout off from this step (paper Section 4.9)"""
+    """switch dropout off from this step (paper Section 4.8)"""
     eval_batches: int = setting(100, group="evaluation and records", resume=True)
     """held-out batches per evaluation (google-research's max_eval_steps)"""
     eval_text: str | None = setting(None, group="evaluation and records", resume=True)
