@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from albert_lm.deploy.export_config import ExportConfig
-from albert_lm.deploy.predict_config import PredictConfig
+from albert_lm.deploy.predict_config import COLUMN_FIELDS, PredictConfig
 from albert_lm.deploy.texts_config import EmbedConfig, FillMaskConfig, TextsConfig
 from albert_lm.runtime.exits import ExitSettings
 from albert_lm.settings import VOCABULARY, add_config_option, add_options, field_docs, load_settings
@@ -24,10 +24,22 @@ def predict_options(p: argparse.ArgumentParser) -> None:
         skip=("text",),
         required=("model",),
         suppress=True,
-        metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
+        metavars={
+            "model": "DIR",
+            "input": "FILE",
+            "output": "FILE",
+            "keep_columns": "COL,...",
+            **{f"{name}_column": "NAME" for name in COLUMN_FIELDS},
+        },
         helps=field_docs(ExitSettings),
+        groups={
+            "model, input and output": ("model", "input", "output", "format", "keep_columns", "skip_bad"),
+            "input columns": tuple(f"{name}_column" for name in COLUMN_FIELDS),
+            "early exit (a model fine-tuned with --exit-heads)": ("patience", "exit_confidence", "depth"),
+            "machine": ("batch_size", "max_seq_length", "precision", "device", "int8"),
+        },
     )
-    _text_option(p, field_docs(PredictConfig)["text"])
+    _text_option(_group(p, "model, input and output"), field_docs(PredictConfig)["text"])
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -80,12 +92,23 @@ def _texts_options(p: argparse.ArgumentParser, cls: type, own: dict[str, str] | 
         required=("model",),
         helps=shared,
         suppress=True,
-        metavars={"model": "DIR", "input": "FILE", "keep_columns": "COL,..."},
+        metavars={
+            "model": "DIR",
+            "input": "FILE",
+            "output": "FILE",
+            "text_column": "NAME",
+            "keep_columns": "COL,...",
+        },
     )
     _text_option(p, field_docs(TextsConfig)["text"])
 
 
-def _text_option(p: argparse.ArgumentParser, help: str) -> None:
+def _group(p: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
+    """The headed section `title` of p's --help."""
+    return next(g for g in p._action_groups if g.title == title)
+
+
+def _text_option(p: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
     """--text TEXT, once or more: texts typed on the command line instead of an --input file."""
     p.add_argument("--text", action="append", metavar="TEXT", default=argparse.SUPPRESS, help=help)
 

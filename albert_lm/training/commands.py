@@ -245,7 +245,20 @@ def evaluate_options(p: argparse.ArgumentParser) -> None:
         required=EVALUATE_REQUIRED,
         suppress=True,
         helps={"overwrite": field_docs(EvaluateConfig)["overwrite"], **field_docs(ExitSettings)},
-        metavars={"model": "MODEL", "output": "OUTPUT"},
+        metavars={
+            "model": "MODEL",
+            "output": "DIR",
+            "data": "PATH",
+            "predictions": "FILE",
+            "na_probs": "FILE",
+        },
+        groups={
+            "task and data": ("task", "data", "max_eval_examples"),
+            "a SQuAD predictions file": ("predictions", "na_probs", "na_prob_thresh"),
+            "a fine-tuned model": ("model", "output", "overwrite", "batch_size", "max_seq_length"),
+            "early exit (a model fine-tuned with --exit-heads)": ("patience", "exit_confidence", "depth"),
+            "machine": ("device", "precision"),
+        },
     )
 
 
