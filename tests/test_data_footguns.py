@@ -259,6 +259,27 @@ def test_gutenberg_markers_without_strip_gutenberg_give_a_hint(tmp_path, caplog)
     assert folder_hash(tmp_path / "t1") != folder_hash(tmp_path / "t2")  # the hint changed no output
 
 
+def test_nsp_pairs_without_random_next_segments_are_warned_about(tiny_corpus_and_tokenizer, tmp_path):
+    """A held-out split of one document has no other document to draw NSP's random B from: its pairs
+    are all "next", which would score an NSP head on one class; the summary says so."""
+    _, tok = tiny_corpus_and_tokenizer
+    rng = random.Random(0)
+    words = "kala bime to dunora pesi kalo vemi tura mepa lodi sure kana".split()
+    lines = (
+        " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "." for _ in range(400)
+    )
+    (tmp_path / "one.txt").write_text("\n".join(lines) + "\n")  # no blank line: documents are whole blocks
+    cfg = DataConfig(max_seq_length=48, input_format="lines", eval_fraction=0.1, objective="nsp")
+    manifest = create_pretraining_data(
+        [tmp_path / "one.txt"], tok, tmp_path / "out", cfg, num_workers=1, progress=False
+    )
+    held, train = manifest["splits"]["eval"], manifest["splits"]["train"]
+    assert held["examples"] > 0 and held["label_ones"] == 0 and train["label_ones"] > 0.3 * train["examples"]
+    summary = format_summary(manifest)
+    assert f"WARNING: 0% of the {held['examples']} eval pairs have a random next segment" in summary
+    assert "train pairs" not in summary and "--eval-fraction" in summary
+
+
 def test_an_older_manifest_still_reads(tiny_corpus_and_tokenizer, tmp_path):
     from albert_lm.data.dataset import PretrainingDataset
 

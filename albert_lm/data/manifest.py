@@ -37,7 +37,7 @@ def _splits(metas: list[dict]) -> tuple[dict[str, Any], ExampleStats]:
             {"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
             for m in ms
         ]
-        splits[split] = {"examples": st.examples, "shards": shards}
+        splits[split] = {"examples": st.examples, "label_ones": st.label_ones, "shards": shards}
     return splits, total
 
 
@@ -93,6 +93,28 @@ def build_manifest(
     }
 
 
+# NSP draws B from another document in half of the pairs; a split whose shards hold one document each
+# (a small text, a small held-out share) has none to draw from, and its pairs are all "next".
+FEW_RANDOM_NEXT = 0.25
+
+
+def _few_random_next(manifest: dict) -> list[str]:
+    """A warning for each split of NSP pairs of which few have a random next segment."""
+    if manifest["objective"] != "nsp":
+        return []
+    out = []
+    for split, info in manifest["splits"].items():
+        examples, ones = info["examples"], info.get("label_ones")  # older manifests lack label_ones
+        if examples and ones is not None and ones / examples < FEW_RANDOM_NEXT:
+            more = " or a larger --eval-fraction" if split == "eval" else ""
+            out.append(
+                f"WARNING: {ones / examples:.0%} of the {examples} {split} pairs have a random next segment, "
+                "where NSP wants about half: a random B comes from another document of the same shard, and "
+                f"this split's shards hold too few documents; give more text (more documents){more}"
+            )
+    return out
+
+
 def format_summary(manifest: dict) -> str:
     """The counts `albert data create` prints at the end."""
     s = manifest["summary"]
@@ -107,6 +129,7 @@ def format_summary(manifest: dict) -> str:
         f"tokens {s['tokens']}  masked tokens {masked}  {what} {s['label_one_rate']:.4f}  "
         f"short targets {s['short_target_rate']:.4f}  dropped lone sentences {s['dropped_lone_sentences']}",
     ]
+    lines += _few_random_next(manifest)
     if s.get("records_without_text"):
         lines.append(
             f"WARNING: {s['records_without_text']} records had a null or empty text field (left out)"
