@@ -578,7 +578,12 @@ def test_another_run_is_not_overwritten(world, tmp_path, capsys):
     capsys.readouterr()
     assert main(_general(world, out, "--max-steps", "1")) == 1
     assert "holds another run" in capsys.readouterr().err
+    made = sorted(p.name for p in out.iterdir())
+    (out / "notes.txt").write_text("mine\n")  # the user's: --overwrite removes a run's files only
+    (out / "checkpoint-99").mkdir()  # a checkpoint the new run does not write: removed
     assert main(_general(world, out, "--max-steps", "1", "--overwrite")) == 0
+    assert (out / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in out.iterdir() if p.name != "notes.txt") == made
 
 
 def test_help_lists_both_commands(capsys):

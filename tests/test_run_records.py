@@ -143,6 +143,23 @@ def test_pretraining_checkpoints_and_final_model_carry_cards_with_their_scores(t
     assert f'from_pretrained("{fresh}")' in card
 
 
+def test_pretraining_overwrite_removes_the_runs_files_only(tmp_path):
+    """--overwrite replaces the run, not the folder: the user's files beside it (their books, their
+    README.md) stay, as fine-tuning's and distillation's --overwrite leave them."""
+    out = tmp_path / "run"
+    (out / "books").mkdir(parents=True)
+    (out / "books" / "a.txt").write_text("mine\n")
+    (out / "README.md").write_text(USERS_README)
+    pretrain(tiny_run(out, max_steps=4, save_every=2, keep_last=0), train_dataset=SyntheticData())
+    assert (out / "checkpoint-4").is_dir()
+    pretrain(tiny_run(out, max_steps=2, save_every=2, overwrite=True), train_dataset=SyntheticData())
+    assert (out / "books" / "a.txt").read_text() == "mine\n" and (
+        out / "README.md"
+    ).read_text() == USERS_README
+    assert not (out / "checkpoint-4").exists() and (out / "checkpoint-2").is_dir()
+    assert json.loads((out / "pretrain_config.json").read_text())["max_steps"] == 2
+
+
 # --------------------------------------------------------------------------- conversion
 def test_converted_model_has_a_card_and_a_users_readme_survives_overwrite(
     tmp_path, tiny_corpus_and_tokenizer

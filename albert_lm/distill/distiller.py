@@ -25,7 +25,6 @@ from typing import Any
 import torch
 
 from albert_lm.distill.config import RESUME_MAY_CHANGE, DistillCommon
-from albert_lm.files import clear_folder, describe_folder
 from albert_lm.kernels.device import autocast
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
@@ -47,6 +46,9 @@ DISTILLATION = RunKind(
     RESUME_MAY_CHANGE,
     state_keys=("step", "epoch", "position", "optimizer", "scheduler", "ranks", "elapsed_s"),
     writes=MODEL_FILES,
+    # a general student's projection and results (distill.cards.HEAD_FILE, general.RESULTS_FILE), a task
+    # student's dev predictions
+    outputs=("distill_head.safetensors", "distill_results.json", "predictions"),
 )
 
 
@@ -160,9 +162,8 @@ def prepare_output(cfg: DistillCommon, latest: Path | None) -> Path:
     """The output folder, emptied under --overwrite, cleared of half-written checkpoints (the caller
     holds its lock)."""
     out = Path(cfg.output)
-    if cfg.overwrite and out.is_dir() and any(out.iterdir()):
-        logger.info("--overwrite: removing %s from %s", describe_folder(out), out)
-        clear_folder(out)
+    if cfg.overwrite and out.is_dir():
+        run_folder.remove_run(DISTILLATION, out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt.remove_stale_temporaries(out)
     if cfg.resume and latest is None:

@@ -119,7 +119,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     with folder_lock(out):
         latest = _check_folders(cfg)  # again, under the lock: another run may have finished there meanwhile
         if cfg.overwrite:
-            _remove_run(out)
+            run_folder.remove_run(FINETUNING, out)
         ckpt.remove_stale_temporaries(out)
         if cfg.resume and latest is None:
             logger.warning("--resume: no checkpoint in %s, starting from step 0", out)
@@ -184,20 +184,6 @@ SLOW_ADVICE = (
     "Bound it: --max-train-examples 10000 (what albert glue's CPU recipe takes), fewer --epochs or --max-steps; "
     "a checkpoint every --save-every steps lets --resume continue it if it is stopped"
 )
-
-
-def _remove_run(out: Path) -> None:
-    """--overwrite: remove the files of the run `out` holds (and what an interrupted one left under
-    temporary names); anything else the user keeps there stays."""
-    names = set(RUN_FILES) | {f".{n}.{end}" for n in RUN_FILES for end in ("tmp", "old")}
-    gone = sorted(p for p in out.iterdir() if p.name in names or ckpt.checkpoint_step(p) is not None)
-    if gone:
-        logger.info("--overwrite: removing %s from %s", ", ".join(p.name for p in gone), out)
-    for p in gone:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
 
 
 def _check_folders(cfg: FinetuneConfig) -> Path | None:

@@ -32,6 +32,7 @@ RESUME_MAY_CHANGE = settings_where(PretrainConfig, "resume")
 # Files that mark a folder as a pretraining run's (besides checkpoint-N folders).
 RUN_FILES = ("pretrain_config.json", "model.safetensors", "metrics.jsonl")
 SETTINGS_FILE = "pretrain_config.json"  # every setting of the run, in the output and in each checkpoint
+TEXT_DATA = "data"  # OUTPUT/data: the examples `pretrain --text` makes
 PRETRAINING = RunKind(
     "pretraining",
     RUN_FILES,
@@ -40,6 +41,7 @@ PRETRAINING = RunKind(
     state_keys=("step", "epoch", "offset", "optimizer", "scheduler", "ranks"),  # what resuming reads
     new_run_hint="start a new run from these weights with --init-from {latest}",
     writes=MODEL_FILES,
+    outputs=(TEXT_DATA,),
 )
 
 
@@ -51,7 +53,7 @@ def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
               "--eval-text": cfg.eval_text}  # fmt: skip
     # `pretrain --text` makes its examples in OUTPUT/data (text_data.data_from_text; it has already
     # done any --overwrite): the run's files go beside them. Under --overwrite they would be deleted.
-    generated = out / "data"
+    generated = out / TEXT_DATA
     if cfg.data and Path(cfg.data).resolve() == generated.resolve() and not cfg.overwrite:
         inputs.pop("--data")
     run_folder.check_output(

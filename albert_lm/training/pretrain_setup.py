@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from albert_lm.data.dataset import PretrainingSampler, pretraining_loader, text_eval_dataset
-from albert_lm.files import clear_folder, describe_folder, folder_lock, read_json_object
+from albert_lm.files import folder_lock, read_json_object
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.float8 import check_float8, convert_to_float8
@@ -36,7 +36,7 @@ from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight
+from albert_lm.training import preflight, run_folder
 from albert_lm.training.clock import run_length
 from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
@@ -187,8 +187,7 @@ def _prepare_output(cfg: PretrainConfig, d: DistInfo, latest: Path | None) -> Pa
     out = Path(cfg.output)
     if d.main:
         if cfg.overwrite and out.is_dir():
-            logger.info("--overwrite: removing %s from %s", describe_folder(out), out)
-            clear_folder(out)
+            run_folder.remove_run(preflight.PRETRAINING, out)
         out.mkdir(parents=True, exist_ok=True)
         ckpt.remove_stale_temporaries(out)
     if d.world > 1:

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from albert_lm.files import check_output_apart, describe_folder, read_json_object
+from albert_lm.model.card import CARD_FILE, is_model_card
 from albert_lm.training import checkpoint as ckpt
+from albert_lm.training.monitor import CURVES_FILE, TENSORBOARD_DIR
+
+logger = logging.getLogger(__name__)
 
 # A model folder's files, which pretraining and distillation write into their output folder itself (a
 # README.md of the user's is never replaced: model.card writes a card only where none is).
@@ -43,6 +49,9 @@ class RunKind:
     # a model's) must not have: the run would replace it.
     writes: tuple[str, ...] = ()
     new_run_hint: str = "start a new run"  # the way forward when a resume changes a setting ({latest})
+    # Whatever else the run writes into the output folder (besides its model card, curves, TensorBoard
+    # events and checkpoints): --overwrite removes what a run wrote, and only that (`remove_run`).
+    outputs: tuple[str, ...] = ()
 
 
 def check_output(
@@ -85,6 +94,23 @@ def check_output(
             f"--output {out} holds another run ({what}{describe_folder(out)}): {resumable}pass --overwrite "
             "to replace it, or choose another --output"
         )
+
+
+def remove_run(kind: RunKind, out: Path) -> None:
+    """--overwrite: remove what a run of `kind` wrote in `out` (also under the temporary names of an
+    interrupted write, and its checkpoints); anything else the user keeps there stays, a README.md of
+    their own included."""
+    names = {*kind.run_files, *kind.writes, *kind.outputs, kind.settings_file, CURVES_FILE, TENSORBOARD_DIR}
+    names |= {CARD_FILE} if is_model_card(out / CARD_FILE) else set()
+    names |= {f".{n}.{end}" for n in names for end in ("tmp", "old")}
+    gone = sorted(p for p in out.iterdir() if p.name in names or ckpt.checkpoint_step(p) is not None)
+    if gone:
+        logger.info("--overwrite: removing %s from %s", ", ".join(p.name for p in gone), out)
+    for p in gone:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def changed_settings(saved: Mapping[str, Any], now: Any, ignore: Iterable[str] = ()) -> list[str]:

@@ -10,16 +10,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from albert_lm.files import clear_folder, describe_folder
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight
+from albert_lm.training import preflight, run_folder
+from albert_lm.training.preflight import PRETRAINING, TEXT_DATA
 from albert_lm.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
-
-TEXT_DATA = "data"  # OUTPUT/data: the examples `pretrain --text` makes
 
 
 def data_from_text(
@@ -66,8 +64,7 @@ def data_from_text(
     output = Path(cfg.output)
     preflight.check_output(cfg, ckpt.latest_checkpoint(output))
     if cfg.overwrite and output.is_dir():  # the old run goes now, so the new examples are not removed with it
-        logger.info("--overwrite: removing %s from %s", describe_folder(output), output)
-        clear_folder(output)
+        run_folder.remove_run(PRETRAINING, output)
         cfg = dataclasses.replace(cfg, overwrite=False)
     out = output / TEXT_DATA
     manifest = create_pretraining_data(files, source, out, data_cfg, num_workers=1, progress=progress)
