@@ -15,10 +15,12 @@ from __future__ import annotations
 import functools
 import logging
 import multiprocessing as mp
+import os
 import pickle
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -99,12 +101,24 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def _init_worker(load: Callable[..., None] | None, load_args: tuple, counts: Any) -> None:
     """A worker process: Ctrl-C is the parent's to handle (it stops the workers), and SIGTERM ends the
-    worker quietly (a forked worker would otherwise run the command's handler and print a traceback)."""
+    worker quietly (a forked worker would otherwise run the command's handler and print a traceback).
+    A worker whose parent is gone (killed by SIGKILL or for memory, which no handler sees) ends too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
     counts.cancel_join_thread()  # a worker never waits at exit to flush progress counts
     if load is not None:
         load(*load_args, counts)
+
+
+def _end_with_parent(parent: int, every_s: float = 0.5) -> None:
+    """End this worker once its parent has gone (it is then another process's child). A forked worker
+    holds the parent's folder lock and the pool's queues open: left running, it would wait on them forever
+    and keep the output locked against the command run again. Polled by hand: the library way,
+    prctl(PR_SET_PDEATHSIG), is Linux's only and fires when the parent's starting thread ends."""
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(1)
 
 
 def _travelling_errors(work: Callable[[Any], Any], task: Any) -> Any:

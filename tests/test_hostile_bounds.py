@@ -7,10 +7,13 @@ the command line gives the same option."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
+import os
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -102,7 +105,10 @@ def test_distill_task_augment_is_bounded_before_a_variant_is_built():
         (["fill-mask", "--model", "m", "--text", "a [MASK]", "--top-k", "10000000000"], "top_k"),
         (["embed", "--model", "m", "--text", "a", "--depth", "10000000000"], "depth"),
         ([*DISTILL_TASK, "--teacher-batch-size", "1000000000"], "--teacher-batch-size"),
-        (["distill", "general", "--text", "t", "--output", "o", "--batch-size", "1000000000"], "--batch-size"),
+        (
+            ["distill", "general", "--text", "t", "--output", "o", "--batch-size", "1000000000"],
+            "--batch-size",
+        ),
         (["reproduce", "sharing", "--data", "d", "--max-steps", "100000000000000"], "--max-steps"),
         ([*DATA_CREATE, "--workers", "99999999999"], "--workers"),
         ([*DATA_CREATE, "--dupe-factor", "1000000000"], "dupe_factor"),
@@ -274,3 +280,56 @@ def test_a_wrong_type_in_the_file_is_refused_even_where_the_option_is_typed(
     config = tmp_path / "settings.json"
     config.write_text(json.dumps({field: [good]}))
     refused(capsys, [*command, option, good, "--config", str(config)], f"{config}: {field}: expected")
+
+
+_KILLED_PARENT = """
+import os, sys, time
+from albert_lm.workers import run_pool
+
+def work(_):
+    open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+    time.sleep(300)
+
+if __name__ == "__main__":
+    run_pool(work, [0, 1], 2, "test", start="fork")
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux)")
+def test_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
+    """A command killed by SIGKILL (or the OOM killer) takes its workers with it: left running, forked
+    workers keep its output folder locked ("another albert command is writing there now") for good."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "pool.py"
+    script.write_text(_KILLED_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    workers: list[int] = []
+    try:
+        for _ in range(600):  # until both workers have started their task (60 s at most)
+            workers = [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]
+            if len(workers) == 2:
+                break
+            time.sleep(0.1)
+        assert len(workers) == 2, "the workers never started"
+        parent.kill()
+        parent.wait()
+        for _ in range(300):  # they notice within a second; 30 s before calling them left behind
+            if not any(_alive(pid) for pid in workers):
+                break
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)], "workers outlived their killed parent"
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
