@@ -73,10 +73,10 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(r
         msg = refused(capsys, argv, str(file), field, "expected")
         assert not out.exists(), msg
     for flags, text in (
-        (["--learning-rate", "inf"], "learning_rate"),
-        (["--learning-rate", "nan"], "learning_rate"),
-        (["--batch-size", "0"], "batch_size"),
-        (["--adam-beta2", "1.5"], "adam_beta2"),
+        (["--learning-rate", "inf"], "--learning-rate"),
+        (["--learning-rate", "nan"], "--learning-rate"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--adam-beta2", "1.5"], "--adam-beta2"),
         (["--model-override", "num_hidden_layrs=3"], "num_hidden_layrs"),
         (["--model-override", "hidden_size=abc"], "hidden_size"),
         (["--time-budget", "ten minutes"], "time budget"),
@@ -84,9 +84,9 @@ def test_config_values_of_the_wrong_type_or_range_are_refused_naming_the_field(r
         refused(capsys, [*_pretrain(run_world["data_a"], out), *flags], text)
         assert not out.exists()
     for flags, text in (
-        (["--epochs", "0"], "epochs"),
-        (["--learning-rate", "-1"], "learning_rate"),
-        (["--dropout", "1.5"], "dropout"),
+        (["--epochs", "0"], "--epochs"),
+        (["--learning-rate", "-1"], "--learning-rate"),
+        (["--dropout", "1.5"], "--dropout"),
     ):
         refused(capsys, _finetune(run_world["run"], run_world["task"], out, *flags), text)
         assert not out.exists()

@@ -89,10 +89,13 @@ def test_gutenberg_headers_and_footers_are_stripped(tmp_path: Path) -> None:
         f.write_text(text, encoding="utf-8")
         lines = [ln for ln in iter_text_lines(f, strip_gutenberg=True) if ln.strip()]
         assert lines == body
-    plain = tmp_path / "plain.txt"
+    plain = tmp_path / "plain.txt"  # not a book: read whole (the commands say which files were)
     plain.write_text("no markers here\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="no Project Gutenberg START marker"):
-        list(iter_text_lines(plain, strip_gutenberg=True))
+    assert [ln for ln in iter_text_lines(plain, strip_gutenberg=True) if ln.strip()] == ["no markers here"]
+    cut = tmp_path / "cut.txt"  # a book cut short: its START marker, no END marker
+    cut.write_text(GUTENBERG.split("End of the Project")[0], encoding="utf-8")
+    with pytest.raises(ValueError, match="no Project Gutenberg END marker"):
+        list(iter_text_lines(cut, strip_gutenberg=True))
 
 
 def test_every_shared_book_has_its_markers_found(albert_data: Path) -> None:

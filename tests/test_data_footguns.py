@@ -257,6 +257,12 @@ def test_gutenberg_markers_without_strip_gutenberg_give_a_hint(tmp_path, caplog)
         train_tokenizer([book], tmp_path / "t2", vocab_size=100, num_threads=1, strip_gutenberg=True)
     assert not caplog.records
     assert folder_hash(tmp_path / "t1") != folder_hash(tmp_path / "t2")  # the hint changed no output
+    # books mixed with other text: the books are cut to their text, the other files read whole, named
+    with caplog.at_level(logging.WARNING, logger="albert_lm.data.corpus"):
+        train_tokenizer([book, plain], tmp_path / "t3", vocab_size=100, num_threads=1, strip_gutenberg=True)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "1 of 2 input files hold no Project Gutenberg START marker" in said and str(plain) in said
+    assert "reads them whole" in said and str(book) not in said
 
 
 def test_nsp_pairs_without_random_next_segments_are_warned_about(tiny_corpus_and_tokenizer, tmp_path):

@@ -48,7 +48,7 @@ from pathlib import Path
 import blingfire
 
 from albert_lm.data import unspaced
-from albert_lm.data.gutenberg import gutenberg_body, has_gutenberg_start, warn_gutenberg_markers
+from albert_lm.data.gutenberg import gutenberg_body, has_gutenberg_start, text_range, warn_gutenberg_markers
 from albert_lm.data.layout import FORMATS, FormatGuess, guess_format, input_formats
 from albert_lm.data.records import RECORD_LINE_FACTOR, iter_records
 from albert_lm.data.sources import Block, container, is_records, is_streamed, read_range, reading
@@ -143,11 +143,8 @@ def plan_blocks(
             raise InputError(path, f"given twice as --input{also}; give each file once")
         seen[path.resolve()] = str(p)
         records = is_records(path)
-        if strip_gutenberg and records:
-            raise InputError(
-                path, "--strip-gutenberg keeps the text between a book's markers; this file holds records"
-            )
-        start, end = gutenberg_body(path) if strip_gutenberg else (0, _known_size(path))
+        start, end = text_range(path, strip_gutenberg)
+        end = _known_size(path) if end is None else end
         with reading(path, text_column) as f:
             pos = start
             while end is None or pos < end:
@@ -289,11 +286,7 @@ def iter_text_lines(
     path = Path(path)
     check_input_file(path)
     records = is_records(path)
-    if strip_gutenberg and records:
-        raise InputError(
-            path, "--strip-gutenberg keeps the text between a book's markers; this file holds records"
-        )
-    start, end = gutenberg_body(path) if strip_gutenberg else (0, None)
+    start, end = text_range(path, strip_gutenberg)
     stats = stats if stats is not None else ReadStats()
     ended = True  # whether the text so far ends with a line end (an empty text: one empty line)
     for block, data in _chunks(path, start, end, max_line_bytes, records, text_column):

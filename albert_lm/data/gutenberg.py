@@ -44,29 +44,41 @@ def gutenberg_body(path: Path) -> tuple[int, int]:
         raise InputError(
             path,
             f"no Project Gutenberg END marker ('*** END OF' or 'End of the Project Gutenberg') in "
-            f"the last {_TAIL_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books",
+            f"the last {_TAIL_WINDOW} bytes, after its START marker: the book looks cut short; give the whole "
+            "file, or drop --strip-gutenberg",
         )
     return start, tail_start + end_match.start()
 
 
-def has_gutenberg_start(path: str | os.PathLike) -> bool:
+def has_gutenberg_start(path: str | os.PathLike, window: int = _HINT_WINDOW) -> bool:
     """Whether a text file holds Project Gutenberg's START marker line near its top."""
     with reading(path) as f:
-        return _START_RE.search(f.read(_HINT_WINDOW)) is not None
+        return _START_RE.search(f.read(window)) is not None
 
 
-def warn_gutenberg_markers(paths: Sequence[str | os.PathLike]) -> None:
-    """Log one WARNING if some inputs look like Project Gutenberg books (a START marker near the top)
-    while --strip-gutenberg is off: their header and licence text would be trained on. The output does
-    not change; the option stays the user's to give."""
-    marked = [str(p) for p in paths if not is_records(p) and has_gutenberg_start(p)]
-    if marked:
-        more = f" and {len(marked) - 3} more" if len(marked) > 3 else ""
-        logger.warning(
-            "%d of %d input files hold Project Gutenberg's START marker (%s%s): their header and licence "
-            "text will be trained on; pass --strip-gutenberg to keep only the text between the markers",
-            len(marked),
-            len(paths),
-            ", ".join(marked[:3]),
-            more,
+def text_range(path: Path, strip_gutenberg: bool) -> tuple[int, int | None]:
+    """The byte range of `path` to read (end None: to its end). With `strip_gutenberg`, a Project
+    Gutenberg book's text between its markers; a file without a START marker (another text of the
+    corpus, or records) is read whole, as `warn_gutenberg_markers` says."""
+    if strip_gutenberg and not is_records(path) and has_gutenberg_start(path, _HEAD_WINDOW):
+        return gutenberg_body(path)
+    return 0, None
+
+
+def warn_gutenberg_markers(paths: Sequence[str | os.PathLike], strip_gutenberg: bool = False) -> None:
+    """One WARNING where the inputs and --strip-gutenberg disagree: without it, some inputs look like
+    Project Gutenberg books (a START marker near the top), whose header and licence text would be trained
+    on; with it, some hold no marker and are read whole. The output does not change; the option stays the
+    user's to give."""
+    if strip_gutenberg:
+        found = [str(p) for p in paths if is_records(p) or not has_gutenberg_start(p, _HEAD_WINDOW)]
+        what = "hold no Project Gutenberg START marker (%s%s): --strip-gutenberg reads them whole"
+    else:
+        found = [str(p) for p in paths if not is_records(p) and has_gutenberg_start(p)]
+        what = (
+            "hold Project Gutenberg's START marker (%s%s): their header and licence text will be trained "
+            "on; pass --strip-gutenberg to keep only the text between the markers"
         )
+    if found:
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        logger.warning(f"%d of %d input files {what}", len(found), len(paths), ", ".join(found[:3]), more)

@@ -292,8 +292,7 @@ def create_pretraining_data(
         check_output_apart(out, {"--input": path})
     try:
         plan = plan_shards(files, cfg)
-        if not cfg.strip_gutenberg:
-            warn_gutenberg_markers(list(plan.formats))
+        warn_gutenberg_markers(list(plan.formats), cfg.strip_gutenberg)
     finally:
         close_streams()
     pid = plan_id(plan, cfg, tokenizer_identity(tok))

@@ -82,8 +82,7 @@ def train_tokenizer(
         check_output_apart(out, {"--input": path})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
-    if not strip_gutenberg:
-        warn_gutenberg_markers(inputs)
+    warn_gutenberg_markers(inputs, strip_gutenberg)
     rule = Rule(do_lower_case, keep_accents, strip_gutenberg, skip_invalid_utf8, max_line_bytes, text_column)
     settings = albert_trainer_settings(vocab_size, character_coverage, input_sentence_size, num_threads)
     if not add_dummy_prefix:  # only then: the English settings stay the released model's, byte for byte

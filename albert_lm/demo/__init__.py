@@ -203,7 +203,7 @@ def prepare_texts(texts: dict[str, Path], dest: Path) -> list[Path]:
     """Copies of `texts` (`text_sources`: each file by its copy's name) in `dest` (kept if already there),
     each cut to the text between Project Gutenberg's START and END markers where it has them (a folder
     of books mixes both kinds)."""
-    from albert_lm.data.corpus import gutenberg_body, has_gutenberg_start
+    from albert_lm.data.gutenberg import text_range
     from albert_lm.data.sources import reading
     from albert_lm.files import atomic_write
 
@@ -212,7 +212,7 @@ def prepare_texts(texts: dict[str, Path], dest: Path) -> list[Path]:
     for name, path in texts.items():
         copy = dest / name
         if not copy.is_file():
-            start, end = gutenberg_body(path) if has_gutenberg_start(path) else (0, None)
+            start, end = text_range(path, strip_gutenberg=True)
             with reading(path) as f:
                 atomic_write(copy, f.read()[start:end])
         copies.append(copy)

@@ -57,8 +57,7 @@ def read_sentences(
     if not files:
         raise ValueError("no text: give --text FILE ... (plain-text files to distil on)")
     blocks = plan_blocks(files, BLOCK_BYTES, strip_gutenberg)
-    if not strip_gutenberg:
-        warn_gutenberg_markers(files)
+    warn_gutenberg_markers(files, strip_gutenberg)
     formats = input_formats(blocks, input_format)
     seen: set[bytes] = set()
     out: list[str] = []
