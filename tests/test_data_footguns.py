@@ -324,3 +324,26 @@ def test_a_failed_data_create_leaves_no_folder(tiny_corpus_and_tokenizer, tmp_pa
         "--max-line-bytes 10",
     )
     assert not (tmp_path / "new").exists()
+
+
+def test_the_english_rule_on_accented_text_gives_a_hint(tmp_path, caplog):
+    """Text whose letters carry accents (German here) trained with the English rule loses them (schöne
+    becomes schone): one warning names --language; none with --keep-accents, none for English text."""
+    from albert_lm.data.tokenizer_training import train_tokenizer
+
+    rng = random.Random(0)
+    words = "schöne grüße aus münchen über die brücke hören wir mädchen und jungen am see".split()
+    german = _write(
+        tmp_path / "de.txt", "\n".join(" ".join(rng.choices(words, k=9)) + "." for _ in range(400))
+    )
+    with caplog.at_level(logging.WARNING):
+        train_tokenizer([german], tmp_path / "t1", vocab_size=35, num_threads=1)
+    (said,) = [r.getMessage() for r in caplog.records if "accents" in r.getMessage()]
+    assert "carry accents (" in said and "ü" in said and "--language" in said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        train_tokenizer([german], tmp_path / "t2", vocab_size=35, num_threads=1, keep_accents=True)
+        train_tokenizer(
+            [_sentence_per_line(tmp_path / "en.txt")], tmp_path / "t3", vocab_size=100, num_threads=1
+        )
+    assert not [r for r in caplog.records if "accents" in r.getMessage()]

@@ -26,7 +26,14 @@ Why each (docs/data.md, "Languages"):
 
 from __future__ import annotations
 
+import logging
+import os
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,3 +74,36 @@ def language(code: str) -> Language:
             "--cased/--no-cased, --keep-accents and --character-coverage yourself; docs/data.md#languages)"
         )
     return LANGUAGES[code]
+
+
+SAMPLE_BYTES = 64 << 10  # read from the start of each input (at most SAMPLE_FILES of them)
+SAMPLE_FILES = 16
+ACCENTED_SHARE = 0.003  # of the letters: English text has far fewer (café), German ~1%, French ~3%
+
+
+def warn_accents_removed(paths: Sequence[str | os.PathLike], text_column: str = "text") -> None:
+    """One WARNING when the English rule (accents removed) is about to train on text whose letters carry
+    accents often enough to be another language's: schöne becomes schone, й becomes и. Looks at the first
+    SAMPLE_BYTES of the first SAMPLE_FILES inputs; the output does not change."""
+    from albert_lm.data.sources import reading
+
+    letters, marked = 0, Counter[str]()
+    for path in list(paths)[:SAMPLE_FILES]:
+        with reading(path, text_column) as f:
+            text = f.read(SAMPLE_BYTES).decode("utf-8", errors="ignore")
+        letters += sum(c.isalpha() for c in text)
+        marked.update(c for c in text if c.isalpha() and _accented(c))
+    if letters and marked.total() / letters >= ACCENTED_SHARE:
+        shown = " ".join(c for c, _ in marked.most_common(6))
+        logger.warning(
+            "%.1f%% of the letters at the start of the inputs carry accents (%s), which the English rule "
+            "removes (schöne becomes schone): for another language give --language (de, fr, ru, ...), or "
+            "--keep-accents",
+            100 * marked.total() / letters,
+            shown,
+        )
+
+
+def _accented(c: str) -> bool:
+    """Whether letter `c` decomposes into a base and combining marks (é, ü, й, が; not ß, not ø)."""
+    return any(unicodedata.combining(m) for m in unicodedata.normalize("NFD", c))
