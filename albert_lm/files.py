@@ -171,6 +171,15 @@ def _flock(folder: Path, option: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+def check_not_busy(folder: str | os.PathLike, option: str = "--output") -> None:
+    """Refuse at once a folder that another albert command holds (`folder_lock`), before what it holds
+    is judged: a run in progress there is not "another run" to resume or to overwrite. Only where this
+    process does not hold it itself."""
+    if Path(folder).is_dir():
+        with _flock(Path(folder), option):
+            pass
+
+
 # --------------------------------------------------------------------------- writing
 def atomic_write(path: str | os.PathLike, data: str | bytes, *, durable: bool = False) -> Path:
     """Write `data` to a temporary file beside `path`, then rename it over `path`.

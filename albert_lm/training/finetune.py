@@ -117,7 +117,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     train_features, eval_sets = read_inputs(cfg, task, data, tokenizer)
     # Held until the run ends: a second command writing this folder is refused instead of mixing files.
     with folder_lock(out):
-        latest = _check_folders(cfg)  # again, under the lock: another run may have finished there meanwhile
+        latest = _check_folders(cfg, locked=True)  # again: another run may have finished there meanwhile
         if cfg.overwrite:
             run_folder.remove_run(FINETUNING, out)
         ckpt.remove_stale_temporaries(out)
@@ -186,16 +186,17 @@ SLOW_ADVICE = (
 )
 
 
-def _check_folders(cfg: FinetuneConfig) -> Path | None:
-    """The model is a model folder; the output is not an input and holds no other run (unless --resume or
-    --overwrite). Returns the checkpoint --resume continues."""
+def _check_folders(cfg: FinetuneConfig, locked: bool = False) -> Path | None:
+    """The model is a model folder; the output is not an input, not another command's now (unless
+    `locked`: this process holds it) and holds no other run (unless --resume or --overwrite). Returns
+    the checkpoint --resume continues."""
     model, out = Path(cfg.model), Path(cfg.output)
     if not (model / "config.json").is_file():
         raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
     inputs = {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer}
     latest = ckpt.latest_checkpoint(out) if out.is_dir() else None
     run_folder.check_output(
-        FINETUNING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
+        FINETUNING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest, locked=locked
     )
     return latest if cfg.resume else None
 

@@ -45,9 +45,10 @@ PRETRAINING = RunKind(
 )
 
 
-def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
-    """Refuse an output folder that holds another run (unless resuming or overwriting), or that is, holds
-    or lies inside one of the run's inputs."""
+def check_output(cfg: PretrainConfig, latest: Path | None, locked: bool = False) -> None:
+    """Refuse an output folder that another command is writing (unless `locked`: this run holds it), that
+    holds another run (unless resuming or overwriting), or that is, holds or lies inside one of the run's
+    inputs."""
     out = Path(cfg.output)
     inputs = {"--data": cfg.data, "--init-from": cfg.init_from, "--model-config": cfg.model_config,
               "--eval-text": cfg.eval_text}  # fmt: skip
@@ -57,7 +58,7 @@ def check_output(cfg: PretrainConfig, latest: Path | None) -> None:
     if cfg.data and Path(cfg.data).resolve() == generated.resolve() and not cfg.overwrite:
         inputs.pop("--data")
     run_folder.check_output(
-        PRETRAINING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
+        PRETRAINING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest, locked=locked
     )
 
 

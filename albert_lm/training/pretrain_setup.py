@@ -156,7 +156,7 @@ def _check_inputs(
     """Everything given fits together (`albert_lm.training.preflight`), before any folder is touched.
     The data's checksums are read by rank 0 only (every rank reads the same files; a failure there ends
     the run under torchrun)."""
-    preflight.check_output(cfg, latest)
+    preflight.check_output(cfg, latest, locked=not d.main)  # rank 0 takes the lock, maybe before this
     vocab = getattr(tokenizer, "vocab_size", None)
     seq = getattr(train, "max_seq_length", None)
     if latest is not None and cfg.resume:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert_lm.files import check_output_apart, describe_folder, read_json_object
+from albert_lm.files import check_not_busy, check_output_apart, describe_folder, read_json_object
 from albert_lm.model.card import CARD_FILE, is_model_card
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training.monitor import CURVES_FILE, TENSORBOARD_DIR
@@ -62,12 +62,16 @@ def check_output(
     resume: bool = False,
     overwrite: bool = False,
     latest: Path | None = None,
+    locked: bool = False,
 ) -> None:
-    """Refuse an output that is, holds or lies inside an input (always), that is a file, or that holds
-    another run (unless `resume`, which continues the newest checkpoint `latest`, or `overwrite`)."""
+    """Refuse an output that is, holds or lies inside an input (always), that is a file, that another
+    command is writing (unless `locked`: this process holds its lock), or that holds another run (unless
+    `resume`, which continues the newest checkpoint `latest`, or `overwrite`)."""
     check_output_apart(out, inputs)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    if not locked:
+        check_not_busy(out)
     if resume and overwrite:
         raise ValueError("--resume continues the run in --output, --overwrite replaces it: give one of them")
     if not out.is_dir():
