@@ -4,6 +4,7 @@ model card (README.md) in every model folder albert-lm saves, never over a READM
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -158,6 +159,21 @@ def test_pretraining_overwrite_removes_the_runs_files_only(tmp_path):
     ).read_text() == USERS_README
     assert not (out / "checkpoint-4").exists() and (out / "checkpoint-2").is_dir()
     assert json.loads((out / "pretrain_config.json").read_text())["max_steps"] == 2
+
+
+def test_a_warmup_fitted_to_a_short_run_is_what_the_card_says_and_is_warned_about_once(tmp_path, caplog):
+    out = tmp_path / "run"
+    with caplog.at_level(logging.WARNING):
+        pretrain(tiny_run(out, max_steps=4, warmup_steps=100, save_every=4), train_dataset=SyntheticData())
+    card = (out / "README.md").read_text()
+    assert "warmup 1 step (--warmup-steps 100, fitted to the run) |" in card, card
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # resumed for longer: the schedule is said once, the warm-up once
+        longer = tiny_run(out, max_steps=8, warmup_steps=100, save_every=4, resume=True)
+        pretrain(longer, train_dataset=SyntheticData())
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("warm-up of 100 steps" in m for m in said) == 1, said
+    assert sum("the learning-rate schedule is now" in m for m in said) == 1, said
 
 
 # --------------------------------------------------------------------------- conversion

@@ -271,13 +271,20 @@ def learning_rate_factor(step: int, warmup_steps: int, total_steps: int, power: 
 PAPER_WARMUP_FRACTION = 3125 / 125_000  # the paper's warm-up: 3125 of 125,000 steps (2.5%)
 
 
+def fitted_warmup(warmup_steps: int, total_steps: int, fraction: float) -> int:
+    """`fit_warmup`'s warm-up, without its warning (for what reports the run)."""
+    if total_steps <= 0 or warmup_steps < total_steps:
+        return warmup_steps
+    return max(1, round(total_steps * fraction))
+
+
 def fit_warmup(warmup_steps: int, total_steps: int, fraction: float, what: str) -> int:
     """The warm-up a run of `total_steps` gets: `warmup_steps`, unless that is the whole run or more (the
     rate would never reach its peak, and the run would train at a sliver of it without a word): then
     `fraction` of the run, said in a warning."""
-    if total_steps <= 0 or warmup_steps < total_steps:
+    fitted = fitted_warmup(warmup_steps, total_steps, fraction)
+    if fitted == warmup_steps:
         return warmup_steps
-    fitted = max(1, round(total_steps * fraction))
     logging.getLogger("albert_lm").warning(
         "%s: warm-up of %d steps is not shorter than the run (%d steps): the learning rate would never reach "
         "its peak; warming up over %d step%s instead (%.3g%% of the run). A --warmup-steps below %d is used "
@@ -320,6 +327,18 @@ class TimeBudgetFactor:
         if self.warmup_steps > 0 and step < self.warmup_steps:
             return min(step / self.warmup_steps, decay)
         return decay
+
+
+def scheduled_warmup(
+    scheduler: torch.optim.lr_scheduler.LRScheduler, warmup_steps: int, max_steps: int
+) -> int:
+    """The warm-up a pretraining run's `scheduler` has: `warmup_steps` fitted to a run not longer than it
+    (`fit_warmup`), or, under a time budget, to the steps the budget allows (the clock sets it once it has
+    measured the pace)."""
+    factor = getattr(scheduler, "lr_lambdas", [None])[0]
+    if isinstance(factor, TimeBudgetFactor):
+        return factor.warmup_steps
+    return fitted_warmup(warmup_steps, max_steps, PAPER_WARMUP_FRACTION)
 
 
 def build_time_budget_scheduler(

@@ -49,6 +49,7 @@ from albert_lm.training.optim import (
     build_time_budget_scheduler,
     fit_warmup,
     learning_rate_factor,
+    scheduled_warmup,
 )
 from albert_lm.training.pretrain_config import PretrainConfig
 
@@ -284,7 +285,7 @@ def say_if_extended(run: Run, latest: Path) -> None:
     cfg = run.cfg
     if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget or not run.d.main:
         return
-    warmup = fit_warmup(cfg.warmup_steps, cfg.max_steps, PAPER_WARMUP_FRACTION, "pretrain")
+    warmup = scheduled_warmup(run.scheduler, cfg.warmup_steps, cfg.max_steps)
     factor = learning_rate_factor(run.step, warmup, cfg.max_steps, cfg.poly_power)
     logger.warning(
         "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's; at step %d "

@@ -16,6 +16,7 @@ from albert_lm.model.card import write_model_card
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import preflight
 from albert_lm.training.evaluation import COUNT_FIELDS
+from albert_lm.training.optim import scheduled_warmup
 
 if TYPE_CHECKING:
     from albert_lm.tasks import Task
@@ -91,7 +92,7 @@ def pretraining_settings(run: Run) -> dict[str, Any]:
         "global batch": f"{global_batch} sequences of up to {seq} tokens",
         "sequences seen": f"{step * global_batch:,}",
         "tokens seen": f"up to {step * global_batch * seq:,} (sequences x their length cap)",
-        "optimizer": f"{cfg.optimizer}, peak learning rate {cfg.learning_rate:g}, warmup {cfg.warmup_steps} steps",
+        "optimizer": f"{cfg.optimizer}, peak learning rate {cfg.learning_rate:g}, {_warmup(run)}",
         "precision": cfg.precision,
         "seed": cfg.seed,
         "every setting": f"`{preflight.SETTINGS_FILE}` beside this card",
@@ -99,6 +100,14 @@ def pretraining_settings(run: Run) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- fine-tuning
+def _warmup(run: Run) -> str:
+    """The run's warm-up, and the --warmup-steps it was fitted from where they differ."""
+    given = run.cfg.warmup_steps
+    steps = scheduled_warmup(run.scheduler, given, run.cfg.max_steps)
+    fitted = f" (--warmup-steps {given}, fitted to the run)" if steps != given else ""
+    return f"warmup {steps} step{'' if steps == 1 else 's'}{fitted}"
+
+
 def write_finetune_card(
     folder: Path,
     cfg: FinetuneConfig,
