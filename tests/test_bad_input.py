@@ -419,6 +419,13 @@ def test_ctrl_c_anywhere_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path)
     code = main(["tokenizer", "train", "--input", str(corpus), "--output", str(tmp_path / "tok")])
     err = capsys.readouterr().err
     assert code == 130 and "interrupted" in err and "Traceback" not in err
+    # data creation resumes: its message says so
+    import albert_lm.data.shards as shards
+
+    monkeypatch.setattr(shards, "create_pretraining_data", interrupted)
+    code = main(["data", "create", "--input", str(corpus), "--tokenizer", "t", "--output", str(tmp_path / "d")])
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted" in err and "give the same command again to continue" in err
 
 
 # --------------------------------------------------------------------------- honest messages, reproducible files

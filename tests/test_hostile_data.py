@@ -258,7 +258,9 @@ def test_unfinished_run_with_finished_shards_is_kept(kit, tmp_path, capsys) -> N
     refused(
         capsys,
         _create(kit, out, more=("--workers", "1", "--max-seq-length", "64")),
-        "other inputs or settings",
+        "an unfinished run made otherwise (max_seq_length:",
+        "there, 64 now",
+        "rerun the command that started it",
     )
     assert folder_hash(out) == before
 

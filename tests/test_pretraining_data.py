@@ -299,8 +299,11 @@ def test_killed_run_is_not_trusted_and_resumes(tiny_setup: tuple[Path, Path], tm
     assert _files(out) == reference
     # the same command again: nothing to do; other settings: refused
     create_pretraining_data([corpus], tok, out, cfg, num_workers=1, progress=False)
-    with pytest.raises(FileExistsError, match="other inputs or settings"):
-        create_pretraining_data([corpus], tok, out, DataConfig(max_seq_length=64), progress=False)
+    other = DataConfig(max_seq_length=64, block_bytes=2048, shard_bytes=4096)
+    with pytest.raises(FileExistsError, match="finished pretraining data made otherwise") as refused:
+        create_pretraining_data([corpus], tok, out, other, progress=False)
+    assert "(max_seq_length: 48 there, 64 now)" in str(refused.value)  # what differs, named
+    assert "rerun the command" not in str(refused.value)  # it is finished: nothing to rerun
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

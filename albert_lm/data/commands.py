@@ -6,6 +6,7 @@ stays free of torch.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from albert_lm.settings import (
     add_options,
@@ -235,8 +236,21 @@ def run_data_create(args: argparse.Namespace) -> int:
     cfg = DataConfig(**values, shard_bytes=shard_bytes)
     # A recipe may set the block size (small corpora want small blocks); a block never exceeds a shard.
     cfg = dataclasses.replace(cfg, block_bytes=min(cfg.block_bytes, shard_bytes))
-    manifest = create_pretraining_data(
-        args.input, args.tokenizer, args.output, cfg, num_workers=args.workers, progress=not args.no_progress
-    )
+    try:
+        manifest = create_pretraining_data(
+            args.input,
+            args.tokenizer,
+            args.output,
+            cfg,
+            num_workers=args.workers,
+            progress=not args.no_progress,
+        )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the command line says which, and exits with its code)
+        print(
+            f"\nalbert data create: the shards finished in {args.output} are kept: give the same command "
+            "again to continue",
+            file=sys.stderr,
+        )
+        raise
     print(format_summary(manifest))
     return 0

@@ -214,7 +214,7 @@ def _write_shard(final: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any
 _OWN_FILES = (MANIFEST, PLAN, *CHECKSUMMED)
 
 
-def _check_output(out: Path, pid: str) -> None:
+def _check_output(out: Path, pid: str, cfg: DataConfig) -> None:
     """The output folder is new, empty, or a run of the same plan (resume); anything else is an error."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
@@ -223,19 +223,38 @@ def _check_output(out: Path, pid: str) -> None:
     for marker in (MANIFEST, PLAN):
         if (out / marker).is_file():
             try:
-                got = read_json_object(out / marker).get("plan_id")
+                kept = read_json_object(out / marker)
             except InputError:
-                got = None
-            if got == pid:
+                kept = {}
+            if kept.get("plan_id") == pid:
                 return
-            what = "finished pretraining data" if marker == MANIFEST else f"an unfinished run ({PLAN})"
-            raise FileExistsError(
-                f"--output {out}: holds {what} made from other inputs or settings (plan {got}, this run "
-                f"{pid}; {describe_folder(out)}); rerun the command that made it to finish it, or choose "
-                "a new --output (or remove that folder)"
-            )
+            raise FileExistsError(f"--output {out}: holds {_other_plan(out, marker, kept, cfg)}")
     raise FileExistsError(
         f"--output {out}: folder holds other files ({describe_folder(out)}); give a new or empty --output"
+    )
+
+
+def _other_plan(out: Path, marker: str, kept: dict[str, Any], cfg: DataConfig) -> str:
+    """What the output holds, made by another plan, and what differs: the settings as the marker file
+    records them, else the inputs or the tokenizer (whose content the plan's hash also covers)."""
+    recorded = kept.get("config")
+    before: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    now = asdict(cfg)
+    differs = [
+        f"{k}: {before[k]!r} there, {v!r} now" for k, v in now.items() if k in before and before[k] != v
+    ]
+    why = (
+        "; ".join(differs)
+        or "the same settings, other inputs or another tokenizer (or an input edited since)"
+    )
+    if marker == MANIFEST:
+        return (
+            f"finished pretraining data made otherwise ({why}); choose a new --output for this data, or "
+            "remove that folder"
+        )
+    return (
+        f"an unfinished run made otherwise ({why}; {describe_folder(out)}): rerun the command that started "
+        "it to finish it, or choose a new --output (or remove that folder)"
     )
 
 
@@ -296,10 +315,10 @@ def create_pretraining_data(
     finally:
         close_streams()
     pid = plan_id(plan, cfg, tokenizer_identity(tok))
-    _check_output(out, pid)
+    _check_output(out, pid, cfg)
     try:
         with folder_lock(out):  # made with its missing parents; removed where a failure leaves them empty
-            _check_output(out, pid)  # again, now that no other run can write there
+            _check_output(out, pid, cfg)  # again, now that no other run can write there
             try:
                 return _create(out, tok, plan, pid, cfg, files, num_workers, progress, t0)
             except BaseException:  # bad input found while reading, no examples, Ctrl-C, ...
