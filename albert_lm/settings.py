@@ -91,7 +91,8 @@ def _option_type(hint: Any) -> tuple[Any, tuple[Any, ...] | None]:
 DEVICE_HELP = "auto (default: CUDA when there is a GPU, else CPU), cpu, cuda or cuda:N"
 PRECISION_HELP = (
     "auto (default): bf16 where this machine computes it fast (a CUDA GPU with bf16, a CPU with "
-    "AVX512-BF16 or AMX), else fp32; fp16 on CUDA only"
+    "AVX512-BF16 or AMX), else fp32; fp16 on CUDA only, for fine-tuning and inference (pretraining and "
+    "distillation refuse it)"
 )
 
 

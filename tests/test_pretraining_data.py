@@ -439,3 +439,15 @@ def test_training_masking_rate_overrides_the_datas(tiny_setup: tuple[Path, Path]
     )
     with pytest.raises(ValueError, match="static.*recreate it with --masking dynamic"):
         PretrainingDataset(static, masked_lm_prob=0.4)
+
+
+def test_a_missing_data_folder_or_a_folder_for_eval_text_is_named_as_such(tmp_path: Path) -> None:
+    from albert_lm.data.dataset import text_eval_dataset
+
+    with pytest.raises(FileNotFoundError, match="no-data: no such folder"):
+        PretrainingDataset(tmp_path / "no-data")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileNotFoundError, match="file: not a folder"):
+        PretrainingDataset(tmp_path / "file")
+    with pytest.raises(IsADirectoryError, match="is a folder; expected one text file"):
+        text_eval_dataset(tmp_path, None, 64)

@@ -70,6 +70,12 @@ class PretrainingDataset(Dataset):
     ) -> None:
         self.path = Path(path)
         manifest_file = self.path / "manifest.json"
+        if not self.path.is_dir():
+            raise FileNotFoundError(
+                f"{self.path}: no such folder (expected the output of `albert data create`)"
+                if not self.path.exists()
+                else f"{self.path}: not a folder (expected the output of `albert data create`)"
+            )
         if not manifest_file.is_file():
             raise FileNotFoundError(
                 f"{self.path}: no manifest.json; not a finished `albert data create` output (an interrupted "
@@ -382,6 +388,8 @@ def text_eval_dataset(
     recipe's n-gram 80/10/10 masking). Same file and seed, same examples. Items as `PretrainingDataset`'s,
     without `sentence_order_label`."""
     file = Path(path)
+    if file.is_dir():
+        raise IsADirectoryError(f"--eval-text {file}: is a folder; expected one text file of held-out text")
     if not file.is_file():
         raise FileNotFoundError(f"--eval-text {file}: no such file")
     raw = file.read_bytes()
