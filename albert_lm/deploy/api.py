@@ -71,21 +71,7 @@ class Predictor:
         context_column: str | None = None,
         options_column: str | None = None,
     ) -> None:
-        if not isinstance(model, str | os.PathLike):
-            raise TypeError(f"model: expected a model folder or hub id (a str or a path), got {model!r}")
-        if not os.fspath(model):
-            raise ValueError("model: empty; expected a model folder or hub id")
-        _expect_int("batch_size", batch_size)
-        for name, value in (("max_seq_length", max_seq_length), ("patience", patience), ("depth", depth)):
-            _expect_int(name, value, optional=True)
-        if not isinstance(int8, bool):
-            raise TypeError(f"int8: expected True or False, got {int8!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size {batch_size}: expected at least 1")
-        if max_seq_length is not None and max_seq_length < 8:
-            raise ValueError(f"max_seq_length {max_seq_length}: expected at least 8")
-        if precision not in PRECISIONS:  # checked here, not at the first call that loads the model
-            raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+        _check_arguments(model, batch_size, max_seq_length, patience, depth, int8, precision)
         try:
             device = device_name(device)
         except ValueError as e:  # argparse's type error: a plain ValueError for the API
@@ -162,6 +148,34 @@ class Predictor:
                 self.folder, self.device, self.precision, self.max_seq_length, self.batch_size, self.depth
             )
         return self._embedder.embed(_texts(texts), pooling, normalize)
+
+
+def _check_arguments(
+    model: Any,
+    batch_size: Any,
+    max_seq_length: Any,
+    patience: Any,
+    depth: Any,
+    int8: Any,
+    precision: Any,
+) -> None:
+    """Predictor's arguments, each of its type and range, checked when it is made (not at the first call
+    that loads the model)."""
+    if not isinstance(model, str | os.PathLike):
+        raise TypeError(f"model: expected a model folder or hub id (a str or a path), got {model!r}")
+    if not os.fspath(model):
+        raise ValueError("model: empty; expected a model folder or hub id")
+    _expect_int("batch_size", batch_size)
+    for name, value in (("max_seq_length", max_seq_length), ("patience", patience), ("depth", depth)):
+        _expect_int(name, value, optional=True)
+    if not isinstance(int8, bool):
+        raise TypeError(f"int8: expected True or False, got {int8!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size {batch_size}: expected at least 1")
+    if max_seq_length is not None and max_seq_length < 8:
+        raise ValueError(f"max_seq_length {max_seq_length}: expected at least 8")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
 
 
 def _expect_int(name: str, value: Any, optional: bool = False) -> None:
