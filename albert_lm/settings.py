@@ -352,7 +352,7 @@ def merge_settings(
         named = (w.lstrip("-").replace("-", "_") for w in re.findall(r"[\w-]+", text))
         field = next((w for w in named if w in source), None)
         origin = source[field] if field else None
-        if origin and origin.startswith("--") and field and re.match(rf"{field}\b", text):
+        if origin and origin.startswith("--") and field and re.match(rf"{field}[: ]", text):
             text = origin + text[len(field) :]  # the option typed, by its name: --models: none given
         elif origin and not text.startswith(origin):
             text = f"{origin}: {text}"
