@@ -110,9 +110,9 @@ class Predictor:
 
     def predict(self, inputs: Sequence[PredictInput]) -> list[dict[str, Any]]:
         """One dict per input, as `albert predict` writes it: a text, a (text, text_pair) pair (question,
-        context for question answering), or a row dict keyed as predict's input columns (the columns
-        given to the Predictor, else the ones the model was fine-tuned on, else text, text_pair, tokens,
-        question, context, options)."""
+        context for question answering; a token classifier's list of words), or a row dict keyed as
+        predict's input columns (the columns given to the Predictor, else the ones the model was fine-tuned
+        on, else text, text_pair, tokens, question, context, options)."""
         if self._task is None:
             self._task = load_task_model(
                 self.folder,
@@ -212,6 +212,8 @@ def _row(item: Any, head: str, n: int, columns: Columns) -> dict[str, Any]:
     """A predict input as the row the command would read: a text, a pair, or the row itself."""
     if isinstance(item, str):
         return {columns.text: item}
+    if head == "token_classification" and isinstance(item, tuple | list):
+        return {columns.tokens: list(item)}  # a token classifier's input is its list of words
     if isinstance(item, tuple | list) and len(item) == 2:
         if head == "question_answering":
             return {columns.question: item[0], columns.context: item[1]}
@@ -223,7 +225,8 @@ def _row(item: Any, head: str, n: int, columns: Columns) -> dict[str, Any]:
         return {columns.text: item[0], columns.text_pair: item[1]}
     if isinstance(item, Mapping):
         return dict(item)
-    raise TypeError(f"inputs:{n}: expected a text, a (text, text_pair) pair or a row dict, got {item!r}")
+    what = "a list of words" if head == "token_classification" else "a (text, text_pair) pair"
+    raise TypeError(f"inputs:{n}: expected a text, {what} or a row dict, got {item!r}")
 
 
 __all__ = ["Predictor"]

@@ -106,6 +106,16 @@ class Fields:
             raise InputError(self.name, f"column {column!r}: expected a non-empty list of texts", line=line)
         return value
 
+    def words(self, row: dict[str, Any], column: str, line: int) -> list[str]:
+        """A token classifier's words: a list (JSON Lines), a JSON list in a cell, or words separated by
+        spaces in a cell, as fine-tuning reads a CSV's token column."""
+        value = row.get(column)
+        if isinstance(value, str) and not value.lstrip().startswith("["):
+            if not value.split():
+                raise InputError(self.name, f"column {column!r}: no words", line=line)
+            return value.split()
+        return self.strings(row, column, line)
+
     def kept(self, row: dict[str, Any], columns: Sequence[str], line: int) -> dict[str, Any]:
         """The `--keep-columns` values of a row, as they are (a JSON Lines value keeps its type)."""
         for column in columns:

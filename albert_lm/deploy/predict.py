@@ -247,7 +247,7 @@ def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns
         return TextExample(first, pair, None, line)
     if task.head == "token_classification":
         if columns.tokens in row:
-            return TokenExample(fields.strings(row, columns.tokens, line), None, line)
+            return TokenExample(fields.words(row, columns.tokens, line), None, line)
         # neither the model's own token column nor a text: the message names the token column
         missing = "tokens" in columns.recorded and columns.text not in row
         return TokenExample(text("tokens" if missing else "text").split(), None, line)
