@@ -208,6 +208,26 @@ def test_base_model_folder_loads_into_a_head(tmp_path, caplog):
         torch.testing.assert_close(ours.eval().albert(**batch).pooler_output, hf(**batch).pooler_output)
 
 
+def test_a_classifier_of_other_labels_gets_a_new_head_in_a_run_that_trains_one(tmp_path, caplog):
+    """Fine-tuning a model fine-tuned on 2 labels on a task of 3: its encoder is kept and a new classifier
+    trained (with a warning); where the head must be the trained one (predict, evaluate) it is refused."""
+    from albert_lm.model.hf_interop import load_model
+
+    hf = transformers.AlbertForSequenceClassification(tiny_hf_config(num_labels=2)).eval()
+    randomize(hf)
+    hf.save_pretrained(tmp_path)
+    cls = albert_lm.AlbertForSequenceClassification
+    with caplog.at_level(logging.WARNING):
+        ours = load_model(cls, tmp_path, new_head=True, num_labels=3).eval()
+    assert "its classifier was trained for 2 outputs, this run's task has 3: a new one" in caplog.text
+    assert ours.classifier.weight.shape[0] == 3
+    batch = padded_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(ours.albert(**batch).pooler_output, hf.albert(**batch).pooler_output)
+    with pytest.raises(ValueError, match=r"wrong shape: classifier.weight \(checkpoint \(2, "):
+        load_model(cls, tmp_path, require_head=True, num_labels=3)
+
+
 def test_sharing_transformers_cannot_express_is_saved_natively(tmp_path):
     cfg = small_config(embedding_size=8, num_hidden_layers=3, sharing="attention")
     model = albert_lm.AlbertForPreTraining(cfg).eval()

@@ -260,7 +260,7 @@ def load_model(
         _check_fit(cls, config, folder, file, found, wanted, require_head, new_head, bare=bare)
     with torch.no_grad():  # state_dict tensors share storage with the parameters
         for name, tensor in expected.items():
-            if name in state:
+            if name in state and state[name].shape == tensor.shape:  # else a new head (`_check_fit`)
                 tensor.copy_(state[name])
     return model
 
@@ -281,6 +281,21 @@ def _in_file(
     return found, wanted, bare
 
 
+def _say_new_heads(cls: type, folder: Path, heads: list[str], trained: bool) -> None:
+    """The heads the checkpoint lacks, initialised fresh: a line for a run that trains them (fine-tuning,
+    task distillation: as it should be), else a warning (train before use)."""
+    if not heads:
+        return
+    if trained:
+        logger.info("%s: a new %s, trained by this run", cls.__name__, ", ".join(heads))
+    else:
+        logger.warning(
+            "%s: no weights in the checkpoint for %s; initialised fresh (train before use)",
+            cls.__name__,
+            ", ".join(heads),
+        )
+
+
 def _check_fit(
     cls: type,
     config: AlbertConfig,
@@ -293,19 +308,21 @@ def _check_fit(
     bare: bool = False,
 ) -> None:
     """The checkpoint's tensors fit `cls`'s body exactly (else an error listing every misfit); a head it
-    lacks is refused under `require_head`, else initialised fresh with a warning (a line, for a
-    `new_head` that the run trains). `bare`: the file names its tensors without "albert.", and so do
-    the messages."""
+    lacks is refused under `require_head`, else initialised fresh (`_say_new_heads`), as is one of another
+    size under `new_head`. `bare`: the file names its tensors without "albert.", as the messages do."""
 
     def named(names: list[str]) -> list[str]:
         return [n.removeprefix("albert.") if bare else n for n in names]
 
     missing = [n for n in expected if n not in state]
     unexpected = [n for n in state if n not in expected]
+    misfits = [n for n in expected if n in state and state[n].shape != expected[n].shape]
+    # a head made for another number of outputs (a model fine-tuned on other labels): the run trains a new one
+    resized = [n for n in misfits if new_head and n.startswith(_HEAD_PREFIXES)]
     wrong = [
         f"{named([n])[0]} (checkpoint {tuple(state[n].shape)}, model {tuple(expected[n].shape)})"
-        for n in expected
-        if n in state and state[n].shape != expected[n].shape
+        for n in misfits
+        if n not in resized
     ]
     missing_body = named([n for n in missing if not n.startswith(_HEAD_PREFIXES)])
     unexpected_body = named([n for n in unexpected if not n.startswith(_HEAD_PREFIXES)])
@@ -326,15 +343,15 @@ def _check_fit(
             f"config.json says {arch}): a pretraining checkpoint, or a model of another head; fine-tune it "
             "for this task first (albert finetune) and give the fine-tuned folder (OUTPUT/best)"
         )
-    if missing:
-        if new_head:  # a run that trains it (fine-tuning, task distillation): as it should be
-            logger.info("%s: a new %s, trained by this run", cls.__name__, ", ".join(heads))
-        else:
-            logger.warning(
-                "%s: no weights in the checkpoint for %s; initialised fresh (train before use)",
-                cls.__name__,
-                ", ".join(heads),
-            )
+    _say_new_heads(cls, folder, heads if missing else [], new_head)
+    if resized:
+        logger.warning(
+            "%s: its %s was trained for %d outputs, this run's task has %d: a new one, trained by this run",
+            folder,
+            ", ".join(sorted({n.rsplit(".", 1)[0] for n in named(resized)})),
+            state[resized[0]].shape[0],
+            expected[resized[0]].shape[0],
+        )
     if unexpected:
         logger.info(
             "%s: ignored checkpoint tensors of other heads: %s", cls.__name__, ", ".join(named(unexpected))
