@@ -296,6 +296,22 @@ def test_resume_with_changed_settings_is_refused(run_world, capsys):
         )
 
 
+def test_a_path_written_another_way_is_the_same_setting_when_resuming(tmp_path, monkeypatch):
+    """runs/x/, runs/x and its absolute path name one folder: a resume typed with any of them is no
+    change of settings (tab completion adds the slash); another folder is."""
+    import dataclasses
+
+    from albert_lm.training.finetune_config import FinetuneConfig
+    from albert_lm.training.run_folder import changed_settings
+
+    monkeypatch.chdir(tmp_path)
+    saved = dataclasses.asdict(FinetuneConfig(task="sst2", model="m", data="glue/SST-2", output="runs/x"))
+    for data, output in (("glue/SST-2/", "runs/x/"), (str(tmp_path / "glue" / "SST-2"), "./runs/x")):
+        assert changed_settings(saved, FinetuneConfig(task="sst2", model="m", data=data, output=output)) == []
+    other = FinetuneConfig(task="sst2", model="m", data="glue/RTE", output="runs/x")
+    assert changed_settings(saved, other) == ["data: 'glue/SST-2' there, 'glue/RTE' now"]
+
+
 # --------------------------------------------------------------------------- damaged files
 def test_damaged_data_and_state_files_are_refused_before_the_first_step(run_world, capsys, tmp_path):
     import shutil

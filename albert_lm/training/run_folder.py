@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -131,9 +132,22 @@ def changed_settings(saved: Mapping[str, Any], now: Any, ignore: Iterable[str] =
         if name in skip or (name not in saved and defaults[name] is dataclasses.MISSING):
             continue
         before = saved.get(name, defaults[name])
-        if before != value:
+        if before != value and not _same_path(name, before, value):
             changed.append(f"{name}: {before!r} there, {value!r} now")
     return changed
+
+
+# Settings that name a file or folder: "runs/x/", "runs/x" and its absolute path are one folder.
+_PATH_SETTINGS = frozenset(
+    {"data", "output", "model", "tokenizer", "init_from", "teacher", "teachers", "eval_text", "model_config"}
+)
+
+
+def _same_path(name: str, before: Any, now: Any) -> bool:
+    """Whether two values of a path setting name the same place, seen from here."""
+    if name not in _PATH_SETTINGS or not isinstance(before, str) or not isinstance(now, str):
+        return False
+    return bool(before and now) and os.path.abspath(before) == os.path.abspath(now)
 
 
 def _default(f: dataclasses.Field) -> Any:
