@@ -293,6 +293,9 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
         main(["evaluate", "--task", "classification", "--model", str(out / "best"), "--data", str(data)]) == 0
     )
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"] == results["accuracy"]
+    # without --task: the task the model records
+    assert main(["evaluate", "--model", str(out / "best"), "--data", str(data)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"] == results["accuracy"]
 
     tokens = tmp_path / "ner"
     tokens.mkdir()

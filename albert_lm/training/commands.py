@@ -7,6 +7,7 @@ Like every command, it imports the training code only when it runs: building the
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -242,7 +243,7 @@ def evaluate_options(p: argparse.ArgumentParser) -> None:
     add_options(
         p,
         EvaluateConfig,
-        required=EVALUATE_REQUIRED,
+        required=("data",),  # and --task, which a fine-tuned --model records (run_evaluate)
         suppress=True,
         helps={"overwrite": field_docs(EvaluateConfig)["overwrite"], **field_docs(ExitSettings)},
         metavars={
@@ -262,6 +263,18 @@ def evaluate_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _recorded_task(args: argparse.Namespace) -> None:
+    """No --task with a fine-tuned local --model: the task its finetune_config.json records, said."""
+    from albert_lm.runtime.finetuned import read_saved_settings
+
+    model = getattr(args, "model", None)
+    given = getattr(args, "task", None) is not None or getattr(args, "config", None)  # --config may name it
+    task = read_saved_settings(model).get("task") if not given and model and Path(model).is_dir() else None
+    if task:
+        logging.getLogger("albert_lm").info("--task %s, as %s was fine-tuned", task, model)
+        args.task = task
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     """score a SQuAD predictions file, or a fine-tuned model on a task's dev set
 
@@ -272,6 +285,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     from albert_lm.training.finetune_config import EvaluateConfig
 
+    _recorded_task(args)
     cfg = load_settings(EvaluateConfig, args, EVALUATE_REQUIRED)
     if cfg.predictions and cfg.model:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model), not both")

@@ -260,7 +260,8 @@ class EvaluateConfig(ExitSettings):
     task's dev set."""
 
     task: str
-    """task name (squad1, squad2, rte, ...)"""
+    """task name (squad1, squad2, rte, ...; with --model, default: the task its finetune_config.json
+    records)"""
     data: str
     """the dev file (SQuAD JSON) or the task's data folder"""
     predictions: str | None = None
