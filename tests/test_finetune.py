@@ -265,6 +265,15 @@ def test_race_end_to_end(albert_data, tiny_model, tmp_path):
     assert len(rows) == 40 and json.loads(rows[0])["answer"] in "ABCD"
 
 
+def test_training_data_of_one_label_is_refused_naming_the_data_and_the_column(tiny_model, tmp_path, capsys):
+    data = labelled_rows(tmp_path / "data", {"pos": ["good", "great"]}, {"train": 8, "dev": 4})
+    argv = ["finetune", "--task", "classification", "--model", str(tiny_model), "--data", str(data)]
+    assert main([*argv, "--output", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"--data {data}: column 'label': text classification needs at least 2 labels in training" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     words = {"pos": ["good", "great", "fine", "nice"], "neg": ["bad", "awful", "poor", "sad"]}

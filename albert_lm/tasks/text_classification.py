@@ -171,7 +171,10 @@ class TextClassificationTask(_OwnFilesTask):
         text column is then not read from dev rows, nor recorded for predict (`recorded_columns`)."""
         found = sorted({ex.label for ex in train_examples if ex.label is not None})
         if len(found) < 2:
-            raise ValueError(f"text classification needs at least 2 labels in training, found {found}")
+            raise ValueError(
+                f"column {self.label_column!r}: text classification needs at least 2 labels in training, "
+                f"found {found}"
+            )
         self.labels = tuple(found)
         if not any(ex.text_pair is not None for ex in train_examples):
             self.text_pair_column = None
