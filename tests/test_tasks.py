@@ -354,7 +354,7 @@ def test_text_classification_csv_and_jsonl(tmp_path):
     with pytest.raises(ValueError, match="empty.jsonl: empty file"):
         task.read(tmp_path / "empty.jsonl", "train")
     (tmp_path / "latin.csv").write_bytes("text,label\nok,pos\ncaf\u00e9,neg\n".encode("latin-1"))
-    with pytest.raises(ValueError, match=r"latin.csv:3: not UTF-8 \(byte 23 of the file\)"):
+    with pytest.raises(ValueError, match=r"latin.csv:3: not UTF-8 \(byte 21 of the file\)"):
         task.read(tmp_path / "latin.csv", "train")
     assert (
         get_task("classification", text_column="sentence").read(tmp_path / "bad.csv", "train")[0].text == "x"
