@@ -53,3 +53,22 @@ def test_rows_in_memory_refusals(pretrained, tmp_path):
     with pytest.raises(ValueError, match=r"^train rows:2: missing value for column 'text'") as e:
         albert_lm.finetune_rows(pretrained, [("a", "pos"), (None, "neg")], ROWS, tmp_path / "d")
     assert ".rows-" not in str(e.value)  # the scratch file it was written to is no name for the user
+
+
+def test_a_stopped_run_of_rows_resumes_from_the_same_rows(pretrained, tmp_path, monkeypatch):
+    """A signal stops the run after its first step (checkpoint saved): the rows stay beside the output,
+    and the same call with resume=True continues on them; they are removed once the run has finished."""
+    from conftest import signal_after_step
+
+    from albert_lm.training import loop
+    from albert_lm.training.finetune import FinetuneStopped
+
+    settings = dict(max_steps=4, batch_size=8, precision="fp32", device="cpu", save_every=1)
+    take = signal_after_step(monkeypatch, stop_at=1)
+    with pytest.raises(FinetuneStopped):
+        albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", **settings)
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith(".run.rows-")]
+    assert sorted(p.name for p in kept.iterdir()) == ["dev.jsonl", "train.jsonl"]
+    monkeypatch.setattr(loop, "_take_step", take)
+    metrics = albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", resume=True, **settings)
+    assert metrics["step"] == 4 and not kept.exists()

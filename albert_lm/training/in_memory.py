@@ -1,21 +1,24 @@
 """Fine-tuning on rows held in memory: `albert_lm.finetune_rows(model, train, dev, output)`.
 
-The rows go to JSON Lines files in a temporary folder beside `output` and `albert finetune`'s own code
-runs on them, so a model fine-tuned from Python is the same as one fine-tuned from the command line
-(same defaults, checks, best checkpoint, model card). The temporary folder is removed afterwards;
-OUTPUT/best/finetune_config.json records where the rows were, not the rows.
+The rows go to JSON Lines files in a folder beside `output` named by their content, and `albert
+finetune`'s own code runs on them, so a model fine-tuned from Python is the same as one fine-tuned from
+the command line (same defaults, checks, best checkpoint, model card). The folder is removed when the
+run ends, except when a signal stopped it: then the same call with `resume=True` (or `albert finetune
+--output OUTPUT --resume`) finds the same rows there and continues. OUTPUT/best/finetune_config.json
+records where the rows were, not the rows.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import tempfile
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert_lm.files import InputError
+from albert_lm.files import InputError, atomic_write
 from albert_lm.training.finetune_config import FinetuneConfig
 
 __all__ = ["finetune_rows"]
@@ -43,12 +46,13 @@ def _as_dict(row: Row, task: str, n: int) -> dict[str, Any]:
     raise ValueError(f"row {n}: {len(row)} values; expected {expected}")
 
 
-def _write(rows: Sequence[Row], task: str, file: Path) -> None:
+def _lines(rows: Sequence[Row], task: str, name: str) -> str:
+    """The rows as the JSON Lines file the task reads."""
     if not rows:
-        raise ValueError(f"no {file.stem} rows: give at least one")
-    with open(file, "w", encoding="utf-8") as f:
-        for n, row in enumerate(rows, start=1):
-            f.write(json.dumps(_as_dict(row, task, n), ensure_ascii=False) + "\n")
+        raise ValueError(f"no {name} rows: give at least one")
+    return "".join(
+        json.dumps(_as_dict(row, task, n), ensure_ascii=False) + "\n" for n, row in enumerate(rows, 1)
+    )
 
 
 def finetune_rows(
@@ -71,7 +75,7 @@ def finetune_rows(
     >>> finetune_rows("runs/pretrain", [("a fine film", "pos"), ("dull", "neg")] * 50,
     ...               [("great", "pos"), ("boring", "neg")], "runs/mine", epochs=3)  # doctest: +SKIP
     """
-    from albert_lm.training.finetune import finetune  # torch: only when a run starts
+    from albert_lm.training.finetune import FinetuneStopped, finetune  # torch: only when a run starts
 
     if task not in _IN_MEMORY_TASKS:
         raise ValueError(
@@ -79,14 +83,23 @@ def finetune_rows(
             "RACE read their own files (albert finetune --data)"
         )
     out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.rows-") as tmp:
-        _write(train, task, Path(tmp) / "train.jsonl")
-        _write(dev, task, Path(tmp) / "dev.jsonl")
-        cfg = FinetuneConfig(task=task, model=str(model), data=tmp, output=str(out), **settings)
-        try:
-            return finetune(cfg)
-        except InputError as e:  # a row of the lists, named by its list and position, not the scratch file
-            if Path(e.path).parent != Path(tmp):
-                raise
-            raise InputError(f"{Path(e.path).stem} rows", e.message, e.line) from None
+    files = {"train.jsonl": _lines(train, task, "train"), "dev.jsonl": _lines(dev, task, "dev")}
+    digest = hashlib.sha256(json.dumps([task, files], sort_keys=True).encode()).hexdigest()[:16]
+    rows = out.parent / f".{out.name}.rows-{digest}"  # the same rows, the same folder: a resume finds it
+    for name, text in files.items():
+        atomic_write(rows / name, text)
+    cfg = FinetuneConfig(task=task, model=str(model), data=str(rows), output=str(out), **settings)
+    try:
+        result = finetune(cfg)
+    except FinetuneStopped:  # its checkpoint reads these rows again when it is resumed
+        raise
+    except InputError as e:  # a row of the lists, named by its list and position, not the scratch file
+        shutil.rmtree(rows, ignore_errors=True)
+        if Path(e.path).parent != rows:
+            raise
+        raise InputError(f"{Path(e.path).stem} rows", e.message, e.line) from None
+    except BaseException:
+        shutil.rmtree(rows, ignore_errors=True)
+        raise
+    shutil.rmtree(rows, ignore_errors=True)
+    return result
