@@ -36,6 +36,7 @@ _EXPORTS = {
     "FinetuneConfig": "training.finetune_config",
     "evaluate_model": "training.evaluation",
     "finetune": "training.finetune",
+    "FinetuneStopped": "training.finetune",
     "finetune_rows": "training.in_memory",
     "pretrain": "training.pretrain",
     "PredictConfig": "deploy.predict_config",
@@ -67,6 +68,7 @@ __all__ = [
     "FinetuneConfig",
     "evaluate_model",
     "finetune",
+    "FinetuneStopped",
     "finetune_rows",
     "pretrain",
     "PredictConfig",
@@ -112,7 +114,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
         AlbertForTokenClassification,
     )
     from albert_lm.training.evaluation import evaluate_model
-    from albert_lm.training.finetune import finetune
+    from albert_lm.training.finetune import FinetuneStopped, finetune
     from albert_lm.training.finetune_config import FinetuneConfig
     from albert_lm.training.in_memory import finetune_rows
     from albert_lm.training.optim import AdamW, Lamb
