@@ -315,7 +315,8 @@ def parse_json(text: str | bytes, name: str | os.PathLike, line: int | None = No
     is not JSON, nesting too deep for the parser (which would otherwise raise RecursionError from deep
     inside the json module) and numbers too long to convert."""
     try:
-        return json.loads(text)
+        # a line's own end stripped: a record cut short is then named at its end, not at the next line's start
+        return json.loads(text.rstrip() if line is not None else text)
     except json.JSONDecodeError as e:
         where = line if line is not None else e.lineno
         raise InputError(name, f"not valid JSON (column {e.colno}): {e.msg}", line=where) from e

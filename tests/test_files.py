@@ -56,6 +56,12 @@ def test_json_readers_name_the_file_and_the_line(tmp_path):
     f.write_text('{\n  "a": 1,\n}')
     with pytest.raises(InputError, match=r"c.json:3: not valid JSON"):
         read_json_object(f)
+    lines = tmp_path / "rows.jsonl"  # a record cut short: named at its end, not at the next line's start
+    lines.write_text('{"text": "a", "label": "pos"}\n{"text": "abc", "label": "pos"\n')
+    with pytest.raises(
+        InputError, match=r"rows.jsonl:2: not valid JSON \(column 31\): Expecting ',' delimiter"
+    ):
+        list(iter_jsonl(lines))
     f.write_text("[1]")
     with pytest.raises(InputError, match="expected a JSON object of predictions, got list"):
         read_json_object(f, "predictions")
