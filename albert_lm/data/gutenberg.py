@@ -25,6 +25,19 @@ _END_RE = re.compile(rb"^(\*\*\* ?END OF|End of (the )?Project Gutenberg)", re.M
 def gutenberg_body(path: Path) -> tuple[int, int]:
     """Byte range of a Project Gutenberg book's text: after the START marker line, before the END marker
     (offsets in the decompressed text of a compressed book)."""
+    found = _book_range(path)
+    if found is None:
+        raise InputError(
+            path,
+            f"no Project Gutenberg START marker ('*** START OF' or '*END*THE SMALL PRINT') in the "
+            f"first {_HEAD_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books",
+        )
+    return found
+
+
+def _book_range(path: Path) -> tuple[int, int] | None:
+    """`gutenberg_body`'s range, or None for a file without a START marker (not a book); a book whose
+    END marker is missing is refused."""
     size = text_size(path)
     with reading(path) as f:
         head = f.read(_HEAD_WINDOW)
@@ -33,11 +46,7 @@ def gutenberg_body(path: Path) -> tuple[int, int]:
         tail = f.read(_TAIL_WINDOW)
     starts = list(_START_RE.finditer(head))
     if not starts:
-        raise InputError(
-            path,
-            f"no Project Gutenberg START marker ('*** START OF' or '*END*THE SMALL PRINT') in the "
-            f"first {_HEAD_WINDOW} bytes; drop --strip-gutenberg for files that are not Gutenberg books",
-        )
+        return None
     start = starts[-1].end()  # old files have both a small-print start and end line: text follows the last
     end_match = next((m for m in _END_RE.finditer(tail) if tail_start + m.start() >= start), None)
     if end_match is None:
@@ -60,9 +69,8 @@ def text_range(path: Path, strip_gutenberg: bool) -> tuple[int, int | None]:
     """The byte range of `path` to read (end None: to its end). With `strip_gutenberg`, a Project
     Gutenberg book's text between its markers; a file without a START marker (another text of the
     corpus, or records) is read whole, as `warn_gutenberg_markers` says."""
-    if strip_gutenberg and not is_records(path) and has_gutenberg_start(path, _HEAD_WINDOW):
-        return gutenberg_body(path)
-    return 0, None
+    found = _book_range(path) if strip_gutenberg and not is_records(path) else None
+    return found if found is not None else (0, None)
 
 
 def warn_gutenberg_markers(paths: Sequence[str | os.PathLike], strip_gutenberg: bool = False) -> None:
