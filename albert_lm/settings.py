@@ -233,7 +233,8 @@ def add_options(
         else:
             kw["type"] = task_name if f.name == "task" else kind  # a task's name, as every command reads it
             kw["choices"] = tuple(choices_of.get(f.name, options or ())) or None
-            kw["metavar"] = metavar_of.get(f.name, _METAVARS.get(kind)) if not kw["choices"] else None
+            fallback = "NAME" if f.name.endswith("_column") else _METAVARS.get(kind)  # a column's name
+            kw["metavar"] = metavar_of.get(f.name, fallback) if not kw["choices"] else None
         kw.update(_presence(kw["help"], default, f.name in required, suppress))
         where.add_argument(flag_of.get(f.name, "--" + f.name.replace("_", "-")), **kw)
 

@@ -36,8 +36,10 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     from albert_lm.data.languages import LANGUAGES
 
     t.add_argument("--input", nargs="+", required=True, metavar="PATH", help=INPUT_HELP)
-    t.add_argument("--output", required=True, help="new or empty folder for spiece.model")
-    t.add_argument("--vocab-size", type=int, help="pieces in the model (default: the recipe's, else 30000)")
+    t.add_argument("--output", required=True, metavar="DIR", help="new or empty folder for spiece.model")
+    t.add_argument(
+        "--vocab-size", type=int, metavar="N", help="pieces in the model (default: the recipe's, else 30000)"
+    )
     add_recipe_option(t)
     t.add_argument(
         "--language",
@@ -77,7 +79,9 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
         "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
     )
     add_text_column(t)
-    t.add_argument("--seed", type=int, default=12345, help="SentencePiece sampling seed (default 12345)")
+    t.add_argument(
+        "--seed", type=int, default=12345, metavar="N", help="SentencePiece sampling seed (default 12345)"
+    )
     t.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --output")
     t.add_argument(
         "--skip-invalid-utf8", action="store_true", help="skip lines that are not UTF-8 instead of failing"
@@ -188,8 +192,12 @@ def _tokenizer_recipe(args: argparse.Namespace) -> dict:
 
 def data_create_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--input", nargs="+", required=True, metavar="PATH", help=INPUT_HELP)
-    d.add_argument("--tokenizer", required=True, help="spiece.model file or a folder holding one")
-    d.add_argument("--output", required=True, help="new or empty folder (or an unfinished run to resume)")
+    d.add_argument(
+        "--tokenizer", required=True, metavar="PATH", help="spiece.model file or a folder holding one"
+    )
+    d.add_argument(
+        "--output", required=True, metavar="DIR", help="new or empty folder (or an unfinished run to resume)"
+    )
     from albert_lm.data.examples import INPUT_FORMATS, MASKINGS, OBJECTIVES, DataConfig
 
     add_recipe_option(d)
@@ -202,8 +210,8 @@ def data_create_options(d: argparse.ArgumentParser) -> None:
         flags={"input_format": "--format"},
     )
     add_text_column(d, suppress=True)
-    d.add_argument("--shard-mb", type=float, default=4.0, help="input MB per shard (default 4)")
-    d.add_argument("--workers", type=int, default=None, help="processes (default: CPU count)")
+    d.add_argument("--shard-mb", type=float, default=4.0, metavar="MB", help="input MB per shard (default 4)")
+    d.add_argument("--workers", type=int, default=None, metavar="N", help="processes (default: CPU count)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
