@@ -50,7 +50,7 @@ def run_pool(
     ctx = mp.get_context(start if start in mp.get_all_start_methods() else "spawn")
     counts = ctx.Queue()
     pool = ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_init_worker, initargs=(load, load_args, counts)
+        workers, mp_context=ctx, initializer=_init_worker, initargs=(load, load_args, counts, os.getpid())
     )
     results: list[Any] = []
     try:
@@ -99,13 +99,13 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _init_worker(load: Callable[..., None] | None, load_args: tuple, counts: Any) -> None:
+def _init_worker(load: Callable[..., None] | None, load_args: tuple, counts: Any, parent: int) -> None:
     """A worker process: Ctrl-C is the parent's to handle (it stops the workers), and SIGTERM ends the
     worker quietly (a forked worker would otherwise run the command's handler and print a traceback).
     A worker whose parent is gone (killed by SIGKILL or for memory, which no handler sees) ends too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()
     counts.cancel_join_thread()  # a worker never waits at exit to flush progress counts
     if load is not None:
         load(*load_args, counts)

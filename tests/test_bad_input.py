@@ -439,9 +439,11 @@ def test_ctrl_c_anywhere_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path)
     import albert_lm.data.shards as shards
 
     monkeypatch.setattr(shards, "create_pretraining_data", interrupted)
-    code = main(["data", "create", "--input", str(corpus), "--tokenizer", "t", "--output", str(tmp_path / "d")])
+    code = main(
+        ["data", "create", "--input", str(corpus), "--tokenizer", "t", "--output", str(tmp_path / "d")]
+    )
     err = capsys.readouterr().err
-    assert code == 130 and "interrupted" in err and "give the same command again to continue" in err
+    assert code == 130 and "interrupted" in err and "nothing was kept: give the same command again" in err
 
 
 # --------------------------------------------------------------------------- honest messages, reproducible files

@@ -270,7 +270,7 @@ def test_nsp_pairs_without_random_next_segments_are_warned_about(tiny_corpus_and
     are all "next", which would score an NSP head on one class; the summary says so."""
     _, tok = tiny_corpus_and_tokenizer
     rng = random.Random(0)
-    words = "kala bime to dunora pesi kalo vemi tura mepa lodi sure kana".split()
+    words = ["kala", "bime", "to", "dunora", "pesi", "kalo", "vemi", "tura", "mepa", "lodi", "sure", "kana"]
     lines = (
         " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "." for _ in range(400)
     )
@@ -332,7 +332,22 @@ def test_the_english_rule_on_accented_text_gives_a_hint(tmp_path, caplog):
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     rng = random.Random(0)
-    words = "schöne grüße aus münchen über die brücke hören wir mädchen und jungen am see".split()
+    words = [
+        "schöne",
+        "grüße",
+        "aus",
+        "münchen",
+        "über",
+        "die",
+        "brücke",
+        "hören",
+        "wir",
+        "mädchen",
+        "und",
+        "jungen",
+        "am",
+        "see",
+    ]
     german = _write(
         tmp_path / "de.txt", "\n".join(" ".join(rng.choices(words, k=9)) + "." for _ in range(400))
     )

@@ -142,8 +142,10 @@ def test_finetune_overwrite_removes_only_the_runs_files(world, tmp_path):
     out = tmp_path / "out"
     assert main(_finetune(world, out)) == 0
     (out / "notes.txt").write_text("mine\n")
+    (out / "finetune_config.json").write_text("{}\n")  # a settings file of the user's (a --config): kept
     assert main(_finetune(world, out, "--overwrite")) == 0
     assert (out / "notes.txt").read_text() == "mine\n" and (out / "best" / "config.json").is_file()
+    assert (out / "finetune_config.json").read_text() == "{}\n"
 
 
 # --------------------------------------------------------------------------- 2. devices and pipes

@@ -131,7 +131,9 @@ def test_a_second_pretraining_run_on_the_same_output_is_refused(run_world, capsy
     # a run in progress where one has finished: said as such, not as "another run" to resume or replace
     with folder_lock(out):
         for more in ((), ("--resume",), ("--overwrite",)):
-            refused(capsys, [*_pretrain(run_world["data_a"], out), *more], "another albert command is writing")
+            refused(
+                capsys, [*_pretrain(run_world["data_a"], out), *more], "another albert command is writing"
+            )
 
 
 def test_a_run_with_nothing_to_learn_stops_at_its_first_step(tmp_path):

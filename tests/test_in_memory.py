@@ -69,5 +69,8 @@ def test_a_stopped_run_of_rows_resumes_from_the_same_rows(pretrained, tmp_path, 
     (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith(".run.rows-")]
     assert sorted(p.name for p in kept.iterdir()) == ["dev.jsonl", "train.jsonl"]
     monkeypatch.setattr(loop, "_take_step", take)
+    with pytest.raises(FileExistsError, match="holds another run"):  # refused: the stopped run's rows stay
+        albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", **settings)
+    assert kept.is_dir()
     metrics = albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", resume=True, **settings)
     assert metrics["step"] == 4 and not kept.exists()

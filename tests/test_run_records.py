@@ -159,6 +159,16 @@ def test_pretraining_overwrite_removes_the_runs_files_only(tmp_path):
     ).read_text() == USERS_README
     assert not (out / "checkpoint-4").exists() and (out / "checkpoint-2").is_dir()
     assert json.loads((out / "pretrain_config.json").read_text())["max_steps"] == 2
+    # OUTPUT/data goes with the run only where the run's own --text made it (its settings say so)
+    from albert_lm.training import preflight
+
+    (out / "data").mkdir()
+    preflight.remove_run(out)
+    assert (out / "data").is_dir() and (out / "books").is_dir() and not (out / "model.safetensors").exists()
+    (out / "pretrain_config.json").write_text(json.dumps({"data": str((out / "data").resolve())}))
+    preflight.remove_run(out)
+    assert not (out / "data").exists() and (out / "books" / "a.txt").is_file()
+    assert preflight.is_text_data("runs/x/data/", "runs/x") and not preflight.is_text_data("runs/x", "runs/x")
 
 
 def test_a_warmup_fitted_to_a_short_run_is_what_the_card_says_and_is_warned_about_once(tmp_path, caplog):

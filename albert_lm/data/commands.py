@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from albert_lm.settings import (
     add_options,
@@ -254,11 +255,10 @@ def run_data_create(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the command line says which, and exits with its code)
-        print(
-            f"\nalbert data create: the shards finished in {args.output} are kept: give the same command "
-            "again to continue",
-            file=sys.stderr,
-        )
+        kept = Path(args.output).is_dir()  # a run stopped before its first finished shard leaves nothing
+        what = f"the shards finished in {args.output} are kept" if kept else "nothing was kept"
+        again = "continue" if kept else "start it again"
+        print(f"\nalbert data create: {what}: give the same command again to {again}", file=sys.stderr)
         raise
     print(format_summary(manifest))
     return 0

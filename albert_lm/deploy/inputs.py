@@ -107,14 +107,20 @@ class Fields:
         return value
 
     def words(self, row: dict[str, Any], column: str, line: int) -> list[str]:
-        """A token classifier's words: a list (JSON Lines), a JSON list in a cell, or words separated by
-        spaces in a cell, as fine-tuning reads a CSV's token column."""
+        """A token classifier's words: a list (JSON Lines), or a cell's words separated by spaces, as
+        fine-tuning reads a CSV's token column; a cell holding a JSON list of texts is read as that list."""
         value = row.get(column)
-        if isinstance(value, str) and not value.lstrip().startswith("["):
-            if not value.split():
-                raise InputError(self.name, f"column {column!r}: no words", line=line)
-            return value.split()
-        return self.strings(row, column, line)
+        if not isinstance(value, str):
+            return self.strings(row, column, line)
+        try:
+            listed = json.loads(value) if value.lstrip().startswith("[") else None
+        except (ValueError, RecursionError):  # "[ Reuters ] said": words that begin with a bracket
+            listed = None
+        if isinstance(listed, list) and listed and all(isinstance(v, str) and v.strip() for v in listed):
+            return listed
+        if not value.split():
+            raise InputError(self.name, f"column {column!r}: no words", line=line)
+        return value.split()
 
     def kept(self, row: dict[str, Any], columns: Sequence[str], line: int) -> dict[str, Any]:
         """The `--keep-columns` values of a row, as they are (a JSON Lines value keeps its type)."""

@@ -86,6 +86,7 @@ def finetune_rows(
     files = {"train.jsonl": _lines(train, task, "train"), "dev.jsonl": _lines(dev, task, "dev")}
     digest = hashlib.sha256(json.dumps([task, files], sort_keys=True).encode()).hexdigest()[:16]
     rows = out.parent / f".{out.name}.rows-{digest}"  # the same rows, the same folder: a resume finds it
+    made = not rows.exists()  # a stopped run's rows (or a run's still going) are never removed on a failure
     for name, text in files.items():
         atomic_write(rows / name, text)
     cfg = FinetuneConfig(task=task, model=str(model), data=str(rows), output=str(out), **settings)
@@ -94,12 +95,14 @@ def finetune_rows(
     except FinetuneStopped:  # its checkpoint reads these rows again when it is resumed
         raise
     except InputError as e:  # a row of the lists, named by its list and position, not the scratch file
-        shutil.rmtree(rows, ignore_errors=True)
+        if made:
+            shutil.rmtree(rows, ignore_errors=True)
         if Path(e.path).parent != rows:
             raise
         raise InputError(f"{Path(e.path).stem} rows", e.message, e.line) from None
     except BaseException:
-        shutil.rmtree(rows, ignore_errors=True)
+        if made:
+            shutil.rmtree(rows, ignore_errors=True)
         raise
     shutil.rmtree(rows, ignore_errors=True)
     return result

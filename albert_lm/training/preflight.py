@@ -15,9 +15,12 @@ expected; the CLI prints it as one line.
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
+from albert_lm.files import read_json_object
 from albert_lm.model.config import AlbertConfig
 from albert_lm.training import run_folder
 from albert_lm.training.pretrain_config import PretrainConfig
@@ -41,7 +44,6 @@ PRETRAINING = RunKind(
     state_keys=("step", "epoch", "offset", "optimizer", "scheduler", "ranks"),  # what resuming reads
     new_run_hint="start a new run from these weights with --init-from {latest}",
     writes=MODEL_FILES,
-    outputs=(TEXT_DATA,),
 )
 
 
@@ -60,6 +62,21 @@ def check_output(cfg: PretrainConfig, latest: Path | None, locked: bool = False)
     run_folder.check_output(
         PRETRAINING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest, locked=locked
     )
+
+
+def is_text_data(data: str | Path, output: str | Path) -> bool:
+    """Whether `data` is OUTPUT/data, the examples `pretrain --text` made (a path written either way)."""
+    return os.path.abspath(data) == os.path.abspath(Path(output) / TEXT_DATA)
+
+
+def remove_run(out: Path) -> None:
+    """--overwrite: the run's files and checkpoints, and OUTPUT/data where the run's own --text made it
+    (its pretrain_config.json says so); a data folder of the user's there stays."""
+    made = out / SETTINGS_FILE
+    data = read_json_object(made, "run configuration").get("data") if made.is_file() else None
+    run_folder.remove_run(PRETRAINING, out)
+    if isinstance(data, str) and is_text_data(data, out) and (out / TEXT_DATA).is_dir():
+        shutil.rmtree(out / TEXT_DATA)
 
 
 def check_resume(cfg: PretrainConfig, latest: Path) -> None:

@@ -36,7 +36,7 @@ from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight, run_folder
+from albert_lm.training import preflight
 from albert_lm.training.clock import run_length
 from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
@@ -188,7 +188,7 @@ def _prepare_output(cfg: PretrainConfig, d: DistInfo, latest: Path | None) -> Pa
     out = Path(cfg.output)
     if d.main:
         if cfg.overwrite and out.is_dir():
-            run_folder.remove_run(preflight.PRETRAINING, out)
+            preflight.remove_run(out)
         out.mkdir(parents=True, exist_ok=True)
         ckpt.remove_stale_temporaries(out)
     if d.world > 1:

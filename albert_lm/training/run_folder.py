@@ -50,8 +50,8 @@ class RunKind:
     # a model's) must not have: the run would replace it.
     writes: tuple[str, ...] = ()
     new_run_hint: str = "start a new run"  # the way forward when a resume changes a setting ({latest})
-    # Whatever else the run writes into the output folder (besides its model card, curves, TensorBoard
-    # events and checkpoints): --overwrite removes what a run wrote, and only that (`remove_run`).
+    # Whatever else the run writes into the output folder (besides its curves, TensorBoard events,
+    # checkpoints, and with `writes` its model card): --overwrite removes that, and only that (`remove_run`).
     outputs: tuple[str, ...] = ()
 
 
@@ -105,8 +105,9 @@ def remove_run(kind: RunKind, out: Path) -> None:
     """--overwrite: remove what a run of `kind` wrote in `out` (also under the temporary names of an
     interrupted write, and its checkpoints); anything else the user keeps there stays, a README.md of
     their own included."""
-    names = {*kind.run_files, *kind.writes, *kind.outputs, kind.settings_file, CURVES_FILE, TENSORBOARD_DIR}
-    names |= {CARD_FILE} if is_model_card(out / CARD_FILE) else set()
+    names = {*kind.run_files, *kind.writes, *kind.outputs, CURVES_FILE, TENSORBOARD_DIR}
+    if kind.writes and is_model_card(out / CARD_FILE):  # a run that writes its model here writes its card
+        names.add(CARD_FILE)
     names |= {f".{n}.{end}" for n in names for end in ("tmp", "old")}
     gone = sorted(p for p in out.iterdir() if p.name in names or ckpt.checkpoint_step(p) is not None)
     if gone:

@@ -13,8 +13,8 @@ from typing import Any
 from albert_lm.hub import resolve_model
 from albert_lm.model.config import AlbertConfig
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight, run_folder
-from albert_lm.training.preflight import PRETRAINING, TEXT_DATA
+from albert_lm.training import preflight
+from albert_lm.training.preflight import TEXT_DATA
 from albert_lm.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def data_from_text(
     from albert_lm.data.tokenizer import MODEL_FILE
     from albert_lm.data.wordpiece import has_tokenizer
 
-    own = cfg.resume and cfg.data is not None and Path(cfg.data) == Path(cfg.output) / TEXT_DATA
+    own = cfg.resume and cfg.data is not None and preflight.is_text_data(cfg.data, cfg.output)
     if cfg.data is not None and not own:  # (a resumed run's saved settings name the examples it made)
         raise ValueError(
             "give --data (examples made by `albert data create`) or --text (plain text), not both"
@@ -64,7 +64,7 @@ def data_from_text(
     output = Path(cfg.output)
     preflight.check_output(cfg, ckpt.latest_checkpoint(output))
     if cfg.overwrite and output.is_dir():  # the old run goes now, so the new examples are not removed with it
-        run_folder.remove_run(PRETRAINING, output)
+        preflight.remove_run(output)
         cfg = dataclasses.replace(cfg, overwrite=False)
     out = output / TEXT_DATA
     manifest = create_pretraining_data(files, source, out, data_cfg, num_workers=1, progress=progress)
