@@ -93,6 +93,9 @@ class SuggestingParser(argparse.ArgumentParser):
         self.usage = " ".join(["%(prog)s", *words, "[options]"])
 
     def error(self, message: str) -> typing.NoReturn:  # also "required: --from-tf" after a --form-tf
+        empty = re.match(r"(argument \S+): invalid choice: ''", message)
+        if empty:  # said as an empty value is everywhere (the shell variable that was never set)
+            super().error(f"{empty[1]}: empty value; give a value or leave the option out")
         super().error(message + did_you_mean(self, getattr(self, "_typed", [])) + self._command_hint(message))
 
     def _command_hint(self, message: str) -> str:

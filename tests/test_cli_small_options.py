@@ -83,6 +83,7 @@ def test_a_group_without_its_action_and_a_misspelt_choice_say_what_to_type(capsy
     err = _refused(capsys, ["distill"])
     assert "usage: albert distill" in err and "choose an action: general, task, teacher" in err
     assert "did you mean embedding?" in _refused(capsys, ["reproduce", "embeding"])  # a positional choice
+    assert "argument --preset: empty value; give a value" in _refused(capsys, ["params", "--preset", ""])
 
 
 # --------------------------------------------------------------------------- b) convert --model-config

@@ -186,7 +186,8 @@ def cases(p: dict[str, Path], out: Callable[[str], str]) -> list[Case]:
     cs: list[Case] = []
     for command, counts in COUNTS.items():
         for option, value, named in counts:
-            cs.append((f"bounds: {command}", make[command](option, value), "refuse", [named]))
+            # named by the option typed, or by its field where a file or recipe could have given it
+            cs.append((f"bounds: {command}", make[command](option, value), "refuse", [f"{option}|{named}"]))
     cs.append(("bounds: glue", make["glue"]("--teachers", str(p["b:teachers"]), "--augment", "1000000000"),
                "refuse", ["--augment 1000000000", "5,000,000"]))  # fmt: skip
     cs += _settings_cases(p, out, make)

@@ -41,7 +41,7 @@ class Case:
     klass: str  # the class of mistake (docs/errors.md)
     argv: list[str]
     expect: str  # "refuse" | "ok" | "either"
-    mention: list[str] = field(default_factory=list)  # what the error line must name
+    mention: list[str] = field(default_factory=list)  # what the error line must name ("a|b": a or b)
     outcome: str = ""
     seconds: float = 0.0
     detail: str = ""
@@ -764,7 +764,7 @@ def classify(case: Case, p: dict[str, Path], scratch: Path, w: Path, i: int, lim
         case.outcome = "wrong result exit 0" if case.expect == "refuse" else "handled"
     elif case.expect == "ok":
         case.outcome = "refused a valid case"
-    elif len(lines) >= 1 and all(m in lines[0] for m in case.mention):
+    elif len(lines) >= 1 and all(any(alt in lines[0] for alt in m.split("|")) for m in case.mention):
         case.outcome = "clean refusal" if case.expect == "refuse" else "handled"
     else:
         case.outcome = "weak message"
