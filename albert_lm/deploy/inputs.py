@@ -114,8 +114,10 @@ class Fields:
             return self.strings(row, column, line)
         try:
             listed = json.loads(value) if value.lstrip().startswith("[") else None
-        except (ValueError, RecursionError):  # "[ Reuters ] said": words that begin with a bracket
+        except ValueError:  # "[ Reuters ] said": words that begin with a bracket
             listed = None
+        except RecursionError:  # brackets nested past the parser's depth: no one's words
+            raise InputError(self.name, f"column {column!r}: expected a JSON list", line=line) from None
         if isinstance(listed, list) and listed and all(isinstance(v, str) and v.strip() for v in listed):
             return listed
         if not value.split():
