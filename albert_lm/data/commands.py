@@ -34,7 +34,6 @@ TOKENIZER_KEYS = (
 
 
 def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
-    from albert_lm.data.languages import LANGUAGES
 
     t.add_argument("--input", nargs="+", required=True, metavar="PATH", help=INPUT_HELP)
     t.add_argument("--output", required=True, metavar="DIR", help="new or empty folder for spiece.model")
@@ -42,6 +41,41 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
         "--vocab-size", type=int, metavar="N", help="pieces in the model (default: the recipe's, else 30000)"
     )
     add_recipe_option(t)
+    _rule_options(t)
+    t.add_argument(
+        "--input-sentence-size",
+        type=int,
+        metavar="N",
+        help="lines SentencePiece trains on, a uniform sample "
+        "of the corpus (default 10000000; memory grows with it, not with the corpus)",
+    )
+    t.add_argument(
+        "--strip-gutenberg",
+        action="store_true",
+        help="keep only the text between Project Gutenberg's markers of the books that have them (other "
+        "files are read whole)",
+    )
+    add_text_column(t)
+    t.add_argument(
+        "--seed", type=int, default=12345, metavar="N", help="SentencePiece sampling seed (default 12345)"
+    )
+    t.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --output")
+    t.add_argument(
+        "--skip-invalid-utf8", action="store_true", help="skip lines that are not UTF-8 instead of failing"
+    )
+    t.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="N",
+        help="longest accepted input line (default 1048576 = 1 MiB)",
+    )
+
+
+def _rule_options(t: argparse.ArgumentParser) -> None:
+    """The normalization rule's options (a language's defaults, or each by hand) and the coverage."""
+    from albert_lm.data.languages import LANGUAGES
+
     t.add_argument(
         "--language",
         choices=tuple(LANGUAGES),
@@ -68,31 +102,6 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
         help="share of the text's characters given pieces "
         "of their own, the rest <unk> (default: 0.99995 for English, 1.0 for small alphabets, 0.9995 for "
         "zh and ja)",
-    )
-    t.add_argument(
-        "--input-sentence-size",
-        type=int,
-        metavar="N",
-        help="lines SentencePiece trains on, a uniform sample "
-        "of the corpus (default 10000000; memory grows with it, not with the corpus)",
-    )
-    t.add_argument(
-        "--strip-gutenberg", action="store_true", help="use only the text between Project Gutenberg markers"
-    )
-    add_text_column(t)
-    t.add_argument(
-        "--seed", type=int, default=12345, metavar="N", help="SentencePiece sampling seed (default 12345)"
-    )
-    t.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --output")
-    t.add_argument(
-        "--skip-invalid-utf8", action="store_true", help="skip lines that are not UTF-8 instead of failing"
-    )
-    t.add_argument(
-        "--max-line-bytes",
-        type=int,
-        default=1 << 20,
-        metavar="N",
-        help="longest accepted input line (default 1048576 = 1 MiB)",
     )
 
 

@@ -78,7 +78,8 @@ class DataConfig:
     """"lines": one sentence per line, blank line between documents; "paragraphs": raw text (wrapped
     prose, or a paragraph per line); "auto": chosen for each file from its first 256 KiB"""
     strip_gutenberg: bool = False
-    """keep only the text between Project Gutenberg's START and END markers"""
+    """keep only the text between Project Gutenberg's START and END markers of the books that have them
+    (other files are read whole)"""
     eval_fraction: float = 0.01
     """share of the input text held out for evaluation, in whole blocks (smaller ones on a small corpus)"""
     block_bytes: int = 1 << 20

@@ -88,7 +88,8 @@ class GeneralDistillConfig(DistillCommon):
     input_format: Literal["auto", "lines", "paragraphs"] = setting("auto", group="teacher and data")
     """lines: a sentence per line; paragraphs: raw text split into sentences; auto: guessed per file"""
     strip_gutenberg: bool = setting(False, group="teacher and data")
-    """use only the text between Project Gutenberg's START and END markers"""
+    """keep only the text between Project Gutenberg's START and END markers of the books that have them
+    (other files are read whole)"""
     min_words: int = setting(3, group="teacher and data")
     """shortest sentence kept, in words"""
     max_segments: int = setting(100_000, group="teacher and data")

@@ -70,7 +70,8 @@ def pretrain_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strip-gutenberg",
         action="store_true",
-        help="with --text: use only the text between Project Gutenberg markers (as `albert data create`)",
+        help="with --text: keep only the text between Project Gutenberg markers of the books that have them "
+        "(as `albert data create`)",
     )
 
 
