@@ -310,6 +310,16 @@ def _as_final(filename: Any, work: Path, final: Path) -> str:
 
 
 # --------------------------------------------------------------------------- reading
+def decode_utf8(raw: bytes, name: str | os.PathLike) -> str:
+    """`raw` as text (a leading BOM dropped); bytes that are not UTF-8 are an InputError naming the file,
+    the line and the byte."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(name, f"not UTF-8 (byte {e.start} of the file)", line=line) from None
+
+
 def parse_json(text: str | bytes, name: str | os.PathLike, line: int | None = None) -> Any:
     """`json.loads` whose every error is an InputError naming the file (`name`) and the line: text that
     is not JSON, nesting too deep for the parser (which would otherwise raise RecursionError from deep

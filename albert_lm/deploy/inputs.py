@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, jsonl_rows
+from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, decode_utf8, jsonl_rows
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,12 +44,7 @@ def read_input(source: str, fmt: str) -> Input:
         fmt = FORMATS.get(Path(source).suffix.lower(), "lines") if source != "-" else "lines"
     if source != "-" and not Path(source).is_file():
         raise FileNotFoundError(f"no input file at {source}")
-    raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(name, f"not UTF-8 (byte {e.start})", line=line) from e
+    text = decode_utf8(sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes(), name)
     if fmt == "lines":
         lines = list(enumerate(text.splitlines(), start=1))
         rows = [(n, {"text": line}) for n, line in lines if line.strip()]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from albert_lm.files import InputError, atomic_write
+from albert_lm.files import InputError, atomic_write, decode_utf8
 from albert_lm.tasks import metrics
 from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
 
@@ -104,11 +104,7 @@ def read_glue_tsv(path: Path, spec: GlueSpec, require_label: bool = True) -> lis
     """Rows of one GLUE TSV file. Tabs only, no quoting (MRPC sentences begin with a bare `"`)."""
     if not path.is_file():
         raise FileNotFoundError(f"no GLUE file at {path}")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")  # -sig: MRPC's files start with a BOM
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 (byte {e.start})", line=raw[: e.start].count(b"\n") + 1) from e
+    text = decode_utf8(path.read_bytes(), path)  # MRPC's files start with a BOM
     lines = [line.rstrip("\r\n") for line in text.splitlines()]
     while lines and not lines[-1].strip():
         lines.pop()

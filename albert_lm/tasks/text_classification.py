@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from albert_lm.data.masking import IGNORE_INDEX
-from albert_lm.files import InputError, atomic_write, csv_rows, iter_jsonl
+from albert_lm.files import InputError, atomic_write, csv_rows, decode_utf8, iter_jsonl
 from albert_lm.tasks import metrics
 from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
 
@@ -47,23 +47,11 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         for n, row in _csv_rows(path, suffix) if suffix in (".csv", ".tsv") else iter_jsonl(path):
             any_row = True
             yield n, row
-    except UnicodeDecodeError:
-        raise _not_utf8(path) from None
+    except UnicodeDecodeError:  # named by its line and byte in the file, not in the block the reader read
+        decode_utf8(path.read_bytes(), path)
+        raise
     if not any_row:
         raise InputError(path, "empty file")
-
-
-def _not_utf8(path: Path) -> InputError:
-    """Where a file that failed to decode is not UTF-8: its line and byte (the reader's error counts in
-    a block it read, which names neither)."""
-    raw = path.read_bytes()
-    try:
-        raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        return InputError(
-            path, f"not UTF-8 (byte {e.start} of the file)", line=raw[: e.start].count(b"\n") + 1
-        )
-    return InputError(path, "not UTF-8")
 
 
 def _csv_rows(path: Path, suffix: str) -> Iterator[tuple[int, dict[str, Any]]]:
