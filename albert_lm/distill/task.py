@@ -368,10 +368,7 @@ def _read(
     train = read_split(task, data, "train", cfg.max_train_examples)
     if train is None:
         raise FileNotFoundError(f"--data {data}: no training file for {task.name} there")
-    try:
-        task.fit_labels(train)
-    except ValueError as e:
-        raise ValueError(f"--data {data}: {e}") from None
+    task.fit_labels_of(train, data)
     columns = teacher_columns(teacher, task)
     pairs = any(texts_of(e)[1] is not None for e in train)
     extra = read_extra(cfg.extra_text, pairs)

@@ -90,10 +90,7 @@ def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[
         if not examples:
             raise FileNotFoundError(f"--data {data}: no {split} examples for {cfg.task} there")
     assert train is not None and dev is not None
-    try:
-        task.fit_labels(train)
-    except ValueError as e:
-        raise ValueError(f"--data {data}: {e}") from None
+    task.fit_labels_of(train, data)
     check_output_apart(out, {"--data": data, "--teacher": local_teacher(cfg.teacher)})
     _check_output(cfg, out)
     device = pick_device(cfg.device)

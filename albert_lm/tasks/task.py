@@ -95,6 +95,13 @@ class Task(abc.ABC):
     def fit_labels(self, train_examples: Sequence[Any]) -> None:  # noqa: B027 - optional hook
         """Learn the label set from training data (generic tasks); fixed-label tasks ignore this."""
 
+    def fit_labels_of(self, train_examples: Sequence[Any], data: Any) -> None:
+        """`fit_labels`, its refusal (one label, say) named with the --data the examples came from."""
+        try:
+            self.fit_labels(train_examples)
+        except ValueError as e:
+            raise ValueError(f"--data {data}: {e}") from None
+
     def recorded_columns(self) -> dict[str, Any]:
         """Settings of the columns as fitted to the training data (`fit_labels`), for finetune_config.json."""
         return {}

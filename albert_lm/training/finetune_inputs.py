@@ -100,10 +100,7 @@ def read_inputs(
             "scores; give a folder of train and dev files to score examples the model never saw",
             data,
         )
-    try:
-        task.fit_labels(train_examples)
-    except ValueError as e:  # the labels of the training file: named with the data they came from
-        raise ValueError(f"--data {data}: {e}") from None
+    task.fit_labels_of(train_examples, data)
     max_seq_length = required(cfg.max_seq_length, "max_seq_length")
     train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
     eval_sets = eval_sets_of(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
