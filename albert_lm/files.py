@@ -172,9 +172,8 @@ def _flock(folder: Path, option: str) -> Iterator[None]:
 
 
 def check_not_busy(folder: str | os.PathLike, option: str = "--output") -> None:
-    """Refuse at once a folder that another albert command holds (`folder_lock`), before what it holds
-    is judged: a run in progress there is not "another run" to resume or to overwrite. Only where this
-    process does not hold it itself."""
+    """Refuse a folder another albert command holds (`folder_lock`) before what it holds is judged: a run
+    in progress is no "another run" to resume or overwrite (not for a folder this process holds)."""
     if Path(folder).is_dir():
         with _flock(Path(folder), option):
             pass
@@ -311,13 +310,12 @@ def _as_final(filename: Any, work: Path, final: Path) -> str:
 
 # --------------------------------------------------------------------------- reading
 def decode_utf8(raw: bytes, name: str | os.PathLike) -> str:
-    """`raw` as text (a leading BOM dropped); bytes that are not UTF-8 are an InputError naming the file,
-    the line and the byte."""
+    """`raw` as text (a BOM dropped); what is not UTF-8 is an InputError naming its line and byte."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(name, f"not UTF-8 (byte {e.start} of the file)", line=line) from None
+        where = f"not UTF-8 (byte {e.start} of the file)"
+        raise InputError(name, where, line=raw[: e.start].count(b"\n") + 1) from None
 
 
 def parse_json(text: str | bytes, name: str | os.PathLike, line: int | None = None) -> Any:
@@ -325,8 +323,7 @@ def parse_json(text: str | bytes, name: str | os.PathLike, line: int | None = No
     is not JSON, nesting too deep for the parser (which would otherwise raise RecursionError from deep
     inside the json module) and numbers too long to convert."""
     try:
-        # a line's own end stripped: a record cut short is then named at its end, not at the next line's start
-        return json.loads(text.rstrip() if line is not None else text)
+        return json.loads(text.rstrip() if line is not None else text)  # a record cut short: named at its end
     except json.JSONDecodeError as e:
         where = line if line is not None else e.lineno
         raise InputError(name, f"not valid JSON (column {e.colno}): {e.msg}", line=where) from e
