@@ -510,6 +510,18 @@ def test_resume_alone_says_why_there_is_nothing_to_resume(tmp_path, capsys):
     )
 
 
+def test_resume_from_another_folder_names_the_folder_the_run_started_in(tmp_path, capsys, monkeypatch):
+    """A run started in START with relative paths, resumed from elsewhere: its --data was read from here
+    and refused as "no such file or folder", a path the user never typed."""
+    run = tmp_path / "start" / "runs" / "ft" / "checkpoint-2"
+    run.mkdir(parents=True)
+    saved = {"task": "sst2", "model": "m", "data": "glue/SST-2", "output": "runs/ft"}
+    (run / "finetune_config.json").write_text(json.dumps(saved))
+    monkeypatch.chdir(tmp_path)
+    argv = ["finetune", "--output", "start/runs/ft", "--resume"]
+    refused(capsys, argv, "--data glue/SST-2", "is relative", f"from {tmp_path / 'start'}")
+
+
 # -------------------------------------------------------------------------- pretrain --text (task-adaptive pretraining)
 def test_continued_pretraining_on_plain_text_is_one_command(run_world, capsys, tmp_path):
     from albert_lm.data.tokenizer import AlbertTokenizer

@@ -157,7 +157,10 @@ def _resume_settings(args: argparse.Namespace, name: str, needed: Sequence[str])
 
     run = Path(args.output)
     args.config = _run_settings(run, name)
-    if args.config is not None or all(getattr(args, n, None) is not None for n in needed):
+    if args.config is not None:
+        _check_started_here(args, Path(args.config))
+        return
+    if all(getattr(args, n, None) is not None for n in needed):
         return
     if not run.is_dir():
         raise FileNotFoundError(f"--output {run} --resume: no such folder, so no run to resume")
@@ -169,6 +172,38 @@ def _resume_settings(args: argparse.Namespace, name: str, needed: Sequence[str])
             if done
             else f"no checkpoint to resume there (it holds {describe_folder(run)})"
         )
+    )
+
+
+def _check_started_here(args: argparse.Namespace, settings: Path) -> None:
+    """A run resumed from another folder than the one it started in: its relative paths (--data
+    glue/SST-2) are read from here and not found. Say so, and name the folder it started in where the
+    run's own relative --output shows it, rather than "no such folder" of a path the user never typed."""
+    from albert_lm.files import read_json_object
+    from albert_lm.training.run_folder import PATH_SETTINGS
+
+    saved = read_json_object(settings, "settings")
+    lost = [
+        n
+        for n in sorted(PATH_SETTINGS - {"output", "model", "teacher", "teachers", "init_from"})
+        if getattr(args, n, None) is None  # typed again now: that path is the one read
+        and isinstance(saved.get(n), str)
+        and not os.path.isabs(saved[n])
+        and not os.path.exists(saved[n])
+    ]
+    if not lost:
+        return
+    given, out = Path(os.path.abspath(args.output)), saved.get("output")
+    started = None
+    if isinstance(out, str) and out and not os.path.isabs(out):
+        parts = Path(os.path.normpath(out)).parts
+        if given.parts[-len(parts) :] == parts:
+            started = Path(*given.parts[: -len(parts)])
+    paths = " and ".join(f"--{n.replace('_', '-')} {saved[n]}" for n in lost)
+    where = f"from {started}" if started is not None else "from the folder it was started in"
+    raise FileNotFoundError(
+        f"--output {args.output} --resume: the run's {paths} {'is' if len(lost) == 1 else 'are'} relative "
+        f"to the folder it was started in, not found from here ({os.getcwd()}): run the same command {where}"
     )
 
 
