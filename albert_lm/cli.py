@@ -12,6 +12,7 @@ import argparse
 import inspect
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -212,16 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {e.filename}" if e.filename else ""
         print(f"albert {name}: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
-    except _Terminated:
-        print(f"\nalbert {name}: stopped by SIGTERM", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:  # Ctrl-C outside a loop that handles it: one line, the shell's code
-        print(f"\nalbert {name}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C outside a loop that handles it: one line, the shell's code
+        return _stopped(name, e)
     except MemoryError:
         print(f"albert {name}: error: out of memory; try a smaller --batch-size or model", file=sys.stderr)
         return 1
     except Exception as e:  # the last resort: a fault of albert-lm's, not of what the user gave
+        if (stop := _interrupt_within(e)) is not None:  # a library that wraps Ctrl-C (torch.export does)
+            return _stopped(name, stop)
         return _internal_error(name, e, args.verbose)
     finally:
         for signum, handler in previous.items():
@@ -254,10 +253,32 @@ def _empty_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: the program failed, not its input
 
 
+def _stopped(name: str, e: KeyboardInterrupt) -> int:
+    """SIGTERM (exit 143) or Ctrl-C (130) said in one line."""
+    if isinstance(e, _Terminated):
+        print(f"\nalbert {name}: stopped by SIGTERM", file=sys.stderr)
+        return 143
+    print(f"\nalbert {name}: interrupted", file=sys.stderr)
+    return 130
+
+
+def _interrupt_within(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that an exception was raised from or while handling, if any."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _internal_error(name: str, e: Exception, verbose: bool) -> int:
     """An exception no reader turned into a message about the user's input: one line that says so
     (with the traceback under --verbose), and exit 70, so scripts can tell it from a refusal (1)."""
-    detail = str(e).splitlines()[0][:300] if str(e) else ""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()  # a library's terminal colours (torch.export's)
+    detail = text.splitlines()[0][:300] if text else ""
     print(
         f"albert {name}: internal error: {type(e).__name__}{': ' if detail else ''}{detail}", file=sys.stderr
     )

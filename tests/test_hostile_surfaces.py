@@ -145,8 +145,8 @@ def test_an_empty_string_in_a_settings_file_is_refused_naming_the_field(capsys, 
 
 # --------------------------------------------------------------------------- the last resort
 def test_an_exception_no_reader_caught_is_an_internal_error_in_one_line(capsys, monkeypatch, tmp_path):
-    def broken(args):
-        raise RuntimeError("a fault deep inside\nwith a second line")
+    def broken(args):  # coloured as torch.export colours its messages
+        raise RuntimeError("a fault \x1b[96mdeep\x1b[0m inside\nwith a second line")
 
     parser = cli.build_parser()
     monkeypatch.setattr(cli, "build_parser", lambda: parser)
