@@ -22,21 +22,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "InputError",
-    "atomic_folder",
-    "atomic_write",
-    "check_output_apart",
-    "folder_lock",
-    "is_special_file",
-    "output_target",
-    "fsync_dir",
-    "iter_jsonl",
-    "parse_json",
-    "read_json_object",
-    "write_json",
-]
-
 
 class InputError(ValueError):
     """Bad input data: names the file and, where known, the line and the field."""
@@ -292,9 +277,15 @@ def atomic_folder(final: str | os.PathLike, *, tmp: str | os.PathLike | None = N
             raise OSError(e.errno, e.strerror, _as_final(e.filename, work, Path(given))) from e
         raise
     shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(work, final)
+    try:  # a `final` that cannot be moved (a mount point, an immutable folder) keeps what it held
+        if final.exists():
+            os.replace(final, old)
+        os.replace(work, final)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+        if old.exists() and not final.exists():
+            os.replace(old, final)
+        raise
     shutil.rmtree(old, ignore_errors=True)
     fsync_dir(final.parent)
 

@@ -46,6 +46,31 @@ def test_atomic_folder_swaps_in_only_a_complete_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best"]
 
 
+@pytest.mark.parametrize("refused_move", [1, 2])
+def test_a_swap_the_system_refuses_keeps_the_old_folder_and_no_temporary(tmp_path, monkeypatch, refused_move):
+    """The final rename refused (an output that is a mount point, or immutable): the export was complete,
+    and 18 MB of it stayed behind under .best.tmp. Refused at the first move (the old folder aside) or
+    the second (the new one in): the old folder stands, and nothing else is left."""
+    import albert_lm.files as files
+
+    final = tmp_path / "best"
+    with atomic_folder(final) as work:
+        (work / "x").write_text("old")
+    moves, replace = [], os.replace
+
+    def refusing(src, dst):
+        moves.append(src)
+        if len(moves) == refused_move:
+            raise PermissionError(1, "Operation not permitted", str(dst))
+        replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", refusing)
+    with pytest.raises(PermissionError), atomic_folder(final) as work:
+        (work / "x").write_text("new")
+    assert (final / "x").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best"]
+
+
 def test_json_readers_name_the_file_and_the_line(tmp_path):
     f = tmp_path / "c.json"
     with pytest.raises(FileNotFoundError, match="no config file at"):
