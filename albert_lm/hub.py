@@ -60,7 +60,7 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
     `--teacher` (any transformers encoder)."""
     path = Path(value)
     if path.exists():
-        logger.info("%s: local folder %s", what, path)
+        logger.info("%s: local %s %s", what, "folder" if path.is_dir() else "file", path)
         return path
     match = _HUB_ID.fullmatch(str(value))
     repo = match["repo"] if match else ""

@@ -88,6 +88,8 @@ def test_int8_export_and_refusals(saved, tmp_path, capsys):
     assert main(["export", "--model", str(folder), "--output", str(out), "--int8"]) == 0
     report = json.loads((out / "export.json").read_text())
     assert report["int8_cosine"] >= 0.9 and (out / "model.int8.onnx").stat().st_size > 0
+    assert report["bytes"] == {p.name: p.stat().st_size for p in out.glob("model*.onnx")}  # what to ship
+    assert "model.int8.onnx " in capsys.readouterr().out  # its size, said with the figures
     fp32_bytes = sum(p.stat().st_size for p in out.glob("model.onnx*"))
     assert (out / "model.int8.onnx").stat().st_size < 0.6 * fp32_bytes  # int8 weights, stored once
     assert sorted(p.name for p in out.glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]  # no leftovers

@@ -503,13 +503,20 @@ def test_web_options_are_refused_for_onnx(models, tmp_path, capsys):
     assert "--task: only for --format web" in one_error(capsys)
 
 
-def test_default_tasks(models):
+def test_default_tasks(models, monkeypatch):
+    import albert_lm.deploy.web as web
     from albert_lm.deploy.web import choose_task
 
     assert choose_task(models["classifier"], None) == "text-classification"
     assert choose_task(models["pretrained"], None) == "fill-mask"
     assert choose_task(models["student"], None) == "feature-extraction"
     assert choose_task(models["classifier"], "feature-extraction") == "feature-extraction"
+    # the way forward offered is one the folder can take: fill-mask only with a masked-LM head
+    with pytest.raises(ValueError, match="give --task fill-mask or feature-extraction$"):
+        choose_task(models["pretrained"], "text-classification")
+    monkeypatch.setattr(web, "weight_names", lambda folder: {"albert.embeddings.word_embeddings.weight"})
+    with pytest.raises(ValueError, match="give --task feature-extraction$"):
+        choose_task(models["pretrained"], "text-classification")
 
 
 def test_wordpiece_student_page_matches_embed(

@@ -80,6 +80,9 @@ def test_empty_folder_says_what_it_looked_for(tiny, tmp_path):
     tiny().save_pretrained(tmp_path)
     with pytest.raises(FileNotFoundError, match="no weights found.*model.safetensors"):
         AlbertModel.from_pretrained(tmp_path)
+    (tmp_path / "model.onnx").write_bytes(b"")  # `albert export`'s folder, given to predict
+    with pytest.raises(FileNotFoundError, match="it is an ONNX export .* ONNX Runtime"):
+        AlbertModel.from_pretrained(tmp_path)
 
 
 def test_a_failed_weight_write_keeps_the_old_file_and_leaves_no_temporary(saved, monkeypatch):

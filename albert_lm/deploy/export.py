@@ -201,7 +201,9 @@ def export_onnx(
     _check_numbers(opset, tolerance)
     ort = _needs("onnxruntime")
     _needs("onnxscript")
-    model_dir, out = resolve_model(model_dir), Path(output)  # a hub id: its cached snapshot
+    if not (isinstance(model_dir, Path) and model_dir.is_dir()):  # resolved already (the web export's)
+        model_dir = resolve_model(model_dir)  # a hub id: its cached snapshot
+    out = Path(output)
     with exclusive_output(model_dir, out, overwrite), quiet(*NOISY, root=False):
         return _export_locked(ort, model_dir, out, opset, int8, tolerance, head, exits)
 
@@ -233,6 +235,7 @@ def _export_locked(
     with torch.no_grad(), use_unpadding(False):
         references = [[t.numpy() for t in graph(*(x[k] for k in INPUTS))] for x in samples]
     need = sum(p.numel() * p.element_size() for p in model.parameters())  # bytes of the graph's weights
+    logger.info("capturing the graph and checking it in ONNX Runtime (%.0f MB of weights)", need / 1e6)
     with atomic_folder(out) as tmp, _write_errors_named(out, tmp, need):
         _capture(graph, config, choices, tmp / "model.onnx", opset)
         written = _written_opset(tmp / "model.onnx")
@@ -263,13 +266,14 @@ def _export_locked(
                     "int8_cosine": cosine,
                     "torch": torch.__version__,
                     "onnxruntime": ort.__version__,
+                    "bytes": {p.name: p.stat().st_size for p in sorted(tmp.glob("*.onnx*"))},
                     **exit_entry,
                 },
                 indent=1,
             )
             + "\n"
         )
-    logger.info("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
+    logger.debug("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
     return ExportResult(out, names, diff, cosine, bool(exit_entry))
 
 

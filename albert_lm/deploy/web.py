@@ -97,13 +97,13 @@ def choose_task(model_dir: Path, task: str | None) -> str:
             f"--model {model_dir}: a {head.replace('_', ' ')} model; the web page classifies texts, fills "
             "masks and embeds: give --task feature-extraction to embed with its encoder"
         )
+    names = weight_names(model_dir)
+    has_mlm = names is None or any(n.startswith("predictions.") for n in names)
     if task == "text-classification" and head is None:
         raise ValueError(
             f"--task text-classification: {model_dir} is not a fine-tuned classifier (no "
-            "finetune_config.json): give --task fill-mask or feature-extraction"
+            f"finetune_config.json): give --task {'fill-mask or ' if has_mlm else ''}feature-extraction"
         )
-    names = weight_names(model_dir)
-    has_mlm = names is None or any(n.startswith("predictions.") for n in names)
     if task == "fill-mask" and (head is not None or not has_mlm):
         raise ValueError(
             f"--task fill-mask: {model_dir} has no masked-LM head: fill-mask needs a pretraining "
@@ -180,6 +180,7 @@ def _fill(
     _inline_weights(work / "model.onnx", tmp / "onnx" / "model.onnx")
     os.replace(work / "model.int8.onnx", tmp / "onnx" / "model_quantized.onnx")
     figures = json.loads((work / "export.json").read_text(encoding="utf-8"))
+    figures.pop("bytes")  # of the files in `work`, named otherwise in the page's folder
     shutil.rmtree(work)
     config = AlbertConfig.from_pretrained(model_dir)
     manifest = _manifest(model_dir, task, config, tokenizer)

@@ -39,7 +39,13 @@ def find_weights(folder: Path) -> Path:
     for name in CANDIDATES:
         if (folder / name).is_file():
             return folder / name
-    raise FileNotFoundError(f"{folder}: no weights found (looked for {', '.join(CANDIDATES)})")
+    exported = (folder / "model.onnx").is_file() or (folder / "onnx" / "model.onnx").is_file()
+    hint = (
+        "; it is an ONNX export (albert export): run it with ONNX Runtime, see docs/deploy.md"
+        if exported
+        else ""
+    )
+    raise FileNotFoundError(f"{folder}: no weights found (looked for {', '.join(CANDIDATES)}){hint}")
 
 
 # What the safetensors library raises on a file it cannot read: its own error (a damaged or cut header,
