@@ -1,6 +1,6 @@
 """What `albert predict` and `export` users asked for, `fill-mask`, `embed` and `albert_lm.Predictor`:
 blank lines, GLUE label names, kept columns, a quiet export, every output checked against the model
-run by hand, the API against the commands, and the ONNX Runtime snippet of deploy/export.py as written."""
+run by hand, the API against the commands, and the ONNX Runtime snippets of docs/deploy.md as written."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -343,7 +343,7 @@ def exported(saved, tmp_path):
     (model, export folder, what the command wrote on stdout and stderr)."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
-    model, folder = sst2(saved)
+    model, folder = sst2(saved, id2label={0: "negative", 1: "positive"})  # as albert finetune writes it
     out = tmp_path / "sst2-onnx"
     env = {**os.environ, "PYTHONWARNINGS": "default"}
     done = subprocess.run(
@@ -357,24 +357,49 @@ def exported(saved, tmp_path):
     return model, out, done.stdout + done.stderr
 
 
-def test_export_prints_no_third_party_lines_and_its_onnx_snippet_runs(exported):
-    import albert_lm.deploy.export
+def _python_blocks(page: str, after: str) -> list[str]:
+    """The ```python blocks of docs/PAGE after the heading `after`, in order."""
+    text = (Path(__file__).parent.parent / "docs" / page).read_text(encoding="utf-8")
+    text = text[text.index(after) :]
+    return [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
 
+
+def test_export_prints_no_third_party_lines_and_its_onnx_snippets_run(exported):
+    """deploy.md's snippets as written there, on this export: albert-lm's tokenizer, then none of
+    albert-lm (onnxruntime, tokenizers and numpy: tokenizer.json gives the same ids), then the encoder's
+    mean pooling."""
     model, folder, printed = exported
     lines = [x for x in printed.splitlines() if x.strip()]
     assert lines and all("albert_lm" in x or x.startswith(str(folder)) for x in lines), "\n".join(lines)
     assert len(lines) <= 4
-    # the module docstring's snippet as written there (its indented block), on this export
-    doc = albert_lm.deploy.export.__doc__ or ""
-    section = doc[doc.index("Running the ONNX file") :]
-    start = section.index("    import numpy as np")
-    block = textwrap.dedent(section[start : section.index("\n\n", section.index("probabilities =", start))])
-    assert 'folder = "runs/sst2-onnx"' in block
-    block = block.replace('folder = "runs/sst2-onnx"', f"folder = {str(folder)!r}")
-    scope: dict = {}
-    exec(compile(block, "export.py docstring", "exec"), scope)
-    batch = scope["batch"]
+    with_albert, without, pooling = _python_blocks("deploy.md", "## Running the ONNX file")[:3]
+    scopes = []
+    for block in (with_albert, without):
+        assert 'folder = "runs/sst2-onnx"' in block
+        scope: dict = {}
+        code = block.replace('folder = "runs/sst2-onnx"', f"folder = {str(folder)!r}")
+        exec(compile(code, "docs/deploy.md", "exec"), scope)
+        scopes.append(scope)
+    batch = scopes[0]["batch"]
     with torch.no_grad():
         want = model(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
-    assert scope["logits"].shape == (2, 2) and np.abs(scope["logits"] - want).max() < 1e-4
-    assert np.allclose(scope["probabilities"].sum(-1), 1.0)
+    assert scopes[0]["logits"].shape == (2, 2) and np.abs(scopes[0]["logits"] - want).max() < 1e-4
+    assert np.allclose(scopes[0]["probabilities"].sum(-1), 1.0)
+    for name in ("input_ids", "attention_mask", "token_type_ids"):  # tokenizer.json: albert-lm's ids
+        assert scopes[1]["inputs"][name].tolist() == batch[name], name
+    assert np.abs(scopes[1]["logits"] - want).max() < 1e-4
+    assert scopes[1]["labels"] == [["negative", "positive"][i] for i in want.argmax(-1)]
+    hidden = np.random.default_rng(0).normal(size=(2, 5, 3))
+    scope = {"session": _Session(hidden), "inputs": {"attention_mask": np.array([[1] * 5, [1, 1, 0, 0, 0]])}}
+    exec(compile(pooling, "docs/deploy.md", "exec"), scope)
+    assert np.allclose(scope["vectors"], [hidden[0].mean(0), hidden[1, :2].mean(0)])
+
+
+class _Session:
+    """An ONNX Runtime session's stand-in that gives one output."""
+
+    def __init__(self, output: np.ndarray) -> None:
+        self.output = output
+
+    def run(self, names: list[str], inputs: dict) -> list[np.ndarray]:
+        return [self.output]

@@ -10,41 +10,20 @@ choices off (plain matmuls: the graph is the model, not this machine's tuning), 
 The output folder gets model.onnx (and model.int8.onnx with `int8`: ONNX Runtime's transformer optimizer,
 then its dynamic quantization with int8 weights per channel; the optimizer's fused SkipLayerNormalization
 / FastGelu ops are ONNX Runtime's own, so that file is for ONNX Runtime), the tokenizer (spiece.model,
-tokenizer_config.json) and the model's config.json / finetune_config.json, so `predict`-style code can
-pair them. Before anything is kept, ONNX Runtime runs the graph on inputs of two shapes, padding
-included (sentences through its tokenizer, `CHECK_TEXTS`), and the outputs must be within `tolerance` of
-PyTorch's (fp32), and at cosine >= 0.9 for int8 (a warning below 0.99: tiny or untrained models lose more
-to int8 than trained ones); otherwise nothing is written and the error says by how much. The folder is
-filled under a temporary name and renamed.
+tokenizer_config.json, and tokenizer.json, which the `tokenizers` library runs to the same ids) and the
+model's config.json / finetune_config.json, so `predict`-style code can pair them. Before anything is
+kept, ONNX Runtime runs the graph on inputs of two shapes, padding included (sentences through its
+tokenizer, `CHECK_TEXTS`), and the outputs must be within `tolerance` of PyTorch's (fp32), and at cosine
+>= 0.9 for int8 (a warning below 0.99: tiny or untrained models lose more to int8 than trained ones);
+otherwise nothing is written and the error says by how much. The folder is filled under a temporary name
+and renamed.
 
 The exporter and ONNX Runtime's tools log each step (about 70 lines for a tiny model, more for a big
 one); they are kept to their errors unless the root logger is at DEBUG (`albert -v export`).
 onnx, onnxscript and onnxruntime are the optional extra `albert-lm[export]`.
 
-Running the ONNX file
----------------------
-ONNX Runtime and the tokenizer are all it takes (no torch); the folder holds spiece.model and the
-config. A classifier's logits, then its probabilities (the label names are config.json's id2label,
-or, for a GLUE model without them, `albert_lm.tasks.glue.label_names(task)`):
-
-    import numpy as np
-    import onnxruntime as ort
-
-    from albert_lm import AlbertTokenizer
-
-    folder = "runs/sst2-onnx"  # what `albert export --model runs/sst2/best --output runs/sst2-onnx` wrote
-    tokenizer = AlbertTokenizer.from_pretrained(folder)
-    batch = tokenizer(["A gripping, funny film.", "Dull."], padding=True, truncation=True, max_length=128)
-    inputs = {k: np.array(batch[k], dtype=np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
-    session = ort.InferenceSession(f"{folder}/model.onnx", providers=["CPUExecutionProvider"])
-    (logits,) = session.run(["logits"], inputs)  # (texts, labels)
-    exp = np.exp(logits - logits.max(-1, keepdims=True))
-    probabilities = exp / exp.sum(-1, keepdims=True)
-
-transformers' AlbertTokenizer reads the same spiece.model (`transformers.AlbertTokenizer.from_pretrained(
-folder)`, called with `return_tensors="np", return_token_type_ids=True`), but splits some text otherwise
-than the tokenizer the model was trained with (docs/data.md).
-An encoder's export gives `last_hidden_state` (texts, tokens, hidden) instead of `logits`.
+Running the ONNX file (with albert-lm's tokenizer, or with no albert-lm and no torch: onnxruntime,
+tokenizers and numpy) is docs/deploy.md's "Running the ONNX file"; tests/test_deploy_api.py runs both.
 """
 
 from __future__ import annotations
@@ -71,6 +50,7 @@ from albert_lm.deploy.loading import refuse_untrained_mlm
 from albert_lm.deploy.onnx_exit import exit_graphs
 from albert_lm.deploy.predict import NotFineTuned, model_task
 from albert_lm.deploy.web_heads import head_model
+from albert_lm.deploy.web_tokenizer import TOKENIZER_FILE, tokenizer_json
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
 from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
@@ -252,6 +232,10 @@ def _export_locked(
         cosine = _int8(ort, tmp, config, samples, references) if int8 else None
         exit_entry = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance) if exits else {}
         wordpiece = () if (model_dir / "spiece.model").is_file() else WORDPIECE_COPIED
+        if not wordpiece:  # the tokenizers library's file, for a deployment without albert-lm or torch
+            (tmp / TOKENIZER_FILE).write_text(
+                json.dumps(tokenizer_json(tokenizer), ensure_ascii=False) + "\n"
+            )
         for name in (*COPIED, *wordpiece):
             if (model_dir / name).is_file():
                 shutil.copy(model_dir / name, tmp / name)
