@@ -276,13 +276,15 @@ def option_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k in names}
 
 
-def add_config_option(p: argparse.ArgumentParser, what: str) -> None:
-    """`--config FILE`: a command's settings from a JSON file of its fields (options typed win)."""
+def add_config_option(p: argparse.ArgumentParser, what: str, saved: str = "") -> None:
+    """`--config FILE`: a command's settings from a JSON file of its fields (options typed win); `saved`
+    names the file a run of the command saves that --config reads, where it has one."""
+    example = f", e.g. {saved}" if saved else ""
     p.add_argument(
         "--config",
         metavar="FILE",
-        help=f"JSON file of {what} settings (the options' names with _, e.g. a "
-        "run's saved settings file); options given on the command line win",
+        help=f"JSON file of {what} settings (the options' names with _{example}); options given on the "
+        "command line win",
     )
 
 

@@ -48,7 +48,7 @@ def _text_option(where: argparse._ArgumentGroup, flag: str, dest: str, help_: st
 def general_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.distill.config import INPUT_FORMATS, GeneralDistillConfig
 
-    add_config_option(p, "distillation")
+    add_config_option(p, "distillation", "a run's distill_config.json")
     distilling = recipe_names("distill")
     shapes = [name for name in recipe_names("pretrain") if name not in distilling]
     p.add_argument(

@@ -235,7 +235,7 @@ def finetune_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.tasks import TASK_NAMES  # numpy only: --help stays fast
     from albert_lm.training.finetune_config import FinetuneConfig
 
-    add_config_option(p, "fine-tuning")
+    add_config_option(p, "fine-tuning", "a run's finetune_config.json")
     add_options(
         p,
         FinetuneConfig,
