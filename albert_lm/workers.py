@@ -107,6 +107,12 @@ def _init_worker(load: Callable[..., None] | None, load_args: tuple, counts: Any
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()
     counts.cancel_join_thread()  # a worker never waits at exit to flush progress counts
+    # tqdm's write lock is a multiprocessing RLock, made by the first bar (a disabled one too): a named
+    # semaphore that a stopped worker leaves, and the resource tracker warns of at exit. Workers draw no
+    # bars (the parent draws the counts), so a thread lock does.
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     if load is not None:
         load(*load_args, counts)
 

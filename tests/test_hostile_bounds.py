@@ -333,3 +333,44 @@ def test_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+_INTERRUPTED_SPAWN = """
+import os, signal, sys, threading, time
+from albert_lm.workers import run_pool
+
+def work(_):
+    from tqdm import tqdm
+
+    for _ in tqdm([1], disable=True):  # a bar, as a fine-tuning run of `albert glue` makes
+        pass
+    open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+    time.sleep(300)
+
+def interrupt_once_started():
+    while len([p for p in os.listdir(sys.argv[1]) if p.isdigit()]) < 2:
+        time.sleep(0.1)
+    os.kill(os.getpid(), signal.SIGINT)
+
+if __name__ == "__main__":
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    try:
+        run_pool(work, [0, 1], 2, "test", start="spawn")
+    except KeyboardInterrupt:
+        print("interrupted")
+"""
+
+
+def test_ctrl_c_over_spawned_workers_leaves_no_semaphore(tmp_path):
+    """Ctrl-C while `albert glue`'s spawned runs worked ended with the resource tracker's warning of
+    leaked semaphores: tqdm's write lock, a named one, made in each worker by its first bar."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "pool.py"
+    script.write_text(_INTERRUPTED_SPAWN)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.strip() == "interrupted", done.stderr[-2000:]
+    assert "leaked semaphore" not in done.stderr, done.stderr[-2000:]
