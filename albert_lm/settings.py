@@ -288,6 +288,10 @@ def add_config_option(p: argparse.ArgumentParser, what: str, saved: str = "") ->
     )
 
 
+# Fields typed with an option of another name than theirs: a repeatable option names one of its values.
+_TYPED_AS = {"task_settings": "--task-setting"}
+
+
 def load_settings(
     cls: type,
     args: argparse.Namespace,
@@ -343,7 +347,7 @@ def merge_settings(
         source.update(dict.fromkeys(own, where))
     typed = {k: v for k, v in given.items() if v is not None}
     values.update(typed)
-    source.update({k: "--" + k.replace("_", "-") for k in typed})
+    source.update({k: _TYPED_AS.get(k, "--" + k.replace("_", "-")) for k in typed})
     missing = ["--" + r.replace("_", "-") for r in required if values.get(r) is None]
     if missing:
         them = "them" if len(missing) > 1 else "it"
@@ -355,8 +359,9 @@ def merge_settings(
         named = (w.lstrip("-").replace("-", "_") for w in re.findall(r"[\w-]+", text))
         field = next((w for w in named if w in source), None)
         origin = source[field] if field else None
-        if origin and origin.startswith("--") and field and re.match(rf"{field}[: ]", text):
-            text = origin + text[len(field) :]  # the option typed, by its name: --models: none given
+        if origin and origin.startswith("--") and field and re.match(rf"{field}[:. ]", text):
+            rest = text[len(field) :]  # the option typed, by its name: --models: none given
+            text = origin + (" " + rest[1:] if rest.startswith(".") else rest)  # --task-setting rte: ...
         elif origin and not text.startswith(origin):
             text = f"{origin}: {text}"
         raise ValueError(text) from None

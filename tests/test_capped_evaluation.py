@@ -138,9 +138,21 @@ def test_a_capped_single_seed_glue_table_says_so_and_shows_no_spread(glue, tmp_p
     assert result["evaluation"]["seeds"] == 1 and result["evaluation"]["spread"] is False
     assert result["evaluation"]["capped"] is True and result["evaluation"]["max_eval_examples"] == 5
     assert result["evaluation"]["note"] == "capped: 5 dev examples per task; 1 seed, no spread"
+    assert "training examples" not in table  # no --max-train-examples: the full training sets
     for row in result["tasks"].values():
         assert row["dev_examples"] == 5 and row["dev_examples_in_file"] == DEV_ROWS
     json.dumps(result)  # what glue_results.json holds
+
+
+def test_a_glue_table_says_how_many_training_examples_its_runs_read(glue, tmp_path):
+    """--max-train-examples, the suite's and a task's own, said above the table as the dev cap is."""
+    runs = {("sst2", 1): 0.6, ("rte", 1): 0.4}
+    cfg = _glue_config(glue, tmp_path / "a", seeds="1", max_train_examples=200)
+    table = format_table(summarize(cfg, _finished_runs(cfg, runs)))
+    assert table.splitlines()[0] == "at most 200 training examples per task (--max-train-examples)"
+    cfg = _glue_config(glue, tmp_path / "b", seeds="1", task_settings={"rte": {"max_train_examples": 50}})
+    table = format_table(summarize(cfg, _finished_runs(cfg, runs)))
+    assert "(--max-train-examples): SST-2 all, RTE 50" in table.splitlines()[0]
 
 
 def test_an_uncapped_glue_summary_over_seeds_records_them_and_no_cap(glue, tmp_path):

@@ -78,6 +78,7 @@ def test_glue_suite_chooses_the_rate_on_mean_dev_score_and_resumes(tiny_model, a
     assert (tmp_path / "glue" / "glue_results.json").is_file()
     table = format_table(result)
     assert "RTE" in table and "STS-B" in table and "average of 2" in table
+    assert "at most 16 training examples per task" in table
     # Finished runs are not run again: the same call only re-reads them.
     done = sorted((tmp_path / "glue").glob("*/lr-*/seed-*/eval_results.json"))
     assert len(done) == 8
@@ -248,7 +249,7 @@ def test_glue_with_teachers_distils_each_task_and_shows_the_teachers_scores(
     assert avg["teacher"] == pytest.approx(50 * sum(r["teacher"] for r in result["tasks"].values()))
     assert avg["kept"] == (pytest.approx(avg["score"] / avg["teacher"]) if avg["teacher"] > 0 else None)
     table = format_table(result)
-    assert "teacher" in table.splitlines()[1]
+    assert "teacher" in next(line for line in table.splitlines() if line.startswith("task "))
     assert ("the student keeps" in table) == (avg["teacher"] > 0)
     stamps = [p.stat().st_mtime_ns for p in sorted((tmp_path / "glue").glob("*/*/*/eval_results.json"))]
     assert run_glue(cfg) == result  # finished runs are reused
@@ -396,12 +397,39 @@ def test_glue_mixes_distilled_gold_label_and_bi_encoder_tasks(tiny_model, albert
                                                                   "epochs"}  # fmt: skip
     assert "teacher" in result["tasks"]["rte"] and "teacher" not in result["tasks"]["stsb"]
     assert "teacher" not in result["average"]  # no teachers' GLUE average from half the tasks
-    lines = table.splitlines()
-    assert lines[1].rstrip().endswith("teacher") and "the student keeps" not in table
+    header = next(line for line in table.splitlines() if line.startswith("task "))
+    assert header.rstrip().endswith("teacher") and "the student keeps" not in table
     assert "rows without a teacher: fine-tuned on the gold labels" in table
     assert "STS-B: a bi-encoder" in table
     stamps = [p.stat().st_mtime_ns for p in sorted(out.glob("*/*/*/eval_results.json"))]
     assert main(argv) == 0  # resumed: both runs reused
     assert [p.stat().st_mtime_ns for p in sorted(out.glob("*/*/*/eval_results.json"))] == stamps
     assert main([*argv, "--task-setting", "cola.bi_encoder=true"]) == 1
-    assert "task_settings.cola.bi_encoder: only STS-B" in capsys.readouterr().err
+    assert "--task-setting cola.bi_encoder: only STS-B" in capsys.readouterr().err  # as typed
+
+
+def test_a_stopped_suite_says_what_is_kept_and_how_to_go_on(
+    tiny_model, albert_data, tmp_path, monkeypatch, caplog
+):
+    """Ctrl-C said only "interrupted": nothing on the runs kept or on how to continue. Each finished run
+    is logged with the time spent and the time left (the suite was silent for an hour on a CPU)."""
+    import logging
+
+    import albert_lm.glue.grid as grid
+
+    def one_then_stopped(work, jobs, workers, command, *, on_result, **kw):
+        (job, cfg, record), *_ = jobs
+        (Path(cfg.output)).mkdir(parents=True)
+        (Path(cfg.output) / grid.RUN_RECORD).write_text(json.dumps(record))
+        on_result((job, {"accuracy": 0.5}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grid, "run_pool", one_then_stopped)
+    cfg = _config(tiny_model, albert_data, tmp_path, tasks="rte", seeds="1,2,3", learning_rates="1e-3")
+    with caplog.at_level(logging.INFO, logger="albert_lm"), pytest.raises(KeyboardInterrupt):
+        run_glue(cfg)
+    assert "glue 1/3: rte lr 0.001 seed 1 -> accuracy 0.5000 (0 s in, about 0 s left)" in caplog.text
+    assert (
+        "1 of 3 runs are finished and kept" in caplog.text
+        and "the same command runs the 2 others" in caplog.text
+    )

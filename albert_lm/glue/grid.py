@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -163,7 +164,19 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
         logger.info(
             "glue: %d runs (%d done before), %d at a time", len(jobs), len(jobs) - len(todo), _workers(cfg)
         )
-        _execute(cfg, todo, records)
+        if todo:
+            from albert_lm.kernels.device import resolved_precision
+
+            resolved_precision(cfg.precision, torch_device(glue_device(cfg)))  # auto's choice, logged
+        try:
+            _execute(cfg, todo, records)
+        except KeyboardInterrupt:
+            left = sum(not (run_folder(cfg, *j) / RUN_RECORD).is_file() for j in todo)
+            logger.warning(
+                "glue: stopped; %d of %d runs are finished and kept in %s: the same command runs the %d "
+                "others (a run stopped part-way starts again)", len(jobs) - left, len(jobs), out, left
+            )  # fmt: skip
+            raise
         result = summarize(cfg, jobs)
         if given != cfg.model:
             result["settings"]["model_given"] = given  # the hub id; "model" is its snapshot (by commit)
@@ -264,6 +277,12 @@ def _differences(
     return out + changed_settings(before if isinstance(before, dict) else {}, settings, _NOT_RECORDED)
 
 
+def torch_device(name: str) -> Any:
+    import torch
+
+    return torch.device(name)
+
+
 def glue_device(cfg: GlueConfig) -> str:
     """cpu or cuda: `device` with auto resolved (a GPU when torch sees one), checked to exist here."""
     from albert_lm.kernels.device import pick_device
@@ -306,23 +325,23 @@ def _execute(
     finished runs are on disk and are skipped when the suite is started again."""
     if not todo:
         return
-    done = 0
+    done, started = 0, time.monotonic()
 
     def log(result: tuple[tuple[str, float, int], dict[str, Any]]) -> None:
         nonlocal done
         done += 1
         (task, rate, seed), record = result
         metric = GLUE5[task][1]
+        spent = time.monotonic() - started
+        left = f", about {_minutes(spent / done * (len(todo) - done))} left" if done < len(todo) else ""
         logger.info(
-            "glue %d/%d: %s lr %g seed %d -> %s %.4f",
-            done,
-            len(todo),
-            task,
-            rate,
-            seed,
-            metric,
-            record.get(metric),
-        )
+            "glue %d/%d: %s lr %g seed %d -> %s %.4f (%s in%s)",
+            done, len(todo), task, rate, seed, metric, record.get(metric), _minutes(spent), left,
+        )  # fmt: skip
 
     jobs = [(job, run_config(cfg, *job), records[job]) for job in todo]
     run_pool(_run, jobs, _workers(cfg), "glue", load=_quiet_one_thread, on_result=log, start="spawn")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

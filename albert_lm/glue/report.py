@@ -96,6 +96,7 @@ def format_table(result: dict[str, Any]) -> str:
     cap = ev["max_eval_examples"]
     note = f"capped: {cap} dev examples per task (--max-eval-examples): not GLUE's dev scores"
     lines = [note] if cap else []
+    lines += _training_cap(result)
     title = f"dev x100, mean +- std of {seeds} seeds" if seeds > 1 else "dev x100, 1 seed, no spread"
     avg = result["average"]
     teacher = any("teacher" in r for r in result["tasks"].values())  # distilled: the teachers' scores too
@@ -115,3 +116,20 @@ def format_table(result: dict[str, Any]) -> str:
     if stsb.get("bi_encoder", result["settings"].get("bi_encoder")) and "stsb" in result["tasks"]:
         lines.append("STS-B: a bi-encoder (--bi-encoder), the cosine of the two sentences' mean vectors")
     return "\n".join(lines)
+
+
+def _training_cap(result: dict[str, Any]) -> list[str]:
+    """The line saying how many training examples each task's runs read at most (--max-train-examples,
+    the suite's or a task's own), where any is capped: such scores are not the full training set's."""
+    settings = result["settings"]
+    own = settings.get("task_settings") or {}
+    caps = {
+        t: (own.get(t) or {}).get("max_train_examples", settings.get("max_train_examples"))
+        for t in result["tasks"]
+    }
+    if not any(caps.values()):
+        return []
+    if len(set(caps.values())) == 1:
+        return [f"at most {next(iter(caps.values()))} training examples per task (--max-train-examples)"]
+    each = ", ".join(f"{GLUE5[t][0]} {n or 'all'}" for t, n in caps.items())
+    return [f"training examples per task at most (--max-train-examples): {each}"]
