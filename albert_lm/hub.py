@@ -62,6 +62,10 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
     if path.exists():
         logger.info("%s: local %s %s", what, "folder" if path.is_dir() else "file", path)
         return path
+    if re.fullmatch(r"albert-(base|large|xlarge|xxlarge)-v[12]", str(value)):  # the id before hub owners
+        raise FileNotFoundError(
+            f"{what} {value}: no such folder; the released model's hub id is albert/{value}"
+        )
     match = _HUB_ID.fullmatch(str(value))
     repo = match["repo"] if match else ""
     if not match or "--" in repo or ".." in repo or repo.endswith(".git"):

@@ -287,6 +287,8 @@ def test_damaged_tarball_and_refused_outputs(release, tmp_path, capsys):
         "spiece.model",
         "tokenizer_config.json",
     ]
+    assert _convert(tmp_path / "full", tmp_path / "again") == 1  # what convert made: a model folder
+    assert "no conversion needed" in capsys.readouterr().err and not (tmp_path / "again").exists()
 
 
 def test_reader_refuses_what_it_cannot_read(tmp_path):

@@ -184,6 +184,11 @@ def test_a_local_folder_named_like_the_id_wins(hub, tiny_model, classifier, tmp_
     with caplog.at_level(logging.INFO, logger="albert_lm.hub"):
         assert resolve_model("org/tiny") == Path("org/tiny")
     assert "--model: local folder org/tiny" in caplog.text
+    # a released model's id of before the hub had owners: named as it is now, with no look-up
+    with pytest.raises(FileNotFoundError, match="hub id is albert/albert-base-v2"):
+        resolve_model("albert-base-v2")
+    (tmp_path / "albert-base-v2").mkdir()  # a folder of that name wins, as above
+    assert resolve_model("albert-base-v2") == Path("albert-base-v2")
 
 
 def test_a_pickle_only_repo_loads(hub, tiny_model, tmp_path):

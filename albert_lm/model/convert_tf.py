@@ -257,8 +257,11 @@ def _beside(folder: Path) -> list[Path]:
 def _find_prefix(folder: Path) -> Path:
     indexes = sorted(p for depth in ("*", "*/*", "*/*/*") for p in folder.glob(depth + ".index"))
     if not indexes:
+        ready = (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
+        hint = "; it is a model folder already: give it as --model to any command, no conversion needed"
         raise CheckpointError(
-            folder, f"no TensorFlow checkpoint (*.index) in it; it holds {describe_folder(folder)}"
+            folder,
+            f"no TensorFlow checkpoint (*.index) in it; it holds {describe_folder(folder)}{hint if ready else ''}",
         )
     prefixes = [p.with_suffix("") for p in indexes]
     best = [p for p in prefixes if p.name in ("model.ckpt-best", "variables")]
