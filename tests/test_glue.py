@@ -103,6 +103,20 @@ def test_glue_refuses_bad_settings_before_running(tiny_model, albert_data, tmp_p
         main(["glue", "--model", str(tiny_model), "--data", one_task, "--output", str(tmp_path / "o")]) == 1
     )
     assert "--data is the GLUE root (holding CoLA/, SST-2/, ...), not one task's" in capsys.readouterr().err
+    model_here = tmp_path / "converted"  # a model folder as --output: its runs were written among its files
+    shutil.copytree(tiny_model, model_here)
+    argv = [
+        "glue",
+        "--model",
+        str(tiny_model),
+        "--data",
+        str(albert_data / "glue"),
+        "--output",
+        str(model_here),
+    ]
+    assert main(argv) == 1
+    assert "holds a model (config.json" in capsys.readouterr().err
+    assert sorted(p.name for p in model_here.iterdir()) == sorted(p.name for p in tiny_model.iterdir())
     csv = tmp_path / "csv"  # a GLUE task's file under another name: the folder's files are named
     csv.mkdir()
     (csv / "train.csv").write_text("sentence,label\nfine,1\n")

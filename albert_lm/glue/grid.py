@@ -28,6 +28,7 @@ from typing import Any
 from albert_lm.distill.config import TaskDistillConfig
 from albert_lm.files import (
     check_output_apart,
+    describe_folder,
     file_sha256,
     folder_lock,
     read_json_object,
@@ -155,6 +156,10 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     check_output_apart(out, {"--model": model, "--data": data, "--teachers": cfg.teachers, **teachers})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
+    if any((out / name).exists() for name in ("config.json", "spiece.model", "model.safetensors")):
+        raise FileExistsError(
+            f"--output {out}: holds a model ({describe_folder(out)}): choose a folder of its own"
+        )
     glue_device(cfg)  # --device cuda on a machine without one: refused before any run starts
     jobs = [(t, r, s) for t in tasks for r in cfg.for_task(t).rates() for s in cfg.seed_list()]
     base = _inputs_fingerprint(cfg, tasks)
