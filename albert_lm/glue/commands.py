@@ -72,7 +72,8 @@ def run_glue(args: argparse.Namespace) -> int:
     with one thread per run, --workers at a time; per task, the rate with the best mean dev score is kept
     and its mean +- std over seeds reported, beside the majority-class score; GLUE-5 averages CoLA MCC,
     SST-2 accuracy, MRPC accuracy, STS-B Pearson and RTE accuracy. Runs already finished in OUTPUT are
-    not run again. Writes OUTPUT/glue_results.json."""
+    not run again. Writes OUTPUT/glue_results.json, of the runs this command asked for (runs of other
+    tasks, rates or seeds stay in OUTPUT, reused when asked for again)."""
     from albert_lm.glue.config import GlueConfig
     from albert_lm.glue.grid import run_glue
     from albert_lm.glue.report import format_table
