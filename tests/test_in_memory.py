@@ -55,9 +55,11 @@ def test_rows_in_memory_refusals(pretrained, tmp_path):
     assert ".rows-" not in str(e.value)  # the scratch file it was written to is no name for the user
 
 
-def test_a_stopped_run_of_rows_resumes_from_the_same_rows(pretrained, tmp_path, monkeypatch):
+@pytest.mark.parametrize("resumed_by", ["python", "cli"])
+def test_a_stopped_run_of_rows_resumes_from_the_same_rows(pretrained, tmp_path, monkeypatch, resumed_by):
     """A signal stops the run after its first step (checkpoint saved): the rows stay beside the output,
-    and the same call with resume=True continues on them; they are removed once the run has finished."""
+    and the same call with resume=True (or `albert finetune --output OUT --resume`) continues on them;
+    they are removed once the run has finished (the command left them there for good)."""
     from conftest import signal_after_step
 
     from albert_lm.training import loop
@@ -72,5 +74,11 @@ def test_a_stopped_run_of_rows_resumes_from_the_same_rows(pretrained, tmp_path, 
     with pytest.raises(FileExistsError, match="holds another run"):  # refused: the stopped run's rows stay
         albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", **settings)
     assert kept.is_dir()
+    if resumed_by == "cli":
+        from albert_lm.cli import main
+
+        assert main(["finetune", "--output", str(tmp_path / "run"), "--resume", "-q"]) == 0
+        assert (tmp_path / "run" / "best").is_dir() and not kept.exists()
+        return
     metrics = albert_lm.finetune_rows(pretrained, ROWS * 8, ROWS, tmp_path / "run", resume=True, **settings)
     assert metrics["step"] == 4 and not kept.exists()

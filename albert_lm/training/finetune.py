@@ -68,7 +68,7 @@ from albert_lm.training.evaluation import (
     evaluate_sets,
     required,
 )
-from albert_lm.training.finetune_config import FinetuneConfig, schedule
+from albert_lm.training.finetune_config import FinetuneConfig, is_rows_folder, schedule
 from albert_lm.training.finetune_inputs import (
     check_bi_encoder,
     finetune_tokenizer,
@@ -159,6 +159,8 @@ def _finetune(
     result = train(run, resume_from=latest)
     if result.interrupted:  # a signal: the checkpoint just saved is where --resume continues
         raise FinetuneStopped(result.step, int(result.signum or 15))
+    if latest is not None and is_rows_folder(cfg.data, cfg.output):  # finetune_rows's, resumed by the CLI
+        shutil.rmtree(cfg.data, ignore_errors=True)  # no run reads them again (finetune_rows removes its own)
     return result.metrics
 
 

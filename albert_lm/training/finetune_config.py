@@ -58,6 +58,18 @@ TASK_DEFAULTS: dict[str, TaskDefaults] = {
 _DEFAULT_WARMUP_FRACTION = 0.1
 
 
+def rows_folder(output: Path, digest: str) -> Path:
+    """Where `finetune_rows` writes a run's rows in memory as files: beside `output`, named by their
+    content, so that the same rows are found again by a resumed run."""
+    return output.parent / f".{output.name}.rows-{digest}"
+
+
+def is_rows_folder(data: str, output: str) -> bool:
+    """Whether `data` is the rows folder `finetune_rows` made for the run in `output`."""
+    rows, out = Path(data).absolute(), Path(output).absolute()
+    return rows.parent == out.parent and rows.name.startswith(f".{out.name}.rows-")
+
+
 @dataclass
 class FinetuneConfig(LoopSettings):
     """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""

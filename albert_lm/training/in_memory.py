@@ -4,7 +4,8 @@ The rows go to JSON Lines files in a folder beside `output` named by their conte
 finetune`'s own code runs on them, so a model fine-tuned from Python is the same as one fine-tuned from
 the command line (same defaults, checks, best checkpoint, model card). The folder is removed when the
 run ends, except when a signal stopped it: then the same call with `resume=True` (or `albert finetune
---output OUTPUT --resume`) finds the same rows there and continues. OUTPUT/best/finetune_config.json
+--output OUTPUT --resume`) finds the same rows there, continues, and removes them once it has finished.
+OUTPUT/best/finetune_config.json
 records where the rows were, not the rows.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import InputError, atomic_write
-from albert_lm.training.finetune_config import FinetuneConfig
+from albert_lm.training.finetune_config import FinetuneConfig, rows_folder
 
 __all__ = ["finetune_rows"]
 
@@ -85,7 +86,7 @@ def finetune_rows(
     out = Path(output)
     files = {"train.jsonl": _lines(train, task, "train"), "dev.jsonl": _lines(dev, task, "dev")}
     digest = hashlib.sha256(json.dumps([task, files], sort_keys=True).encode()).hexdigest()[:16]
-    rows = out.parent / f".{out.name}.rows-{digest}"  # the same rows, the same folder: a resume finds it
+    rows = rows_folder(out, digest)  # the same rows, the same folder: a resume finds it
     made = not rows.exists()  # a stopped run's rows (or a run's still going) are never removed on a failure
     for name, text in files.items():
         atomic_write(rows / name, text)
