@@ -60,6 +60,17 @@ def test_a_bare_models_file_missing_one_of_query_key_value_names_it_and_every_ot
     ]
 
 
+def test_a_loaded_model_answers_the_same_twice(saved, tiny):
+    """from_pretrained gave a model in training mode: dropout on, so two calls on one input differed
+    (transformers' comes back in eval mode). Training calls .train() itself."""
+    AlbertForPreTraining(tiny(hidden_dropout_prob=0.5)).save_pretrained(saved)
+    model = AlbertForPreTraining.from_pretrained(saved)
+    assert not model.training
+    ids = torch.tensor([[2, 5, 6, 7, 3]])
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids).prediction_logits, model(input_ids=ids).prediction_logits)
+
+
 def test_position_ids_buffer_of_old_files_is_ignored(saved):
     file = saved / "model.safetensors"
     state = load_file(file)

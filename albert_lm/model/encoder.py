@@ -352,13 +352,14 @@ class AlbertPreTrainedModel(nn.Module):
 
         `overrides` change config fields (e.g. num_labels=3 for a new classifier). Heads absent from
         the checkpoint are initialised fresh with a warning; a missing, unexpected or mis-shaped tensor
-        of the encoder is an error that names each one.
+        of the encoder is an error that names each one. The model comes back in eval mode (dropout off),
+        as transformers' does: call `.train()` to train it (albert-lm's loops do).
         """
         from albert_lm.model.hf_interop import load_model
 
         model = load_model(cls, path, config=config, **overrides)
         assert isinstance(model, cls)
-        return model
+        return model.eval()
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
