@@ -23,7 +23,7 @@ from albert_lm.distill import cache as distill_cache
 from albert_lm.distill import teacher
 from albert_lm.distill.cache import TeacherCache
 from albert_lm.distill.general import embedding_loss, relation_loss
-from albert_lm.distill.task import teacher_columns
+from albert_lm.distill.teacher import teacher_columns
 from albert_lm.distill.teacher_files import read_pooling, teacher_folder
 
 transformers = pytest.importorskip("transformers")
@@ -454,12 +454,15 @@ def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):
                 str(world.extra),
                 "--learning-rate",
                 "0.003",
+                "--max-seq-length",
+                "1000",  # past the student's 64 positions: fitted to them before the teacher runs
             )
         )
         == 0
     )
     saved = json.loads((out / "best" / "finetune_config.json").read_text())
     assert saved["task"] == "classification" and saved["labels"] == ["neg", "pos"]
+    assert saved["max_seq_length"] == 64
     results = json.loads((out / "eval_results.json").read_text())
     assert {"accuracy", "teacher_accuracy", "step"} <= set(results)
     assert not list(out.glob("checkpoint-*"))  # what --resume needed, gone with the end, as finetune's
@@ -516,6 +519,10 @@ def test_teacher_labels_are_matched_by_name():
     ) == [0, 1]
     sst2 = SimpleNamespace(name="t", labels=["positive", "negative"], num_labels=2, regression=False)
     assert teacher_columns(sst2, GlueTask("sst2")) == [1, 0]  # GLUE's conventional names
+    with pytest.raises(ValueError, match=r"its labels \(positive, negative\) are not the task cola's"):
+        teacher_columns(sst2, GlueTask("cola"))  # an SST-2 teacher given for CoLA: both named, not alike
+    digits = TextClassificationTask(labels=("0", "1"))  # your data's labels without names: in order
+    assert teacher_columns(sst2, digits) == [0, 1]
     with pytest.raises(ValueError, match="a regression"):
         teacher_columns(SimpleNamespace(name="t", labels=["LABEL_0"], num_labels=1, regression=True), task)
 

@@ -49,7 +49,7 @@ from albert_lm.distill.distiller import (
     distill,
     prepare_output,
 )
-from albert_lm.distill.teacher import TaskTeacher
+from albert_lm.distill.teacher import TaskTeacher, teacher_columns
 from albert_lm.distill.teacher_files import local_teacher
 from albert_lm.files import InputError, atomic_folder, folder_lock, write_json
 from albert_lm.hub import resolve_model
@@ -64,7 +64,7 @@ from albert_lm.runtime.run import run_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
-from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label, label_names
+from albert_lm.tasks.glue import GlueExample, GlueTask, glue_id2label
 from albert_lm.tasks.task import Feature
 from albert_lm.tasks.text_classification import TextExample
 from albert_lm.training import checkpoint as ckpt
@@ -122,31 +122,6 @@ def read_extra(files: Sequence[str], pairs: bool) -> list[Pair]:
         raise InputError(", ".join(files), f"--extra-text: no text{left_out(stats)}")
     logger.info("--extra-text: %d pairs of texts%s", len(out), left_out(stats))
     return out
-
-
-def teacher_columns(teacher: TaskTeacher, task: Task) -> list[int]:
-    """Which of the teacher's outputs is each of the task's labels (by name where both are named, else
-    in order); a teacher with another number of labels is refused."""
-    regression = task.problem_type == "regression"
-    if regression != teacher.regression or teacher.num_labels != task.num_labels:
-        theirs = (
-            "a regression"
-            if teacher.regression
-            else f"{teacher.num_labels} labels ({', '.join(teacher.labels)})"
-        )
-        ours = "a regression" if regression else f"{task.num_labels} labels ({', '.join(task.labels)})"
-        raise ValueError(
-            f"--teacher {teacher.name}: it predicts {theirs}, the task {task.name} has {ours}; give a teacher "
-            "fine-tuned on this task (`albert distill teacher` makes one)"
-        )
-    candidates = [list(task.labels)]
-    if isinstance(task, GlueTask) and task.labels:
-        candidates.append(list(label_names(task.name)))
-    for names in candidates:
-        if sorted(names) == sorted(teacher.labels) and names != teacher.labels:
-            logger.info("teacher labels %s matched by name to the task's %s", teacher.labels, names)
-            return [teacher.labels.index(n) for n in names]
-    return list(range(task.num_labels))
 
 
 def check_student(model_dir: Path, task: Task) -> AlbertTokenizer:
@@ -418,6 +393,15 @@ def distill_task(cfg: TaskDistillConfig) -> LoopResult:
     cfg = dataclasses.replace(cfg, model=str(resolve_model(str(cfg.model))))
     if not Path(str(cfg.data)).exists():
         raise FileNotFoundError(f"--data {cfg.data}: no such file or folder")
+    positions = AlbertConfig.from_pretrained(str(cfg.model)).max_position_embeddings
+    if cfg.max_seq_length > positions:  # as fine-tuning fits it, before the teacher's passes
+        logger.warning(
+            "--max-seq-length %d > the student's %d positions: using %d",
+            cfg.max_seq_length,
+            positions,
+            positions,
+        )
+        cfg = dataclasses.replace(cfg, max_seq_length=positions)
     fcfg = cfg.finetune_settings()
     task = build_task(fcfg)
     if task.head != "sequence_classification":

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,8 @@ from albert_lm.distill.teacher_files import (
 from albert_lm.files import InputError
 from albert_lm.library_logs import quiet
 from albert_lm.model.encoder import mean_pool
+from albert_lm.tasks import Task
+from albert_lm.tasks.glue import GlueTask, label_names
 
 logger = logging.getLogger(__name__)
 
@@ -322,3 +325,44 @@ class EncoderToFineTune(_Teacher):
                 "infinity: damaged weights; give the folder of a trained encoder",
             )
         return model.train()
+
+
+def teacher_columns(teacher: TaskTeacher, task: Task) -> list[int]:
+    """Which of the teacher's outputs is each of the task's labels: by name, where the teacher's names
+    are the task's (its own, or GLUE's conventional ones); in order where either side has no names (0, 1
+    or LABEL_0, ...). Named otherwise, the teacher is refused as one of another task (an SST-2 teacher's
+    positive and negative read as CoLA's acceptable and unacceptable gave scores of nothing), as is a
+    teacher with another number of labels."""
+    regression = task.problem_type == "regression"
+    if regression != teacher.regression or teacher.num_labels != task.num_labels:
+        theirs = (
+            "a regression"
+            if teacher.regression
+            else f"{teacher.num_labels} labels ({', '.join(teacher.labels)})"
+        )
+        ours = "a regression" if regression else f"{task.num_labels} labels ({', '.join(task.labels)})"
+        raise ValueError(
+            f"--teacher {teacher.name}: it predicts {theirs}, the task {task.name} has {ours}; give a teacher "
+            "fine-tuned on this task (`albert distill teacher` makes one)"
+        )
+    candidates = [list(task.labels)]
+    if isinstance(task, GlueTask) and task.labels:
+        candidates.append(list(label_names(task.name)))
+    for names in candidates:
+        if sorted(names) == sorted(teacher.labels):
+            if names != teacher.labels:
+                logger.info("teacher labels %s matched by name to the task's %s", teacher.labels, names)
+            return [teacher.labels.index(n) for n in names]
+    named = [names for names in candidates if not _unnamed(names)]
+    if named and not regression and not _unnamed(teacher.labels):
+        raise ValueError(
+            f"--teacher {teacher.name}: its labels ({', '.join(teacher.labels)}) are not the task {task.name}'s "
+            f"({', '.join(named[-1])}): a teacher of another task? Give one fine-tuned on this task, or name "
+            "your data's labels as the teacher does"
+        )
+    return list(range(task.num_labels))
+
+
+def _unnamed(labels: Sequence[str]) -> bool:
+    """Labels without names: numbers, or transformers' LABEL_0, LABEL_1, ..."""
+    return all(re.fullmatch(r"(LABEL_)?\d+", str(label)) for label in labels)
