@@ -563,7 +563,12 @@ def test_refusals_are_one_line_and_write_nothing(world, tmp_path, capsys):
     (tmp_path / "short.txt").write_text("Yes.\nNo no.\n")
     args[args.index("--text") + 1] = str(tmp_path / "short.txt")
     _refused(args, out, capsys, "no sentence of at least 3 words")
-    _refused(_general(world, out, "--sts", str(tmp_path / "missing.tsv")), out, capsys, "no GLUE file")
+    _refused(_general(world, out, "--sts", str(tmp_path / "missing.tsv")), out, capsys, "--sts: no GLUE file")
+    args = _general(world, out, "--teacher-init", "mean")  # an ALBERT teacher: no BERT layers to copy
+    args[args.index("--teacher") + 1] = str(_student(world, tmp_path / "albert_teacher"))
+    args[args.index("--cache") + 1] = str(tmp_path / "fresh_cache")
+    _refused(args, out, capsys, "not a BERT-style encoder")
+    assert not (tmp_path / "fresh_cache").exists()  # refused before the teacher's passes, not after
     args = _general(world, out)
     del args[args.index("--tokenizer") : args.index("--tokenizer") + 2]
     _refused(args, out, capsys, "--tokenizer DIR")

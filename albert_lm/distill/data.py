@@ -203,7 +203,10 @@ def read_sts(path: str | os.PathLike) -> tuple[list[str], list[str], np.ndarray]
 def sts_pairs(path: str | os.PathLike) -> dict[str, Any]:
     """STS-B's sentences (each once), its pairs as row indices, its gold scores (read before the teacher
     runs, so a bad file is named at once)."""
-    first, second, gold = read_sts(path)
+    try:
+        first, second, gold = read_sts(path)
+    except (FileNotFoundError, ValueError) as e:  # named by the option it came from
+        raise (FileNotFoundError if isinstance(e, FileNotFoundError) else ValueError)(f"--sts: {e}") from None
     sentences = sorted(set(first) | set(second))
     row = {s: i for i, s in enumerate(sentences)}
     pairs = [np.array([row[s] for s in side]) for side in (first, second)]

@@ -62,6 +62,7 @@ from albert_lm.distill.distiller import (
     distill,
     prepare_output,
 )
+from albert_lm.distill.from_teacher import bert_parts
 from albert_lm.distill.student import build_student, student_config, student_tokenizer, trained_part
 from albert_lm.distill.teacher import SentenceTeacher
 from albert_lm.distill.teacher_files import local_teacher
@@ -344,6 +345,9 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
     teacher = SentenceTeacher(cfg.teacher, device, cfg.teacher_batch_size)
     mc = student_config(cfg, tokenizer.vocab_size, teacher.hf_config)
     live = _token_teacher(cfg, teacher, tokenizer)  # refused before anything is written
+    if cfg.teacher_init != "no" and latest is None:
+        bert_parts(teacher.model, cfg.teacher)  # a teacher whose layers cannot be copied: before its passes
+    sts = sts_pairs(cfg.sts) if cfg.sts else None  # a bad --sts file named before the text is read
     sentences = read_sentences(
         cfg.text,
         cfg.input_format,
@@ -352,7 +356,6 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         max_segments=cfg.max_segments,
         progress=progress,
     )
-    sts = sts_pairs(cfg.sts) if cfg.sts else None
     targets = _sentence_targets(cfg, root, teacher, sentences, progress)
     token_teacher: TeacherTokens | CachedTeacherTokens | None = live
     if live is not None and cfg.token_cache:  # the teacher's token outputs once, not in each step
