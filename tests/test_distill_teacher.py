@@ -4,6 +4,7 @@ and `albert glue --teachers` read; refused outputs, a killed run resumed, a non-
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,12 @@ def test_a_fine_tuned_teacher_is_what_distill_task_reads(encoder, tiny_sst2, tmp
     assert printed["accuracy"] == scores["accuracy"]
     assert json.loads((out / "teacher_config.json").read_text())["learning_rate"] == 1e-3
     assert not (out / CHECKPOINTS).exists() and not (out / ".teacher.tmp").exists()
+    from albert_lm.files import file_mode
+
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir() if p.is_file()}
+    assert set(modes.values()) == {file_mode()}, (
+        modes
+    )  # the Trainer's weights came 0600, others could not read
     # albert distill task reads it, and scores the teacher on dev as the Trainer did
     student = ["distill", "task", "--task", "sst2", "--model", str(tiny_sst2 / "base"), "--teacher", str(out),
                "--data", str(tiny_sst2 / "sst2"), "--output", str(tmp_path / "student"), "--cache",
@@ -145,10 +152,33 @@ def test_a_killed_run_resumes_from_its_last_epoch(encoder, tiny_sst2, tmp_path, 
         finetune_teacher(cfg(out))
     with pytest.raises(ValueError, match="learning_rate"):
         finetune_teacher(cfg(out, resume=True, learning_rate=3e-3))
-    resumed = finetune_teacher(cfg(out, resume=True))
+    cut = out / CHECKPOINTS / "checkpoint-99"  # a save a second Ctrl-C cut short: no trainer_state.json
+    shutil.copytree(next((out / CHECKPOINTS).glob("checkpoint-*")), cut)
+    (cut / "trainer_state.json").unlink()
+    # `--output OUT --resume` alone, as general and task take it: the run's own settings
+    assert main(["distill", "teacher", "--output", str(out), "--resume", "-q"]) == 0
+    resumed = json.loads((out / "eval_results.json").read_text())
     assert len(resumed["per_epoch"]) == 2
     assert resumed["loss"] == pytest.approx(whole["loss"], abs=1e-5)  # the same run, continued
     assert (out / "config.json").is_file() and not (out / CHECKPOINTS).exists()
+
+
+def test_a_stopped_teacher_says_how_to_continue(tmp_path, capsys, monkeypatch):
+    """Ctrl-C said "interrupted" alone, though a finished epoch was kept for --resume."""
+    import albert_lm.distill.teacher_training as teacher_training
+
+    out = tmp_path / "teacher"
+    (out / CHECKPOINTS / "checkpoint-4").mkdir(parents=True)
+    (out / CHECKPOINTS / "checkpoint-4" / "trainer_state.json").write_text("{}")
+
+    def stopped(cfg, callbacks=()):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(teacher_training, "finetune_teacher", stopped)
+    assert (
+        main(["distill", "teacher", "--task", "sst2", "--data", str(tmp_path), "--output", str(out)]) == 130
+    )
+    assert f"continue with --output {out} --resume" in capsys.readouterr().err
 
 
 def test_a_teacher_with_a_nan_weight_is_refused_before_training(tiny_sst2, tmp_path, capsys):

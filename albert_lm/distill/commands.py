@@ -229,9 +229,23 @@ def run_teacher(args: argparse.Namespace) -> int:
     final dev scores and each epoch's). A checkpoint after each epoch: --resume continues a killed run.
     Needs the optional extra: pip install 'albert-lm[distill]'."""
     from albert_lm.distill.config import TeacherConfig
-    from albert_lm.distill.teacher_training import finetune_teacher
+    from albert_lm.distill.teacher_training import SETTINGS_FILE, finetune_teacher, saved_epochs
 
-    result = finetune_teacher(load_settings(TeacherConfig, args, TEACHER_REQUIRED))
+    output = getattr(args, "output", None)
+    saved = Path(output) / SETTINGS_FILE if output else None
+    if getattr(args, "resume", False) and not getattr(args, "config", None) and saved and saved.is_file():
+        args.config = str(saved)  # `--output RUN --resume`: the run's own settings, as general and task take
+    cfg = load_settings(TeacherConfig, args, TEACHER_REQUIRED)
+    try:
+        result = finetune_teacher(cfg)
+    except KeyboardInterrupt:
+        if saved_epochs(Path(str(cfg.output))):
+            print(
+                f"\nalbert distill teacher: stopped; its last finished epoch is kept: continue with "
+                f"--output {cfg.output} --resume",
+                file=sys.stderr,
+            )
+        raise
     print(json.dumps({k: v for k, v in result.items() if k != "per_epoch"}, sort_keys=True))
     return 0
 

@@ -41,6 +41,7 @@ from albert_lm.files import (
     check_output_apart,
     clear_folder,
     describe_folder,
+    file_mode,
     folder_lock,
     read_json_object,
 )
@@ -103,6 +104,8 @@ def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[
             clear_folder(out)
         if not cfg.resume or not (out / SETTINGS_FILE).is_file():
             atomic_write(out / SETTINGS_FILE, json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+        if cfg.resume:
+            _drop_cut_checkpoints(out)
         return _train(cfg, task, loaded, precision, train, dev, out, callbacks)
 
 
@@ -116,7 +119,7 @@ def _check_output(cfg: TeacherConfig, out: Path) -> None:
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     ours = out.is_dir() and any((out / name).exists() for name in RUN_FILES)
     finished = (out / "config.json").is_file()
-    epoch_saved = any((out / CHECKPOINTS).glob("checkpoint-*"))  # a killed run's last finished epoch
+    epoch_saved = bool(saved_epochs(out))  # a killed run's last finished epoch
     if cfg.resume:
         if finished or not epoch_saved:
             what = "a finished teacher" if finished else "no finished epoch to continue from"
@@ -139,6 +142,19 @@ def _check_output(cfg: TeacherConfig, out: Path) -> None:
             f"--output {out} holds another run ({describe_folder(out)}): {hint}pass --overwrite to replace it, "
             "or choose another --output"
         )
+
+
+def saved_epochs(out: Path) -> list[Path]:
+    """The whole epoch checkpoints of a run in `out`: the Trainer writes trainer_state.json last, so a
+    checkpoint without it was cut short by a signal, and its --resume would fail on the missing file."""
+    return sorted(p for p in (out / CHECKPOINTS).glob("checkpoint-*") if (p / "trainer_state.json").is_file())
+
+
+def _drop_cut_checkpoints(out: Path) -> None:
+    """Remove the checkpoints a signal cut short (`saved_epochs`): --resume continues the last whole one."""
+    for p in sorted(set((out / CHECKPOINTS).glob("checkpoint-*")) - set(saved_epochs(out))):
+        logger.warning("--resume: %s was cut short by the stop (no trainer_state.json): removed", p)
+        shutil.rmtree(p)
 
 
 def _train(
@@ -288,6 +304,7 @@ def _save(trainer: Any, tokenizer: Any, out: Path, result: dict[str, Any]) -> No
     tokenizer.save_pretrained(str(tmp))
     atomic_write(out / "eval_results.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
     for p in sorted(tmp.iterdir(), key=lambda p: p.name == "config.json"):
+        p.chmod(file_mode())  # the Trainer's weights come private (0600): a teacher folder is shared
         os.replace(p, out / p.name)
     tmp.rmdir()
     shutil.rmtree(out / CHECKPOINTS, ignore_errors=True)
