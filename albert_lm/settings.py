@@ -29,8 +29,8 @@ from typing import Any
 from albert_lm.files import InputError, read_json_object
 from albert_lm.values import (  # noqa: F401 (the checks, importable from here as before)
     PRECISIONS,
+    BadValue,
     Precision,
-    _BadValue,
     _describe,
     _union_args,
     check_fields,

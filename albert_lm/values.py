@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import os
 import re
 import textwrap
 import types
@@ -199,10 +200,23 @@ def check_fields(obj: Any, where: str = "") -> None:
     covers them all."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
+        value = _as_text(getattr(obj, f.name))
+        if value is not getattr(obj, f.name) and _matches(value, hints[f.name]):
+            object.__setattr__(
+                obj, f.name, value
+            )  # a pathlib.Path given from Python: its text, as a file holds it
         if not _matches(value, hints[f.name]):
             prefix = f"{where}: " if where else ""
             raise ValueError(f"{prefix}{f.name}: expected {_describe(hints[f.name])}, got {json_repr(value)}")
+
+
+def _as_text(value: Any) -> Any:
+    """`value` with paths (os.PathLike) as their text, in a list or tuple too; other values as they are."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, list | tuple) and any(isinstance(v, os.PathLike) for v in value):
+        return type(value)(os.fspath(v) if isinstance(v, os.PathLike) else v for v in value)
+    return value
 
 
 def file_values(cls: type, values: dict[str, Any], where: str, ignored: Iterable[str] = ()) -> dict[str, Any]:
@@ -233,8 +247,9 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 Precision = typing.Literal["auto", "fp32", "bf16", "fp16"]  # the type of every settings field "precision"
 
 
-class _BadValue(argparse.ArgumentTypeError, ValueError):
-    """A value refused: argparse prints the message as it is; a settings check reads a ValueError."""
+class BadValue(argparse.ArgumentTypeError, ValueError):
+    """A value refused (a ValueError): argparse prints the message as it is, a settings check reads it as a
+    ValueError."""
 
 
 def device_name(text: str) -> str:
@@ -242,7 +257,7 @@ def device_name(text: str) -> str:
     value = str(text).strip().lower()
     if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", value):
         return value
-    raise _BadValue(f"device {text!r}: expected auto, cpu, cuda or cuda:N")
+    raise BadValue(f"device {text!r}: expected auto, cpu, cuda or cuda:N")
 
 
 def task_name(text: str) -> str:

@@ -334,6 +334,14 @@ def test_predictor_gives_what_the_commands_write(saved, tmp_path, capsys):
         api.embed(["a", ""])
     with pytest.raises(TypeError, match="expected a list"):
         api.embed("a text")
+    # refused where the Predictor is made, in the API's words, not at the first call in the CLI's
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="^device cuda: torch sees no CUDA GPU"):
+            Predictor(pretrained, device="cuda")
+        with pytest.raises(ValueError, match="^precision fp16 needs a CUDA device"):
+            Predictor(pretrained, precision="fp16")
+    with pytest.raises(TypeError, match="for a list of texts in memory: albert_lm.Predictor"):
+        albert_lm.predict(TEXTS)  # type: ignore[arg-type]  # a list where a PredictConfig goes
 
 
 # --------------------------------------------------------------------------- export: quiet, and the snippet

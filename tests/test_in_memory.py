@@ -53,6 +53,19 @@ def test_rows_in_memory_refusals(pretrained, tmp_path):
     with pytest.raises(ValueError, match=r"^train rows:2: missing value for column 'text'") as e:
         albert_lm.finetune_rows(pretrained, [("a", "pos"), (None, "neg")], ROWS, tmp_path / "d")
     assert ".rows-" not in str(e.value)  # the scratch file it was written to is no name for the user
+    with pytest.raises(TypeError, match="model: expected a model folder or hub id"):
+        albert_lm.finetune_rows(5, ROWS, ROWS, tmp_path / "e")  # type: ignore[arg-type]
+
+
+def test_python_callers_get_python_errors_and_may_give_paths(pretrained, tmp_path):
+    """evaluate_model's counts are checked by name (batch_size="8" was a TypeError from deep inside,
+    max_eval_examples=0 evaluated every row); the settings classes take pathlib paths, as the functions do."""
+    with pytest.raises(TypeError, match="batch_size must be an integer or None"):
+        albert_lm.evaluate_model("sst2", pretrained, tmp_path, batch_size="8")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_eval_examples must be at least 1, got 0"):
+        albert_lm.evaluate_model("sst2", pretrained, tmp_path, max_eval_examples=0)
+    cfg = albert_lm.FinetuneConfig(task="sst2", model=pretrained, data=tmp_path, output=tmp_path / "o")
+    assert (cfg.model, cfg.output) == (str(pretrained), str(tmp_path / "o"))  # as a settings file holds them
 
 
 @pytest.mark.parametrize("resumed_by", ["python", "cli"])

@@ -29,6 +29,7 @@ from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
 from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, predict_examples
 from albert_lm.deploy.predict_config import COLUMN_FIELDS, Columns
+from albert_lm.kernels.device import pick_device
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule
 from albert_lm.runtime.fits import sequence_length
@@ -74,8 +75,13 @@ class Predictor:
         _check_arguments(model, batch_size, max_seq_length, patience, depth, int8, precision)
         try:
             device = device_name(device)
-        except ValueError as e:  # argparse's type error: a plain ValueError for the API
-            raise ValueError(str(e)) from None
+            kind = pick_device(
+                device
+            ).type  # a device this machine lacks: refused here, not at the first call
+        except ValueError as e:  # argparse's type error: a plain ValueError for the API, in its words
+            raise ValueError(str(e).replace("--device", "device")) from None
+        if precision == "fp16" and kind != "cuda":
+            raise ValueError(f"precision fp16 needs a CUDA device, not {kind}")
         self.folder = model_folder(str(model))
         if max_seq_length is not None:  # past the model's positions: refused here, in the API's words
             sequence_length(

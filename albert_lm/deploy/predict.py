@@ -382,6 +382,11 @@ def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int
 
 def predict(cfg: PredictConfig) -> PredictSummary:
     """Read, predict, write (see the module's docstring)."""
+    if not isinstance(cfg, PredictConfig):
+        raise TypeError(
+            f"predict: expected a PredictConfig, got {type(cfg).__name__}; for a list of texts in memory: "
+            "albert_lm.Predictor(model).predict(texts)"
+        )
     keep = parse_columns(cfg.keep_columns, OUTPUT_FIELDS)
     model_dir = _model_dir(cfg.model)
     check_output(cfg.output, {"--model": model_dir, "--input": cfg.input}, "predict")

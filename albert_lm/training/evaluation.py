@@ -167,6 +167,15 @@ def eval_sets_of(
 EVAL_FILES = ("eval_results.json", "predictions")
 
 
+def _check_counts(**values: Any) -> None:
+    """evaluate_model's counts: None, or integers of at least 1, refused naming the argument."""
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"evaluate_model: {name} must be an integer or None, got {value!r}")
+        if value is not None and value < 1:
+            raise ValueError(f"evaluate_model: {name} must be at least 1, got {value}")
+
+
 def evaluate_model(
     task_name: str,
     model_dir: str | Path,
@@ -179,13 +188,14 @@ def evaluate_model(
     overwrite: bool = False,
     exit_rule: dict[str, Any] | None = None,
     max_eval_examples: int | None = None,
-) -> dict[str, float]:
-    """Run a fine-tuned model on the task's dev set(s); writes eval_results.json and predictions to `output`
-    (a folder apart from the model and the data; earlier results there are replaced only with `overwrite`).
-    The results give the model's rows per second, `rows_per_s`, and the examples evaluated
-    (`eval_counts`; `max_eval_examples` caps each dev file). `exit_rule`: `ExitRule`'s arguments, for a
-    model fine-tuned with --exit-heads: the results then give the layers each row used on average,
-    `mean_depth`, and the full depth's metrics and rate beside them (`full_depth_*`, `speedup`)."""
+) -> dict[str, Any]:
+    """Run the fine-tuned model `model_dir` (a folder or hub id) on the dev set(s) of `task_name` (a GLUE
+    name, squad1, race, classification, ...) in `data`; writes eval_results.json and predictions to `output`
+    (a folder apart from the model and the data; earlier results replaced only with `overwrite`). Returns
+    the metrics, `rows_per_s`, and per dev file `eval_examples` and `eval_examples_in_file`
+    (`max_eval_examples` caps each file). `exit_rule`: `ExitRule`'s arguments, for a model with exit heads:
+    the results then add the mean layers used, `mean_depth`, and the full depth's `full_depth_*`, `speedup`."""
+    _check_counts(batch_size=batch_size, max_seq_length=max_seq_length, max_eval_examples=max_eval_examples)
     rule = ExitRule(**(exit_rule or {}))
     model_dir, data = _eval_inputs(model_dir, Path(data), batch_size, max_seq_length)
     if output:

@@ -78,6 +78,8 @@ def finetune_rows(
     """
     from albert_lm.training.finetune import FinetuneStopped, finetune  # torch: only when a run starts
 
+    if not isinstance(model, str | os.PathLike):
+        raise TypeError(f"model: expected a model folder or hub id (a str or a path), got {model!r}")
     if task not in _IN_MEMORY_TASKS:
         raise ValueError(
             f"task {task!r}: rows in memory are for {', '.join(_IN_MEMORY_TASKS)}; GLUE, SQuAD and "
