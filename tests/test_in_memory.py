@@ -66,6 +66,10 @@ def test_python_callers_get_python_errors_and_may_give_paths(pretrained, tmp_pat
         albert_lm.evaluate_model("sst2", pretrained, tmp_path, max_eval_examples=0)
     cfg = albert_lm.FinetuneConfig(task="sst2", model=pretrained, data=tmp_path, output=tmp_path / "o")
     assert (cfg.model, cfg.output) == (str(pretrained), str(tmp_path / "o"))  # as a settings file holds them
+    with pytest.raises(ValueError, match="preset 'tiny': expected one of albert-base"):
+        albert_lm.PretrainConfig(preset="tiny")  # refused when made, not when pretrain() starts
+    with pytest.raises(ValueError, match="unknown model field.*'hiden_size'"):
+        albert_lm.PretrainConfig(model_overrides={"hiden_size": 8})
 
 
 @pytest.mark.parametrize("resumed_by", ["python", "cli"])

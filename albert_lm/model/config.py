@@ -183,7 +183,7 @@ class AlbertConfig:
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
         values = dict(PRESETS[name])
-        values.update(_known_overrides(overrides))
+        values.update(known_overrides(overrides))
         return cls(**values)
 
     # ----------------------------------------------------------------- JSON (transformers' format)
@@ -236,7 +236,7 @@ class AlbertConfig:
         model_type = d.get("model_type", "albert")
         if model_type not in ("albert", "albert-lm"):
             raise ValueError(f"{file}: model_type is {model_type!r}, expected 'albert'")
-        d.update(_known_overrides(overrides))
+        d.update(known_overrides(overrides))
         # another label count asked for: the folder's label names no longer apply (as in transformers)
         names = d.get("id2label") or {}
         if "num_labels" in overrides and "id2label" not in overrides and d.get("num_labels") != len(names):
@@ -267,7 +267,7 @@ def _label_names(id2label: dict[Any, Any]) -> dict[int, str]:
     return out
 
 
-def _known_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+def known_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """`overrides`, refused with the list of fields if one of them is not an AlbertConfig field."""
     known = [f.name for f in dataclasses.fields(AlbertConfig) if f.name != "extra"]
     unknown = sorted(set(overrides) - set(known))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from albert_lm.hub import resolve_model
+from albert_lm.model.config import PRESETS, known_overrides
 from albert_lm.settings import (
     check_fields,
     check_ranges,
@@ -102,6 +103,9 @@ class PretrainConfig(ResumableSettings):
     def __post_init__(self) -> None:
         check_fields(self)  # types and choices (precision and optimizer are Literals)
         device_name(self.device)
+        if self.preset not in PRESETS:  # here, not when the run starts (a Python caller's typo)
+            raise ValueError(f"PretrainConfig: preset {self.preset!r}: expected one of {', '.join(PRESETS)}")
+        known_overrides(self.model_overrides)
         if self.precision == "fp16":
             raise ValueError(
                 "PretrainConfig: precision fp16 is not offered for pretraining (LAMB runs without "
