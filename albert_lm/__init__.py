@@ -27,6 +27,8 @@ _EXPORTS = {
     "AlbertForTokenClassification": "model.heads",
     "AlbertTokenizer": "data.tokenizer",
     "DataConfig": "data.examples",
+    "train_tokenizer": "data.tokenizer_training",
+    "create_pretraining_data": "data.shards",
     "PretrainingDataset": "data.dataset",
     "PretrainingSampler": "data.dataset",
     "collate_pretraining": "data.dataset",
@@ -59,6 +61,8 @@ __all__ = [
     "AlbertForTokenClassification",
     "AlbertTokenizer",
     "DataConfig",
+    "train_tokenizer",
+    "create_pretraining_data",
     "PretrainingDataset",
     "PretrainingSampler",
     "collate_pretraining",
@@ -97,7 +101,9 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from albert_lm.data.dataset import PretrainingDataset, PretrainingSampler, collate_pretraining
     from albert_lm.data.examples import DataConfig
+    from albert_lm.data.shards import create_pretraining_data
     from albert_lm.data.tokenizer import AlbertTokenizer
+    from albert_lm.data.tokenizer_training import train_tokenizer
     from albert_lm.deploy.api import Predictor
     from albert_lm.deploy.int8 import quantize_int8
     from albert_lm.deploy.predict import predict
