@@ -6,6 +6,7 @@ import random
 import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sentencepiece as spm
 import torch
@@ -339,3 +340,6 @@ def test_padding_and_truncation_take_transformers_values_only(either_kind: Alber
     assert tok([], padding=True) == {k: [] for k in tok.model_input_names}
     empty = tok([], padding=True, return_tensors="pt")
     assert all(empty[k].shape == (0, 0) for k in tok.model_input_names)
+    arrays = tok([short, "a"], padding=True, return_tensors="np")  # numpy, as ONNX Runtime takes it
+    tensors = tok([short, "a"], padding=True, return_tensors="pt")
+    assert all(arrays[k].dtype == np.int64 and (arrays[k] == tensors[k].numpy()).all() for k in arrays)

@@ -354,7 +354,7 @@ class AlbertTokenizer:
         """transformers-style call: one text or pair, or a batch of them; padding True/"longest"/"max_length".
 
         Pairs: two lists, `tok([a1, a2], [b1, b2])`, or `tok([(a1, b1), (a2, b2)])`, as in transformers.
-        return_tensors="pt" gives (B, T) int64 tensors (a single text becomes a batch of one).
+        return_tensors="pt" gives (B, T) int64 tensors, "np" numpy arrays (a single text: a batch of one).
         """
         if padding not in PADDINGS:
             raise ValueError(f"padding={padding!r}: expected one of {', '.join(map(repr, PADDINGS))}")
@@ -377,17 +377,28 @@ class AlbertTokenizer:
                 r["token_type_ids"] += [0] * n
                 r["attention_mask"] += [0] * n
         out = {k: [r[k] for r in rows] for k in self.model_input_names}
-        if return_tensors == "pt":
-            import torch
+        if return_tensors in ("pt", "np"):
+            import numpy as np
 
             if len({len(x) for x in out["input_ids"]}) > 1:
-                raise ValueError("return_tensors='pt' needs rows of equal length: pass padding=True")
-            if not rows:
-                return {k: torch.zeros((0, 0), dtype=torch.long) for k in out}
-            return {k: torch.tensor(v, dtype=torch.long) for k, v in out.items()}
+                raise ValueError(
+                    f"return_tensors={return_tensors!r} needs rows of equal length: pass padding=True"
+                )
+            arrays = {
+                k: np.array(v, dtype=np.int64).reshape(len(rows), -1 if rows else 0) for k, v in out.items()
+            }
+            if return_tensors == "np":
+                return arrays
+            import torch
+
+            return {k: torch.from_numpy(v) for k, v in arrays.items()}
         if return_tensors is not None:
-            raise ValueError(f"return_tensors={return_tensors!r}: only 'pt' or None")
+            raise ValueError(f"return_tensors={return_tensors!r}: only 'pt', 'np' or None")
         return {k: v[0] for k, v in out.items()} if single else out
+
+    def __repr__(self) -> str:
+        rule = f"do_lower_case={self.do_lower_case}, keep_accents={self.keep_accents}"
+        return f"{type(self).__name__}(vocab_size={self.vocab_size}, {rule})"
 
     # ------------------------------------------------------------------ decoding
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
