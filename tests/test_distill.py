@@ -787,3 +787,17 @@ def test_task_recipe_sets_what_taught_every_glue_task_best(world, tmp_path, caps
     assert (saved["augment"], saved["learning_rate"], saved["epochs"]) == (4, 3e-5, 3.0)
     _refused(_task(world, student, tmp_path / "no", "--recipe", "cpu-1h"), tmp_path / "no", capsys,
              "no distill_task settings")  # fmt: skip
+
+
+def test_a_run_resumed_longer_says_its_schedule_changed(world, tmp_path, caplog):
+    """--resume with a larger --max-steps goes on under the longer run's schedule (the rate jumped back
+    up, silently), as a resumed pretraining run says."""
+    import logging
+
+    out = tmp_path / "run"
+    assert main(_general(world, out, "--max-steps", "2", "--save-every", "1")) == 0
+    with caplog.at_level(logging.WARNING, logger="albert_lm"):
+        assert main(["distill", "general", "--output", str(out), "--resume", "--max-steps", "4", "-q"]) == 0
+    assert (
+        "--max-steps 4 (the run was for 2): the learning-rate schedule is now a 4-step run's" in caplog.text
+    )

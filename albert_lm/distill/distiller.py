@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from albert_lm.distill.config import RESUME_MAY_CHANGE, DistillCommon
+from albert_lm.files import read_json_object
 from albert_lm.kernels.device import autocast
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
@@ -182,5 +183,15 @@ def distill(d: Distiller, latest: Path | None) -> LoopResult:
     else:
         warmup = fit_warmup(cfg.warmup_steps, d.total_steps, WARMUP_FRACTION, "distill")
         d.scheduler = build_scheduler(d.optimizer, warmup, d.total_steps)
+        before = (
+            read_json_object(latest / CONFIG_FILE, "distillation settings").get("max_steps")
+            if latest
+            else None
+        )
+        if isinstance(before, int) and before != cfg.max_steps:  # a run resumed to go on longer (or shorter)
+            logger.warning(
+                "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's",
+                cfg.max_steps, before, d.total_steps,
+            )  # fmt: skip
     d.eval_every = cfg.eval_every
     return train(d, latest)
