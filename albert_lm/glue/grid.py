@@ -170,9 +170,9 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
             "glue: %d runs (%d done before), %d at a time", len(jobs), len(jobs) - len(todo), _workers(cfg)
         )
         if todo:
-            from albert_lm.kernels.device import resolved_precision
+            from albert_lm.kernels.device import pick_device, resolved_precision
 
-            resolved_precision(cfg.precision, torch_device(glue_device(cfg)))  # auto's choice, logged
+            resolved_precision(cfg.precision, pick_device(cfg.device))  # auto's choice, logged
         try:
             _execute(cfg, todo, records)
         except KeyboardInterrupt:
@@ -280,12 +280,6 @@ def _differences(
     out += [f"its {s}.tsv changed" for s in now["data"] if (kept.get("data") or {}).get(s) != now["data"][s]]
     before = kept.get("settings")
     return out + changed_settings(before if isinstance(before, dict) else {}, settings, _NOT_RECORDED)
-
-
-def torch_device(name: str) -> Any:
-    import torch
-
-    return torch.device(name)
 
 
 def glue_device(cfg: GlueConfig) -> str:

@@ -180,12 +180,11 @@ def _check_started_here(args: argparse.Namespace, settings: Path) -> None:
     glue/SST-2) are read from here and not found. Say so, and name the folder it started in where the
     run's own relative --output shows it, rather than "no such folder" of a path the user never typed."""
     from albert_lm.files import read_json_object
-    from albert_lm.training.run_folder import PATH_SETTINGS
 
     saved = read_json_object(settings, "settings")
     lost = [
         n
-        for n in sorted(PATH_SETTINGS - {"output", "model", "teacher", "teachers", "init_from"})
+        for n in ("data", "eval_text", "model_config", "tokenizer")  # paths only (a --model may be a hub id)
         if getattr(args, n, None) is None  # typed again now: that path is the one read
         and isinstance(saved.get(n), str)
         and not os.path.isabs(saved[n])

@@ -139,14 +139,14 @@ def changed_settings(saved: Mapping[str, Any], now: Any, ignore: Iterable[str] =
 
 
 # Settings that name a file or folder: "runs/x/", "runs/x" and its absolute path are one folder.
-PATH_SETTINGS = frozenset(
+_PATH_SETTINGS = frozenset(
     {"data", "output", "model", "tokenizer", "init_from", "teacher", "teachers", "eval_text", "model_config"}
 )
 
 
 def _same_path(name: str, before: Any, now: Any) -> bool:
     """Whether two values of a path setting name the same place, seen from here."""
-    if name not in PATH_SETTINGS or not isinstance(before, str) or not isinstance(now, str):
+    if name not in _PATH_SETTINGS or not isinstance(before, str) or not isinstance(now, str):
         return False
     return bool(before and now) and os.path.abspath(before) == os.path.abspath(now)
 
