@@ -75,9 +75,8 @@ class Predictor:
         _check_arguments(model, batch_size, max_seq_length, patience, depth, int8, precision)
         try:
             device = device_name(device)
-            kind = pick_device(
-                device
-            ).type  # a device this machine lacks: refused here, not at the first call
+            # a device this machine lacks: refused here, not at the first call
+            kind = pick_device(device).type
         except ValueError as e:  # argparse's type error: a plain ValueError for the API, in its words
             raise ValueError(str(e).replace("--device", "device")) from None
         if precision == "fp16" and kind != "cuda":
