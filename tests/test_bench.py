@@ -58,6 +58,9 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
     table = format_table(result)
     assert "| inference 8 x 128 | fp32 |" in table and "kernels chosen by timing" in table
     assert "| inference 8 x 128 | int8 |" in table
+    header = next(line for line in table.splitlines() if line.endswith("| check |"))
+    rows_of = [line for line in table.splitlines() if line.startswith("| inference")]
+    assert {line.count("|") for line in rows_of} == {header.count("|")}  # "max |diff|" adds no column
     assert f"ISA {hardware.isa_level()}" in table and "kernels chosen: " in table
 
 

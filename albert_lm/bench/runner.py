@@ -296,7 +296,7 @@ def format_table(result: dict[str, Any]) -> str:
                 f"| {r['workload']} | {r['precision']} "
                 f"| {r['ours_rate']:.0f} {r['unit']} ({_range(r['work'], r['ours'])}) "
                 f"| {r['theirs_rate']:.0f} ({_range(r['work'], r['theirs'])}) | {r['ratio']:.2f}x | {frac} | {mem} "
-                f"| {r['check']} |"
+                f"| {r['check'].replace('|', '&#124;')} |"  # "max |diff|" kept inside its cell
             )
         out.append("")
     if result["ablations"]:
