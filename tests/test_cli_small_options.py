@@ -166,7 +166,7 @@ def test_init_from_is_said_once(tmp_path, caplog, monkeypatch):
 
 # --------------------------------------------------------------------------- e) the demo's comma
 def test_demo_prints_the_comma_piece_readably():
-    from albert_lm.demo import _probe_line
+    from albert_lm.demo.report import _probe_line
 
     line = _probe_line(
         {"sentence": "a [MASK] b", "top5": ["\u2581the", ",", "\u2581,", "\u2581", "."], "hit": True}

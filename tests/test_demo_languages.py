@@ -97,7 +97,7 @@ def _german_text(n: int = 1500) -> str:
 
 
 @pytest.mark.slow
-def test_german_demo_end_to_end_keeps_case_and_accents(tmp_path, one_thread):
+def test_german_demo_end_to_end_keeps_case_and_accents(tmp_path, one_thread, capsys):
     text = tmp_path / "de.txt"
     text.write_text(_german_text())
     report = demo.run_demo(
@@ -113,6 +113,14 @@ def test_german_demo_end_to_end_keeps_case_and_accents(tmp_path, one_thread):
         and saved["settings"]["tokenizer"]["language"] == "de"
     )
     assert "more probes" not in demo.format_report(report)
+    assert (
+        f"all of it in {tmp_path / 'out' / 'demo_results.json'}" in capsys.readouterr().out
+    )  # and what next
+    again = demo.run_demo(
+        tmp_path / "out", max_steps=3, files=[text], language="de", eval_every=2, batch_size=4, vocab_size=60
+    )  # the same demo again: its stages are found done, and their times stay what they took
+    assert again["seconds"]["pretrain_s"] >= report["seconds"]["pretrain_s"] > 0
+    assert again["seconds"]["tokenizer_s"] >= report["seconds"]["tokenizer_s"]
 
 
 def test_chinese_demo_gets_room_for_its_characters(tmp_path, monkeypatch):

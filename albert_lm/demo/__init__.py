@@ -33,6 +33,7 @@ from typing import Any
 
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.demo.folder import RECORD, demo_folder, text_sources  # noqa: F401 (RECORD: the demo's API)
+from albert_lm.demo.report import _probe_line, format_report, next_steps  # noqa: F401 (_probe_line: as before)
 from albert_lm.files import read_json_object, write_json
 
 logger = logging.getLogger(__name__)
@@ -186,16 +187,16 @@ def run_demo(
     paths = prepare_texts(texts, out / "text") if files else list(texts.values())
     mb = sum(f.stat().st_size for f in paths) / 1e6
     logger.info("demo (%s) in %s: %d files, %.1f MB", language, out, len(paths), mb)
-    times: dict[str, float] = {}
-    with _timed(times, "tokenizer_s"):
+    times = _spent(out)
+    with _timed(out, times, "tokenizer_s"):
         make_tokenizer(paths, out / "tokenizer", r["tokenizer"])
-    with _timed(times, "data_s"):
+    with _timed(out, times, "data_s"):
         make_data(paths, out / "tokenizer", out / "data", r["data"])
-    with _timed(times, "pretrain_s"):
+    with _timed(out, times, "pretrain_s"):
         metrics = pretrain_model(out / "data", out / "model", r["pretrain"])
     report = build_report(out, r, metrics, times, language)
     write_json(out / "demo_results.json", report)
-    print(format_report(report))
+    print(format_report(report) + next_steps(out))
     return report
 
 
@@ -219,12 +220,25 @@ def prepare_texts(texts: dict[str, Path], dest: Path) -> list[Path]:
     return copies
 
 
+TIMES_FILE = "demo_times.json"  # each stage's seconds, summed over the runs that made the folder
+
+
+def _spent(out: Path) -> dict[str, float]:
+    """The seconds each stage has taken in `out` so far (a stopped demo's, then continued)."""
+    file = out / TIMES_FILE
+    return {k: float(v) for k, v in read_json_object(file, "demo times").items()} if file.is_file() else {}
+
+
 @contextlib.contextmanager
-def _timed(times: dict[str, float], key: str) -> Iterator[None]:
-    """Add the seconds the block takes to `times[key]`."""
+def _timed(out: Path, times: dict[str, float], key: str) -> Iterator[None]:
+    """Add the seconds the block takes to `times[key]`, kept in OUTPUT/demo_times.json (a stopped stage's
+    too): a demo run again reports the time its stages took, not the seconds it took to find them done."""
     start = time.perf_counter()
-    yield
-    times[key] = time.perf_counter() - start
+    try:
+        yield
+    finally:
+        times[key] = times.get(key, 0.0) + time.perf_counter() - start
+        write_json(out / TIMES_FILE, times)
 
 
 def make_tokenizer(files: list[Path], tok_dir: Path, settings: dict[str, Any]) -> None:
@@ -331,45 +345,6 @@ def build_report(
     }
 
 
-def format_report(r: dict) -> str:
-    lines = [
-        "",
-        "albert demo: results",
-        f"  held-out MLM accuracy  {r['eval_mlm_acc']:.3f}   (unigram guess {r['unigram_mlm_acc']:.3f})",
-        f"  held-out SOP accuracy  {r['eval_sop_acc']:.3f}   (chance {r['sop_majority_acc']:.3f}"
-        + (")" if r["settings"]["pretrain"].get("sop_weight", 1.0) else "; the recipe trains no SOP head)"),
-        f"  fill-mask (expected word in the top 5 for {r['probe_hits']} of {len(r['probes'])} probes):",
-        *(_probe_line(p) for p in r["probes"]),
-        *_more_probe_lines(r["more_probes"]),
-        "  time  "
-        + ", ".join(f"{k.removesuffix('_s')} {v:.0f}s" for k, v in r["seconds"].items())
-        + f" ({r.get('threads')} threads, {r.get('precision')})",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _more_probe_lines(more: list[dict]) -> list[str]:
-    if not more:
-        return []
-    hits = sum(p["hit"] for p in more)
-    head = f"  {len(more)} more probes (a second opinion), expected word in the top 5 for {hits}"
-    return [head + ("; the hits:" if hits else ""), *(_probe_line(p) for p in more if p["hit"])]
-
-
-def _probe_line(p: dict) -> str:
-    top5 = ", ".join(_shown(t) for t in p["top5"])
-    return f"    {p['sentence']:<58} -> {top5}{'   (hit)' if p['hit'] else ''}"
-
-
-def _shown(piece: str) -> str:
-    """A predicted piece as the report lists it, between commas: the word without SentencePiece's
-    word-start mark; a piece with no letter or digit (",", ".", the bare mark) quoted, so the comma piece
-    reads `","` rather than a stray comma (`the, ,, a`)."""
-    text = piece.replace("\u2581", "")
-    return text if any(c.isalnum() for c in text) else f'"{text or chr(0x2581)}"'
-
-
 # --------------------------------------------------------------------------- the command (registered by albert_lm.cli)
 def demo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -435,4 +410,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     except DemoStopped as e:
         print(f"albert demo: {e}", file=sys.stderr)
         return 128 + e.signum  # as the shell reports a process its signal ended
+    except KeyboardInterrupt:  # before pretraining: the stages done are kept too (the CLI then says why)
+        print(f"\nalbert demo: {AGAIN.replace('from this step', 'where it stopped')}", file=sys.stderr)
+        raise
     return 0

@@ -19,7 +19,8 @@ from typing import Any
 from albert_lm.files import read_json_object, write_json
 
 RECORD = "demo_inputs.json"  # what the folder's stages are made from
-PARTS = {"text", "tokenizer", "data", "model", "demo_results.json", RECORD}  # all a demo writes there
+# all a demo writes there
+PARTS = {"text", "tokenizer", "data", "model", "demo_results.json", "demo_times.json", RECORD}
 
 
 def text_sources(files: list[Path]) -> dict[str, Path]:
