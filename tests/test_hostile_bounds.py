@@ -353,6 +353,7 @@ def interrupt_once_started():
     os.kill(os.getpid(), signal.SIGINT)
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored where the test runs in the background
     threading.Thread(target=interrupt_once_started, daemon=True).start()
     try:
         run_pool(work, [0, 1], 2, "test", start="spawn")
