@@ -334,7 +334,8 @@ def test_a_run_too_short_to_tell_says_so_instead_of_reproduced():
     short = verdicts("dropout", _cells(2, 0.12, 0.11))
     assert all(v.startswith("too short to tell (2 steps") for v in short)
     assert not any(v.startswith(("reproduced", "NOT reproduced")) for v in short)
-    assert "points the paper's way" in short[0] and "points against the paper" in short[1]
+    assert "points the paper's way" in short[0] and "does not point the paper's way" in short[1]
+    assert short[1].endswith("(0.1100 against 0.1100)")  # both numbers, as every line gives them
     long = verdicts("dropout", _cells(MIN_STEPS, 0.12, 0.11))
     assert long[0].startswith("reproduced") and long[1].startswith("NOT reproduced")
     # several seeds: a direction the means show but one seed does not is noise, not reproduced

@@ -68,7 +68,11 @@ def test_every_claim_runs_end_to_end_on_a_tiny_budget(claim, sop_nsp_data, tmp_p
     table = (tmp_path / claim / "table.md").read_text()
     assert table.startswith(f"### {spec.title}") and all(f"| {c.name} |" in table for c in spec.cells)
     assert (tmp_path / claim / f"{claim}.png").stat().st_size > 1000
-    assert spec.title in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert (
+        spec.title in printed
+        and f"written: {tmp_path / claim}/results.json, table.md, {claim}.png" in printed
+    )
 
 
 def test_claims_change_what_the_paper_changed(sop_nsp_data, tmp_path, one_thread):
@@ -304,6 +308,7 @@ def test_sentence_table_and_plot_with_several_seeds(tmp_path):
     lines = verdicts("sentence", cells, [runs[1], runs[2]])
     assert lines[0].startswith("reproduced") and lines[0].endswith("[in 2 of 2 seeds]")
     assert lines[1].startswith("NOT reproduced") and lines[1].endswith("[in 1 of 2 seeds]")  # seed 1 only
+    assert "(SOP 0.580 against 0.530 and 0.520; NSP 0.600 against 0.570)" in lines[1]  # what it was judged on
     result = {"claim": "sentence", "title": SENTENCE.title, "paper": SENTENCE.paper, "seeds": [1, 2],
               "paper_table": SENTENCE.paper_table, "cells": cells, "verdicts": lines}  # fmt: skip
     table = format_table(result)

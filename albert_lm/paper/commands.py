@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from albert_lm.paper.claims import CLAIMS
 from albert_lm.paper.config import SPEED, ReproduceConfig
@@ -55,7 +56,16 @@ def run_reproduce(args: argparse.Namespace) -> int:
         from albert_lm.paper.report import format_speed_table
         from albert_lm.paper.speed_report import reproduce_speed
 
-        print(format_speed_table(reproduce_speed(cfg)))
+        try:
+            result = reproduce_speed(cfg)
+        except KeyboardInterrupt:  # the rows measured are kept (the CLI then says why it stopped)
+            print(
+                "\nalbert reproduce: the rows measured are kept: the same command measures the others",
+                file=sys.stderr,
+            )
+            raise
+        print(format_speed_table(result))
+        print(f"written: {Path(cfg.output) / SPEED}/results.json, table.md")
         return 0
     try:
         result = reproduce(cfg)
@@ -68,4 +78,5 @@ def run_reproduce(args: argparse.Namespace) -> int:
     from albert_lm.paper.report import format_table
 
     print(format_table(result))
+    print(f"written: {Path(cfg.output) / cfg.claim}/results.json, table.md, {cfg.claim}.png")
     return 0

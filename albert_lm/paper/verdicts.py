@@ -72,7 +72,9 @@ def _sentence(cells: Cells) -> list[str]:
         ),
         _line(
             sop_on["sop"] > max(sop_on["nsp"], sop_base) + 0.05 and nsp_on["sop"] > nsp_base,
-            "SOP-trained beats the NSP-trained model and chance on SOP by 5 points, and chance on NSP",
+            "SOP-trained beats the NSP-trained model and chance on SOP by 5 points, and chance on NSP "
+            f"(SOP {sop_on['sop']:.3f} against {sop_on['nsp']:.3f} and {sop_base:.3f}; NSP {nsp_on['sop']:.3f} "
+            f"against {nsp_base:.3f})",
         ),
     ]
 
@@ -100,7 +102,8 @@ def _dropout(cells: Cells) -> list[str]:
         ),
         _line(
             a["dropout-off-halfway"] > a["dropout-0.1"],
-            f"dropout switched off halfway beats keeping it ({a['dropout-off-halfway']:.4f})",
+            f"dropout switched off halfway beats keeping it ({a['dropout-off-halfway']:.4f} against "
+            f"{a['dropout-0.1']:.4f})",
         ),
     ]
 
@@ -138,7 +141,7 @@ def _undecided(line: str, why: str) -> str:
     """A verdict line that must not read as a result: the direction measured, and why it tells nothing."""
     ok = line.startswith("reproduced")
     text = line.split(": ", 1)[1]
-    way = "points the paper's way" if ok else "points against the paper"
+    way = "points the paper's way" if ok else "does not point the paper's way"
     return f"too short to tell ({why}): measured, {way}: {text}"
 
 
