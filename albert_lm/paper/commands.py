@@ -12,7 +12,9 @@ from albert_lm.settings import add_config_option, add_options, merge_settings, o
 
 
 def reproduce_options(p: argparse.ArgumentParser) -> None:
-    titles = [f"{c.name}: {c.title}" for c in CLAIMS.values()]
+    titles = [
+        f"{c.name}: {c.title} (cells {', '.join(cell.name for cell in c.cells)})" for c in CLAIMS.values()
+    ]
     titles.append(f"{SPEED}: Table 2, training speed against BERT-large (random batches; no --data)")
     p.add_argument("claim", choices=[*CLAIMS, SPEED], metavar="CLAIM", help="; ".join(titles))
     add_config_option(p, "reproduce")
