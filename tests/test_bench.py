@@ -61,6 +61,10 @@ def test_suite_on_tiny_model_prints_the_table(tmp_path):
     header = next(line for line in table.splitlines() if line.endswith("| check |"))
     rows_of = [line for line in table.splitlines() if line.startswith("| inference")]
     assert {line.count("|") for line in rows_of} == {header.count("|")}  # "max |diff|" adds no column
+    from albert_lm.bench.runner import _noisy
+
+    assert _noisy({"ours": [1.0, 1.1], "theirs": [1.0, 1.2]}) == ""
+    assert _noisy({"ours": [1.0, 1.1], "theirs": [1.0, 10.7]}) == " (noisy)"  # a busy machine's repeat
     assert f"ISA {hardware.isa_level()}" in table and "kernels chosen: " in table
 
 

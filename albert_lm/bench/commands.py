@@ -70,10 +70,11 @@ def run_bench(args: argparse.Namespace) -> int:
     """time albert-lm against transformers on this machine and print the table
 
     Speed of albert-lm against transformers with the same weights, timings interleaved: this machine's
-    matrix-multiply limits, inference (1x128, 8x128, 4x512), a pretraining step (8x128), both in fp32
-    and bf16, SST-2 dev end to end, peak memory, and the gain of each of our speed choices. Each library
-    runs in its own worker process, the two alternated repeat by repeat. Needs transformers (pip install
-    transformers). About 17 minutes for albert-base on 2 cores."""
+    matrix-multiply limits, inference (1x128, 8x128, 4x512), a pretraining step (8x128), in fp32 and, where
+    this CPU computes bf16 fast (--precisions), in bf16, SST-2 dev end to end, peak memory, and the gain
+    of each of our speed choices. Each library runs in its own worker process, the two alternated repeat
+    by repeat; a ratio whose repeats spread two-fold or more is marked noisy. Needs transformers (pip
+    install transformers). About 17 minutes for albert-base on 2 cores."""
     import os
     from pathlib import Path
 

@@ -260,6 +260,15 @@ def _range(work: float, ts: list[float]) -> str:
     return f"{work / max(ts):.0f}-{work / min(ts):.0f}"
 
 
+NOISY = 2.0  # the slowest repeat this many times the fastest: the machine was busy, the ratio a guess
+
+
+def _noisy(row: dict[str, Any]) -> str:
+    """ " (noisy)" after a ratio whose repeats spread by NOISY or more on either side, else nothing."""
+    spread = max(max(ts) / min(ts) for ts in (row["ours"], row["theirs"]))
+    return " (noisy)" if spread >= NOISY else ""
+
+
 def format_table(result: dict[str, Any]) -> str:
     out = [f"albert-lm bench: {result['preset']}; {result['machine']}"]
     facts = result.get("facts")
@@ -295,7 +304,8 @@ def format_table(result: dict[str, Any]) -> str:
             out.append(
                 f"| {r['workload']} | {r['precision']} "
                 f"| {r['ours_rate']:.0f} {r['unit']} ({_range(r['work'], r['ours'])}) "
-                f"| {r['theirs_rate']:.0f} ({_range(r['work'], r['theirs'])}) | {r['ratio']:.2f}x | {frac} | {mem} "
+                f"| {r['theirs_rate']:.0f} ({_range(r['work'], r['theirs'])}) | {r['ratio']:.2f}x{_noisy(r)} | {frac} "
+                f"| {mem} "
                 f"| {r['check'].replace('|', '&#124;')} |"  # "max |diff|" kept inside its cell
             )
         out.append("")
