@@ -246,6 +246,7 @@ def make_tokenizer(files: list[Path], tok_dir: Path, settings: dict[str, Any]) -
     from albert_lm.data.tokenizer_training import train_tokenizer
 
     if not (tok_dir / "spiece.model").is_file():
+        logger.info("1/3 tokenizer: a %d-piece SentencePiece model (seconds)", settings["vocab_size"])
         keys = (
             "vocab_size",
             "seed",
@@ -262,6 +263,7 @@ def make_data(files: list[Path], tok_dir: Path, data_dir: Path, settings: dict[s
     from albert_lm.data.examples import DataConfig
     from albert_lm.data.shards import create_pretraining_data
 
+    logger.info("2/3 pretraining data: SOP pairs with n-gram masking (seconds)")
     create_pretraining_data(
         [str(f) for f in files], tok_dir, data_dir, DataConfig(**settings), progress=False
     )
@@ -273,6 +275,7 @@ def pretrain_model(data_dir: Path, model_dir: Path, settings: dict[str, Any]) ->
     from albert_lm.training.pretrain import PretrainConfig, pretrain
 
     resume = latest_checkpoint(model_dir) is not None  # a rerun continues (or re-reports) the run
+    logger.info("3/3 pretraining (minutes; the clock says how many a few steps in)")
     cfg = PretrainConfig(**{**settings, "data": str(data_dir), "output": str(model_dir), "resume": resume})
     result = pretrain(cfg, again=AGAIN, slow_advice=SLOW_DEMO_ADVICE)
     if result.interrupted:  # nothing to report on a model half made: the next run goes on from its checkpoint
