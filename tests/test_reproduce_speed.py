@@ -65,6 +65,10 @@ def test_speed_measures_each_model_alone_and_over_two_processes(tmp_path, capsys
     again = json.loads((tmp_path / "speed" / "results.json").read_text())
     assert "processes_table" not in again and set(again["one_device"]) == {"albert-large"}
     assert json.loads(rows[0].read_text())["row"]["steps"] == 1
+    assert (
+        "speed is against BERT-large; give --models with bert-large"
+        in (tmp_path / "speed" / "table.md").read_text()
+    )
 
 
 def _table(a_step: dict, b_step: dict, a_bytes: float, b_bytes: float) -> dict:

@@ -174,4 +174,8 @@ def format_speed_table(result: dict[str, Any]) -> str:
                   "|---|" + "---|" * len(result["by_batch"]),
                   "| speed | " + " | ".join(f"{v:.2f}x" for v in result["by_batch"].values()) + " |"]  # fmt: skip
     lines += [""] + [f"- {v}" for v in result["verdicts"]]
+    if "bert-large" not in result["one_device"]:  # the speed column and every verdict are against it
+        lines.append(
+            "- no speed column and no verdict: speed is against BERT-large; give --models with bert-large"
+        )
     return "\n".join(lines)
