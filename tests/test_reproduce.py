@@ -67,6 +67,7 @@ def test_every_claim_runs_end_to_end_on_a_tiny_budget(claim, sop_nsp_data, tmp_p
     )
     table = (tmp_path / claim / "table.md").read_text()
     assert table.startswith(f"### {spec.title}") and all(f"| {c.name} |" in table for c in spec.cells)
+    assert "each cell 12s or 3 steps, whichever ends first; 2 held-out batches" in table  # the run it is
     assert (tmp_path / claim / f"{claim}.png").stat().st_size > 1000
     printed = capsys.readouterr().out
     assert (

@@ -22,6 +22,19 @@ def _figure(c: dict[str, Any], split: str, key: str, digits: int) -> str:
     return text
 
 
+def _settings_line(result: dict[str, Any]) -> str:
+    """What the cells were trained and scored with: the table read alone names its run."""
+    s = result.get("settings") or {}
+    budget = f"{s.get('time_budget')}" + (f" or {s['max_steps']} steps" if s.get("max_steps") else "")
+    held = (
+        f"{s['eval_batches']} held-out batches" if s.get("eval_batches") else "the recipe's held-out batches"
+    )
+    return (
+        f"Data {s.get('data')}; recipe {s.get('recipe')}; each cell {budget}, whichever ends first; {held}; "
+        f"precision {s.get('precision')}; torch {result.get('torch')}, {result.get('threads')} threads."
+    )
+
+
 def format_table(result: dict[str, Any]) -> str:
     cells = result["cells"]
     seeds = result.get("seeds", [1])
@@ -29,7 +42,7 @@ def format_table(result: dict[str, Any]) -> str:
     head = ["cell", "parameters", "steps", "minutes", "held-out MLM acc", "MLM loss"]
     head += ["NSP pairs acc", "SOP pairs acc"] if sentence else ["sentence head on SOP pairs"]
     head.append("paper")
-    lines = [f"### {result['title']}", ""]
+    lines = [f"### {result['title']}", "", _settings_line(result), ""]
     if len(seeds) > 1:
         lines += [
             f"Seeds {', '.join(map(str, seeds))}: each figure is the mean over them, (min-max) in brackets.",
