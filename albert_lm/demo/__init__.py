@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.data.masking import IGNORE_INDEX
-from albert_lm.demo.folder import RECORD, demo_folder, text_sources  # noqa: F401 (RECORD: the demo's API)
+from albert_lm.demo.folder import RECORD, TIMES, demo_folder, text_sources  # noqa: F401 (RECORD: the demo's API)
 from albert_lm.demo.report import _probe_line, format_report, next_steps  # noqa: F401 (_probe_line: as before)
 from albert_lm.files import read_json_object, write_json
 
@@ -220,12 +220,9 @@ def prepare_texts(texts: dict[str, Path], dest: Path) -> list[Path]:
     return copies
 
 
-TIMES_FILE = "demo_times.json"  # each stage's seconds, summed over the runs that made the folder
-
-
 def _spent(out: Path) -> dict[str, float]:
     """The seconds each stage has taken in `out` so far (a stopped demo's, then continued)."""
-    file = out / TIMES_FILE
+    file = out / TIMES
     return {k: float(v) for k, v in read_json_object(file, "demo times").items()} if file.is_file() else {}
 
 
@@ -238,7 +235,7 @@ def _timed(out: Path, times: dict[str, float], key: str) -> Iterator[None]:
         yield
     finally:
         times[key] = times.get(key, 0.0) + time.perf_counter() - start
-        write_json(out / TIMES_FILE, times)
+        write_json(out / TIMES, times)
 
 
 def make_tokenizer(files: list[Path], tok_dir: Path, settings: dict[str, Any]) -> None:

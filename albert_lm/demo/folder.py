@@ -19,8 +19,8 @@ from typing import Any
 from albert_lm.files import read_json_object, write_json
 
 RECORD = "demo_inputs.json"  # what the folder's stages are made from
-# all a demo writes there
-PARTS = {"text", "tokenizer", "data", "model", "demo_results.json", "demo_times.json", RECORD}
+TIMES = "demo_times.json"  # each stage's seconds, summed over the runs that made the folder
+PARTS = {"text", "tokenizer", "data", "model", "demo_results.json", TIMES, RECORD}  # all a demo writes there
 
 
 def text_sources(files: list[Path]) -> dict[str, Path]:
@@ -61,7 +61,9 @@ def demo_folder(
         )
     want = _record(lang, texts, r)
     differs = _differences(out, held, want)
-    if differs and not overwrite and not held <= {"text", RECORD}:  # text copies alone: nothing made yet
+    if (
+        differs and not overwrite and not held <= {"text", RECORD, TIMES}
+    ):  # text copies alone: nothing made yet
         raise FileExistsError(
             f"{where}: holds a demo made from {differs[0]}; give another --output for this one, or "
             "--overwrite to replace that demo"
