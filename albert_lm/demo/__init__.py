@@ -33,7 +33,7 @@ from typing import Any
 
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.demo.folder import RECORD, TIMES, demo_folder, text_sources  # noqa: F401 (RECORD: the demo's API)
-from albert_lm.demo.report import _probe_line, format_report, next_steps  # noqa: F401 (_probe_line: as before)
+from albert_lm.demo.report import format_report, next_steps
 from albert_lm.files import read_json_object, write_json
 
 logger = logging.getLogger(__name__)

@@ -61,9 +61,8 @@ def demo_folder(
         )
     want = _record(lang, texts, r)
     differs = _differences(out, held, want)
-    if (
-        differs and not overwrite and not held <= {"text", RECORD, TIMES}
-    ):  # text copies alone: nothing made yet
+    made_nothing = held <= {"text", RECORD, TIMES}  # text copies alone (and the time spent on them)
+    if differs and not overwrite and not made_nothing:
         raise FileExistsError(
             f"{where}: holds a demo made from {differs[0]}; give another --output for this one, or "
             "--overwrite to replace that demo"
