@@ -202,9 +202,8 @@ def check_fields(obj: Any, where: str = "") -> None:
     for f in dataclasses.fields(obj):
         value = _as_text(getattr(obj, f.name))
         if value is not getattr(obj, f.name) and _matches(value, hints[f.name]):
-            object.__setattr__(
-                obj, f.name, value
-            )  # a pathlib.Path given from Python: its text, as a file holds it
+            # a pathlib.Path given from Python: its text, as a settings file holds it
+            object.__setattr__(obj, f.name, value)
         if not _matches(value, hints[f.name]):
             prefix = f"{where}: " if where else ""
             raise ValueError(f"{prefix}{f.name}: expected {_describe(hints[f.name])}, got {json_repr(value)}")
