@@ -168,12 +168,14 @@ EVAL_FILES = ("eval_results.json", "predictions")
 
 
 def _check_counts(**values: Any) -> None:
-    """evaluate_model's counts: None, or integers of at least 1, refused naming the argument."""
+    """evaluate_model's counts: None or integers, refused naming the argument; max_eval_examples at least 1
+    (the others' ranges are checked with the model, as `albert evaluate` says them)."""
     for name, value in values.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"evaluate_model: {name} must be an integer or None, got {value!r}")
-        if value is not None and value < 1:
-            raise ValueError(f"evaluate_model: {name} must be at least 1, got {value}")
+    cap = values.get("max_eval_examples")
+    if cap is not None and cap < 1:
+        raise ValueError(f"evaluate_model: max_eval_examples must be at least 1, got {cap}")
 
 
 def evaluate_model(
