@@ -42,6 +42,9 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
     shutil.copytree(runs["r:finished"], runs["r:killed"])  # what a run killed after an epoch leaves
     (runs["r:killed"] / "config.json").unlink()
     (runs["r:killed"] / "checkpoints" / "checkpoint-5").mkdir(parents=True)
+    (runs["r:killed"] / "checkpoints" / "checkpoint-5" / "trainer_state.json").write_text(
+        "{}"
+    )  # a whole epoch
     runs["r:settings-only"].mkdir()
     shutil.copy(runs["r:finished"] / "teacher_config.json", runs["r:settings-only"])
     (d / "READY").write_text("")
