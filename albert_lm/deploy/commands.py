@@ -199,9 +199,7 @@ def run_export(args: argparse.Namespace) -> int:
     )
     int8 = f"; int8 cosine {r.int8_cosine:.5f}" if r.int8_cosine is not None else ""
     exits = "; early-exit graphs in exit/ (export.json says how to run them)" if r.early_exit else ""
-    sizes = ", ".join(
-        f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in sorted(r.folder.glob("*.onnx*"))
-    )
+    sizes = ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in r.sizes.items())
     print(
         f"{r.folder}: outputs {', '.join(r.outputs)}; max |ORT - PyTorch| {r.max_abs_diff:.2e}{int8}{exits}; "
         + sizes

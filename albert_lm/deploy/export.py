@@ -37,7 +37,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,7 @@ class ExportResult:
     max_abs_diff: float  # fp32 graph against PyTorch
     int8_cosine: float | None  # int8 graph against PyTorch fp32
     early_exit: bool = False  # exit/ holds the early-exit graphs (a classifier fine-tuned with exit heads)
+    sizes: dict[str, int] = field(default_factory=dict)  # bytes of each .onnx file (and its weights file)
 
 
 def _needs(module: str) -> Any:
@@ -231,6 +232,7 @@ def _export_locked(
             )
         cosine = _int8(ort, tmp, config, samples, references) if int8 else None
         exit_entry = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance) if exits else {}
+        sizes = {p.name: p.stat().st_size for p in sorted(tmp.glob("*.onnx*"))}  # what a device is sent
         wordpiece = () if (model_dir / "spiece.model").is_file() else WORDPIECE_COPIED
         if not wordpiece:  # the tokenizers library's file, for a deployment without albert-lm or torch
             (tmp / TOKENIZER_FILE).write_text(
@@ -250,7 +252,7 @@ def _export_locked(
                     "int8_cosine": cosine,
                     "torch": torch.__version__,
                     "onnxruntime": ort.__version__,
-                    "bytes": {p.name: p.stat().st_size for p in sorted(tmp.glob("*.onnx*"))},
+                    "bytes": sizes,
                     **exit_entry,
                 },
                 indent=1,
@@ -258,7 +260,7 @@ def _export_locked(
             + "\n"
         )
     logger.debug("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
-    return ExportResult(out, names, diff, cosine, bool(exit_entry))
+    return ExportResult(out, names, diff, cosine, bool(exit_entry), sizes)
 
 
 @contextlib.contextmanager
