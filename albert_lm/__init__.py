@@ -41,8 +41,10 @@ _EXPORTS = {
     "FinetuneStopped": "training.finetune",
     "finetune_rows": "training.in_memory",
     "pretrain": "training.pretrain",
+    "LoopResult": "training.loop",
     "PredictConfig": "deploy.predict_config",
     "predict": "deploy.predict",
+    "PredictSummary": "deploy.predict",
     "Predictor": "deploy.api",
     "quantize_int8": "deploy.int8",
 }
@@ -75,8 +77,10 @@ __all__ = [
     "FinetuneStopped",
     "finetune_rows",
     "pretrain",
+    "LoopResult",
     "PredictConfig",
     "predict",
+    "PredictSummary",
     "Predictor",
     "quantize_int8",
     "__version__",
@@ -106,7 +110,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from albert_lm.data.tokenizer_training import train_tokenizer
     from albert_lm.deploy.api import Predictor
     from albert_lm.deploy.int8 import quantize_int8
-    from albert_lm.deploy.predict import predict
+    from albert_lm.deploy.predict import PredictSummary, predict
     from albert_lm.deploy.predict_config import PredictConfig
     from albert_lm.model.config import PRESETS, AlbertConfig
     from albert_lm.model.encoder import AlbertModel, AlbertPreTrainedModel
@@ -123,6 +127,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the real names
     from albert_lm.training.finetune import FinetuneStopped, finetune
     from albert_lm.training.finetune_config import FinetuneConfig
     from albert_lm.training.in_memory import finetune_rows
+    from albert_lm.training.loop import LoopResult
     from albert_lm.training.optim import AdamW, Lamb
     from albert_lm.training.pretrain import pretrain
     from albert_lm.training.pretrain_config import PretrainConfig

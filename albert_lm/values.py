@@ -21,6 +21,8 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
+_T = typing.TypeVar("_T", bound=type)
+
 
 @functools.cache
 def field_docs(cls: type) -> dict[str, str]:
@@ -51,6 +53,30 @@ def _own_docs(cls: type) -> dict[str, str]:
         ):
             docs[node.target.id] = " ".join(after.value.value.split())
     return docs
+
+
+def documented(cls: _T) -> _T:
+    """A public settings dataclass with its fields' docstrings in its `__doc__`, so that `help(cls)` in a
+    notebook lists each field, its default and what it does, as `--help` does (Python keeps attribute
+    docstrings nowhere at run time: they are read from the source, as the options' help is)."""
+    lines = []
+    fields = dataclasses.fields(cls)
+    required = [f for f in fields if f.default is f.default_factory is dataclasses.MISSING]
+    for f in [*required, *(f for f in fields if f not in required)]:
+        if f.default is not dataclasses.MISSING:
+            default = f" (default {f.default!r})"
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f" (default {f.default_factory()!r})"
+        else:
+            default = " (required)"
+        doc = field_docs(cls).get(f.name, "")
+        lines.append(
+            textwrap.fill(
+                f"{f.name}{default}: {doc}".rstrip(": "), 96, subsequent_indent="    ", break_on_hyphens=False
+            )
+        )
+    cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or '')}\n\nFields:\n\n" + "\n".join(lines)
+    return cls
 
 
 # The --help sections of the training commands, in the order they are shown.

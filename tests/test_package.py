@@ -17,6 +17,24 @@ def test_every_export_resolves():
         assert getattr(albert_lm, name) is not None, name
 
 
+def test_help_on_a_settings_class_lists_each_field_with_its_default_and_help():
+    """`help(albert_lm.FinetuneConfig)` in a notebook shows what `--help` shows: Python keeps no
+    attribute docstrings at run time, so the public settings classes carry them in their `__doc__`."""
+    import pydoc
+
+    from albert_lm.values import field_docs
+
+    for name in ("PretrainConfig", "FinetuneConfig", "PredictConfig", "DataConfig"):
+        cls = getattr(albert_lm, name)
+        text = " ".join(pydoc.render_doc(cls, renderer=pydoc.plaintext).replace("|", " ").split())
+        for field, doc in field_docs(cls).items():
+            assert f"{field} (" in text and doc in text, (name, field)
+    doc = albert_lm.FinetuneConfig.__doc__ or ""
+    assert "task (required): the task" in doc  # required fields first, then the defaults
+    assert doc.index("output (required)") < doc.index("learning_rate (default None)")
+    assert "keep_last (default 5)" in (albert_lm.PretrainConfig.__doc__ or "")
+
+
 def test_type_checkers_see_every_export_as_what_it_is():
     """Each lazy export is also imported under `if TYPE_CHECKING:` from the module that defines it, so
     that mypy and IDEs see its type (not Any); the lazy `__getattr__` is hidden from them."""

@@ -43,6 +43,7 @@ import numpy as np
 
 from albert_lm.data.masking import UniformStream, mask_sequence
 from albert_lm.settings import check_fields, check_ranges
+from albert_lm.values import documented
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ INPUT_FORMATS = ("auto", "lines", "paragraphs")  # "auto": `albert_lm.data.corpu
 TOKEN_DTYPE = np.dtype(np.uint16)  # vocabularies up to 65536 pieces; larger ones use int32
 
 
+@documented
 @dataclass
 class DataConfig:
     """Settings of `albert data create`; the paper's (and google-research's) defaults. Saved in the manifest."""

@@ -85,6 +85,9 @@ OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", 
 
 @dataclass
 class PredictSummary:
+    """What `predict` returns: the rows read and written, the messages of the rows left out, and the
+    task and head the model ran."""
+
     rows: int  # rows read (blank lines aside)
     predicted: int  # rows written
     skipped: list[str]  # messages of the bad rows left out (skip_bad)

@@ -10,8 +10,10 @@ from typing import Any, Literal
 
 from albert_lm.runtime.exits import EXIT_COUNTS, ExitSettings
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name
+from albert_lm.values import documented
 
 
+@documented
 @dataclass
 class PredictConfig(ExitSettings):
     """Settings of `albert predict`."""

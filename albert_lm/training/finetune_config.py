@@ -20,7 +20,7 @@ from albert_lm.runtime.exits import EXIT_COUNTS, ExitSettings
 from albert_lm.runtime.finetuned import RUN_FOLDERS, SAVED_FILE
 from albert_lm.settings import Precision, check_fields, check_ranges, device_name
 from albert_lm.training.loop_settings import LoopSettings
-from albert_lm.values import setting
+from albert_lm.values import documented, setting
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ def is_rows_folder(data: str, output: str) -> bool:
     return rows.parent == out.parent and rows.name.startswith(f".{out.name}.rows-")
 
 
+@documented
 @dataclass
 class FinetuneConfig(LoopSettings):
     """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""

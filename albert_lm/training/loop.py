@@ -68,6 +68,10 @@ class Progress:
 
 @dataclass
 class LoopResult:
+    """What `pretrain`, `distill_general` and `distill_task` return: the output folder, the step it
+    reached, whether a signal stopped it (then `signum`, and the run resumes with `resume=True`), and
+    the final evaluation's metrics."""
+
     output: Path
     step: int
     interrupted: bool

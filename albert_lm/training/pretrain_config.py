@@ -22,9 +22,10 @@ from albert_lm.settings import (
     merge_settings,
 )
 from albert_lm.training.loop_settings import ResumableSettings
-from albert_lm.values import setting
+from albert_lm.values import documented, setting
 
 
+@documented
 @dataclass
 class PretrainConfig(ResumableSettings):
     """One pretraining run. Defaults are the paper's (Section 4.1) and google-research's flags."""
