@@ -43,7 +43,8 @@ class ReproduceConfig:
     """pretrain only these cells (names, comma-separated), e.g. one process per core or GPU, each with its
     own cells; results.json and the table are written by the run that finds every cell finished"""
     eval_batches: int | None = None
-    """held-out batches to score (default: the recipe's eval_batches)"""
+    """held-out batches each finished cell is scored on, the figures of the table (default: the recipe's
+    eval_batches; the evaluations during a cell's training keep the recipe's)"""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N"""
     workers: int = 2
