@@ -111,6 +111,24 @@ def test_heads_round_trip_and_bad_rules_are_refused(tiny_config, tmp_path):
         ExitHeads(tiny_config(inner_group_num=2))
 
 
+def test_rules_that_cannot_stop_a_row_early_or_stop_every_row_at_once_are_refused(tiny_config):
+    """On 6 layers, patience 5 first stops a row after layer 6 (the full depth); a confidence of 1/3 or
+    less on 3 classes stops every row after layer 1; a regressor has no probability to be confident in."""
+    model, heads = _model(tiny_config)
+    EarlyExit(model, heads, ExitRule(patience=4))
+    with pytest.raises(
+        ValueError, match="--patience 5: a row stops after layer 6 at the earliest.*at most 4"
+    ):
+        EarlyExit(model, heads, ExitRule(patience=5))
+    EarlyExit(model, heads, ExitRule(confidence=0.34))
+    with pytest.raises(ValueError, match="--exit-confidence 0.3: with 3 classes .* at least 0.333"):
+        EarlyExit(model, heads, ExitRule(confidence=0.3))
+    regressor, regressor_heads = _model(tiny_config, num_labels=1)
+    EarlyExit(regressor, regressor_heads, ExitRule(patience=2))
+    with pytest.raises(ValueError, match="regressor"):
+        EarlyExit(regressor, regressor_heads, ExitRule(confidence=0.9))
+
+
 # --------------------------------------------------------------------------- the commands
 def test_finetune_saves_the_heads_beside_a_folder_transformers_reads_unchanged(tiny_exit_run):
     transformers = pytest.importorskip("transformers")
@@ -140,6 +158,8 @@ def test_predict_and_evaluate_exit_early_and_say_the_depth(tiny_exit_run, capsys
     )
     rows = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
     assert [r["depth"] for r in rows] == [2, 2, 2] and all("label" in r for r in rows)
+    assert main(["predict", "--model", str(best), "--input", str(texts), "--depth", "3"]) == 0
+    assert "3 of 3 rows predicted; early exit: 3.00 of 4 layers per row on average" in capsys.readouterr().err
     assert main(["predict", "--model", str(best), "--input", str(texts), "--device", "cpu", "-q"]) == 0
     assert all("depth" not in json.loads(ln) for ln in capsys.readouterr().out.splitlines())
     data = tiny_exit_run / "sst2"
@@ -183,6 +203,17 @@ def test_early_exit_is_refused_where_it_cannot_run(tiny_exit_run, tmp_path, caps
     assert "one exit rule" in capsys.readouterr().err
     assert main(["predict", "--model", best, "--input", texts, "--depth", "9"]) != 0
     assert "--depth 9" in capsys.readouterr().err
+    assert main(["predict", "--model", best, "--input", texts, "--patience", "3"]) != 0
+    assert "no row would stop early; expected at most 2" in capsys.readouterr().err  # 4 layers
+    assert main(["predict", "--model", best, "--input", texts, "--exit-confidence", "0.5"]) != 0
+    assert "with 2 classes every top probability is at least 0.5" in capsys.readouterr().err
+    from albert_lm.deploy.api import Predictor
+
+    with pytest.raises(ValueError, match="^.*plain: no exit_heads.safetensors"):
+        Predictor(plain, patience=2)  # when made, not at the first call
+    with pytest.raises(ValueError, match="^patience 3: a row stops"):
+        Predictor(best, patience=3)
+    assert repr(Predictor(best, exit_confidence=0.8)).endswith("exit_confidence=0.8)")
     for option, value in (("--patience", "-1"), ("--depth", "0"), ("--exit-confidence", "1.5")):
         assert main(["predict", "--model", best, "--input", texts, option, value, "--device", "cpu"]) != 0
         err = capsys.readouterr().err
@@ -230,8 +261,8 @@ def test_fill_mask_and_embed_at_a_depth_are_that_prefix_of_the_shared_layer(tiny
     np.testing.assert_allclose(at1, ref1, rtol=1e-5, atol=1e-6)
     assert not np.allclose(at1, full, atol=1e-3)
     assert at4_fill == full_fill and at1_fill == ref1_fill
-    with pytest.raises(ValueError, match="--depth 5"):
-        Predictor(base, device="cpu", depth=5).embed(texts)
+    with pytest.raises(ValueError, match="^depth 5: this model has 4"):
+        Predictor(base, device="cpu", depth=5)  # refused when made, in the API's words
     with pytest.raises(ValueError, match="one exit rule"):
         Predictor(base, patience=2, depth=1)  # refused at once, before any model is loaded
 

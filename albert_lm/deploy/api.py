@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, pr
 from albert_lm.deploy.predict_config import COLUMN_FIELDS, Columns
 from albert_lm.kernels.device import pick_device
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.early_exit import ExitRule
+from albert_lm.model.early_exit import EXIT_FILE, ExitRule, check_rule
 from albert_lm.runtime.fits import sequence_length
 from albert_lm.settings import PRECISIONS, device_name
 
@@ -82,20 +83,13 @@ class Predictor:
         if precision == "fp16" and kind != "cuda":
             raise ValueError(f"precision fp16 needs a CUDA device, not {kind}")
         self.folder = model_folder(str(model))
+        config = AlbertConfig.from_pretrained(self.folder)
         if max_seq_length is not None:  # past the model's positions: refused here, in the API's words
-            sequence_length(
-                max_seq_length,
-                max_seq_length,
-                AlbertConfig.from_pretrained(self.folder),
-                self.folder,
-                option="max_seq_length",
-            )
+            sequence_length(max_seq_length, max_seq_length, config, self.folder, option="max_seq_length")
         self.device, self.precision, self.int8 = device, precision, int8
         self.max_seq_length, self.batch_size = max_seq_length, batch_size
-        ExitRule(patience, exit_confidence, depth)  # its values checked here, not at the first call
         self.exit_rule: dict[str, Any] = {"patience": patience, "confidence": exit_confidence, "depth": depth}
-        if depth is not None and depth < 1:
-            raise ValueError(f"depth {depth}: expected at least 1")
+        _check_exit_rule(patience, exit_confidence, depth, config, self.folder)
         self.depth = depth  # fill_mask and embed: the first `depth` layer applications
         given = (
             text_column,
@@ -111,7 +105,9 @@ class Predictor:
         self._embedder: Embedder | None = None
 
     def __repr__(self) -> str:
-        return f"Predictor({str(self.folder)!r}, device={self.device!r}, precision={self.precision!r})"
+        rule = "".join(f", {k}={v!r}" for k, v in self.exit_rule.items() if v is not None)
+        rule = rule.replace("confidence=", "exit_confidence=")
+        return f"Predictor({str(self.folder)!r}, device={self.device!r}, precision={self.precision!r}{rule})"
 
     def predict(self, inputs: Sequence[PredictInput]) -> list[dict[str, Any]]:
         """One dict per input, as `albert predict` writes it: a text, a (text, text_pair) pair (question,
@@ -181,6 +177,29 @@ def _check_arguments(
         raise ValueError(f"max_seq_length {max_seq_length}: expected at least 8")
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+
+
+def _check_exit_rule(
+    patience: int | None, confidence: float | None, depth: int | None, config: AlbertConfig, folder: Path
+) -> None:
+    """An exit rule checked against the model when the Predictor is made, not at the first call: its
+    values (`ExitRule`), what this model's layers and labels allow, and the exit heads a patience or a
+    confidence reads (a depth alone also runs fill_mask and embed, which need none); in the API's words."""
+    try:
+        rule = ExitRule(patience, confidence, depth)
+        if rule.given:
+            check_rule(rule, config.num_hidden_layers, config.num_labels)
+        if (rule.patience or rule.confidence is not None) and not (folder / EXIT_FILE).is_file():
+            raise ValueError(
+                f"{folder}: no {EXIT_FILE}, so no classifier to stop at before the last layer; fine-tune "
+                "with --exit-heads for early exit"
+            )
+    except ValueError as e:
+        words = {"--patience": "patience", "--exit-confidence": "exit_confidence", "--depth": "depth"}
+        message = str(e)
+        for option, argument in words.items():
+            message = message.replace(option, argument)
+        raise ValueError(message) from None
 
 
 def _expect_int(name: str, value: Any, optional: bool = False) -> None:

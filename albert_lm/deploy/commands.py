@@ -58,10 +58,15 @@ def run_predict(args: argparse.Namespace) -> int:
     summary = predict(cfg)
     print(
         f"{summary.task}: {summary.predicted} of {summary.rows} rows predicted{_skipped(summary.skipped)}"
-        f"{_blank(summary.blank_lines)}{_where(cfg.output)}",
+        f"{_blank(summary.blank_lines)}{_depth(summary.mean_depth, summary.layers)}{_where(cfg.output)}",
         file=sys.stderr,
     )
     return 0
+
+
+def _depth(mean: float | None, layers: int | None) -> str:
+    """Early exit's saving in the summary line: the layers a row used on average, of the model's."""
+    return "" if mean is None else f"; early exit: {mean:.2f} of {layers} layers per row on average"
 
 
 def _count(n: int, thing: str) -> str:

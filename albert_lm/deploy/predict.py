@@ -94,6 +94,8 @@ class PredictSummary:
     task: str
     head: str
     blank_lines: int = 0  # plain-text or JSON Lines lines left out because they were blank
+    mean_depth: float | None = None  # early exit: the layer applications a row used, on average
+    layers: int | None = None  # early exit: the model's layer applications (a row used all at most)
 
 
 # --------------------------------------------------------------------------- the model's task
@@ -418,8 +420,16 @@ def predict(cfg: PredictConfig) -> PredictSummary:
     got = examples_of(tm.task, found.rows, Fields(found.name), columns, keep, cfg.skip_bad)
     records = predict_examples(tm, got.examples, got.lines)
     write_output(cfg.output, jsonl(with_kept(r, k) for r, k in zip(records, got.kept, strict=True)))
+    depths = [r["depth"] for r in records if "depth" in r]
     return PredictSummary(
-        len(found.rows), len(records), got.skipped, tm.task.name, tm.task.head, found.blank_lines
+        len(found.rows),
+        len(records),
+        got.skipped,
+        tm.task.name,
+        tm.task.head,
+        found.blank_lines,
+        sum(depths) / len(depths) if depths else None,
+        getattr(tm.model, "layers", None) if depths else None,
     )
 
 

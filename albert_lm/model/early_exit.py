@@ -160,6 +160,30 @@ class ExitRule:
         return bool(self.patience) or self.confidence is not None or self.depth is not None
 
 
+def check_rule(rule: ExitRule, layers: int, num_labels: int) -> None:
+    """A rule that can stop a row of this model before its last layer and means what it says: a depth
+    within its `layers`, a patience that leaves a layer to skip, a confidence above chance (1 / the
+    classes, which every row reaches at its first layer) and none for a regressor (no probability)."""
+    if rule.depth is not None and rule.depth > layers:
+        raise ValueError(f"--depth {rule.depth}: this model has {layers} layer applications")
+    if rule.patience and rule.patience > layers - 2:
+        raise ValueError(
+            f"--patience {rule.patience}: a row stops after layer {rule.patience + 1} at the earliest, and this "
+            f"model has {layers} layer applications, so no row would stop early; expected at most "
+            f"{max(layers - 2, 0)} (0: no early exit)"
+        )
+    if rule.confidence is not None and num_labels == 1:
+        raise ValueError(
+            "--exit-confidence: this model is a regressor, with no class probability to read; use --patience "
+            "or --depth"
+        )
+    if rule.confidence is not None and rule.confidence <= 1 / num_labels:
+        raise ValueError(
+            f"--exit-confidence {rule.confidence}: with {num_labels} classes every top probability is at least "
+            f"{1 / num_labels:.3g}, so every row would stop at the first layer; expected more than that"
+        )
+
+
 @dataclass
 class ExitOutput(ModelOutput):
     logits: torch.Tensor | None = None
@@ -189,8 +213,7 @@ class EarlyExit(nn.Module):
         super().__init__()
         self.model, self.heads, self.rule = model, heads, rule
         self.layers = exit_count(model.config)
-        if rule.depth is not None and rule.depth > self.layers:
-            raise ValueError(f"--depth {rule.depth}: this model has {self.layers} layer applications")
+        check_rule(rule, self.layers, model.config.num_labels)
 
     def _logits(self, i: int, hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         head = self.heads.classifiers[i - 1] if i < self.layers else self.model.classifier

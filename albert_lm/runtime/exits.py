@@ -15,12 +15,13 @@ class ExitSettings:
     layer). The options of `albert predict` and `albert evaluate` (`albert_lm.model.early_exit`)."""
 
     patience: int | None = None
-    """early exit (a model fine-tuned with --exit-heads): stop a row once this many layers in a row agree
-    with the layer before (PABEE); rows that stop leave the batch; 0: no early exit"""
+    """stop a row once this many layers in a row agree with the layer before (PABEE; at most the layers
+    minus 2); rows that stop leave the batch; 0: no early exit"""
     exit_confidence: float | None = None
-    """early exit: stop a row at the first layer whose top class probability is at least this"""
+    """stop a row at the first layer whose top class probability is at least this (a classifier's; above 1
+    / its classes)"""
     depth: int | None = None
-    """early exit: every row stops after this many layers"""
+    """every row stops after this many layers"""
 
     def exit_rule_values(self) -> dict[str, Any]:
         """The rule as `ExitRule`'s arguments."""

@@ -247,7 +247,7 @@ def finetune_options(p: argparse.ArgumentParser) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     """fine-tune a checkpoint on GLUE, SQuAD 1.1/2.0, RACE or your own CSV/JSONL data
 
-    Fine-tune an ALBERT checkpoint (a transformers-layout folder with spiece.model) on a downstream
+    Fine-tune an ALBERT checkpoint (a transformers-layout folder with its tokenizer) on a downstream
     task, evaluating on dev as it goes and keeping the best checkpoint in OUTPUT/best. Unset options
     take google-research's per-task defaults (docs/finetune.md). Writes OUTPUT/eval_results.json,
     OUTPUT/metrics.jsonl, TensorBoard events, training_curves.png and OUTPUT/predictions/; OUTPUT/best has

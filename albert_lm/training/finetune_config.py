@@ -78,7 +78,8 @@ class FinetuneConfig(LoopSettings):
     task: str = setting(group="data and output")
     """the task (GLUE name, squad1, squad2, race, classification, token-classification)"""
     model: str = setting(group="data and output", recorded=False)
-    """pretrained model folder (config.json, weights, spiece.model), or hub id org/name[@rev]"""
+    """pretrained model folder (config.json, weights and its tokenizer: spiece.model, or a distilled
+    student's WordPiece vocab.txt), or hub id org/name[@rev]"""
     data: str = setting(group="data and output", recorded=False)
     """the task's folder (train/dev files) or one file"""
     output: str = setting(group="data and output", recorded=False)
@@ -106,16 +107,16 @@ class FinetuneConfig(LoopSettings):
     """encoder dropout, hidden and attention (default: the task's, 0 or 0.1)"""
     classifier_dropout: float = setting(0.1, group="batch and optimizer")
     """dropout before the task head"""
-    exit_heads: bool = setting(False, group="batch and optimizer")
+    exit_heads: bool = setting(False, group="the model")
     """also train a classifier after every layer (PABEE's weighting: deeper ones weigh more), saved in
     exit_heads.safetensors beside the model, for early exit in predict and evaluate (--patience,
     --exit-confidence, --depth); classification and regression tasks"""
-    classifier_pooling: Literal["cls", "mean"] | None = setting(None, group="batch and optimizer")
+    classifier_pooling: Literal["cls", "mean"] | None = setting(None, group="the model")
     """what a sequence classifier reads: cls, the [CLS] vector (ALBERT's; transformers reads it), or mean,
     the mean of the tokens' vectors, which `albert distill general` teaches (transformers'
     AlbertForSequenceClassification would read [CLS] instead: such a folder's outputs are albert-lm's);
     default: the model folder's own (cls unless it says mean)"""
-    bi_encoder: bool = setting(False, group="batch and optimizer")
+    bi_encoder: bool = setting(False, group="the model")
     """STS-B: fine-tune as a bi-encoder (sentence-BERT): each text encoded alone, the pair scored by the
     cosine of their mean vectors times 5, trained towards the gold score; the folder is then also a
     sentence embedder (`albert embed`), and predict, evaluate and export score pairs as usual"""
