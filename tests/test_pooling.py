@@ -12,7 +12,12 @@ import torch
 
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import EarlyExit, ExitHeads, ExitRule
-from albert_lm.model.heads import AlbertForSequenceClassification
+from albert_lm.model.heads import (
+    AlbertForMultipleChoice,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+)
 
 
 def _batch() -> dict[str, torch.Tensor]:
@@ -104,3 +109,22 @@ def test_a_regressor_under_bf16_autocast_answers_in_fp32(tiny_config):
     assert got.dtype == torch.float32
     assert len(set(got.tolist())) == len(got)  # every pair its own answer
     torch.testing.assert_close(got, exact, rtol=0, atol=2e-3)  # the encoder's bf16 error only
+
+
+@pytest.mark.parametrize(
+    "head", [AlbertForQuestionAnswering, AlbertForMultipleChoice, AlbertForTokenClassification]
+)
+def test_span_choice_and_token_heads_under_bf16_autocast_answer_in_fp32(tiny_config, head):
+    """A SQuAD 2.0 null score difference (start + end at [CLS] against the best span) came out of bf16 as
+    0 or -0.03125, nothing between, so its threshold chose on ties; the span, choice and token heads'
+    last linear now runs in fp32 as the classifier's does."""
+    torch.manual_seed(0)
+    model = head(tiny_config(num_labels=2)).eval()
+    batch = _batch()
+    if head is AlbertForMultipleChoice:  # (B, C, S): two choices per row
+        batch = {k: v.unsqueeze(1).expand(-1, 2, -1).contiguous() for k, v in batch.items()}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(**batch)
+    logits = out.start_logits if head is AlbertForQuestionAnswering else out.logits
+    assert logits.dtype == torch.float32
+    assert len(set(logits.flatten().tolist())) >= logits.numel() // 2  # not rounded to a few bf16 values

@@ -34,8 +34,9 @@ from albert_lm.model.outputs import (
 
 
 def head_in_fp32(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """A classifier's or regressor's last linear in fp32, also under bf16 autocast. bf16 keeps about three
-    significant digits: STS-B scores near 2.5 come out in steps of 1/64, so a regressor whose predictions
+    """A task head's last linear (classes, a score, spans, choices) in fp32, also under bf16 autocast. bf16
+    keeps about three significant digits (a SQuAD 2.0 null score difference was 0 or -0.03125, nothing
+    between): STS-B scores near 2.5 come out in steps of 1/64, so a regressor whose predictions
     differ by less than that (early in fine-tuning, or a small model) answered one value for every pair
     and scored Pearson 0, and its loss was computed on the rounded values. The layer is a sliver of the
     model's compute; outside autocast (fp32, a graph being exported) it runs as it is."""
@@ -180,7 +181,7 @@ class AlbertForTokenClassification(_Head):
     def _head(
         self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None
     ) -> TokenClassifierOutput:
-        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
+        logits = head_in_fp32(self.classifier, self.dropout(out.last_hidden_state))  # (B, S, num_labels)
         loss = _token_loss(logits, labels) if labels is not None else None
         return TokenClassifierOutput(loss, logits, out.hidden_states)
 
@@ -200,7 +201,7 @@ class AlbertForQuestionAnswering(_Head):
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
     ) -> QuestionAnsweringModelOutput:
-        logits = self.qa_outputs(out.last_hidden_state)  # (B, S, 2)
+        logits = head_in_fp32(self.qa_outputs, out.last_hidden_state)  # (B, S, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
         loss = None
         if start_positions is not None and end_positions is not None:
@@ -238,7 +239,7 @@ class AlbertForMultipleChoice(_Head):
     def _head(
         self, out: BaseModelOutputWithPooling, labels: torch.Tensor | None = None
     ) -> MultipleChoiceModelOutput:
-        logits = self.classifier(self.dropout(out.pooler_output)).squeeze(-1)  # (B, C)
+        logits = head_in_fp32(self.classifier, self.dropout(out.pooler_output)).squeeze(-1)  # (B, C)
         loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
         return MultipleChoiceModelOutput(loss, logits, out.hidden_states)
 
