@@ -201,6 +201,7 @@ class AlbertForQuestionAnswering(_Head):
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
     ) -> QuestionAnsweringModelOutput:
+        assert out.last_hidden_state is not None
         logits = head_in_fp32(self.qa_outputs, out.last_hidden_state)  # (B, S, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
         loss = None
