@@ -217,6 +217,18 @@ def test_squad2_sample_end_to_end(albert_data, tiny_model, tmp_path, capsys):
     assert again["f1"] == pytest.approx(results["f1"]) and again["best_f1"] == pytest.approx(
         results["best_f1"]
     )
+    # evaluate answers with the model's threshold (as predict does), not one chosen on the data it scores
+    moved = tmp_path / "moved"
+    shutil.copytree(out / "best", moved)
+    kept = json.loads((moved / "eval_results.json").read_text())
+    (moved / "eval_results.json").write_text(json.dumps({**kept, "null_score_diff_threshold": 1e9}))
+    assert main(["evaluate", "--task", "squad2", "--model", str(moved), "--data", str(dev)]) == 0
+    answering = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answering["null_score_diff_threshold"] == 1e9 and answering["NoAns_exact"] == 0  # never abstains
+    assert answering["best_f1"] == pytest.approx(results["best_f1"])
+    from albert_lm.deploy.export import _null_threshold  # what export.json records beside the logits
+
+    assert _null_threshold(moved) == {"null_score_diff_threshold": 1e9} and not _null_threshold(tiny_model)
 
 
 def test_bad_label_fails_before_writing(albert_data, tiny_model, tmp_path, capsys):

@@ -58,7 +58,7 @@ from albert_lm.library_logs import quiet, verbose
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.unpad import use_unpadding
-from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits
 from albert_lm.runtime.task_model import load_for_task
 
@@ -254,6 +254,7 @@ def _export_locked(
                     "onnxruntime": ort.__version__,
                     "bytes": sizes,
                     **exit_entry,
+                    **_null_threshold(model_dir),
                 },
                 indent=1,
             )
@@ -261,6 +262,15 @@ def _export_locked(
         )
     logger.debug("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
     return ExportResult(out, names, diff, cosine, bool(exit_entry), sizes)
+
+
+def _null_threshold(model_dir: Path) -> dict[str, float]:
+    """A SQuAD 2.0 model's threshold for "no answer" (null score - best span score above it), which the
+    graph's start and end logits need beside them; {} for the other models."""
+    saved = read_saved_settings(model_dir)
+    if saved.get("task") != "squad2" or (threshold := null_threshold(model_dir, saved)) is None:
+        return {}
+    return {"null_score_diff_threshold": threshold}
 
 
 @contextlib.contextmanager

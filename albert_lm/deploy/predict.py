@@ -28,9 +28,7 @@ that `albert_lm.Predictor` shares: the model loaded once, rows in, output dicts 
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,12 +50,12 @@ from albert_lm.deploy.inputs import (
 )
 from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import Columns, PredictConfig
-from albert_lm.files import InputError, read_json_object
+from albert_lm.files import InputError
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
-from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
 from albert_lm.runtime.task_model import load_for_task
@@ -182,8 +180,7 @@ def load_task_model(
     if int8 and where.type != "cpu":
         raise ValueError("predict: --int8 runs on the CPU; add --device cpu")
     task, saved = model_task(model_dir)
-    if saved.get("null_score_diff_threshold") is None:  # SQuAD 2.0: chosen on dev
-        saved = {**saved, "null_score_diff_threshold": _chosen_threshold(model_dir / "eval_results.json")}
+    saved = {**saved, "null_score_diff_threshold": null_threshold(model_dir, saved)}  # SQuAD 2.0
     config = AlbertConfig.from_pretrained(model_dir)
     max_len = sequence_length(max_seq_length, int(saved.get("max_seq_length") or 512), config, model_dir)
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
@@ -196,20 +193,6 @@ def load_task_model(
     labels = output_labels(task, config)
     precise = resolved_precision(precision, where)
     return TaskModel(model_dir, task, saved, labels, net, tokenizer, where, precise, max_len, batch_size)
-
-
-def _chosen_threshold(results: Path) -> float | None:
-    """The SQuAD 2.0 null-score threshold that fine-tuning chose on dev (eval_results.json), if any."""
-    if not results.is_file():
-        return None
-    chosen = read_json_object(results, "evaluation results").get("null_score_diff_threshold")
-    if chosen is not None and (
-        isinstance(chosen, bool) or not isinstance(chosen, int | float) or not math.isfinite(chosen)
-    ):
-        raise InputError(
-            results, f"null_score_diff_threshold: expected a finite number, got {json.dumps(chosen)}"
-        )
-    return chosen
 
 
 def _model_dir(model: str | Path) -> Path:

@@ -9,6 +9,8 @@ which declares the fields of `SavedTask` alike); what only training reads of it 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,3 +86,22 @@ def read_saved_settings(folder: str | Path) -> dict[str, Any]:
         if saved.get(name) is not None and not isinstance(saved[name], str):
             raise InputError(path, f"{name}: expected a string, got {json_repr(saved[name])}")
     return saved
+
+
+def null_threshold(folder: Path, saved: dict[str, Any]) -> float | None:
+    """A SQuAD 2.0 model's null score threshold (no answer where null score - best span score exceeds
+    it): the one its fine-tuning was given (`saved`, its finetune_config.json), else the one it chose on
+    dev (eval_results.json); None where neither says (a model fine-tuned elsewhere, or not SQuAD 2.0)."""
+    if saved.get("null_score_diff_threshold") is not None:
+        return float(saved["null_score_diff_threshold"])
+    results = folder / "eval_results.json"
+    if not results.is_file():
+        return None
+    chosen = read_json_object(results, "evaluation results").get("null_score_diff_threshold")
+    if chosen is not None and (
+        isinstance(chosen, bool) or not isinstance(chosen, int | float) or not math.isfinite(chosen)
+    ):
+        raise InputError(
+            results, f"null_score_diff_threshold: expected a finite number, got {json.dumps(chosen)}"
+        )
+    return chosen

@@ -24,7 +24,7 @@ from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
-from albert_lm.runtime.finetuned import read_saved_settings
+from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
 from albert_lm.runtime.task_model import load_for_task
@@ -319,6 +319,9 @@ def _eval_config(
     settings = {k: v for k, v in saved.items() if k in known}
     settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or "-"))
     settings.update(device=device, overwrite=False)
+    # SQuAD 2.0: the threshold the model answers with (predict's), not one chosen on the data it is scored
+    # on; best_f1 and best_exact still say what the best threshold on this data would give
+    settings["null_score_diff_threshold"] = null_threshold(model_dir, saved)
     cfg = FinetuneConfig(**settings)
     if max_seq_length is not None:
         cfg.max_seq_length = max_seq_length
