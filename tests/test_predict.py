@@ -151,6 +151,12 @@ def test_question_answering_offsets_point_at_the_answer(make_model, tmp_path, ca
     assert code == 0 and len(rows) == 2
     for r in rows:
         assert r["answer"] and context[r["start"] : r["end"]] == r["answer"]
+    code, rows, err = run(["--model", str(model), "--text", "Kala?"], capsys)  # a question without context
+    assert (
+        code == 1
+        and not rows
+        and "reads a question and a context: give them as the rows of an --input" in err
+    )
 
 
 def test_multiple_choice_matches_transformers(make_model, tmp_path, capsys):
@@ -181,6 +187,11 @@ def test_multiple_choice_matches_transformers(make_model, tmp_path, capsys):
         )
     assert np.abs(np.array(rows[0]["probabilities"]) - p.numpy()).max() < 1e-5
     assert rows[0]["index"] == int(p.argmax()) and rows[0]["answer"] == "ABCD"[int(p.argmax())]
+    race = tmp_path / "race.jsonl"  # RACE's own JSON Lines, as fine-tuning reads them: `article`
+    fields = {"article": row["context"], "question": row["question"], "options": row["options"]}
+    race.write_text(json.dumps({"example_id": "m1", **fields, "answer": "B"}) + "\n")
+    code, again, _ = run(["--model", str(model), "--input", str(race)], capsys)
+    assert code == 0 and again[0]["probabilities"] == rows[0]["probabilities"]
 
 
 def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path, capsys, caplog):

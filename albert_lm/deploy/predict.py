@@ -28,6 +28,7 @@ that `albert_lm.Predictor` shares: the model loaded once, rows in, output dicts 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,11 @@ _ARCHITECTURE_TASKS = {
     "AlbertForQuestionAnswering": "squad1",
     "AlbertForMultipleChoice": "race",
     "AlbertForSentenceSimilarity": "stsb",  # a bi-encoder: text pairs scored on STS-B's scale
+}
+# What a model of these heads reads in a row, where --text gives one text.
+READS = {
+    "question_answering": "a question and a context",
+    "multiple_choice": "a question, a context and options",
 }
 # The fields predict writes; a kept column of one of these names would replace it.
 OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "answer", "start",
@@ -244,6 +250,10 @@ def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns
     options = fields.strings(row, _column(fields, row, columns, "options", line), line)
     if len(options) > len(LETTERS):
         raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
+    if columns.context == "context" and "context" not in row and "article" in row:
+        columns = dataclasses.replace(
+            columns, context="article"
+        )  # RACE's own rows, as fine-tuning reads them
     question, context = text("question"), text("context")
     return RaceExample(str(line), context, question, options, None, "")
 
@@ -394,6 +404,11 @@ def predict(cfg: PredictConfig) -> PredictSummary:
         cfg.batch_size,
         cfg.exit_rule_values(),
     )
+    if cfg.text and tm.task.head in READS:  # a question and its context are no single text
+        raise ValueError(
+            f"--text gives single texts, and this {tm.task.name} model reads {READS[tm.task.head]}: give them "
+            "as the rows of an --input file (JSON Lines or CSV, a column each)"
+        )
     columns = Columns.of(cfg, tm.saved)
     for name in sorted(columns.recorded):  # None: a model of single texts
         column = getattr(columns, name) or "none (single texts)"

@@ -40,7 +40,8 @@ class PredictConfig(ExitSettings):
     question_column: str = "question"
     """question answering and multiple choice: column of the question"""
     context_column: str = "context"
-    """question answering and multiple choice: column of the context (passage, article)"""
+    """question answering and multiple choice: column of the context (passage; a multiple-choice row
+    without it is read from `article`, as in RACE's files)"""
     options_column: str = "options"
     """multiple choice: column of the options (a JSON list, or a list in JSON Lines)"""
     batch_size: int = 32
