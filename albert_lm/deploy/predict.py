@@ -251,9 +251,8 @@ def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns
     if len(options) > len(LETTERS):
         raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
     if columns.context == "context" and "context" not in row and "article" in row:
-        columns = dataclasses.replace(
-            columns, context="article"
-        )  # RACE's own rows, as fine-tuning reads them
+        # RACE's own rows, as fine-tuning reads them
+        columns = dataclasses.replace(columns, context="article")
     question, context = text("question"), text("context")
     return RaceExample(str(line), context, question, options, None, "")
 
