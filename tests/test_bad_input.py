@@ -569,6 +569,17 @@ def test_continued_pretraining_on_plain_text_is_one_command(run_world, capsys, t
     read = json.loads((tmp_path / "tapt3" / "data" / "manifest.json").read_text())["summary"]["input_bytes"]
     assert read < book.stat().st_size - 100  # the markers' lines and the licence not read
     refused(capsys, [*argv[:3], "--data", str(run_world["data_a"]), *argv[5:], "--strip-gutenberg"], "--text")
+    # JSON Lines whose text is in another field: --text-column, as `albert data create` takes it
+    records = tmp_path / "records.jsonl"
+    lines = [line for line in body.splitlines() if line.strip()]
+    chunks = ["\n".join(lines[i : i + 20]) for i in range(0, len(lines), 20)]  # documents of 20 lines
+    records.write_text("".join(json.dumps({"body": chunk}) + "\n" for chunk in chunks))
+    jsonl_argv = [*argv[:4], str(records), "--output", str(tmp_path / "tapt4"), *argv[7:]]
+    refused(capsys, jsonl_argv, "no field 'text'", "--text-column NAME")
+    assert main([*jsonl_argv, "--text-column", "body"]) == 0
+    refused(
+        capsys, [*argv[:3], "--data", str(run_world["data_a"]), *argv[5:], "--text-column", "b"], "--text"
+    )
     # without a model to take the tokenizer from, or with --data as well: refused, nothing written
     refused(
         capsys,

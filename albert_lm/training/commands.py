@@ -73,6 +73,12 @@ def pretrain_options(p: argparse.ArgumentParser) -> None:
         help="with --text: keep only the text between Project Gutenberg markers of the books that have them "
         "(as `albert data create`)",
     )
+    p.add_argument(
+        "--text-column",
+        metavar="NAME",
+        help="with --text: field of JSON Lines records and column of Parquet files that holds the text "
+        "(default text)",
+    )
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
@@ -96,17 +102,16 @@ def run_pretrain(args: argparse.Namespace) -> int:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
     cfg = _shape_from_init(cfg, args, given)
-    if args.strip_gutenberg and not args.text:
-        raise ValueError(
-            "--strip-gutenberg applies to --text (plain text); --data holds examples made already"
-        )
+    for option, value in (("--strip-gutenberg", args.strip_gutenberg), ("--text-column", args.text_column)):
+        if value and not args.text:
+            raise ValueError(f"{option} applies to --text (plain text); --data holds examples made already")
     if args.text:
         from albert_lm.training.text_data import data_from_text
 
-        section = recipe_section(args, "data")
-        cfg = data_from_text(
-            cfg, args.text, {**section, "strip_gutenberg": True} if args.strip_gutenberg else section
-        )
+        section = dict(recipe_section(args, "data"))
+        section.update({"strip_gutenberg": True} if args.strip_gutenberg else {})
+        section.update({"text_column": args.text_column} if args.text_column else {})
+        cfg = data_from_text(cfg, args.text, section)
     if cfg.data is None:
         raise ValueError(
             "no data: pass --data DIR (a folder made by `albert data create`), --text FILE with --init-from "
