@@ -515,7 +515,7 @@ def test_parquet_rows_or_the_extra_to_install(tmp_path, capsys) -> None:
     )
 
 
-def test_folders_and_globs_of_many_files(tmp_path) -> None:
+def test_folders_and_globs_of_many_files(tmp_path, caplog) -> None:
     rng = random.Random(3)
     for k in range(300):
         sub = tmp_path / "corpus" / f"part{k % 7}" / ("deep" if k % 3 else "")
@@ -527,6 +527,11 @@ def test_folders_and_globs_of_many_files(tmp_path) -> None:
     from albert_lm.data.sources import expand_inputs
 
     assert sorted(expand_inputs([tmp_path / "corpus"])) == files
+    (tmp_path / "corpus" / "MANIFEST.tsv").write_text("id\ttitle\n1\tA book\n")  # a catalogue beside the text
+    with caplog.at_level(logging.WARNING, logger="albert_lm.data.sources"):
+        assert len(expand_inputs([tmp_path / "corpus"])) == len(files) + 1
+    assert "1 file(s) that look like tables or documents, not text (MANIFEST.tsv)" in caplog.text
+    (tmp_path / "corpus" / "MANIFEST.tsv").unlink()
     assert sorted(expand_inputs([str(tmp_path / "corpus" / "**" / "*.txt")])) == files
     with pytest.raises(FileNotFoundError, match="no file matches"):
         expand_inputs([str(tmp_path / "corpus" / "*.nothing")])

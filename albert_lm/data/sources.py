@@ -26,6 +26,7 @@ import glob
 import importlib
 import io
 import json
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import InputError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[str]:
             found = _walk(path)
             if not found:
                 raise InputError(path, "folder holds no files (expected text files, JSON Lines or Parquet)")
+            _say_if_not_text(path, found)
             files += found
         elif path.exists() or not _GLOB_CHARS & set(text):
             files.append(text)  # checked later with the other files (missing, empty, binary, ...)
@@ -83,6 +87,23 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[str]:
             for m in matched:
                 files += _walk(Path(m)) if Path(m).is_dir() else [m]
     return files
+
+
+# Files a folder of text often holds beside it (a catalogue, a licence table, a page), which a folder given
+# as input reads as text too: named in a warning, as the user may not know they are there.
+NOT_TEXT = (".tsv", ".csv", ".md", ".html", ".htm", ".xml", ".yaml", ".yml", ".log", ".pdf", ".doc", ".docx")
+
+
+def _say_if_not_text(folder: Path, found: list[str]) -> None:
+    """A warning naming the files of `folder` whose names say they are tables, pages or documents."""
+    odd = [f for f in found if Path(f).suffix.lower() in NOT_TEXT]
+    if odd:
+        shown = ", ".join(os.path.relpath(f, folder) for f in odd[:3]) + (", ..." if len(odd) > 3 else "")
+        logger.warning(
+            "%s: %d file(s) that look like tables or documents, not text (%s), are read as text with the "
+            "rest; to leave them out, give the files or a pattern (e.g. '%s/**/*.txt')",
+            folder, len(odd), shown, folder,
+        )  # fmt: skip
 
 
 def _walk(folder: Path) -> list[str]:
