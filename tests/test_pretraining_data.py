@@ -22,6 +22,7 @@ from albert_lm.data.examples import (
     examples_from_document,
     truncate_pair_randomly,
 )
+from albert_lm.data.manifest import format_summary
 from albert_lm.data.masking import mask_sequence, replace_masked, word_spans, word_start_table
 from albert_lm.data.shards import create_pretraining_data
 
@@ -294,9 +295,15 @@ def test_killed_run_is_not_trusted_and_resumes(tiny_setup: tuple[Path, Path], tm
     with pytest.raises(FileNotFoundError, match="no manifest.json"):
         PretrainingDataset(out)
     mtime = (out / "train" / "00000" / "tokens.npy").stat().st_mtime_ns
-    create_pretraining_data([corpus], tok, out, cfg, num_workers=2, progress=False)
+    resumed = create_pretraining_data([corpus], tok, out, cfg, num_workers=2, progress=False)
     assert (out / "train" / "00000" / "tokens.npy").stat().st_mtime_ns == mtime  # finished shard skipped
     assert _files(out) == reference
+    # its summary says what was kept, and its rate is that of the text it made, not the kept shards'
+    shards = len(list((out / "train").iterdir())) + len(list((out / "eval").iterdir()))
+    kept = resumed["summary"]["resumed"]
+    assert kept["shards_kept"] == shards - 1 and kept["shards"] == shards  # 00002 made again
+    assert 0 < kept["made_bytes"] < resumed["summary"]["input_bytes"]
+    assert f"{shards - 1} of {shards} shards kept from the stopped run" in format_summary(resumed)
     # the same command again: nothing to do; other settings: refused
     create_pretraining_data([corpus], tok, out, cfg, num_workers=1, progress=False)
     other = DataConfig(max_seq_length=64, block_bytes=2048, shard_bytes=4096)

@@ -136,7 +136,13 @@ def format_summary(manifest: dict) -> str:
         )
     if s.get("skipped_invalid_utf8_lines"):
         lines.append(f"WARNING: skipped {s['skipped_invalid_utf8_lines']} lines of invalid UTF-8")
-    if "seconds" in s:
+    if "resumed" in s:  # a stopped run resumed: its finished shards kept, the rest made now
+        r = s["resumed"]
+        lines.append(
+            f"{r['shards_kept']} of {r['shards']} shards kept from the stopped run; {r['made_bytes'] / 1e6:.1f} of "
+            f"{s['input_bytes'] / 1e6:.1f} MB of text made in {s['seconds']:.1f} s ({s['input_mb_per_s']} MB/s)"
+        )
+    elif "seconds" in s:
         lines.append(
             f"{s['input_bytes'] / 1e6:.1f} MB of text in {s['seconds']:.1f} s ({s['input_mb_per_s']} MB/s)"
         )

@@ -387,8 +387,18 @@ def _create(
     manifest = build_manifest(out, tok, cfg, pid, inputs, metas, plan)
     write_json(out / MANIFEST, manifest)
     seconds = time.perf_counter() - t0
+    kept = [m for m in metas if m.get("skipped")]  # shards a stopped run had finished (a resume)
+    made_bytes = total_bytes - sum(int(m["input_bytes"]) for m in kept)
     manifest["summary"]["seconds"] = round(seconds, 2)
-    manifest["summary"]["input_mb_per_s"] = round(total_bytes / 1e6 / seconds, 2)
+    manifest["summary"]["input_mb_per_s"] = round(
+        made_bytes / 1e6 / seconds, 2
+    )  # the rate of this run's work
+    if kept:
+        manifest["summary"]["resumed"] = {
+            "shards_kept": len(kept),
+            "shards": len(metas),
+            "made_bytes": made_bytes,
+        }
     return manifest
 
 
