@@ -376,8 +376,10 @@ def recipe_names(section: str | None = None) -> list[str]:
     """The recipes shipped in the package (albert_lm/recipes/NAME.json); with `section`, those that have
     that stage's settings (for a command's --help)."""
     names = sorted(p.stem for p in RECIPE_DIR.glob("*.json"))
-    return [
-        n for n in names if section is None or section in read_json_object(RECIPE_DIR / f"{n}.json", "recipe")
+    return [  # an empty section is none: a recipe of another stage
+        n
+        for n in names
+        if section is None or read_json_object(RECIPE_DIR / f"{n}.json", "recipe").get(section)
     ]
 
 
@@ -404,13 +406,14 @@ def recipe(name: str) -> dict[str, Any]:
     return values
 
 
-def add_recipe_option(p: argparse.ArgumentParser) -> None:
-    """`--recipe NAME`: a command takes its stage's settings from a recipe."""
+def add_recipe_option(p: argparse.ArgumentParser, section: str) -> None:
+    """`--recipe NAME`: a command takes its stage's settings (`section`) from a recipe; its help lists the
+    shipped recipes that have them."""
     p.add_argument(
         "--recipe",
         metavar="NAME",
         help="take this stage's settings from a recipe (albert_lm/recipes/NAME.json, "
-        "or a JSON file); options given here win. Shipped: " + ", ".join(recipe_names()),
+        "or a JSON file); options given here win. Shipped: " + ", ".join(recipe_names(section)),
     )
 
 

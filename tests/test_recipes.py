@@ -174,3 +174,21 @@ def test_the_demo_is_described_as_the_model_it_trains():
     for where, text in (("albert demo --help", run_demo_command.__doc__), ("README.md", readme)):
         assert f"{millions}-parameter ALBERT" in text, where
     assert "albert-tiny" not in run_demo_command.__doc__
+
+
+def test_each_commands_help_lists_the_recipes_it_takes():
+    """A distillation recipe has empty data and pretraining sections: `pretrain --help` listed it, and
+    `pretrain --recipe` then refused it."""
+    import contextlib
+    import io
+
+    from albert_lm.cli import main
+
+    for command, section in ((["pretrain"], "pretrain"), (["data", "create"], "data"), (["glue"], "glue")):
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown), contextlib.suppress(SystemExit):
+            main([*command, "--help"])
+        listed = " ".join(shown.getvalue().split()).split("Shipped: ")[1]
+        for name in recipe_names():
+            assert (name in listed) == bool(recipe(name)[section]), (command, name)
+    assert "distill-cpu-1h" not in recipe_names("pretrain") and "student-cpu-2h" in recipe_names("glue")

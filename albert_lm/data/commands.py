@@ -40,7 +40,7 @@ def tokenizer_train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--vocab-size", type=int, metavar="N", help="pieces in the model (default: the recipe's, else 30000)"
     )
-    add_recipe_option(t)
+    add_recipe_option(t, "tokenizer")
     _rule_options(t)
     t.add_argument(
         "--input-sentence-size",
@@ -210,7 +210,7 @@ def data_create_options(d: argparse.ArgumentParser) -> None:
     )
     from albert_lm.data.examples import INPUT_FORMATS, MASKINGS, OBJECTIVES, DataConfig
 
-    add_recipe_option(d)
+    add_recipe_option(d, "data")
     add_options(
         d,
         DataConfig,

@@ -37,7 +37,7 @@ def glue_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.glue.config import GlueConfig
 
     add_config_option(p, "glue")
-    add_recipe_option(p)
+    add_recipe_option(p, "glue")
     add_options(
         p,
         GlueConfig,

@@ -34,7 +34,7 @@ def pretrain_options(p: argparse.ArgumentParser) -> None:
     from albert_lm.training.pretrain_config import PretrainConfig
 
     p.add_argument("--config", default=None, metavar="FILE", help="JSON file of pretraining settings")
-    add_recipe_option(p)
+    add_recipe_option(p, "pretrain")
     # Options not typed keep the config file's value (or the default): suppress=True.
     add_options(
         p,
