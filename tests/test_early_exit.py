@@ -136,6 +136,10 @@ def test_finetune_saves_the_heads_beside_a_folder_transformers_reads_unchanged(t
 
     best = tiny_exit_run / "run" / "best"
     assert (best / EXIT_FILE).is_file() and "early exit" in (best / "README.md").read_text()
+    # the best model's dev accuracy at every depth: the last is the model's own
+    results = json.loads((tiny_exit_run / "run" / "eval_results.json").read_text())
+    by_depth = results["by_depth"]["accuracy"]
+    assert len(by_depth) == 4 and by_depth[-1] == results["accuracy"]
     ours = AlbertForSequenceClassification.from_pretrained(best).eval()
     heads = ExitHeads.load(best, ours.config)
     assert heads is not None and len(heads.classifiers) == 3
@@ -167,6 +171,12 @@ def test_predict_and_evaluate_exit_early_and_say_the_depth(tiny_exit_run, capsys
     assert main([*args, "--patience", "1"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 2 <= result["mean_depth"] <= 4 and result["exit_patience"] == 1 and "accuracy" in result
+    assert main([*args, "--depth", "2"]) == 0  # fine-tuning's figure at depth 2 is evaluate's at --depth 2
+    at_two = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"]
+    assert (
+        at_two
+        == json.loads((tiny_exit_run / "run" / "eval_results.json").read_text())["by_depth"]["accuracy"][1]
+    )
     assert result["rows_per_s"] > 0  # the model's speed under the rule
     # beside it the full depth's, measured in the same run: its accuracy, its rate and the speed-up
     assert {

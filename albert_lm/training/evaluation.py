@@ -24,6 +24,7 @@ from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
+from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
@@ -119,6 +120,29 @@ def evaluate_sets(
         if exits or timed:  # the model's own speed (features made before: tokenizing is not counted)
             results["rows_per_s" + s.suffix] = len(outputs) / max(seconds, 1e-9)
     return results, predictions
+
+
+def scores_by_depth(
+    task: Task, folder: Path, sets: Sequence[EvalSet], batch_size: int, pad_id: int, device: torch.device,
+    precision: str,
+) -> dict[str, list[float]]:  # fmt: skip
+    """Each dev metric of the model fine-tuned with exit heads in `folder` at every fixed depth 1 .. L (the
+    last is the model itself): what an exit rule trades, and the depth to compare a rule with. About
+    (L + 1) / 2 passes over the dev sets."""
+    from albert_lm.model.early_exit import EarlyExit, ExitHeads, exit_count
+
+    model = load_for_task(task, folder, None).to(device)
+    heads = ExitHeads.load(folder, model.config)
+    assert isinstance(model, AlbertForSequenceClassification) and heads is not None
+    layers = exit_count(model.config)
+    out: dict[str, list[float]] = {}
+    for depth in range(1, layers + 1):
+        at = EarlyExit(model, heads.to(device), ExitRule(depth=depth)) if depth < layers else model
+        results, _ = evaluate_sets(task, at, sets, batch_size, pad_id, device, precision)
+        for name, value in results.items():
+            if not name.startswith(("mean_depth", "rows_per_s")):
+                out.setdefault(name, []).append(value)
+    return out
 
 
 # --------------------------------------------------------------------------- reading

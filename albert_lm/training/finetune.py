@@ -67,6 +67,7 @@ from albert_lm.training.evaluation import (
     eval_counts,
     evaluate_sets,
     required,
+    scores_by_depth,
 )
 from albert_lm.training.finetune_config import FinetuneConfig, is_rows_folder, schedule
 from albert_lm.training.finetune_inputs import (
@@ -349,6 +350,8 @@ class FineTuning(Objective):
         """Test-set predictions by the best checkpoint, and its metrics in eval_results.json."""
         assert self.best is not None
         _predict_test_sets(self)
+        if self.heads is not None and self.dev_sets:  # --exit-heads: the best model at every depth
+            self.best.record["by_depth"] = _by_depth(self)
         write_json(self.out / "eval_results.json", self.best.record)
         for folder in ckpt.list_checkpoints(self.out):  # what --resume needed; the result is OUTPUT/best
             shutil.rmtree(folder)
@@ -363,6 +366,24 @@ class FineTuning(Objective):
 
     def plot(self) -> None:
         plot_metrics(self.out, [self.task.main_metric + s.suffix for s in self.dev_sets])
+
+
+def _by_depth(run: FineTuning) -> dict[str, list[float]]:
+    """OUTPUT/best's dev metrics at each depth 1 .. L, logged for the main metric (`scores_by_depth`)."""
+    batch_size = required(run.cfg.eval_batch_size, "eval_batch_size")
+    pad = run.tokenizer.pad_token_id
+    scores = scores_by_depth(
+        run.task, run.out / "best", run.dev_sets, batch_size, pad, run.device, run.cfg.precision
+    )
+    for suffix in (s.suffix for s in run.dev_sets):
+        main = scores.get(run.task.main_metric + suffix, [])
+        logger.info(
+            "dev %s by depth 1 .. %d: %s",
+            run.task.main_metric + suffix,
+            len(main),
+            " ".join(f"{v:.4g}" for v in main),
+        )
+    return scores
 
 
 def _endless_batches(
