@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -150,7 +151,7 @@ def test_finetune_saves_the_heads_beside_a_folder_transformers_reads_unchanged(t
         torch.testing.assert_close(theirs(**batch).logits, full, rtol=1e-4, atol=1e-5)
 
 
-def test_predict_and_evaluate_exit_early_and_say_the_depth(tiny_exit_run, capsys):
+def test_predict_and_evaluate_exit_early_and_say_the_depth(tiny_exit_run, capsys, tmp_path):
     from albert_lm.cli import main
 
     best, texts = tiny_exit_run / "run" / "best", tiny_exit_run / "texts.txt"
@@ -171,6 +172,10 @@ def test_predict_and_evaluate_exit_early_and_say_the_depth(tiny_exit_run, capsys
     assert main([*args, "--patience", "1"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 2 <= result["mean_depth"] <= 4 and result["exit_patience"] == 1 and "accuracy" in result
+    assert main([*args, "--patience", "1", "--output", str(tmp_path / "ev")]) == 0  # and each row's depth
+    capsys.readouterr()
+    depths = [int(d) for d in (tmp_path / "ev" / "predictions" / "depth_dev.txt").read_text().split()]
+    assert len(depths) == result["eval_examples"]["dev"] and np.mean(depths) == result["mean_depth"]
     assert main([*args, "--depth", "2"]) == 0  # fine-tuning's figure at depth 2 is evaluate's at --depth 2
     at_two = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["accuracy"]
     assert (

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import write_json
+from albert_lm.files import atomic_write, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
@@ -60,6 +60,9 @@ def required(value: _T | None, name: str) -> _T:
     if value is None:
         raise ValueError(f"{name} is None: pass a resolved config (FinetuneConfig.resolved())")
     return value
+
+
+DEPTHS = "depth_"  # under an exit rule, the predictions' key (and file name) of a split's depths
 
 
 @dataclass
@@ -115,8 +118,10 @@ def evaluate_sets(
         for k, v in task.score(s.examples, preds).items():
             results[k + s.suffix] = v
         exits = bool(outputs) and "depth" in outputs[0]
-        if exits:  # early exit: the layers a row used, on average
-            results["mean_depth" + s.suffix] = float(np.mean([int(o["depth"]) for o in outputs]))
+        if exits:  # early exit: the layers a row used, on average, and each row's (evaluate --output)
+            depths = [int(o["depth"]) for o in outputs]
+            results["mean_depth" + s.suffix] = float(np.mean(depths))
+            predictions[DEPTHS + s.split] = depths
         if exits or timed:  # the model's own speed (features made before: tokenizing is not counted)
             results["rows_per_s" + s.suffix] = len(outputs) / max(seconds, 1e-9)
     return results, predictions
@@ -321,6 +326,9 @@ def _write_evaluation(
     with folder_lock(out):
         for s in sets:
             task.write_predictions(s.examples, preds[s.split], out / "predictions", s.split)
+            if DEPTHS + s.split in preds:  # under an exit rule: the layers each row used, in the file's order
+                lines = "".join(f"{d}\n" for d in preds[DEPTHS + s.split])
+                atomic_write(out / "predictions" / f"{DEPTHS}{s.split}.txt", lines)
         write_json(out / "eval_results.json", results)
 
 
