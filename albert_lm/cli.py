@@ -221,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # the last resort: a fault of albert-lm's, not of what the user gave
         if (stop := _interrupt_within(e)) is not None:  # a library that wraps Ctrl-C (torch.export does)
             return _stopped(name, stop)
+        if (lost := peer_lost(e)) is not None:
+            print(f"albert {name}: error: {lost}", file=sys.stderr)
+            return 1
         return _internal_error(name, e, args.verbose)
     finally:
         for signum, handler in previous.items():
@@ -272,6 +275,26 @@ def _interrupt_within(e: BaseException) -> KeyboardInterrupt | None:
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+# What gloo and NCCL say when another process of the job is gone (killed, out of memory, its machine down)
+_PEER_LOST = re.compile(r"connection (closed|reset|refused)|broken pipe|timed? ?out|nccl|gloo", re.IGNORECASE)
+
+
+def peer_lost(e: BaseException) -> str | None:
+    """Under torchrun (WORLD_SIZE > 1), a collective that failed because another process of the job
+    stopped, said as that rather than as a fault of albert-lm; None for any other error."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1 or not isinstance(e, RuntimeError):
+        return None
+    text = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+    if not _PEER_LOST.search(str(e)):
+        return None
+    rank = os.environ.get("RANK", "?")
+    return (
+        f"process {rank} lost the other processes of this torchrun job ({text}): one of them stopped "
+        "(killed, out of memory, or its machine gone; its own log says why). The checkpoints saved so far "
+        "are kept: run the job again with --resume"
+    )
 
 
 def _internal_error(name: str, e: Exception, verbose: bool) -> int:

@@ -163,6 +163,27 @@ def test_an_exception_no_reader_caught_is_an_internal_error_in_one_line(capsys, 
     assert "Traceback" in capsys.readouterr().err
 
 
+def test_a_torchrun_process_that_lost_the_others_says_so(capsys, monkeypatch):
+    """After one process of a torchrun job was killed, the others failed in their next collective with
+    "internal error: RuntimeError: ... Connection closed by peer": a fault of albert-lm's, it said."""
+
+    def orphaned(args):
+        raise RuntimeError(
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [::1]:2"
+        )
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    for action in parser._actions:
+        if action.dest == "command":
+            action.choices["params"].set_defaults(func=orphaned)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    refused(capsys, ["params"], "process 1 lost the other processes of this torchrun job", "--resume")
+    monkeypatch.setenv("WORLD_SIZE", "1")  # alone, the same error is no lost peer: a fault of ours
+    assert main(["params"]) == cli.INTERNAL_ERROR
+
+
 def test_out_of_memory_is_one_line(capsys, monkeypatch):
     def hungry(args):
         raise MemoryError
