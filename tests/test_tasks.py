@@ -324,6 +324,9 @@ def test_race_bad_input(tmp_path):
     path.write_text(json.dumps({**good, "options": ["1", "2"]}) + "\n")
     with pytest.raises(ValueError, match=r"race.jsonl:1: field 'options' must be a list of 4 strings"):
         read_race_jsonl(path)
+    path.write_text(json.dumps({**good, "options": ["1", " ", "3", ""]}) + "\n")  # read as a real choice
+    with pytest.raises(ValueError, match=r"race.jsonl:1: field 'options': option B, D is empty"):
+        read_race_jsonl(path)
     path.write_text(json.dumps({k: v for k, v in good.items() if k != "article"}) + "\n")
     with pytest.raises(ValueError, match=r"race.jsonl:1: missing field 'article'"):
         read_race_jsonl(path)
