@@ -12,7 +12,9 @@ A loop makes one `LoopClock` and calls `tick(step)` after each optimizer step; t
   budget leaves the warm-up at all. A budget that ends inside the warm-up never reaches its peak rate, so
   the warm-up is shortened to `warmup_fraction` of the steps the budget allows, with a warning, as
   `optim.fit_warmup` does for `--max-steps`;
-- the lines said when a signal stops the run and when the budget is spent.
+- the lines said when a signal stops the run and when the budget is spent;
+- what a resumed run may do to its budget: give it another length (its schedule is then the new budget's,
+  as a changed --max-steps makes it the new length's), but neither take one on nor drop one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from albert_lm.progress import progress_bar
 from albert_lm.training.optim import TimeBudgetFactor, time_budget_spent
+from albert_lm.values import parse_duration
 
 logger = logging.getLogger(__name__)
 
@@ -193,3 +196,77 @@ def run_length(steps: int, budget: str | None) -> str:
     """A run's length as its start line says it: "1,000 steps", or with a time budget "time budget 2m"
     (the step count is then only a cap, and not worth a line)."""
     return f"time budget {budget}" if budget else f"{steps:,} steps"
+
+
+# --------------------------------------------------------------------------- a resumed run's budget
+def budget_seconds(value: Any) -> float | None:
+    """A time budget as a settings file holds it, in seconds; None for none (or for what is not one)."""
+    try:
+        return parse_duration(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def check_budget_kept(before: Any, now: str | None, latest: Any, new_run: str) -> None:
+    """A resumed run keeps a time budget if it had one, and takes none if it had none (another length is
+    taken: `say_budget_changed`): its learning rate decays over the time spent or over its steps from the
+    first step, and switching mid-run would move it to another schedule at another point of its decay."""
+    if before is not None and budget_seconds(before) is None:
+        return  # not a budget the file could hold: the settings check names it
+    if (before is None) == (now is None):
+        return
+    if before is not None:
+        raise ValueError(
+            f"--resume: the run in {latest} runs under --time-budget {before}, this one would have none: its "
+            "learning rate decays over the time spent, and cannot switch to a decay over --max-steps mid-run. "
+            f"Give a --time-budget (another length is taken: the rate then decays over it), or {new_run}"
+        )
+    raise ValueError(
+        f"--resume: the run in {latest} has no time budget, this one would have --time-budget {now}: its "
+        "learning rate decays over its --max-steps, and cannot switch to a decay over the time spent mid-run. "
+        f"Resume without --time-budget (--max-steps may change), or {new_run}"
+    )
+
+
+def say_budget_changed(
+    what: str,
+    before: str,
+    now: str,
+    *,
+    elapsed_s: float,
+    step: int,
+    scheduler: Any,
+    latest: Any,
+    main: bool = True,
+) -> None:
+    """A resumed run given another --time-budget length: refused where the run has spent that much time
+    already (it would end at once and be written as a finished run), else warned (by rank 0, `main`) that
+    the learning rate now decays over the new budget, with the rate it is at."""
+    now_s = parse_duration(now)
+    if budget_seconds(before) == now_s:
+        return
+    if elapsed_s >= now_s:
+        raise ValueError(
+            f"--resume: --time-budget {now} is spent already: the run in {latest} has trained for "
+            f"{elapsed_s:.1f} s (its budget was {before}), so it would end at once and be written as finished "
+            f"without training. Give a budget above {elapsed_s:.1f} s to train on, or its own {before}"
+        )
+    if not main:
+        return
+    lambdas = getattr(scheduler, "lr_lambdas", [None])
+    saved = lambdas[0] if isinstance(lambdas[0], TimeBudgetFactor) else TimeBudgetFactor(0)
+    factor = TimeBudgetFactor(saved.warmup_steps, saved.power)
+    factor.progress = elapsed_s / now_s
+    peak = float(scheduler.base_lrs[0])
+    logger.warning(
+        "%s: --time-budget %s (the run was for %s): the learning-rate schedule is now a %s run's; with %.1f s "
+        "of it spent, at step %d the rate is %.3g (%.0f%% of the peak)",
+        what,
+        now,
+        before,
+        now,
+        elapsed_s,
+        step,
+        peak * factor(step),
+        100 * factor(step),
+    )

@@ -316,23 +316,32 @@ def save(obj: Objective, p: Progress) -> None:
 
 
 def restore(obj: Objective, p: Progress, latest: Path) -> None:
-    """Continue from checkpoint `latest`: optimizer, scheduler, step, time, this rank's RNG and sums, and
-    the objective's own state."""
+    """Continue from checkpoint `latest`: optimizer, scheduler, step, time, the objective's own state (which
+    may refuse the resume, before anything else is said), this rank's RNG and sums (on another number of
+    processes: every saved rank's sums on rank 0)."""
     assert obj.kind is not None
     state = run_folder.read_state(obj.kind, latest)
     obj.optimizer.load_state_dict(state["optimizer"])
     obj.scheduler.load_state_dict(state["scheduler"])
     p.step, p.elapsed_s = int(state["step"]), float(state.get("elapsed_s", 0.0))
     p.eval_due = bool(state.get("eval_due", False))
+    obj.restore(state)  # first: an objective may refuse the resume (another global batch, other data)
     ranks = state["ranks"]
-    if len(ranks) != obj.d.world and obj.d.main:
-        logger.warning(
-            "resuming %d processes from %d: data order kept, RNG streams not", obj.d.world, len(ranks)
-        )
     mine = ranks[min(obj.d.rank, len(ranks) - 1)]
-    obj.restore(state)
     ckpt.restore_rng_state(mine["rng"])
     p.sums = mine["acc"].to(obj.device)
+    if len(ranks) != obj.d.world:
+        # The unlogged sums of every saved rank on rank 0, none on the others: the next record (summed
+        # over the ranks) counts each of them once, whatever the number of processes now.
+        p.sums = sum(r["acc"] for r in ranks).to(obj.device) if obj.d.main else torch.zeros_like(p.sums)
+        if obj.d.main:
+            logger.warning(
+                "resuming with %d process%s where the run had %d: the data order is kept, the random "
+                "streams of dropout are not (the run goes on, not bit for bit)",
+                obj.d.world,
+                "" if obj.d.world == 1 else "es",
+                len(ranks),
+            )
     if obj.d.main:
         logger.info("resumed from %s (step %d)", latest, p.step)
 

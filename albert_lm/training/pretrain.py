@@ -20,13 +20,16 @@ Follows the paper's Section 4.1 and google-research/albert `run_pretraining.py`:
 - "dropout off from step N" (Section 4.8: removing dropout helps once the model no longer overfits).
 - Checkpoints in transformers' layout + exact training state (`albert_lm.training.checkpoint`); `resume`
   continues bit-for-bit (CPU, fp32): data order and dynamic masking are functions of (seed, epoch,
-  position), and the data loaders never draw from the generators that dropout uses.
+  position), and the data loaders never draw from the generators that dropout uses. A resume keeps the
+  run's global batch and data, and never takes --max-steps back (`check_resumed`).
 
 DDP is applied in `setup`, nowhere else: the model never sees torch.distributed. Rank 0 logs and saves.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -37,17 +40,18 @@ import torch
 import torch.distributed as dist
 
 from albert_lm.data.dataset import evaluation_loader
-from albert_lm.files import write_json
+from albert_lm.files import read_json_object, write_json
 from albert_lm.kernels.device import autocast
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import preflight, run_cards
+from albert_lm.training.clock import budget_seconds, say_budget_changed
 from albert_lm.training.distributed import DistInfo, all_reduce
 from albert_lm.training.loop import LoopResult, Objective, Progress, to_device, train
 from albert_lm.training.monitor import METRICS_FILE, plot_metrics
 from albert_lm.training.objective import STATS, PretrainingObjective, summarize
-from albert_lm.training.optim import PAPER_WARMUP_FRACTION
+from albert_lm.training.optim import PAPER_WARMUP_FRACTION, learning_rate_factor, scheduled_warmup
 from albert_lm.training.pretrain_config import PretrainConfig
-from albert_lm.training.pretrain_setup import Run, say_if_extended, setup
+from albert_lm.training.pretrain_setup import Run, setup
 
 logger = logging.getLogger(__name__)
 
@@ -132,13 +136,23 @@ class Pretraining(Objective):
         return self.cfg.to_dict()
 
     def state(self) -> dict[str, Any]:
+        """The data position, the global batch it counts in, and what the data is (`data_identity`)."""
         run = self.run
-        return {"epoch": run.epoch, "offset": run.offset, "global_batch": run.sampler.global_batch}
+        state: dict[str, Any] = {
+            "epoch": run.epoch,
+            "offset": run.offset,
+            "global_batch": run.sampler.global_batch,
+        }
+        data = data_record(run)
+        if data is not None:
+            state["data"] = data
+        return state
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.run.step, self.run.epoch, self.run.offset = state["step"], state["epoch"], state["offset"]
+        """The data position, once the checkpoint's state allows what this run changed (`check_resumed`)."""
         if self.run.latest is not None:
-            say_if_extended(self.run, self.run.latest)
+            check_resumed(self.run, state, self.run.latest)
+        self.run.step, self.run.epoch, self.run.offset = state["step"], state["epoch"], state["offset"]
 
     def write_files(self, folder: Path, p: Progress) -> None:
         """The tokenizer and the model card beside a checkpoint's weights."""
@@ -162,6 +176,153 @@ class Pretraining(Objective):
     def plot(self) -> None:
         if (self.out / METRICS_FILE).stat().st_size > 0:
             plot_metrics(self.out, ("mlm_acc", "sop_acc"))
+
+
+# --------------------------------------------------------------------------- what a resume may change
+def data_identity(dataset: Any) -> str | None:
+    """What a data folder holds, by content: a hash of its manifest's data settings, tokenizer checksum and
+    training shards (their examples and checksums; its plan id where they have none), never of where it
+    lies, so a moved copy is the same data and another folder's data is not. None for data sets without a
+    manifest (a caller's own)."""
+    manifest: Any = getattr(dataset, "manifest", None)
+    try:
+        shards = manifest["splits"]["train"]["shards"]
+        content = {
+            "config": manifest["config"],
+            "tokenizer": manifest["tokenizer"].get("sha256"),
+            "train": shards,
+        }
+        if not all(isinstance(s, dict) and s.get("sha256") for s in shards):
+            content["plan"] = manifest.get("plan_id")
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def data_record(run: Run) -> dict[str, Any] | None:
+    """What a checkpoint records of the run's training data: its identity, folder and sequences."""
+    dataset: Any = run.loader.dataset
+    identity = data_identity(dataset)
+    if identity is None:
+        return None
+    return {"identity": identity, "folder": str(run.cfg.data), "sequences": len(dataset)}
+
+
+def check_resumed(run: Run, state: dict[str, Any], latest: Path) -> None:
+    """What a resumed run changed, against the state of its checkpoint `latest` (its settings file was
+    compared before: `preflight.check_resume`): its length, its global batch and its data, each refused
+    with the way to keep it; a new length is said (the learning-rate schedule is now the new run's)."""
+    saved = read_json_object(latest / preflight.SETTINGS_FILE, "run configuration")
+    step, elapsed_s = int(state["step"]), float(state.get("elapsed_s", 0.0))
+    _check_length(run.cfg, saved, step, elapsed_s, latest)
+    _check_global_batch(run, saved, state, latest)
+    _check_data(run, state, latest)
+    if run.cfg.time_budget is not None and isinstance(saved.get("time_budget"), str):
+        say_budget_changed(
+            "pretrain",
+            saved["time_budget"],
+            run.cfg.time_budget,
+            elapsed_s=elapsed_s,
+            step=step,
+            scheduler=run.scheduler,
+            latest=latest,
+            main=run.d.main,
+        )
+    say_if_extended(run, saved.get("max_steps"), step)
+
+
+def _check_length(
+    cfg: PretrainConfig, saved: dict[str, Any], step: int, elapsed_s: float, latest: Path
+) -> None:
+    """--max-steps may change on resume, never to below the step the run is at; to that step only where the
+    run had finished (by its steps or its budget): an unfinished run would end there without training, its
+    rate not decayed, and be written as a finished run of that length."""
+    if cfg.max_steps > step:
+        return
+    before, budget = saved.get("max_steps"), budget_seconds(saved.get("time_budget"))
+    finished = (isinstance(before, int) and step >= before) or (budget is not None and elapsed_s >= budget)
+    if cfg.max_steps == step and finished:
+        return  # its final files written again
+    reached = f"step {step:,}, which the run in {latest} has reached"
+    if isinstance(before, int):
+        reached += f" (it was for {before:,} steps)"
+    if cfg.max_steps < step:
+        raise ValueError(
+            f"--resume: --max-steps {cfg.max_steps:,} is below {reached}: a resumed run cannot go back. Give "
+            f"--max-steps {step:,} or more; the model of an earlier step is in a checkpoint-N folder of the "
+            "run, where one is kept (--init-from it to start a new run from it)"
+        )
+    raise ValueError(
+        f"--resume: --max-steps {cfg.max_steps:,} is {reached}: the run would end there without training, "
+        f"its learning rate not decayed, and be written as a finished {step:,}-step run. {latest} is a "
+        f"model folder already: use it as it is, or --init-from it; give --max-steps above {step:,} to train on"
+    )
+
+
+def _check_global_batch(run: Run, saved: dict[str, Any], state: dict[str, Any], latest: Path) -> None:
+    """A resumed run takes the run's global batch (batch size x accumulation x processes): its learning
+    rate was chosen for it, and its steps and schedule count in it. Another number of processes is taken
+    with the accumulation that keeps it (`pretrain_setup._as_compared` lets the accumulation change)."""
+    before, now = state.get("global_batch"), run.sampler.global_batch
+    if not isinstance(before, int) or before == now:
+        return
+    cfg, world, ranks = run.cfg, run.d.world, len(state["ranks"])
+    was = saved.get("gradient_accumulation_steps", "?")
+    per_step = cfg.batch_size * world  # sequences per micro-step on this many processes
+    ways = (
+        [f"--gradient-accumulation-steps {before // per_step} on {_processes(world)}"]
+        if before % per_step == 0
+        else []
+    )
+    if ranks != world:
+        ways.append(f"{_processes(ranks)}, as the run had, with --gradient-accumulation-steps {was}")
+    raise ValueError(
+        f"--resume: the run in {latest} took global batches of {before} sequences (batch size "
+        f"{saved.get('batch_size', '?')} x accumulation {was} x {_processes(ranks)}), this one would take "
+        f"{now} (batch size {cfg.batch_size} x accumulation {cfg.gradient_accumulation_steps} x "
+        f"{_processes(world)}): its learning rate was chosen for {before}, and its steps and schedule count "
+        f"in it. Keep {before}: {', or '.join(ways)}"
+    )
+
+
+def _check_data(run: Run, state: dict[str, Any], latest: Path) -> None:
+    """A resumed run reads the data it was trained on (by content: `data_identity`), wherever it lies now;
+    a state recorded without it (before albert-lm recorded it) is not checked."""
+    saved, now = state.get("data"), data_record(run)
+    if not isinstance(saved, dict) or now is None or saved.get("identity") in (None, now["identity"]):
+        return
+    there = saved.get("folder")
+    raise ValueError(
+        f"--resume: --data {run.cfg.data} is not the data the run in {latest} was trained on, {there} "
+        f"({now['sequences']} training sequences here, {saved.get('sequences')} there; identity "
+        f"{now['identity']}, not {saved['identity']}): the run's data position (epoch {state['epoch']}, "
+        f"sequence {state['offset']}) is a position in that data. Resume with --data {there} (a moved copy "
+        f"of it is the same data), or {preflight.PRETRAINING.new_run_hint.format(latest=latest)}"
+    )
+
+
+def _processes(n: int) -> str:
+    return f"{n} process{'' if n == 1 else 'es'}"
+
+
+def say_if_extended(run: Run, before: Any, step: int) -> None:
+    """A run given another --max-steps than it was started for (`before`; one it can still train to:
+    `_check_length`) goes on under the new length's schedule, said with the rate it is at (rank 0)."""
+    cfg = run.cfg
+    if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget or not run.d.main:
+        return
+    warmup = scheduled_warmup(run.scheduler, cfg.warmup_steps, cfg.max_steps)
+    factor = learning_rate_factor(step, warmup, cfg.max_steps, cfg.poly_power)
+    logger.warning(
+        "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's; at step %d "
+        "the rate is %.3g (%.0f%% of the peak)",
+        cfg.max_steps,
+        before,
+        cfg.max_steps,
+        step,
+        cfg.learning_rate * factor,
+        100 * factor,
+    )
 
 
 @torch.no_grad()

@@ -37,7 +37,7 @@ from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import preflight
-from albert_lm.training.clock import run_length
+from albert_lm.training.clock import budget_seconds, check_budget_kept, run_length
 from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
 from albert_lm.training.monitor import MetricsLog
@@ -48,8 +48,6 @@ from albert_lm.training.optim import (
     build_scheduler,
     build_time_budget_scheduler,
     fit_warmup,
-    learning_rate_factor,
-    scheduled_warmup,
 )
 from albert_lm.training.pretrain_config import PretrainConfig
 
@@ -161,7 +159,7 @@ def _check_inputs(
     vocab = getattr(tokenizer, "vocab_size", None)
     seq = getattr(train, "max_seq_length", None)
     if latest is not None and cfg.resume:
-        preflight.check_resume(cfg, latest)
+        preflight.check_resume(_as_compared(cfg, latest), latest)
         preflight.check_tokenizer(tokenizer, latest, "--resume: the checkpoint")
         preflight.check_model_fits(AlbertConfig.from_pretrained(latest), str(latest), vocab, seq)
     else:
@@ -181,6 +179,28 @@ def _check_inputs(
                 )
     if d.main:
         preflight.check_data([train, evaluation])
+
+
+def _as_compared(cfg: PretrainConfig, latest: Path) -> PretrainConfig:
+    """`cfg` as a resume's settings check compares it with the run's (`preflight.check_resume`). Two
+    settings may change under conditions the resumed run checks against its state (`pretrain.check_resumed`):
+    --gradient-accumulation-steps, where the global batch stays the run's (under another number of
+    processes), and the length of a --time-budget (never one taken on or dropped: `check_budget_kept`);
+    the run's own values stand in for them here."""
+    saved = read_json_object(latest / preflight.SETTINGS_FILE, "run configuration")
+    check_budget_kept(
+        saved.get("time_budget"),
+        cfg.time_budget,
+        latest,
+        preflight.PRETRAINING.new_run_hint.format(latest=latest),
+    )
+    same: dict[str, Any] = {}
+    accumulation = saved.get("gradient_accumulation_steps")
+    if type(accumulation) is int and accumulation >= 1:
+        same["gradient_accumulation_steps"] = accumulation
+    if cfg.time_budget is not None and budget_seconds(saved.get("time_budget")) is not None:
+        same["time_budget"] = saved["time_budget"]
+    return dataclasses.replace(cfg, **same)
 
 
 def _prepare_output(cfg: PretrainConfig, d: DistInfo, latest: Path | None) -> Path:
@@ -277,26 +297,6 @@ def _train_loader(
         )
     workers, pin = loader_settings(device)
     return sampler, pretraining_loader(dataset, sampler, num_workers=workers, pin_memory=pin)
-
-
-def say_if_extended(run: Run, latest: Path) -> None:
-    """A finished (or running) run given a larger --max-steps goes on under the longer run's schedule."""
-    before = read_json_object(latest / preflight.SETTINGS_FILE, "run configuration").get("max_steps")
-    cfg = run.cfg
-    if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget or not run.d.main:
-        return
-    warmup = scheduled_warmup(run.scheduler, cfg.warmup_steps, cfg.max_steps)
-    factor = learning_rate_factor(run.step, warmup, cfg.max_steps, cfg.poly_power)
-    logger.warning(
-        "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's; at step %d "
-        "the rate is %.3g (%.0f%% of the peak)",
-        cfg.max_steps,
-        before,
-        cfg.max_steps,
-        run.step,
-        cfg.learning_rate * factor,
-        100 * factor,
-    )
 
 
 def _log_start(run: Run, train_dataset: Any) -> None:
