@@ -165,6 +165,23 @@ def test_resume_alone_reads_the_runs_settings_and_a_finished_run_extends(sop_dat
     assert saved["max_steps"] == 6 and saved["model_overrides"] == {"num_hidden_layers": 1}
 
 
+def test_the_papers_rate_at_a_small_batch_is_warned_with_the_scaled_one(sop_data, tmp_path, caplog):
+    """0.00176 is the paper's rate for a global batch of 4096; a run at batch 4 took it silently."""
+    base = ["pretrain", "--data", str(sop_data), "--preset", "albert-tiny", "--batch-size", "4", "--max-steps",
+            "1", "--no-tensorboard", "--no-plot", "--precision", "fp32", "--device", "cpu",
+            "--model-override", "num_hidden_layers=1"]  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        assert main([*base, "--output", str(tmp_path / "a")]) == 0
+    assert (
+        "lr 0.00176 is the paper's for a global batch of 4096; at 4 the square-root rule gives 5.5e-05"
+        in caplog.text
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert main([*base, "--output", str(tmp_path / "b"), "--learning-rate", "5e-5"]) == 0
+    assert "square-root rule" not in caplog.text  # a rate chosen: not second-guessed
+
+
 def test_a_finetuning_run_whose_loss_turns_non_finite_stops_with_pretrainings_error(
     tiny_sst2, tmp_path, capsys
 ):
