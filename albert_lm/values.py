@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import difflib
 import functools
 import inspect
 import math
@@ -256,8 +257,12 @@ def file_values(cls: type, values: dict[str, Any], where: str, ignored: Iterable
     hints, names = typing.get_type_hints(cls), {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names - set(ignored))
     if unknown:
+        near = {k: m[0] for k in unknown if (m := difflib.get_close_matches(k, names, n=1, cutoff=0.75))}
+        meant = "; ".join(f"{k}: did you mean {v}?" for k, v in near.items())
         raise InputError(
-            where, f"unknown setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(names))}"
+            where,
+            f"unknown setting(s) {', '.join(unknown)}"
+            + (f" ({meant})" if meant else f"; expected some of {', '.join(sorted(names))}"),
         )
     own = {k: v for k, v in values.items() if k in names}
     for name, value in own.items():

@@ -82,6 +82,10 @@ def test_bad_recipes_are_clear_errors(tmp_path, capsys):
     bad.write_text(json.dumps({"pretrain": {"max_stepz": 1}}))
     with pytest.raises(ValueError, match="recipe: unknown setting"):
         PretrainConfig.load(recipe=recipe(str(bad))["pretrain"])
+    code = main(["pretrain", "--recipe", str(bad), "--data", "d", "--output", str(tmp_path / "p")])
+    assert code == 1 and "bad.json: unknown setting(s) max_stepz (max_stepz: did you mean max_steps?)" in (
+        capsys.readouterr().err
+    )  # the recipe's file named, and the field it meant
     bad.write_text(json.dumps({"training": {}}))
     with pytest.raises(ValueError, match="bad.json: unknown section"):
         recipe(str(bad))

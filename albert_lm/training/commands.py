@@ -100,7 +100,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
         _resume_settings(args, "pretrain_config.json", ("data",) if not args.text else ())
     if "model_overrides" in given:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
-    cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), **given)
+    cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), args.recipe or "", **given)
     cfg = _shape_from_init(cfg, args, given)
     for option, value in (("--strip-gutenberg", args.strip_gutenberg), ("--text-column", args.text_column)):
         if value and not args.text:

@@ -184,12 +184,17 @@ class PretrainConfig(ResumableSettings):
 
     @classmethod
     def load(
-        cls, file: str | os.PathLike | None = None, recipe: dict[str, Any] | None = None, **overrides: Any
+        cls,
+        file: str | os.PathLike | None = None,
+        recipe: dict[str, Any] | None = None,
+        recipe_name: str = "",
+        **overrides: Any,
     ) -> PretrainConfig:
-        """A recipe's "pretrain" section, then a JSON file of PretrainConfig fields (e.g. a run's
-        pretrain_config.json), then `overrides`: each wins over the one before. A hub id in `init_from`
-        becomes its cached snapshot folder here (fetched if missing), so the run reads a folder."""
-        cfg = merge_settings(cls, overrides, file, recipe)
+        """A recipe's "pretrain" section (`recipe_name`: its name or file, for messages), then a JSON file
+        of PretrainConfig fields (e.g. a run's pretrain_config.json), then `overrides`: each wins over the
+        one before. A hub id in `init_from` becomes its cached snapshot folder here (fetched if missing),
+        so the run reads a folder."""
+        cfg = merge_settings(cls, overrides, file, recipe, recipe_name)
         if cfg.init_from:
             cfg.init_from = str(resolve_model(cfg.init_from, "--init-from"))
         return cfg
