@@ -532,6 +532,14 @@ def test_resume_from_another_folder_names_the_folder_the_run_started_in(tmp_path
     monkeypatch.chdir(tmp_path)
     argv = ["finetune", "--output", "start/runs/ft", "--resume"]
     refused(capsys, argv, "--data glue/SST-2", "is relative", f"from {tmp_path / 'start'}")
+    # the same file given as --config: its relative paths are read from here, and the message says so
+    config = str(run / "finetune_config.json")
+    refused(capsys, ["finetune", "--config", config], f"--config {config}: its --data glue/SST-2: not found",
+            "from the folder they are relative to")  # fmt: skip
+    pretrain = run / "pretrain_config.json"
+    pretrain.write_text(json.dumps({"data": "data1", "output": "runs/ft"}))
+    refused(capsys, ["pretrain", "--config", str(pretrain), "--output", "start/runs/ft"],
+            "its --data data1: not found", f"run the command from {tmp_path / 'start'}")  # fmt: skip
 
 
 # -------------------------------------------------------------------------- pretrain --text (task-adaptive pretraining)

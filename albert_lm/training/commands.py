@@ -98,6 +98,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
     given = option_values(args, PretrainConfig)
     if given.get("resume") and not args.config and given.get("output"):
         _resume_settings(args, "pretrain_config.json", ("data",) if not args.text else ())
+    elif args.config:
+        _check_started_here(args, Path(args.config), resumed=False)
     if "model_overrides" in given:
         given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
     cfg = PretrainConfig.load(args.config, recipe_section(args, "pretrain"), args.recipe or "", **given)
@@ -180,10 +182,11 @@ def _resume_settings(args: argparse.Namespace, name: str, needed: Sequence[str])
     )
 
 
-def _check_started_here(args: argparse.Namespace, settings: Path) -> None:
-    """A run resumed from another folder than the one it started in: its relative paths (--data
-    glue/SST-2) are read from here and not found. Say so, and name the folder it started in where the
-    run's own relative --output shows it, rather than "no such folder" of a path the user never typed."""
+def _check_started_here(args: argparse.Namespace, settings: Path, resumed: bool = True) -> None:
+    """A run resumed (or a --config file read, `resumed` False) from another folder than the one it was
+    started in: its relative paths (--data glue/SST-2) are read from here and not found. Say so, and name
+    the folder it started in where the run's own relative --output shows it, rather than "no such folder"
+    of a path the user never typed."""
     from albert_lm.files import read_json_object
 
     saved = read_json_object(settings, "settings")
@@ -197,14 +200,22 @@ def _check_started_here(args: argparse.Namespace, settings: Path) -> None:
     ]
     if not lost:
         return
-    given, out = Path(os.path.abspath(args.output)), saved.get("output")
+    typed = getattr(args, "output", None)  # absent where not given (argparse.SUPPRESS)
+    given, out = Path(os.path.abspath(typed or ".")), saved.get("output")
     started = None
-    if isinstance(out, str) and out and not os.path.isabs(out):
+    if typed and isinstance(out, str) and out and not os.path.isabs(out):
         parts = Path(os.path.normpath(out)).parts
         if given.parts[-len(parts) :] == parts:
             started = Path(*given.parts[: -len(parts)])
     paths = " and ".join(f"--{n.replace('_', '-')} {saved[n]}" for n in lost)
     where = f"from {started}" if started is not None else "from the folder it was started in"
+    if not resumed:  # a settings file's relative paths are read from the current folder
+        raise FileNotFoundError(
+            f"--config {settings}: its {paths}: not found from the current folder ({os.getcwd()}), from "
+            f"which a settings file's relative paths are read: run the command "
+            f"{where if started is not None else 'from the folder they are relative to'}, or give "
+            f"{'that option' if len(lost) == 1 else 'those options'} again with a path from here"
+        )
     raise FileNotFoundError(
         f"--output {args.output} --resume: the run's {paths} {'is' if len(lost) == 1 else 'are'} relative "
         f"to the folder it was started in, not found from here ({os.getcwd()}): run the same command {where}"
@@ -264,6 +275,8 @@ def run_finetune(args: argparse.Namespace) -> int:
 
     if getattr(args, "resume", False) and not args.config and getattr(args, "output", None):
         _resume_settings(args, SAVED_FILE, ("task", "model", "data"))
+    elif args.config:
+        _check_started_here(args, Path(args.config), resumed=False)
     cfg = load_settings(FinetuneConfig, args, FINETUNE_REQUIRED, ignored=FINETUNE_BOOKKEEPING)
     try:
         result = finetune(cfg)
