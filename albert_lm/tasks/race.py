@@ -88,7 +88,9 @@ def _example(
         raise InputError(path, f"field 'options' must be a list of {len(LETTERS)} strings", line=line)
     if blank := [LETTERS[i] for i, o in enumerate(options) if not o.strip()]:
         raise InputError(
-            path, f"field 'options': option {', '.join(blank)} is empty (expected the text of each)", line=line
+            path,
+            f"field 'options': option {', '.join(blank)} is empty (expected the text of each)",
+            line=line,
         )
     if answer is None and require:
         raise InputError(path, "missing field 'answer'", line=line)
