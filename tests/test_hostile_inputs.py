@@ -159,9 +159,66 @@ def test_squad_qas_that_is_no_list_is_refused(tmp_path):
     path = tmp_path / "train.json"
     path.write_text(json.dumps({"data": [{"paragraphs": [{"context": "c", "qas": None}]}]}))
     with pytest.raises(
-        InputError, match=r'train.json: data\[0\].paragraphs\[0\]: field "qas": expected a list'
+        InputError, match=r'train.json:1: data\[0\].paragraphs\[0\]: field "qas": expected a list'
     ):
         get_task("squad1").read(path, "train")
+
+
+def _squad_lines(path: Path, paragraphs: list[dict[str, object]]) -> list[str]:
+    path.write_text(json.dumps({"data": [{"title": "t", "paragraphs": paragraphs}]}, indent=1))
+    return path.read_text().splitlines()
+
+
+def _refused_at(path: Path, lines: list[str], match: str, found: str, task: str = "squad2") -> None:
+    """The reader's error matches and names a line of the file holding `found`."""
+    with pytest.raises(InputError, match=match) as e:
+        get_task(task).read(path, "train")
+    assert e.value.line is not None and found in lines[e.value.line - 1], (str(e.value), found)
+
+
+def test_squad_question_ids_given_twice_are_refused_at_the_second(tmp_path):
+    """Predictions are keyed by id: a second question of the same id lost one (80 questions, 79 scored)."""
+    path = tmp_path / "train.json"
+    first = {"id": "q1", "question": "Which?", "answers": [{"text": "river", "answer_start": 6}]}
+    second = {**first, "question": "Which again?"}
+    par = {"context": "word1 river", "qas": [first]}
+    lines = _squad_lines(path, [par, {**par, "qas": [second]}])
+    match = r"train.json:\d+: data\[0\].paragraphs\[1\].qas\[0\] \(question id 'q1'\): duplicate question id"
+    _refused_at(path, lines, match + r" \(first at data\[0\].paragraphs\[0\].qas\[0\]\)", '"q1"')
+    line = [n for n, text in enumerate(lines, 1) if '"q1"' in text][1]
+    with pytest.raises(InputError, match=rf"train.json:{line}: "):
+        get_task("squad1").read(path, "dev")
+
+
+@pytest.mark.parametrize(
+    ("drop", "message", "found"),
+    [
+        ("id", 'missing field "id"', '"Which?"'),
+        ("question", 'missing field "question"', '"q1"'),
+        ("answer_start", 'missing field "answer_start"', '"q1"'),
+    ],
+)
+def test_squad_missing_question_fields_are_named_with_a_line(tmp_path, drop, message, found):
+    path = tmp_path / "train.json"
+    answer = {k: v for k, v in {"text": "river", "answer_start": 6}.items() if k != drop}
+    qa = {k: v for k, v in {"id": "q1", "question": "Which?", "answers": [answer]}.items() if k != drop}
+    lines = _squad_lines(path, [{"context": "word1 river", "qas": [qa]}])
+    _refused_at(path, lines, rf"train.json:\d+: data\[0\].paragraphs\[0\].qas\[0\].*: {message}$", found)
+
+
+def test_squad_paragraph_and_answer_fields_are_named_with_a_line(tmp_path):
+    path = tmp_path / "train.json"
+    qa = {"id": "q1", "question": "Which?", "answers": [{"text": "river", "answer_start": "6"}]}
+    lines = _squad_lines(path, [{"context": "word1 river", "qas": [qa]}])
+    _refused_at(
+        path, lines, r'field "answer_start": expected a character offset .*, got the string "6"', '"q1"'
+    )
+    lines = _squad_lines(path, [{"qas": [qa]}])
+    _refused_at(path, lines, r'train.json:\d+: data\[0\].paragraphs\[0\]: missing field "context"$', '"q1"')
+    lines = _squad_lines(path, [{"context": 5, "qas": []}])
+    _refused_at(path, lines, r'field "context": expected a text, got the number 5', '"context"')
+    lines = _squad_lines(path, [{"context": "word1 river"}])
+    _refused_at(path, lines, r'paragraphs\[0\]: missing field "qas"$', '"word1 river"')
 
 
 def test_glue_rows_with_an_empty_text_are_refused(tmp_path):

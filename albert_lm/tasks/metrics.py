@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -204,9 +205,7 @@ def squad_metrics(
                 out[f"{name}_f1"] = 100.0 * sum(f1_t[q] for q in ids) / len(ids)
         if na_probs is not None:
             for name, raw in (("exact", exact), ("f1", f1)):
-                out[f"best_{name}"], out[f"best_{name}_thresh"] = best_na_threshold(
-                    predictions, raw, na_probs, has_ans
-                )
+                out[f"best_{name}"], out[f"best_{name}_thresh"] = best_na_threshold(raw, na_probs, has_ans)
     if missing:
         out["missing"] = missing
     return out
@@ -244,29 +243,38 @@ def _apply_na_threshold(
 
 
 def best_na_threshold(
-    predictions: Mapping[str, str],
-    scores: Mapping[str, float],
-    na_probs: Mapping[str, float],
-    has_ans: Mapping[str, bool],
+    scores: Mapping[str, float], na_probs: Mapping[str, float], has_ans: Mapping[str, bool]
 ) -> tuple[float, float]:
-    """evaluate-v2.0.py's `find_best_thresh`: sweep the no-answer threshold over the sorted probabilities.
+    """evaluate-v2.0.py's `find_best_thresh`, made to agree with the rule that applies a threshold.
 
-    Start with every question answered "no answer" (score = number of unanswerable ones); raising the
-    threshold past a question's probability makes its span prediction count instead. Returns (best
-    score in percent, the threshold reaching it).
+    A question is answered "no answer" when its value (`na_probs`, 0 where absent) is greater than the
+    threshold, as `_apply_na_threshold` and `squad_decoding.apply_threshold` decide. The sweep starts
+    below every value (all abstain) and lets in the questions in order of value, a group of equal values
+    at a time: no threshold answers only part of a tie, so the score is compared only between groups.
+    Values here are null-score differences, which may all be negative: "abstain on all" is then a
+    threshold under the lowest, not the script's 0.0. Returns (best score in percent, the threshold),
+    the score being exactly what applying that threshold gives.
     """
-    score = best = float(sum(1 for q in scores if not has_ans[q]))
-    best_thresh = 0.0
-    for qid in sorted(na_probs, key=lambda q: na_probs[q]):
-        if qid not in scores:
-            continue
-        if has_ans[qid]:
-            score += scores[qid]
-        elif predictions.get(qid):
-            score -= 1  # a span given to an unanswerable question
-        if score > best:
-            best, best_thresh = score, na_probs[qid]
-    return 100.0 * best / len(scores), float(best_thresh)
+    values = {q: float(na_probs.get(q, 0.0)) for q in scores}
+    order = sorted(scores, key=values.__getitem__)
+    score = best = sum(float(not has_ans[q]) for q in scores)
+    best_thresh = _under(values[order[0]]) if order else 0.0
+    for n, qid in enumerate(order):
+        score += scores[qid] - float(not has_ans[qid])  # answered instead of "no answer"
+        group_ends = n + 1 == len(order) or values[order[n + 1]] != values[qid]
+        if group_ends and score > best:
+            best, best_thresh = score, values[qid]
+    applied = _apply_na_threshold(scores, values, has_ans, best_thresh)
+    return 100.0 * sum(applied.values()) / len(scores), best_thresh
+
+
+def _under(lowest: float) -> float:
+    """A threshold under every value: the script's 0.0 where all are positive (probabilities), else a
+    round number under the lowest (or the next float down, where the number is too large for 1 to count)."""
+    if lowest > 0:
+        return 0.0
+    under = math.floor(lowest) - 1.0 if math.isfinite(lowest) else lowest
+    return under if under < lowest else math.nextafter(lowest, -math.inf)
 
 
 # --------------------------------------------------------------------------- token classification

@@ -33,7 +33,17 @@ from typing import Any
 
 from albert_lm.files import InputError, atomic_write, read_json_object
 from albert_lm.tasks import metrics
-from albert_lm.tasks.squad_decoding import SquadExample, SquadPredictions, apply_threshold, decode
+from albert_lm.tasks.squad_decoding import (
+    SquadExample,
+    SquadPredictions,
+    _Context,
+    answer_tokens,
+    apply_threshold,
+    context_windows,
+    decode,
+    is_max_context,
+    tokenize_context,
+)
 from albert_lm.tasks.task import Feature, Task, TokenizerLike
 
 logger = logging.getLogger(__name__)
@@ -48,8 +58,6 @@ __all__ = [
     "read_squad",
 ]
 
-_WHITESPACE = frozenset(" \t\r\n\u202f")
-
 
 # --------------------------------------------------------------------------- reading
 def load_squad_json(path: str | Path) -> list[dict[str, Any]]:
@@ -61,13 +69,18 @@ def load_squad_json(path: str | Path) -> list[dict[str, Any]]:
     return obj["data"]
 
 
-def _line_of(raw: str, qid: str) -> int | None:
-    m = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(qid)), raw)
-    return raw.count("\n", 0, m.start()) + 1 if m else None
+def _lines_of(raw: str, key: str, value: Any) -> list[int]:
+    """The lines where `"key": value` stands in a JSON file's text (a text escaped either way JSON does)."""
+    for text in dict.fromkeys((json.dumps(value), json.dumps(value, ensure_ascii=False))):
+        found = re.finditer(re.escape(json.dumps(key)) + r"\s*:\s*" + re.escape(text), raw)
+        if lines := [raw.count("\n", 0, m.start()) + 1 for m in found]:
+            return lines
+    return []
 
 
 def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -> list[SquadExample]:
-    """Examples of an official SQuAD file; every answer's offset is checked against its context.
+    """Examples of an official SQuAD file; every answer's offset is checked against its context, and a
+    question id given twice is refused (predictions are keyed by id: one of the two would be lost).
 
     `version2` False rejects unanswerable questions (a 2.0 file given to a 1.1 task).
     `require_answers` False reads a file without answers (a test set) and skips the checks.
@@ -76,23 +89,40 @@ def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -
     data = load_squad_json(path)
     fail = _SquadError(path)
     examples: list[SquadExample] = []
+    seen: dict[str, str] = {}  # question id -> where it was first read
     for i, article in enumerate(data):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
-            raise fail(f"data[{i}]", None, 'missing "paragraphs" list')
+            title = article.get("title") if isinstance(article, dict) else None
+            near = [("title", title)] if isinstance(title, str) else []
+            raise fail(f"data[{i}]", None, 'missing "paragraphs" list', near=near)
         title = str(article.get("title", ""))
         for j, par in enumerate(paragraphs):
             where = f"data[{i}].paragraphs[{j}]"
-            if not isinstance(par, dict) or not isinstance(par.get("context"), str) or "qas" not in par:
-                raise fail(where, None, 'missing field "context" or "qas"')
-            if not isinstance(par["qas"], list):
-                raise fail(where, None, f'field "qas": expected a list of questions, got {_kind(par["qas"])}')
+            _check_paragraph(par, where, fail)
             for k, qa in enumerate(par["qas"]):
                 q = _Question(f"{where}.qas[{k}]", par["context"], title, version2, require_answers, fail)
-                examples.append(q.read(qa))
+                ex = q.read(qa)
+                if ex.qid in seen:
+                    raise fail(q.where, ex.qid, f"duplicate question id (first at {seen[ex.qid]})", nth=1)
+                seen[ex.qid] = q.where
+                examples.append(ex)
     if not examples:
         raise InputError(path, "no questions found")
     return examples
+
+
+def _check_paragraph(par: Any, where: str, fail: _SquadError) -> None:
+    """A paragraph's "context" text and "qas" list; an error is found at its first question or its fields."""
+    if not isinstance(par, dict):
+        raise fail(where, None, f"expected a paragraph object, got {_kind(par)}")
+    qas = par.get("qas")
+    first = qas[0] if isinstance(qas, list) and qas and isinstance(qas[0], dict) else {}
+    near = [(k, first[k]) for k in ("id", "question") if isinstance(first.get(k), str)]
+    near += [(k, par[k]) for k in ("context", "qas") if k in par]
+    for name, want, kind in (("context", str, "a text"), ("qas", list, "a list of questions")):
+        if not isinstance(par.get(name), want):
+            raise fail(where, None, _wrong(par, name, kind), near=near)
 
 
 def _kind(value: Any) -> str:
@@ -105,17 +135,32 @@ def _kind(value: Any) -> str:
     return kinds.get(type(value), f"the number {value}")
 
 
+def _wrong(obj: dict[str, Any], name: str, expected: str) -> str:
+    """The message for field `name` of `obj`, missing or not `expected`."""
+    if name not in obj:
+        return f'missing field "{name}"'
+    return f'field "{name}": expected {expected}, got {_kind(obj[name])}'
+
+
 class _SquadError:
-    """The InputError of one SQuAD file: the field, the question id and, found in the file, its line."""
+    """The InputError of one SQuAD file: the field, the question id and, found in the file, a line: the
+    question id's (its `nth` occurrence), else that of the first field of `near` ((key, value) pairs)
+    found; its first occurrence is the one read, as every paragraph and question before it passed."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._raw: str | None = None  # the file's text, read on the first error that needs a line
 
-    def __call__(self, where: str, qid: str | None, message: str) -> InputError:
-        if qid and self._raw is None:
-            self._raw = self.path.read_text(encoding="utf-8")
-        line = _line_of(self._raw, qid) if qid and self._raw is not None else None
+    def __call__(
+        self, where: str, qid: str | None, message: str, near: Sequence[tuple[str, Any]] = (), nth: int = 0
+    ) -> InputError:
+        line = None
+        for key, value in [("id", qid), *near] if qid else near:
+            if line is None and not isinstance(value, dict | list):
+                if self._raw is None:
+                    self._raw = self.path.read_text(encoding="utf-8")
+                lines = _lines_of(self._raw, key, value)
+                line = lines[min(nth, len(lines) - 1)] if lines else None
         ident = f" (question id {qid!r})" if qid else ""
         return InputError(self.path, f"{where}{ident}: {message}", line=line)
 
@@ -132,22 +177,17 @@ class _Question:
     fail: _SquadError
 
     def read(self, qa: Any) -> SquadExample:
-        qid = qa.get("id") if isinstance(qa, dict) else None
-        if not isinstance(qid, str) or not isinstance(qa.get("question"), str):
-            raise self.fail(
-                self.where, qid if isinstance(qid, str) else None, 'missing field "id" or "question"'
-            )
+        qid = self._text(qa, "id", None)
+        question = self._text(qa, "question", qid)
         impossible, listed = qa.get("is_impossible"), qa.get("answers")
         if not isinstance(impossible, bool | None):  # "no" would otherwise read as true
-            raise self.fail(
-                self.where, qid, f'field "is_impossible": expected true or false, got {_kind(impossible)}'
-            )
+            raise self.fail(self.where, qid, _wrong(qa, "is_impossible", "true or false"))
         if impossible and not self.version2:
             raise self.fail(
                 self.where, qid, "unanswerable question (is_impossible) in a SQuAD 1.1 task; use squad2"
             )
         if not isinstance(listed, list | None):
-            raise self.fail(self.where, qid, f'field "answers": expected a list, got {_kind(listed)}')
+            raise self.fail(self.where, qid, _wrong(qa, "answers", "a list"))
         answers = [self._answer(a, n, qid) for n, a in enumerate(listed or [])]
         if self.require_answers and not impossible and not answers:
             raise self.fail(
@@ -156,69 +196,37 @@ class _Question:
         if impossible and answers:
             raise self.fail(self.where, qid, "is_impossible is true but answers are given")
         gold = [t for t, _ in answers if not self.version2 or metrics.normalize_answer(t)] or [""]
-        return SquadExample(qid, qa["question"], self.context, answers, bool(impossible), self.title, gold)
+        return SquadExample(qid, question, self.context, answers, bool(impossible), self.title, gold)
+
+    def _text(self, qa: Any, name: str, qid: str | None) -> str:
+        """Field `name` ("id", "question") of a question, a string; its errors found by the other field."""
+        if not isinstance(qa, dict):
+            raise self.fail(self.where, None, f"expected a question object, got {_kind(qa)}")
+        if not isinstance(qa.get(name), str):
+            near = [(k, qa[k]) for k in ("question", "id") if isinstance(qa.get(k), str)]
+            raise self.fail(self.where, qid, _wrong(qa, name, "a text"), near=near)
+        return qa[name]
 
     def _answer(self, a: Any, n: int, qid: str) -> tuple[str, int]:
         """(text, character start; -1 when absent) of answer `n`, its offset checked unless answers are optional."""
         where = f"{self.where}.answers[{n}]"
-        if not isinstance(a, dict) or not isinstance(a.get("text"), str):
-            raise self.fail(where, qid, 'missing field "text"')
+        if not isinstance(a, dict):
+            raise self.fail(where, qid, f"expected an answer object, got {_kind(a)}")
+        if not isinstance(a.get("text"), str):
+            raise self.fail(where, qid, _wrong(a, "text", "a text"))
         text, start = a["text"], a.get("answer_start")
-        found = self.context[start : start + len(text)] if isinstance(start, int) else None
+        if not isinstance(start, int) or isinstance(start, bool):
+            if self.require_answers:
+                raise self.fail(where, qid, _wrong(a, "answer_start", "a character offset in the context"))
+            return text, -1
+        found = self.context[start : start + len(text)]
         if self.require_answers and found != text:
-            raise self.fail(
-                where,
-                qid,
-                f"answer_start {start!r} does not point at the answer text {text!r} in the context "
-                f"(found {found!r})",
-            )
-        return text, start if isinstance(start, int) else -1
+            wrong = f"answer_start {start} does not point at the answer text {text!r} in the context"
+            raise self.fail(where, qid, f"{wrong} (found {found!r})")
+        return text, start
 
 
 # --------------------------------------------------------------------------- features
-def split_words(text: str) -> tuple[list[str], list[int]]:
-    """Whitespace-separated words and their character starts (BERT's SQuAD word split)."""
-    words: list[str] = []
-    starts: list[int] = []
-    prev_ws = True
-    for i, ch in enumerate(text):
-        if ch in _WHITESPACE:
-            prev_ws = True
-        elif prev_ws:
-            words.append(ch)
-            starts.append(i)
-            prev_ws = False
-        else:
-            words[-1] += ch
-    return words, starts
-
-
-@dataclass
-class _Context:
-    ids: list[int]
-    chars: list[tuple[int, int]]  # character span of each sub-token in the context
-
-
-def tokenize_context(text: str, tokenizer: TokenizerLike) -> _Context:
-    ids: list[int] = []
-    chars: list[tuple[int, int]] = []
-    for word, start in zip(*split_words(text), strict=True):
-        pieces = tokenizer.tokenize(word)
-        if not pieces:
-            continue
-        ids.extend(tokenizer.convert_tokens_to_ids(pieces))
-        lengths = [len(p.replace("\u2581", "")) for p in pieces]
-        if sum(lengths) == len(word):
-            pos = start
-            for n in lengths:
-                chars.append((pos, pos + n))
-                pos += n
-        else:
-            # Normalization changed the characters (accents, quotes, <unk>): pieces share the word's span.
-            chars.extend([(start, start + len(word))] * len(pieces))
-    return _Context(ids, chars)
-
-
 def featurize(
     examples: Sequence[SquadExample],
     tokenizer: TokenizerLike,
@@ -255,26 +263,6 @@ def featurize(
     return features
 
 
-def context_windows(n_tokens: int, room: int, doc_stride: int) -> list[tuple[int, int]]:
-    """(start, length) of windows of at most `room` tokens over `n_tokens` context tokens, each starting
-    `doc_stride` tokens after the last (or right after it, when shorter), the last reaching the end."""
-    windows = []
-    start = 0
-    while True:
-        length = min(n_tokens - start, room)
-        windows.append((start, length))
-        if start + length >= n_tokens:
-            return windows
-        start += min(length, doc_stride)
-
-
-def answer_tokens(ctx: _Context, text: str, start: int) -> tuple[int, int] | None:
-    """First and last context token overlapping the answer's characters; None when it falls on none."""
-    end = start + len(text)
-    inside = [t for t, (s, e) in enumerate(ctx.chars) if e > start and s < end]
-    return (inside[0], inside[-1]) if inside else None
-
-
 def _window_feature(
     tokenizer: TokenizerLike,
     q: list[int],
@@ -302,20 +290,8 @@ def _window_feature(
     else:
         feat["context_offset"] = offset
         feat["token_chars"] = ctx.chars[w_start : w_start + w_len]
-        feat["max_context"] = [_is_max_context(windows, window, w_start + i) for i in range(w_len)]
+        feat["max_context"] = [is_max_context(windows, window, w_start + i) for i in range(w_len)]
     return feat
-
-
-def _is_max_context(windows: list[tuple[int, int]], current: tuple[int, int], pos: int) -> bool:
-    """Whether `current` is the window where token `pos` has the most context (BERT's rule)."""
-    best, best_score = None, -math.inf
-    for start, length in windows:
-        end = start + length - 1
-        if start <= pos <= end:
-            score = min(pos - start, end - pos) + 0.01 * length
-            if score > best_score:
-                best, best_score = (start, length), score
-    return best == current
 
 
 # --------------------------------------------------------------------------- decoding
@@ -418,33 +394,43 @@ def score_prediction_file(
     na_prob_threshold: float = 1.0,
 ) -> dict[str, float]:
     """Score a predictions JSON (qid -> answer text) against a SQuAD file (or a folder's dev file), as the
-    official scripts."""
+    official scripts; the SQuAD file is read as fine-tuning reads it, and a predictions file that answers
+    none of its questions is refused (it would score 0 with a warning)."""
     if (found := squad_file(Path(data), "dev", version2)) is None and Path(data).is_dir():
         raise FileNotFoundError(f"no dev-{'v2.0' if version2 else 'v1.1'}.json or dev.json in {data}")
-    data = found or data
-    dataset = load_squad_json(data)
-    if not version2:
-        read_squad(data, version2=False)  # a 2.0 file's unanswerable question is refused, named: use squad2
-    try:
-        gold = metrics.squad_gold_answers(dataset, version2)
-    except (KeyError, TypeError, AttributeError) as e:
-        raise InputError(
-            data,
-            f"not a SQuAD file (expected data[].paragraphs[].qas[] with id and answers; {type(e).__name__}: {e})",
-        ) from None
-    if not gold:
-        raise InputError(data, "no questions found")
+    data = found or Path(data)
+    gold = {ex.qid: ex.gold for ex in read_squad(data, version2)}
     preds = read_json_object(predictions, "predictions (question id -> answer text)")
     bad = [q for q, t in preds.items() if not isinstance(t, str)]
     if bad:
         raise InputError(predictions, f"prediction for {bad[0]!r} is not a string")
+    _check_prediction_ids(preds, gold, predictions, data)
     probs = None
     if na_probs is not None:
         probs = read_json_object(na_probs, "no-answer probabilities (question id -> number)")
-        if any(not isinstance(v, (int, float)) for v in probs.values()):
-            raise InputError(na_probs, "no-answer probabilities must be numbers")
-    if unknown := set(preds) - set(gold):
-        logger.warning("%d predictions are for questions not in %s", len(unknown), data)
+        if any(not isinstance(v, int | float) or not math.isfinite(v) for v in probs.values()):
+            raise InputError(na_probs, "no-answer probabilities must be finite numbers")
     return metrics.squad_metrics(
         gold, preds, na_probs=probs, na_prob_threshold=na_prob_threshold, version2=version2
     )
+
+
+def _check_prediction_ids(preds: dict[str, Any], gold: dict[str, Any], path: str | Path, data: Path) -> None:
+    """Refuse predictions of another file (not one id of `data`); count the ids `data` does not have."""
+    unknown = [q for q in preds if q not in gold]
+    if len(unknown) == len(preds):
+        ours, theirs = ", ".join(map(repr, list(preds)[:2])), ", ".join(map(repr, list(gold)[:2]))
+        raise InputError(
+            path,
+            f"none of its {len(preds)} question ids is a question of {data} (its ids: {ours or 'none'}; "
+            f"{data.name}'s: {theirs}, ...): predictions of another file?",
+        )
+    if unknown:
+        logger.warning(
+            "%d of %d predictions in %s are for question ids not in %s (%s, ...); they are ignored",
+            len(unknown),
+            len(preds),
+            path,
+            data,
+            ", ".join(map(repr, unknown[:2])),
+        )

@@ -1,5 +1,9 @@
 """SQuAD span decoding: from per-window start/end logits to each question's answer text.
 
+Decoding maps tokens back to text, so the map lives here too: each context token's character span
+(`tokenize_context`), the windows over the context (`context_windows`) and the window in which a token's
+prediction is trusted (`is_max_context`, BERT's `_check_is_max_context`); squad.py builds features on them.
+
 The `n_best` top start and end logits per window, pairs with start <= end, at most `max_answer_length`
 tokens, inside the context and in the window where the start token has the most context; the best
 start + end score wins. SQuAD 2.0's null score is the [CLS] span's, the minimum over the question's
@@ -15,7 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from albert_lm.tasks.task import Feature
+from albert_lm.tasks.task import Feature, TokenizerLike
+
+_WHITESPACE = frozenset(" \t\r\n\u202f")
 
 
 @dataclass
@@ -37,6 +43,83 @@ class SquadPredictions:
     spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)
 
 
+# --------------------------------------------------------------------------- context tokens and windows
+def split_words(text: str) -> tuple[list[str], list[int]]:
+    """Whitespace-separated words and their character starts (BERT's SQuAD word split)."""
+    words: list[str] = []
+    starts: list[int] = []
+    prev_ws = True
+    for i, ch in enumerate(text):
+        if ch in _WHITESPACE:
+            prev_ws = True
+        elif prev_ws:
+            words.append(ch)
+            starts.append(i)
+            prev_ws = False
+        else:
+            words[-1] += ch
+    return words, starts
+
+
+@dataclass
+class _Context:
+    ids: list[int]
+    chars: list[tuple[int, int]]  # character span of each sub-token in the context
+
+
+def tokenize_context(text: str, tokenizer: TokenizerLike) -> _Context:
+    ids: list[int] = []
+    chars: list[tuple[int, int]] = []
+    for word, start in zip(*split_words(text), strict=True):
+        pieces = tokenizer.tokenize(word)
+        if not pieces:
+            continue
+        ids.extend(tokenizer.convert_tokens_to_ids(pieces))
+        lengths = [len(p.replace("\u2581", "")) for p in pieces]
+        if sum(lengths) == len(word):
+            pos = start
+            for n in lengths:
+                chars.append((pos, pos + n))
+                pos += n
+        else:
+            # Normalization changed the characters (accents, quotes, <unk>): pieces share the word's span.
+            chars.extend([(start, start + len(word))] * len(pieces))
+    return _Context(ids, chars)
+
+
+def context_windows(n_tokens: int, room: int, doc_stride: int) -> list[tuple[int, int]]:
+    """(start, length) of windows of at most `room` tokens over `n_tokens` context tokens, each starting
+    `doc_stride` tokens after the last (or right after it, when shorter), the last reaching the end."""
+    windows = []
+    start = 0
+    while True:
+        length = min(n_tokens - start, room)
+        windows.append((start, length))
+        if start + length >= n_tokens:
+            return windows
+        start += min(length, doc_stride)
+
+
+def answer_tokens(ctx: _Context, text: str, start: int) -> tuple[int, int] | None:
+    """First and last context token overlapping the answer's characters; None when it falls on none."""
+    end = start + len(text)
+    inside = [t for t, (s, e) in enumerate(ctx.chars) if e > start and s < end]
+    return (inside[0], inside[-1]) if inside else None
+
+
+def is_max_context(windows: list[tuple[int, int]], current: tuple[int, int], pos: int) -> bool:
+    """Whether `current` is the window where token `pos` has the most context (BERT's rule)."""
+    best, best_score = None, -math.inf
+    for start, length in windows:
+        end = start + length - 1
+        if start <= pos <= end:
+            score = min(pos - start, end - pos) + 0.01 * length
+            if score > best_score:
+                best, best_score = (start, length), score
+    return best == current
+
+
+# --------------------------------------------------------------------------- decoding
 def decode(
     examples: Sequence[SquadExample],
     features: Sequence[Feature],

@@ -83,10 +83,17 @@ def _task_folders() -> dict[str, dict[str, str]]:
     return folders
 
 
-def _race(article: Any, question: Any = "What is it?") -> str:
+def _race(article: Any, question: Any = "What is it?", options: Any = ("a", "b", "c", "d")) -> str:
     good = {"example_id": "middle1.txt", "article": "word1 river word2.", "question": "What?",
             "options": ["a", "b", "c", "d"], "answer": "A"}  # fmt: skip
-    return _rows(good, {**good, "example_id": "middle2.txt", "article": article, "question": question}, good)
+    second = {
+        **good,
+        "example_id": "middle2.txt",
+        "article": article,
+        "question": question,
+        "options": list(options),
+    }
+    return _rows(good, second, good)
 
 
 def _squad(answers: Any, qas_extra: dict[str, Any] | None = None) -> str:
@@ -117,6 +124,18 @@ def _other_tasks() -> dict[str, dict[str, str]]:
         "squad_qas_object": {
             "train.json": _squad([], {"is_impossible": "no"}),
             "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+        },
+        "squad_id_twice": {
+            "train.json": _squad([{"text": "stone", "answer_start": 18}], {"id": "q1"}),
+            "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+        },
+        "squad_no_answer_start": {
+            "train.json": _squad([{"text": "stone"}]),
+            "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+        },
+        "race_option_empty": {
+            "train.jsonl": _race("word1 river.", options=["a", "", "c", "d"]),
+            "dev.jsonl": _race("word1 river."),
         },
         "stsb_empty_text": {
             "train.tsv": stsb + "".join(rows[:2]) + empty + "".join(rows[2:]),
@@ -377,6 +396,9 @@ def _task_rows(c: _Commands) -> Cases:
         (k, c.ft(i["race_question_list"], task="race"), "refuse", ["train.jsonl:2", "question"]),
         (k, c.ft(i["squad_answers_null"], task="squad1"), "refuse", ["train.json", "answers"]),
         (k, c.ft(i["squad_qas_object"], task="squad1"), "refuse", ["train.json", "is_impossible"]),
+        (k, c.ft(i["squad_id_twice"], task="squad1"), "refuse", ["train.json", "q1"]),
+        (k, c.ft(i["squad_no_answer_start"], task="squad1"), "refuse", ["train.json", "answer_start"]),
+        (k, c.ft(i["race_option_empty"], task="race"), "refuse", ["train.jsonl:2", "option B"]),
         (k, c.ft(i["stsb_empty_text"], task="stsb"), "refuse", ["train.tsv:4", "sentence1"]),
         (k, c.ft(c.p["task"], "--bi-encoder"), "refuse", ["--bi-encoder", "STS-B"]),
         (k, c.pr(i["pred_null.jsonl"]), "refuse", ["pred_null.jsonl:2", "text"]),
