@@ -193,6 +193,9 @@ def test_squad2_sample_end_to_end(albert_data, tiny_model, tmp_path, capsys):
     ):
         assert name in results
     assert results["total"] == 14 and results["HasAns_total"] + results["NoAns_total"] == 14
+    card = (out / "best" / "README.md").read_text()  # its head, and that it was scored on its training file
+    assert "answer's start and end (AlbertForQuestionAnswering" in card and "through the pooler" not in card
+    assert "14 (the training file itself: the dev scores below are not held-out scores)" in card
     preds = json.loads((out / "predictions" / "predictions.json").read_text())
     odds = json.loads((out / "predictions" / "null_odds.json").read_text())
     assert len(preds) == len(odds) == 14

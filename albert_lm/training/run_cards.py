@@ -132,7 +132,7 @@ def write_finetune_card(
         "batch size": cfg.batch_size if cfg.gradient_accumulation_steps == 1
                       else f"{cfg.batch_size} x {cfg.gradient_accumulation_steps} accumulated",
         "max sequence length": cfg.max_seq_length,
-        "dev examples": dev_examples(record),
+        "dev examples": _dev_examples_of(cfg, record),
         "dropout": cfg.dropout,
         "early exit": "a classifier after every layer in `exit_heads.safetensors` (PABEE); transformers reads "
                       "the last one, the model's own; `albert predict --patience 2` stops each row early"
@@ -155,7 +155,29 @@ def write_finetune_card(
     )
 
 
+def _dev_examples_of(cfg: FinetuneConfig, record: dict[str, Any]) -> str | None:
+    """`dev_examples`, and where one file was given for every split, that it was the training file."""
+    counted = dev_examples(record)
+    if counted is not None and Path(cfg.data).is_file():
+        return f"{counted} (the training file itself: the dev scores below are not held-out scores)"
+    return counted
+
+
+# What the heads without a pooled classifier read, by task
+_HEAD_READS = {
+    "squad1": "each token's vector, scored as the answer's start and end (AlbertForQuestionAnswering); no pooler",
+    "squad2": "each token's vector, scored as the answer's start and end (AlbertForQuestionAnswering; no "
+              "answer: the [CLS] span); no pooler",
+    "token-classification": "each token's vector, a word tagged at its first piece (AlbertForTokenClassification); "
+                            "no pooler",
+    "race": "the [CLS] vector through the pooler, once per option, the options' scores compared "
+            "(AlbertForMultipleChoice)",
+}  # fmt: skip
+
+
 def _classifier_reads(cfg: FinetuneConfig) -> str:
+    if cfg.task in _HEAD_READS:
+        return _HEAD_READS[cfg.task]
     if cfg.bi_encoder:
         return (
             "no classifier: a bi-encoder (AlbertForSentenceSimilarity), each text encoded alone and the "
