@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -385,6 +386,38 @@ def test_token_classification_reader_features_and_predictions(tmp_path):
     preds = task.predict(train[:1], [f], [{"logits": logits}])
     assert preds == [["B-PER", "O", "O", "B-LOC"]]
     assert task.score(train[:1], preds)["f1"] == 1.0
+
+
+def test_token_classification_reads_conll_and_tsv_quotes_and_scores_tags_without_spans(tmp_path, caplog):
+    """CoNLL files (a word and its tag a line), a quote as a word in TSV (as predict reads it), and tags
+    that name no spans (POS): their entity F1 was 0 whatever the model did, and it chose the checkpoint."""
+    from albert_lm.tasks import get_task
+
+    (tmp_path / "train.txt").write_text(
+        "-DOCSTART- -X- -X- O\n\nAnn NNP B-NP B-PER\nlives VBZ B-VP O\n\nBob NNP B-NP B-PER\n"
+    )
+    task = get_task("token-classification")
+    assert task.split_file(tmp_path, "train") == tmp_path / "train.txt"
+    train = task.read(tmp_path / "train.txt", "train")
+    assert [(ex.tokens, ex.tags, ex.line) for ex in train] == [
+        (["Ann", "lives"], ["B-PER", "O"], 3),
+        (["Bob"], ["B-PER"], 6),
+    ]
+    (tmp_path / "test.conll").write_text("Ann\nsings\n")  # a test file: words without tags
+    assert task.read(tmp_path / "test.conll", "test")[0].tags is None
+    (tmp_path / "bad.conll").write_text("Ann B-PER\nlives\n")
+    with pytest.raises(ValueError, match=r"bad.conll:2: a word without a tag"):
+        task.read(tmp_path / "bad.conll", "train")
+    (tmp_path / "quote.tsv").write_text('tokens\ttags\nhe said " hi\tO O O O\n')
+    assert task.read(tmp_path / "quote.tsv", "train")[0].tokens == ["he", "said", '"', "hi"]
+    task.fit_labels(train)
+    assert task.main_metric == "f1"
+    pos = get_task("token-classification")
+    (tmp_path / "pos.jsonl").write_text('{"tokens": ["Ann", "sings"], "tags": ["NOUN", "VERB"]}\n')
+    with caplog.at_level(logging.WARNING):
+        pos.fit_labels(pos.read(tmp_path / "pos.jsonl", "train"))
+    assert pos.main_metric == "accuracy" and "no B- or I- prefix" in caplog.text
+    assert pos.score(pos.read(tmp_path / "pos.jsonl", "dev"), [["NOUN", "VERB"]]) == {"accuracy": 1.0}
 
 
 def test_squad_offsets_with_the_real_tokenizer(albert_data):

@@ -278,6 +278,11 @@ def _under(lowest: float) -> float:
 
 
 # --------------------------------------------------------------------------- token classification
+def has_spans(labels: Sequence[str]) -> bool:
+    """Whether a tag set names entity spans (BIO / IOB2: some tag is B-TYPE or I-TYPE)."""
+    return any(t.startswith(("B-", "I-")) for t in labels)
+
+
 def _bio_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
     """(type, start, end) entity spans of an IOB2 / BIO sequence; an I- without a matching B- opens one."""
     spans = set()
@@ -296,7 +301,8 @@ def _bio_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
 def token_classification_metrics(
     preds: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]
 ) -> dict[str, float]:
-    """Token accuracy, and entity precision / recall / F1 over BIO spans (micro, as conlleval)."""
+    """Token accuracy, and entity precision / recall / F1 over BIO spans (micro, as conlleval) where the
+    gold tags name spans (`has_spans`)."""
     _check_lengths(preds, labels)
     correct = total = tp = n_pred = n_gold = 0
     for p, y in zip(preds, labels, strict=True):
@@ -310,7 +316,10 @@ def token_classification_metrics(
     precision = tp / n_pred if n_pred else 0.0
     recall = tp / n_gold if n_gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"accuracy": correct / total if total else 0.0, "precision": precision, "recall": recall, "f1": f1}
+    accuracy = correct / total if total else 0.0
+    if not has_spans([t for y in labels for t in y]):  # POS or IO tags: no entity to score
+        return {"accuracy": accuracy}
+    return {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1}
 
 
 def _check_lengths(a: Sequence[Any], b: Sequence[Any]) -> None:

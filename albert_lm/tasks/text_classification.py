@@ -10,10 +10,12 @@ form of a list.
 Metrics: accuracy and macro-F1.
 
 Token classification: one sentence per row with `tokens` (a list, or a space-separated string in CSV)
-and `tags` of the same length (BIO / IOB2 tags for entity F1). Each word is tokenized on its own; its
+and `tags` of the same length (BIO / IOB2 tags for entity F1), or CoNLL files (SPLIT.conll or SPLIT.txt:
+a word and its tag a line, the tag last, sentences apart by a blank line). Each word is tokenized on its own; its
 first piece carries the tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
 token-classification example does. Words cut off by `max_seq_length` are predicted "O" with a warning.
-Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average).
+Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average), which picks
+the best checkpoint; tags without B-/I- prefixes (POS, IO) name no spans: accuracy alone then.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _csv_rows(path: Path, suffix: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) of a CSV or TSV file with a header."""
     with path.open(encoding="utf-8-sig", newline="") as f:
-        yield from csv_rows(f, path, delimiter="\t" if suffix == ".tsv" else ",")
+        tsv = suffix == ".tsv"  # a quote is text in TSV, as GLUE writes it and predict reads it
+        yield from csv_rows(f, path, delimiter="\t" if tsv else ",", quotes=not tsv)
 
 
 def _missing(row: dict[str, Any], name: str, path: Path, line: int) -> InputError:
@@ -110,6 +113,39 @@ def _label(row: dict[str, Any], name: str, path: Path, line: int, required: bool
     if isinstance(value, bool):  # is_spam: true
         return str(value)
     return _scalar(value, name, path, line, "a label (text or a number)")
+
+
+CONLL = (".conll", ".txt")  # a token classifier's CoNLL files: a word and its tag a line
+
+
+def read_conll(path: Path, tokens: str, tags: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line of its first word, {tokens: words, tags: their tags}) of each sentence of a CoNLL file: a
+    word a line, its tag the line's last field (CoNLL-2003's POS and chunk columns between are left
+    out), a blank line between sentences, -DOCSTART- lines skipped; a line of one field is a word
+    without a tag (a test file's, all of them)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no data file at {path}")
+    words: list[str] = []
+    labels: list[str] = []
+    start = 0
+    text = decode_utf8(path.read_bytes(), path)
+    for n, line in enumerate([*text.splitlines(), ""], start=1):
+        fields = line.split()
+        if fields and fields[0] == "-DOCSTART-":
+            continue
+        if not fields:
+            if words:
+                yield start, {tokens: words, tags: labels if labels else None}
+            words, labels = [], []
+            continue
+        if len(fields) > 1 and len(labels) != len(words) or len(fields) == 1 and labels:
+            raise InputError(path, "a word without a tag among tagged words (expected WORD ... TAG)", line=n)
+        start = start if words else n
+        words.append(fields[0])
+        if len(fields) > 1:
+            labels.append(fields[-1])
+    if not start:
+        raise InputError(path, "empty file")
 
 
 class _OwnFilesTask(Task):
@@ -225,7 +261,6 @@ class TokenExample:
 class TokenClassificationTask(_OwnFilesTask):
     name = "token-classification"
     head = "token_classification"
-    main_metric = "f1"
 
     def __init__(
         self, labels: Sequence[str] = (), tokens_column: str = "tokens", tags_column: str = "tags"
@@ -233,9 +268,24 @@ class TokenClassificationTask(_OwnFilesTask):
         self.labels = tuple(labels)
         self.tokens_column, self.tags_column = tokens_column, tags_column
 
+    @property
+    def main_metric(self) -> str:  # type: ignore[override]
+        """Entity F1 for BIO tags; token accuracy for tags that name no spans (POS, IO tags), whose
+        entity F1 would be 0 whatever the model does."""
+        return "f1" if metrics.has_spans(self.labels) else "accuracy"
+
+    def split_file(self, data: Path, split: str) -> Path | None:
+        """As for every own-files task, and CoNLL files (SPLIT.conll, SPLIT.txt) in a folder."""
+        found = super().split_file(data, split)
+        if found is None and data.is_dir():
+            found = next((data / f"{split}{e}" for e in CONLL if (data / f"{split}{e}").is_file()), None)
+        return found
+
     def read(self, path: Path, split: str) -> list[TokenExample]:
         examples = []
-        for line, row in read_rows(path):
+        conll = path.suffix.lower() in CONLL
+        rows = read_conll(path, self.tokens_column, self.tags_column) if conll else read_rows(path)
+        for line, row in rows:
             tokens = _words(row, self.tokens_column, path, line)
             if row.get(self.tags_column) in (None, "", []):
                 if not split.startswith("test"):
@@ -254,6 +304,12 @@ class TokenClassificationTask(_OwnFilesTask):
     def fit_labels(self, train_examples: Sequence[TokenExample]) -> None:
         found = sorted({t for ex in train_examples for t in ex.tags or []})
         self.labels = tuple(found)
+        if not metrics.has_spans(self.labels):
+            logger.warning(
+                "the tags (%s) have no B- or I- prefix, so they name no entity spans: the best checkpoint is "
+                "chosen by token accuracy, and no entity precision, recall or F1 is reported",
+                ", ".join(self.labels[:8]) + (", ..." if len(self.labels) > 8 else ""),
+            )
 
     def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
         features: list[Feature] = []
@@ -282,9 +338,10 @@ class TokenClassificationTask(_OwnFilesTask):
             features.append(feat)
         if cut:
             logger.warning(
-                "%d sentences cut at max_seq_length %d; their last words are predicted 'O'",
+                "%d sentences cut at max_seq_length %d; their last words are %s",
                 cut,
                 max_seq_length,
+                "left out of training" if training else "predicted 'O'",
             )
         return features
 
