@@ -46,6 +46,7 @@ MASK = "[MASK]"
 MASK_WRITTEN = re.compile(re.escape(MASK), re.IGNORECASE)  # [mask] too: the tokenizer lowercases text
 OUTPUT_FIELDS = ("line", "masks", "filled")
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
+UNUSED = re.compile(r"\[unused\d+\]")  # WordPiece's placeholder pieces, never trained as words
 
 
 @dataclass
@@ -83,6 +84,14 @@ class MaskFiller:
         self.model = load_model(AlbertForMaskedLM, folder, require_head=True).eval().to(self.setup.device)
         if depth is not None:  # elastic depth: the first `depth` applications of the layers
             self.model.albert.encoder.set_depth(depth)
+        tok, vocab = self.setup.tokenizer, self.setup.config.vocab_size
+        pieces = tok.convert_ids_to_tokens(list(range(vocab)))
+        # never a candidate: [CLS], [SEP], [PAD], [MASK], <unk> and WordPiece's [unusedN] placeholders
+        self.not_words = torch.tensor(
+            [i for i, piece in enumerate(pieces) if i in tok.all_special_ids or UNUSED.fullmatch(str(piece))],
+            dtype=torch.long,
+        )
+        self.sentencepiece = any(str(piece).startswith(WORD_START) for piece in pieces)
 
     def encode(self, text: str, line: int, name: str) -> tuple[list[int], list[int]]:
         """(input ids, positions of the masks) of one text; an InputError without a [MASK] or with one
@@ -129,7 +138,7 @@ class MaskFiller:
         top_k: int = 5,
     ) -> list[dict[str, Any]]:
         """`fill` of texts already encoded (`encode`), `top_k` checked already."""
-        model, k = self.model, min(top_k, self.setup.config.vocab_size)
+        model, k = self.model, min(top_k, self.setup.config.vocab_size - len(self.not_words))
 
         def step(inputs: dict[str, torch.Tensor]) -> list[Any]:
             hidden = model.albert(**inputs).last_hidden_state  # (B, S, H)
@@ -144,7 +153,7 @@ class MaskFiller:
                         else "; its weights are damaged"
                     )
                 )
-            top = probs.topk(k, dim=-1)
+            top = probs.index_fill(-1, self.not_words.to(probs.device), -1.0).topk(k, dim=-1)
             counts = is_mask.sum(-1).tolist()
             values, ids = top.values.cpu().split(counts), top.indices.cpu().split(counts)
             return list(zip(values, ids, strict=True))
@@ -168,8 +177,15 @@ class MaskFiller:
                 ]
             )
         parts = MASK_WRITTEN.split(text)
-        filled = parts[0] + "".join(m[0]["token"] + rest for m, rest in zip(masks, parts[1:], strict=True))
+        # each [MASK] filled with its best candidate that is a word (not a piece that goes on one)
+        best = [next((m for m in ms if self._word(m["id"])), ms[0]) for ms in masks]
+        filled = parts[0] + "".join(m["token"] + rest for m, rest in zip(best, parts[1:], strict=True))
         return {"line": line, "masks": masks, "filled": filled}
+
+    def _word(self, i: int) -> bool:
+        """Whether piece `i` starts a word: SentencePiece's with its mark, WordPiece's without "##"."""
+        piece = str(self.setup.tokenizer.convert_ids_to_tokens([i])[0])
+        return piece.startswith(WORD_START) if self.sentencepiece else not piece.startswith("##")
 
 
 def fill_mask(cfg: FillMaskConfig) -> FillMaskSummary:
