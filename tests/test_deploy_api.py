@@ -244,6 +244,20 @@ def test_fill_mask_and_embed_leave_out_bad_rows_and_refuse_an_output_of_another_
         assert code == 1 and not out.exists() and "Traceback" not in err
         assert f"--output {out}: {command} writes JSON Lines (one JSON object a line), not {says}" in err
     assert f"name it {tmp_path / 'out.jsonl'}, a .npy name, or give - for stdout" in err  # embed's matrix
+    # a .npy matrix has no line numbers: where bad rows left out shift its rows, it says so
+    npy = ["--model", str(folder), "--input", str(src), "--precision", "fp32", "--skip-bad", "--output"]
+    caplog.clear()
+    assert run("embed", [*npy, str(tmp_path / "m.npy")], capsys)[0] == 0
+    assert "row i is the i-th text embedded; the 1 blank or skipped lines have no row" in caplog.text
+    # a text past --max-seq-length is embedded from its start, and said to be
+    caplog.clear()
+    code, _, _ = run(
+        "embed", ["--model", str(folder), "--text", "kala " * 100, "--max-seq-length", "16"], capsys
+    )
+    assert (
+        code == 0
+        and "1 of 1 texts are longer than 14 tokens: each is embedded from its first 14" in caplog.text
+    )
 
 
 def test_a_sequence_length_past_the_models_positions_is_refused_not_lowered(saved, tmp_path, capsys):

@@ -90,7 +90,14 @@ class Embedder:
                 "checkpoint); use --pooling mean or cls"
             )
         tok, limit = self.setup.tokenizer, self.setup.max_len - 2  # room for [CLS] and [SEP]
-        ids = [[tok.cls_token_id, *x[:limit], tok.sep_token_id] for x in tok.encode_batch(list(texts))]
+        encoded = tok.encode_batch(list(texts))
+        if cut := sum(len(x) > limit for x in encoded):
+            logger.warning(
+                "%d of %d texts are longer than %d tokens: each is embedded from its first %d (--max-seq-length "
+                "%d); split long texts into passages to embed all of them",
+                cut, len(encoded), limit, limit, self.setup.max_len,
+            )  # fmt: skip
+        ids = [[tok.cls_token_id, *x[:limit], tok.sep_token_id] for x in encoded]
         model = self.model
 
         def step(inputs: dict[str, torch.Tensor]) -> list[Any]:
@@ -146,6 +153,12 @@ def embed(cfg: EmbedConfig) -> EmbedSummary:
         buffer = io.BytesIO()
         np.save(buffer, matrix)
         write_output(cfg.output, buffer.getvalue())
+        if texts.blank_lines or texts.skipped:  # the matrix's rows are no longer the input's lines
+            logger.warning(
+                "%s: row i is the i-th text embedded; the %d blank or skipped lines have no row, so rows and "
+                "input lines differ: a .jsonl --output gives each row its line (and --keep-columns an id)",
+                cfg.output, texts.blank_lines + len(texts.skipped),
+            )  # fmt: skip
     else:
         write_output(cfg.output, embedding_lines(matrix, texts.lines, texts.kept))
     return EmbedSummary(len(texts.texts), matrix.shape[1], texts.blank_lines, texts.skipped)
