@@ -55,6 +55,11 @@ def test_rows_in_memory_refusals(pretrained, tmp_path):
     assert ".rows-" not in str(e.value)  # the scratch file it was written to is no name for the user
     with pytest.raises(TypeError, match="model: expected a model folder or hub id"):
         albert_lm.finetune_rows(5, ROWS, ROWS, tmp_path / "e")  # type: ignore[arg-type]
+    tagged = [(["Ann", "sings"], ["B-PER", "O"])]  # a token classifier's rows, the task left out
+    with pytest.raises(
+        ValueError, match='row 1: .*rows of a token classifier; pass task="token-classification"'
+    ):
+        albert_lm.finetune_rows(pretrained, tagged, tagged, tmp_path / "f")
 
 
 def test_python_callers_get_python_errors_and_may_give_paths(pretrained, tmp_path):

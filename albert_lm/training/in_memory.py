@@ -40,6 +40,11 @@ def _as_dict(row: Row, task: str, n: int) -> dict[str, Any]:
         if task == "token-classification"
         else (("text", "label"), ("text", "text_pair", "label"))
     )
+    if task == "classification" and len(row) == 2 and all(isinstance(x, list | tuple) for x in row):
+        raise ValueError(
+            f"row {n}: (a list of words, a list of tags): rows of a token classifier; pass "
+            'task="token-classification"'
+        )
     for names in fields:
         if len(row) == len(names):
             return dict(zip(names, row, strict=True))
