@@ -138,6 +138,9 @@ def test_token_classification_tags_every_word(make_model, tmp_path, capsys):
     assert [len(r["tags"]) for r in rows] == [3, 2] and all(
         t in ("B-X", "I-X", "O") for r in rows for t in r["tags"]
     )
+    src.write_text(json.dumps({"tokens": ["Kala", " ", "to"]}) + "\n")  # the word at fault, named
+    code, rows, err = run(["--model", str(model), "--input", str(src)], capsys)
+    assert code == 1 and f"{src}:1: column 'tokens': item 2 is \" \", expected a text" in err
 
 
 def test_question_answering_offsets_point_at_the_answer(make_model, tmp_path, capsys):

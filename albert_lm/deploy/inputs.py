@@ -93,12 +93,15 @@ class Fields:
                 value = json.loads(value)
             except (ValueError, RecursionError):  # not JSON, nested too deeply, a number too long
                 raise InputError(self.name, f"column {column!r}: expected a JSON list", line=line) from None
-        if (
-            not isinstance(value, list)
-            or not value
-            or not all(isinstance(v, str) and v.strip() for v in value)
-        ):
+        if not isinstance(value, list) or not value:
             raise InputError(self.name, f"column {column!r}: expected a non-empty list of texts", line=line)
+        bad = next(((k, v) for k, v in enumerate(value, 1) if not isinstance(v, str) or not v.strip()), None)
+        if bad is not None:
+            raise InputError(
+                self.name,
+                f"column {column!r}: item {bad[0]} is {json.dumps(bad[1])}, expected a text",
+                line=line,
+            )
         return value
 
     def words(self, row: dict[str, Any], column: str, line: int) -> list[str]:
