@@ -232,6 +232,14 @@ def test_squad2_sample_end_to_end(albert_data, tiny_model, tmp_path, capsys):
     from albert_lm.deploy.export import _null_threshold  # what export.json records beside the logits
 
     assert _null_threshold(moved) == {"null_score_diff_threshold": 1e9} and not _null_threshold(tiny_model)
+    # predict says how sure each answer is, and what the threshold compared: answered as the model's is set
+    rows = tmp_path / "q.jsonl"
+    rows.write_text(
+        "".join(json.dumps({"question": "Which?", "context": c}) + "\n" for c in list(contexts.values())[:3])
+    )
+    assert main(["predict", "--model", str(moved), "--input", str(rows)]) == 0
+    said = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert all(isinstance(r["score"], float) and r["null_score_diff"] <= 1e9 and r["answer"] for r in said)
 
 
 def test_bad_label_fails_before_writing(albert_data, tiny_model, tmp_path, capsys):

@@ -154,6 +154,7 @@ def test_question_answering_offsets_point_at_the_answer(make_model, tmp_path, ca
     assert code == 0 and len(rows) == 2
     for r in rows:
         assert r["answer"] and context[r["start"] : r["end"]] == r["answer"]
+        assert isinstance(r["score"], float) and "null_score_diff" not in r  # how sure; SQuAD 1.1: no null
     code, rows, err = run(["--model", str(model), "--text", "Kala?"], capsys)  # a question without context
     assert (
         code == 1

@@ -11,8 +11,9 @@ number:
   a GLUE model whose config names no labels of its own writes the task's conventional names
   (SST-2 negative / positive, CoLA unacceptable / acceptable, ...: `tasks.glue.label_names`);
 - token classification: `tokens` (whitespace-split text, or the row's token list) and `tags`;
-- question answering: `answer` with its character offsets `start` / `end` in the context (SQuAD 2.0
-  models answer "" with offsets null when no answer beats the null score by the threshold chosen on dev);
+- question answering: `answer` with its character offsets `start` / `end` in the context and its `score`
+  (start + end logits; SQuAD 2.0 models also `null_score_diff`, [CLS]'s score minus it, and answer ""
+  with offsets null where that exceeds the model's threshold);
 - multiple choice: `answer` (A, B, ...), its `index` and `probabilities` over the options.
 
 Input: plain text (one text per line, blank lines skipped and counted; sequence and token
@@ -84,7 +85,7 @@ READS = {
 }
 # The fields predict writes; a kept column of one of these names would replace it.
 OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "answer", "start",
-                 "end", "index")  # fmt: skip
+                 "end", "index", "null_score_diff")  # fmt: skip
 
 
 @dataclass
@@ -316,9 +317,14 @@ def _span_records(tm: TaskModel, examples, features, outputs, lines) -> list[dic
         if task.version2 and preds.null_diff[ex.qid] > (0.0 if threshold is None else float(threshold)):
             span = None
         start, end = span if span else (None, None)
-        records.append(
-            {"line": line, "answer": ex.context[start:end] if span else "", "start": start, "end": end}
-        )
+        record = {"line": line, "answer": ex.context[start:end] if span else "", "start": start, "end": end}
+        if preds.spans[
+            ex.qid
+        ]:  # how sure: the best span's start + end logits (and, SQuAD 2.0, against [CLS])
+            record["score"] = round(preds.scores[ex.qid], 4)
+            if task.version2:
+                record["null_score_diff"] = round(preds.null_diff[ex.qid], 4)
+        records.append(record)
     return records
 
 

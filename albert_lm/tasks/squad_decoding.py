@@ -41,6 +41,8 @@ class SquadPredictions:
     null_diff: dict[str, float]  # null score - best span score (SQuAD 2.0's "na_prob")
     # each answer's [start, end) in its context (None: no span)
     spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    # the best span's score, its start + end logits (-inf: no span); higher is surer
+    scores: dict[str, float] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- context tokens and windows
@@ -133,6 +135,7 @@ def decode(
     text: dict[str, str] = {}
     diff: dict[str, float] = {}
     spans: dict[str, tuple[int, int] | None] = {}
+    scores: dict[str, float] = {}
     for ei, ex in enumerate(examples):
         best, best_span, null = -math.inf, None, math.inf
         for fi in by_example[ei]:
@@ -155,7 +158,8 @@ def decode(
         text[ex.qid] = ex.context[best_span[0] : best_span[1]] if best_span else ""
         spans[ex.qid] = (int(best_span[0]), int(best_span[1])) if best_span else None
         diff[ex.qid] = null - best if best_span else 1e9
-    return SquadPredictions(text, diff, spans)
+        scores[ex.qid] = best
+    return SquadPredictions(text, diff, spans, scores)
 
 
 def apply_threshold(preds: SquadPredictions, threshold: float) -> dict[str, str]:
