@@ -30,8 +30,16 @@ import numpy as np
 import torch
 
 from albert_lm.deploy.inputs import check_output, parse_columns, read_texts, with_kept, write_output
-from albert_lm.deploy.loading import Setup, load_setup, model_folder, run_batches, weight_names
+from albert_lm.deploy.loading import (
+    STUDENT_SETTINGS,
+    Setup,
+    load_setup,
+    model_folder,
+    run_batches,
+    weight_names,
+)
 from albert_lm.deploy.texts_config import EmbedConfig
+from albert_lm.files import read_json_object
 from albert_lm.model.encoder import AlbertModel, mean_pool
 from albert_lm.model.hf_interop import load_model
 from albert_lm.model.outputs import BaseModelOutputWithPooling
@@ -89,6 +97,12 @@ class Embedder:
                 f"--pooling pooler: {self.setup.folder} holds no pooler weights (a masked-LM-only "
                 "checkpoint); use --pooling mean or cls"
             )
+        if pooling == "pooler" and _untaught_pooler(self.setup.folder):
+            logger.warning(
+                "--pooling pooler: %s is a student of `albert distill general` taught without --cls-weight: "
+                "its pooler kept its first random weights, and its vectors say little; it learned --pooling mean",
+                self.setup.folder,
+            )
         tok, limit = self.setup.tokenizer, self.setup.max_len - 2  # room for [CLS] and [SEP]
         encoded = tok.encode_batch(list(texts))
         if cut := sum(len(x) > limit for x in encoded):
@@ -119,6 +133,15 @@ class Embedder:
         if normalize:
             matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         return matrix
+
+
+def _untaught_pooler(folder: Path) -> bool:
+    """Whether `folder` is a general student whose distillation never trained its pooler (cls_weight 0)
+    and that no fine-tuning trained since."""
+    settings = folder / STUDENT_SETTINGS
+    if not settings.is_file() or (folder / "finetune_config.json").is_file():
+        return False
+    return not read_json_object(settings, "distillation settings").get("cls_weight")
 
 
 def _float32_list(row: np.ndarray) -> str:
