@@ -122,6 +122,7 @@ def test_token_classification_spans():
     out = M.token_classification_metrics(pred, gold)
     assert out["accuracy"] == 0.75
     assert (out["precision"], out["recall"], out["f1"]) == (0.5, 0.5, 0.5)
+    assert (out["f1_PER"], out["f1_LOC"], out["f1_ORG"]) == (1.0, 0.0, 0.0)  # each type's, as seqeval's report
     # a truncated entity is a miss, not half a hit
     out = M.token_classification_metrics([["B-PER", "O"]], [["B-PER", "I-PER"]])
     assert out["f1"] == 0.0

@@ -301,25 +301,35 @@ def _bio_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
 def token_classification_metrics(
     preds: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]
 ) -> dict[str, float]:
-    """Token accuracy, and entity precision / recall / F1 over BIO spans (micro, as conlleval) where the
-    gold tags name spans (`has_spans`)."""
+    """Token accuracy, and entity precision / recall / F1 over BIO spans (micro, as conlleval) with each
+    entity type's F1 (`f1_PER`, as seqeval's report gives it) where the gold tags name spans
+    (`has_spans`)."""
     _check_lengths(preds, labels)
-    correct = total = tp = n_pred = n_gold = 0
+    correct = total = 0
+    found: dict[str, collections.Counter[str]] = {"tp": collections.Counter(), "pred": collections.Counter(),
+                                                  "gold": collections.Counter()}  # fmt: skip
     for p, y in zip(preds, labels, strict=True):
         _check_lengths(p, y)
         correct += sum(a == b for a, b in zip(p, y, strict=True))
         total += len(y)
         ps, ys = _bio_spans(p), _bio_spans(y)
-        tp += len(ps & ys)
-        n_pred += len(ps)
-        n_gold += len(ys)
-    precision = tp / n_pred if n_pred else 0.0
-    recall = tp / n_gold if n_gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        for key, spans in (("tp", ps & ys), ("pred", ps), ("gold", ys)):
+            found[key].update(kind for kind, _, _ in spans)
     accuracy = correct / total if total else 0.0
     if not has_spans([t for y in labels for t in y]):  # POS or IO tags: no entity to score
         return {"accuracy": accuracy}
-    return {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1}
+    tp, n_pred, n_gold = (sum(found[k].values()) for k in ("tp", "pred", "gold"))
+    out = {"accuracy": accuracy, **_prf(tp, n_pred, n_gold)}
+    for kind in sorted(set(found["gold"]) | set(found["pred"])):
+        out[f"f1_{kind}"] = _prf(found["tp"][kind], found["pred"][kind], found["gold"][kind])["f1"]
+    return out
+
+
+def _prf(tp: int, n_pred: int, n_gold: int) -> dict[str, float]:
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
 
 
 def _check_lengths(a: Sequence[Any], b: Sequence[Any]) -> None:
