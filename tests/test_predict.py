@@ -155,6 +155,18 @@ def test_question_answering_offsets_point_at_the_answer(make_model, tmp_path, ca
     for r in rows:
         assert r["answer"] and context[r["start"] : r["end"]] == r["answer"]
         assert isinstance(r["score"], float) and "null_score_diff" not in r  # how sure; SQuAD 1.1: no null
+    from albert_lm import Predictor
+
+    qa = Predictor(model, device="cpu", precision="fp32")
+    assert qa.predict([("Kala?", context)])[0]["answer"] == rows[0]["answer"]
+    with pytest.raises(
+        TypeError, match=r"inputs:1: a text alone.*give a list of \(question, context\) pairs"
+    ):
+        qa.predict(("Kala?", context))  # a bare pair: read as two texts
+    squad = tmp_path / "dev-v1.1.json"  # a SQuAD file given whole: one JSON object, read as one row
+    squad.write_text(json.dumps({"version": "1.1", "data": []}))
+    code, rows, err = run(["--model", str(model), "--input", str(squad), "--format", "jsonl"], capsys)
+    assert code == 1 and "a SQuAD dataset file (version, data); predict reads one question a row" in err
     code, rows, err = run(["--model", str(model), "--text", "Kala?"], capsys)  # a question without context
     assert (
         code == 1

@@ -28,8 +28,9 @@ from albert_lm.deploy.embed import Embedder
 from albert_lm.deploy.fill_mask import MaskFiller
 from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
-from albert_lm.deploy.predict import TaskModel, examples_of, load_task_model, predict_examples
+from albert_lm.deploy.predict import TaskModel, load_task_model, predict_examples
 from albert_lm.deploy.predict_config import COLUMN_FIELDS, Columns
+from albert_lm.deploy.rows import READS, examples_of
 from albert_lm.kernels.device import pick_device
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import EXIT_FILE, ExitRule, check_rule
@@ -234,6 +235,12 @@ def _given_columns(given: dict[str, Any]) -> dict[str, str | None]:
 
 def _row(item: Any, head: str, n: int, columns: Columns) -> dict[str, Any]:
     """A predict input as the row the command would read: a text, a pair, or the row itself."""
+    if isinstance(item, str) and head in READS:  # a bare (question, context) pair is read as two texts
+        shape = "(question, context) pairs" if head == "question_answering" else "row dicts"
+        raise TypeError(
+            f"inputs:{n}: a text alone, and this model reads {READS[head]}: give a list of {shape}, e.g. "
+            f"predict([{'(question, context)' if head == 'question_answering' else 'row'}])"
+        )
     if isinstance(item, str):
         return {columns.text: item}
     if head == "token_classification" and isinstance(item, tuple | list):

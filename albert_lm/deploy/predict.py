@@ -29,10 +29,9 @@ that `albert_lm.Predictor` shares: the model loaded once, rows in, output dicts 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ from albert_lm.deploy.inputs import (
 )
 from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import Columns, PredictConfig
-from albert_lm.files import InputError
+from albert_lm.deploy.rows import READS, examples_of
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
@@ -62,11 +61,10 @@ from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequen
 from albert_lm.runtime.run import run_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
-from albert_lm.tasks.glue import GlueExample, GlueTask, label_names
-from albert_lm.tasks.race import LETTERS, RaceExample
-from albert_lm.tasks.squad import SquadExample, SquadTask
+from albert_lm.tasks.glue import GlueTask, label_names
+from albert_lm.tasks.race import LETTERS
+from albert_lm.tasks.squad import SquadTask
 from albert_lm.tasks.squad_decoding import decode
-from albert_lm.tasks.text_classification import TextExample, TokenExample
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +75,6 @@ _ARCHITECTURE_TASKS = {
     "AlbertForQuestionAnswering": "squad1",
     "AlbertForMultipleChoice": "race",
     "AlbertForSentenceSimilarity": "stsb",  # a bi-encoder: text pairs scored on STS-B's scale
-}
-# What a model of these heads reads in a row, where --text gives one text.
-READS = {
-    "question_answering": "a question and a context",
-    "multiple_choice": "a question, a context and options",
 }
 # The fields predict writes; a kept column of one of these names would replace it.
 OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "answer", "start",
@@ -208,96 +201,6 @@ def _model_dir(model: str | Path) -> Path:
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
     return model_dir
-
-
-# --------------------------------------------------------------------------- rows to examples
-def _column(fields: Fields, row: dict[str, Any], columns: Columns, name: str, line: int) -> str:
-    """The column of field `name` (text, text_pair, ...). A row without it is refused naming the row's
-    columns, where the column's name came from and the option (Predictor: argument) that reads another."""
-    column = getattr(columns, name)
-    if column not in row:
-        found = ", ".join(repr(str(c)) for c in list(row)[:8]) or "none"
-        raise InputError(
-            fields.name,
-            f"missing or empty column {column!r} (the row's columns: {found}; {columns.hint(name)})",
-            line=line,
-        )
-    return column
-
-
-def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns: Columns) -> Any:
-    """The task's example of one row."""
-
-    def text(name: str) -> str:
-        return fields.text(row, _column(fields, row, columns, name, line), line)
-
-    if task.head == "sequence_classification":
-        first, pair = text("text"), None
-        if task.score_range is not None:  # a similarity on a fixed scale (STS-B): one text has no score
-            pair = text("text_pair")
-        elif columns.text_pair is not None:
-            pair = fields.optional(row, columns.text_pair, line)
-        if isinstance(task, GlueTask):
-            return GlueExample(str(line), first, pair, None, line)
-        return TextExample(first, pair, None, line)
-    if task.head == "token_classification":
-        if columns.tokens in row:
-            return TokenExample(fields.words(row, columns.tokens, line), None, line)
-        # neither the model's own token column nor a text: the message names the token column
-        missing = "tokens" in columns.recorded and columns.text not in row
-        return TokenExample(text("tokens" if missing else "text").split(), None, line)
-    if task.head == "question_answering":
-        return SquadExample(str(line), text("question"), text("context"), [])
-    options = fields.strings(row, _column(fields, row, columns, "options", line), line)
-    if len(options) > len(LETTERS):
-        raise InputError(fields.name, f"{len(options)} options: at most {len(LETTERS)}", line)
-    if columns.context == "context" and "context" not in row and "article" in row:
-        # RACE's own rows, as fine-tuning reads them
-        columns = dataclasses.replace(columns, context="article")
-    question, context = text("question"), text("context")
-    return RaceExample(str(line), context, question, options, None, "")
-
-
-@dataclass
-class _Examples:
-    examples: list[Any] = field(default_factory=list)
-    lines: list[int] = field(default_factory=list)
-    kept: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # messages of rows left out
-
-
-def examples_of(
-    task: Task,
-    rows: Sequence[tuple[int, dict[str, Any]]],
-    fields: Fields,
-    columns: Columns = Columns(),  # noqa: B008 - frozen: one shared default is safe
-    keep: Sequence[str] = (),
-    skip_bad: bool = False,
-) -> _Examples:
-    """The task's example of each row, with its kept columns; a bad row stops here, or is left out and
-    reported under `skip_bad`."""
-    out = _Examples()
-    n_options: int | None = None
-    for line, row in rows:
-        try:
-            ex = _example(task, row, line, fields, columns)
-            if isinstance(ex, RaceExample):
-                if n_options is not None and len(ex.options) != n_options:
-                    raise InputError(
-                        fields.name, f"{len(ex.options)} options; the rows before have {n_options}", line
-                    )
-                n_options = len(ex.options)
-            kept = fields.kept(row, keep, line)
-        except InputError as e:
-            if not skip_bad:
-                raise
-            out.skipped.append(str(e))
-            logger.warning("skipped: %s", e)
-            continue
-        out.examples.append(ex)
-        out.lines.append(line)
-        out.kept.append(kept)
-    return out
 
 
 # --------------------------------------------------------------------------- predictions
@@ -443,7 +346,6 @@ __all__ = [
     "PredictConfig",
     "PredictSummary",
     "TaskModel",
-    "examples_of",
     "load_task_model",
     "model_task",
     "output_labels",
