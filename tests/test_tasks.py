@@ -412,6 +412,16 @@ def test_token_classification_reads_conll_and_tsv_quotes_and_scores_tags_without
     assert task.read(tmp_path / "quote.tsv", "train")[0].tokens == ["he", "said", '"', "hi"]
     task.fit_labels(train)
     assert task.main_metric == "f1"
+    (tmp_path / "dev.conll").write_text("Ann B-PER\nParis B-LOC\n")  # a type training never saw
+    with caplog.at_level(logging.WARNING):
+        dev = task.read(tmp_path / "dev.conll", "dev")
+    assert (
+        "tags not seen in training (B-LOC x1): the model cannot predict them, so they count as misses"
+        in caplog.text
+    )
+    (f,) = task.featurize(dev, ChunkTokenizer(), max_seq_length=64)
+    assert f["labels"][1] == task.labels.index("B-PER") and -100 in f["labels"][2:]  # no id, no loss
+    assert task.score(dev, [["B-PER", "O"]])["recall"] == 0.5  # Paris: a miss
     pos = get_task("token-classification")
     (tmp_path / "pos.jsonl").write_text('{"tokens": ["Ann", "sings"], "tags": ["NOUN", "VERB"]}\n')
     with caplog.at_level(logging.WARNING):

@@ -13,13 +13,14 @@ Token classification: one sentence per row with `tokens` (a list, or a space-sep
 and `tags` of the same length (BIO / IOB2 tags for entity F1), or CoNLL files (SPLIT.conll or SPLIT.txt:
 a word and its tag a line, the tag last, sentences apart by a blank line). Each word is tokenized on its own; its
 first piece carries the tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
-token-classification example does. Words cut off by `max_seq_length` are predicted "O" with a warning.
+token-classification example does. A dev tag never seen in training counts as a miss, with a warning. Words cut off by `max_seq_length` are predicted "O" with a warning.
 Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average), which picks
 the best checkpoint; tags without B-/I- prefixes (POS, IO) name no spans: accuracy alone then.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -282,7 +283,7 @@ class TokenClassificationTask(_OwnFilesTask):
         return found
 
     def read(self, path: Path, split: str) -> list[TokenExample]:
-        examples = []
+        examples, unseen = [], collections.Counter[str]()
         conll = path.suffix.lower() in CONLL
         rows = read_conll(path, self.tokens_column, self.tags_column) if conll else read_rows(path)
         for line, row in rows:
@@ -295,10 +296,13 @@ class TokenClassificationTask(_OwnFilesTask):
                 tags = _words(row, self.tags_column, path, line)
                 if len(tags) != len(tokens):
                     raise InputError(path, f"{len(tokens)} tokens but {len(tags)} tags", line=line)
-                unknown = [t for t in tags if self.labels and t not in self.labels]
-                if unknown:
-                    raise InputError(path, f"tag {unknown[0]!r} was not seen in training", line=line)
+                unseen.update(t for t in tags if self.labels and t not in self.labels)
             examples.append(TokenExample(tokens, tags, line))
+        if unseen:  # a type the model never learned: scored as missed, as conlleval and seqeval count it
+            logger.warning(
+                "%s: tags not seen in training (%s): the model cannot predict them, so they count as misses",
+                path, ", ".join(f"{t} x{n}" for t, n in unseen.most_common(5)),
+            )  # fmt: skip
         return examples
 
     def fit_labels(self, train_examples: Sequence[TokenExample]) -> None:
@@ -323,7 +327,8 @@ class TokenClassificationTask(_OwnFilesTask):
                     break
                 first.append(len(ids))
                 ids += pieces
-                tag = self.labels.index(ex.tags[w]) if ex.tags is not None else IGNORE_INDEX
+                known = ex.tags is not None and ex.tags[w] in self.labels  # an unseen dev tag: no id, no loss
+                tag = self.labels.index(ex.tags[w]) if known else IGNORE_INDEX
                 labels += [tag] + [IGNORE_INDEX] * (len(pieces) - 1)
             ids.append(tokenizer.sep_token_id)
             labels.append(IGNORE_INDEX)
