@@ -141,3 +141,9 @@ def test_cli_bench_writes_json(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["gemm"]["limits"]["fp32"] > 0
     assert "| matrix multiply | GFLOP/s |" in capsys.readouterr().out
+    # --precisions fp32: the matrix multiplies of that precision only (bf16's are no row's limit)
+    argv = ["bench", "--preset", "albert-tiny", "--only", "gemm", "--repeats", "2", "--precisions", "fp32"]
+    assert main([*argv, "--json", str(out)]) == 0
+    gemm = json.loads(out.read_text())["gemm"]
+    assert set(gemm["limits"]) == {"fp32"} and all(p["dtype"] == "fp32" for p in gemm["paths"].values())
+    assert "bf16" not in capsys.readouterr().out.split("| matrix multiply |")[1]

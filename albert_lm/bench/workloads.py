@@ -12,7 +12,7 @@ import dataclasses
 import shutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -76,8 +76,11 @@ class GemmLimits(TypedDict):
     limits: dict[str, float]  # the best path's GFLOP/s per dtype
 
 
-def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> GemmLimits:
-    """GFLOP/s per path on the encoder's three matrix shapes; `limit` per dtype is the best path."""
+def gemm_limits(
+    config: AlbertConfig, tokens: int = 1024, repeats: int = 10, dtypes: Sequence[str] = ("fp32", "bf16")
+) -> GemmLimits:
+    """GFLOP/s per path on the encoder's three matrix shapes, for the precisions `dtypes`; `limit` per
+    dtype is the best path."""
     h, i = config.hidden_size, config.intermediate_size
     shapes = [(tokens, h, 3 * h), (tokens, h, i), (tokens, i, h)]
     paths: dict[str, GemmPath] = {}
@@ -93,6 +96,8 @@ def gemm_limits(config: AlbertConfig, tokens: int = 1024, repeats: int = 10) -> 
         ("bf16 oneDNN", torch.bfloat16, "onednn"),
         ("bf16 oneDNN, packed weights", torch.bfloat16, "packed"),
     ):
+        if ("bf16" if dtype == torch.bfloat16 else "fp32") not in dtypes:
+            continue  # a precision the comparison does not run
         if (path == "onednn" and not (kernels.enabled() and onednn.primitive_works(dtype))) or (
             path == "packed" and not kernels.can_pack(dtype)
         ):
