@@ -129,8 +129,10 @@ def test_pretraining_checkpoints_and_final_model_carry_cards_with_their_scores(t
     for step in (3, 6):
         card = (out / f"checkpoint-{step}" / "README.md").read_text()
         assert "pipeline_tag: fill-mask" in _front_matter(card) and CARD_MARK in card
-        assert f"| held-out MLM accuracy | {_shown(evals[step]['mlm_acc'])} |" in card
-        assert f"| held-out SOP accuracy | {_shown(evals[step]['sop_acc'])} |" in card
+        assert (
+            f"| held-out MLM accuracy (8 sequences) | {_shown(evals[step]['mlm_acc'])} |" in card
+        )  # 2 batches of 4
+        assert f"| held-out SOP accuracy (8 sequences) | {_shown(evals[step]['sop_acc'])} |" in card
         assert f"| steps | {step} of 6 |" in card and f"| sequences seen | {step * 4} |" in card
     config = AlbertConfig.from_pretrained(out / "checkpoint-3")
     assert f"{count_parameters(config):,}" in card and "| layers | 2 |" in card

@@ -59,7 +59,9 @@ def write_pretraining_card(run: Run, folder: Path, location: Path, title: str) -
     for split, record in evaluations.items():
         for key, name in _EVAL_METRICS.items():
             if key in record:
-                scores[f"{_EVAL_SETS.get(split, split)} {name.replace('SOP', sentence)}"] = record[key]
+                label, n = _eval_set(run, split)
+                on = f" ({n:,} sequences)" if n else ""
+                scores[f"{label} {name.replace('SOP', sentence)}{on}"] = record[key]
     return write_model_card(
         folder,
         title=title,
@@ -68,6 +70,16 @@ def write_pretraining_card(run: Run, folder: Path, location: Path, title: str) -
         location=location,
         replaces=location,
     )
+
+
+def _eval_set(run: Run, split: str) -> tuple[str, int]:
+    """An evaluation set as a card names it, and the sequences its scores are on (the first
+    --eval-batches batches of the held-out split; the --eval-text file's windows)."""
+    data = run.evals.get(split)
+    n = len(data) if data is not None else 0
+    if split == "eval":
+        n = min(n, run.cfg.eval_batches * run.cfg.batch_size)
+    return _EVAL_SETS.get(split, split).replace("--eval-text", f"--eval-text {run.cfg.eval_text}"), n
 
 
 def pretraining_settings(run: Run) -> dict[str, Any]:
