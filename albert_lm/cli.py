@@ -278,13 +278,17 @@ def _interrupt_within(e: BaseException) -> KeyboardInterrupt | None:
 
 
 # What gloo and NCCL say when another process of the job is gone (killed, out of memory, its machine down)
-_PEER_LOST = re.compile(r"connection (closed|reset|refused)|broken pipe|timed? ?out|nccl|gloo", re.IGNORECASE)
+_PEER_LOST = re.compile(
+    r"connection (closed|reset) by peer|broken pipe|communicator (was )?abort|watchdog|timed out",
+    re.IGNORECASE,
+)
 
 
 def peer_lost(e: BaseException) -> str | None:
     """Under torchrun (WORLD_SIZE > 1), a collective that failed because another process of the job
     stopped, said as that rather than as a fault of albert-lm; None for any other error."""
-    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1 or not isinstance(e, RuntimeError):
+    world = os.environ.get("WORLD_SIZE", "1")
+    if not world.isdigit() or int(world) <= 1 or not isinstance(e, RuntimeError):
         return None
     text = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
     if not _PEER_LOST.search(str(e)):
@@ -292,8 +296,8 @@ def peer_lost(e: BaseException) -> str | None:
     rank = os.environ.get("RANK", "?")
     return (
         f"process {rank} lost the other processes of this torchrun job ({text}): one of them stopped "
-        "(killed, out of memory, or its machine gone; its own log says why). The checkpoints saved so far "
-        "are kept: run the job again with --resume"
+        "(killed, out of memory, or its machine gone; its own log says why). The checkpoints saved so far, "
+        "if any, are kept: run the job again, with --resume to go on from them"
     )
 
 

@@ -259,10 +259,9 @@ def file_values(cls: type, values: dict[str, Any], where: str, ignored: Iterable
     if unknown:
         near = {k: m[0] for k in unknown if (m := difflib.get_close_matches(k, names, n=1, cutoff=0.75))}
         meant = "; ".join(f"{k}: did you mean {v}?" for k, v in near.items())
+        listed = f"; expected some of {', '.join(sorted(names))}" if len(near) < len(unknown) else ""
         raise InputError(
-            where,
-            f"unknown setting(s) {', '.join(unknown)}"
-            + (f" ({meant})" if meant else f"; expected some of {', '.join(sorted(names))}"),
+            where, f"unknown setting(s) {', '.join(unknown)}" + (f" ({meant})" if meant else "") + listed
         )
     own = {k: v for k, v in values.items() if k in names}
     for name, value in own.items():

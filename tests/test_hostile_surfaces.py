@@ -182,6 +182,9 @@ def test_a_torchrun_process_that_lost_the_others_says_so(capsys, monkeypatch):
     refused(capsys, ["params"], "process 1 lost the other processes of this torchrun job", "--resume")
     monkeypatch.setenv("WORLD_SIZE", "1")  # alone, the same error is no lost peer: a fault of ours
     assert main(["params"]) == cli.INTERNAL_ERROR
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a backend's refusal of a call is a fault of ours, not a lost peer
+    assert not cli.peer_lost(RuntimeError("ProcessGroupGloo does not support reduce_scatter"))
+    assert not cli.peer_lost(RuntimeError("NCCL error: invalid usage (ncclInvalidUsage)"))
 
 
 def test_out_of_memory_is_one_line(capsys, monkeypatch):

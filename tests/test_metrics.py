@@ -122,7 +122,14 @@ def test_token_classification_spans():
     out = M.token_classification_metrics(pred, gold)
     assert out["accuracy"] == 0.75
     assert (out["precision"], out["recall"], out["f1"]) == (0.5, 0.5, 0.5)
-    assert (out["f1_PER"], out["f1_LOC"], out["f1_ORG"]) == (1.0, 0.0, 0.0)  # each type's, as seqeval's report
+    assert (out["f1_PER"], out["f1_LOC"], out["f1_ORG"]) == (
+        1.0,
+        0.0,
+        0.0,
+    )  # each type's, as seqeval's report
+    # a dev set without entities, of a task whose tags name them: F1 scored (0), not left out
+    assert M.token_classification_metrics([["O"]], [["O"]], spans=True)["f1"] == 0.0
+    assert "f1" not in M.token_classification_metrics([["NOUN"]], [["NOUN"]])  # POS tags: no entities
     # a truncated entity is a miss, not half a hit
     out = M.token_classification_metrics([["B-PER", "O"]], [["B-PER", "I-PER"]])
     assert out["f1"] == 0.0

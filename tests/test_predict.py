@@ -163,6 +163,10 @@ def test_question_answering_offsets_point_at_the_answer(make_model, tmp_path, ca
         TypeError, match=r"inputs:1: a text alone.*give a list of \(question, context\) pairs"
     ):
         qa.predict(("Kala?", context))  # a bare pair: read as two texts
+    with pytest.raises(
+        ValueError, match="^early exit: for classification and regression models, not a squad1"
+    ):
+        Predictor(model, exit_confidence=0.9)  # not "fine-tune with --exit-heads": a QA model has none
     squad = tmp_path / "dev-v1.1.json"  # a SQuAD file given whole: one JSON object, read as one row
     squad.write_text(json.dumps({"version": "1.1", "data": []}))
     code, rows, err = run(["--model", str(model), "--input", str(squad), "--format", "jsonl"], capsys)

@@ -163,6 +163,16 @@ def test_a_resumed_run_may_take_another_time_budget_but_not_drop_one(tmp_path, o
     dropped = "runs under --time-budget 3s, this one would have none: its learning rate decays over the time"
     with pytest.raises(ValueError, match=dropped):
         pretrain(tiny_run(out, resume=True, **common), train_dataset=SyntheticData())
+    steps = tmp_path / "steps"  # and the other way: a run of steps cannot take a budget on
+    r = pretrain(
+        tiny_run(steps, max_steps=6, save_every=0), train_dataset=SyntheticData(), on_step=_stop_at(2)
+    )
+    assert r.interrupted
+    with pytest.raises(ValueError, match="has no time budget, this one would have --time-budget 3s"):
+        pretrain(
+            tiny_run(steps, time_budget="3s", resume=True, max_steps=6, save_every=0),
+            train_dataset=SyntheticData(),
+        )
 
 
 @pytest.mark.slow

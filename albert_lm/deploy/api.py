@@ -28,12 +28,12 @@ from albert_lm.deploy.embed import Embedder
 from albert_lm.deploy.fill_mask import MaskFiller
 from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
-from albert_lm.deploy.predict import TaskModel, load_task_model, predict_examples
+from albert_lm.deploy.predict import TaskModel, load_task_model, model_task, predict_examples
 from albert_lm.deploy.predict_config import COLUMN_FIELDS, Columns
 from albert_lm.deploy.rows import READS, examples_of
 from albert_lm.kernels.device import pick_device
 from albert_lm.model.config import AlbertConfig
-from albert_lm.model.early_exit import EXIT_FILE, ExitRule, check_rule
+from albert_lm.model.early_exit import EXIT_FILE, ExitRule, check_rule, no_heads
 from albert_lm.runtime.fits import sequence_length
 from albert_lm.settings import PRECISIONS, device_name
 
@@ -190,13 +190,17 @@ def _check_exit_rule(
         rule = ExitRule(patience, confidence, depth)
         if rule.given:
             check_rule(rule, config.num_hidden_layers, config.num_labels)
-        if (rule.patience or rule.confidence is not None) and not (folder / EXIT_FILE).is_file():
-            raise ValueError(
-                f"{folder}: no {EXIT_FILE}, so no classifier to stop at before the last layer; fine-tune "
-                "with --exit-heads for early exit"
-            )
+        if rule.patience or rule.confidence is not None:  # they read the heads of a sequence classifier
+            task, _ = model_task(folder)
+            if task.head != "sequence_classification":
+                raise ValueError(
+                    f"early exit: for classification and regression models, not a {task.name} model"
+                )
+            if not (folder / EXIT_FILE).is_file():
+                raise ValueError(no_heads(folder))
     except ValueError as e:
-        words = {"--patience": "patience", "--exit-confidence": "exit_confidence", "--depth": "depth"}
+        words = {"--patience": "patience", "--exit-confidence": "exit_confidence", "--depth": "depth",
+                 "--exit-heads": "--exit-heads (finetune_rows: exit_heads=True)"}  # fmt: skip
         message = str(e)
         for option, argument in words.items():
             message = message.replace(option, argument)

@@ -128,7 +128,8 @@ def run_fill_mask(args: argparse.Namespace) -> int:
     The model is a pretraining checkpoint (albert pretrain, albert convert) or another folder with a
     masked-LM head. Texts with one or more [MASK] come from --input (plain lines, CSV/TSV, JSON Lines'
     text field; - is stdin) or from --text, given once or more. Each line holds, for each [MASK], the
-    --top-k most probable tokens with their probabilities, and the text filled with the first ones."""
+    --top-k most probable tokens with their probabilities (never a special token such as [SEP]), and
+    the text filled with each mask's first candidate that starts a word."""
     from albert_lm.deploy.fill_mask import fill_mask
 
     cfg = load_settings(FillMaskConfig, args, ("model",))

@@ -11,7 +11,8 @@ similar length, the MLM head only at the masked positions. Each output line:
      "filled": "She opened the door."}
 
 `masks` holds, for each [MASK] in order, the `top_k` most probable pieces (the piece's word-start mark
-dropped from `token`); `filled` is the text with each [MASK] replaced by its first candidate. All masks
+dropped from `token`; special tokens never among them); `filled` is the text with each [MASK] replaced by
+its first candidate that starts a word. All masks
 of a text are predicted at once from the same input, as transformers' fill-mask pipeline does.
 """
 

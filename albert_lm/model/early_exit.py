@@ -199,11 +199,16 @@ def with_exit_rule(model: nn.Module, folder: Path, rule: ExitRule | None) -> nn.
         raise ValueError(f"early exit: for classification and regression models, not {type(model).__name__}")
     heads = ExitHeads.load(folder, model.config)
     if heads is None:
-        raise ValueError(
-            f"{folder}: no {EXIT_FILE}, so no classifier to stop at before the last layer; fine-tune with "
-            "--exit-heads for early exit"
-        )
+        raise ValueError(no_heads(folder))
     return EarlyExit(model, heads, rule)
+
+
+def no_heads(folder: Path) -> str:
+    """The refusal of an exit rule for a folder without exit heads."""
+    return (
+        f"{folder}: no {EXIT_FILE}, so no classifier to stop at before the last layer; fine-tune with "
+        "--exit-heads for early exit"
+    )
 
 
 class EarlyExit(nn.Module):

@@ -299,11 +299,11 @@ def _bio_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
 
 
 def token_classification_metrics(
-    preds: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]
+    preds: Sequence[Sequence[str]], labels: Sequence[Sequence[str]], spans: bool | None = None
 ) -> dict[str, float]:
     """Token accuracy, and entity precision / recall / F1 over BIO spans (micro, as conlleval) with each
-    entity type's F1 (`f1_PER`, as seqeval's report gives it) where the gold tags name spans
-    (`has_spans`)."""
+    entity type's F1 (`f1_PER`, as seqeval's report gives it) where the tags name spans (`spans`: the
+    task's tag set says, so that a dev set without entities still scores F1; None: the gold tags say)."""
     _check_lengths(preds, labels)
     correct = total = 0
     found: dict[str, collections.Counter[str]] = {"tp": collections.Counter(), "pred": collections.Counter(),
@@ -313,10 +313,10 @@ def token_classification_metrics(
         correct += sum(a == b for a, b in zip(p, y, strict=True))
         total += len(y)
         ps, ys = _bio_spans(p), _bio_spans(y)
-        for key, spans in (("tp", ps & ys), ("pred", ps), ("gold", ys)):
-            found[key].update(kind for kind, _, _ in spans)
+        for key, these in (("tp", ps & ys), ("pred", ps), ("gold", ys)):
+            found[key].update(kind for kind, _, _ in these)
     accuracy = correct / total if total else 0.0
-    if not has_spans([t for y in labels for t in y]):  # POS or IO tags: no entity to score
+    if not (has_spans([t for y in labels for t in y]) if spans is None else spans):  # POS or IO tags
         return {"accuracy": accuracy}
     tp, n_pred, n_gold = (sum(found[k].values()) for k in ("tp", "pred", "gold"))
     out = {"accuracy": accuracy, **_prf(tp, n_pred, n_gold)}

@@ -13,7 +13,8 @@ Token classification: one sentence per row with `tokens` (a list, or a space-sep
 and `tags` of the same length (BIO / IOB2 tags for entity F1), or CoNLL files (SPLIT.conll or SPLIT.txt:
 a word and its tag a line, the tag last, sentences apart by a blank line). Each word is tokenized on its own; its
 first piece carries the tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
-token-classification example does. A dev tag never seen in training counts as a miss, with a warning. Words cut off by `max_seq_length` are predicted "O" with a warning.
+token-classification example does. A dev tag never seen in training counts as a miss, with a warning.
+Words cut off by `max_seq_length` are predicted "O" with a warning.
 Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average), which picks
 the best checkpoint; tags without B-/I- prefixes (POS, IO) name no spans: accuracy alone then.
 """
@@ -359,7 +360,8 @@ class TokenClassificationTask(_OwnFilesTask):
         return out
 
     def score(self, examples, predictions) -> dict[str, float]:
-        return metrics.token_classification_metrics(predictions, [ex.tags for ex in examples])
+        gold = [ex.tags or [] for ex in examples]
+        return metrics.token_classification_metrics(predictions, gold, spans=metrics.has_spans(self.labels))
 
     def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [

@@ -213,7 +213,7 @@ def _check_started_here(args: argparse.Namespace, settings: Path, resumed: bool 
         raise FileNotFoundError(
             f"--config {settings}: its {paths}: not found from the current folder ({os.getcwd()}), from "
             f"which a settings file's relative paths are read: run the command "
-            f"{where if started is not None else 'from the folder they are relative to'}, or give "
+            f"{where if started not in (None, Path.cwd()) else 'from the folder they are relative to'}, or give "
             f"{'that option' if len(lost) == 1 else 'those options'} again with a path from here"
         )
     raise FileNotFoundError(

@@ -29,11 +29,14 @@ from albert_lm.runtime.run import run_model
 from albert_lm.training.evaluation import evaluate_model, read_split
 
 
-def rules(layers: int) -> list[tuple[str, dict[str, Any]]]:
+def rules(layers: int, num_labels: int) -> list[tuple[str, dict[str, Any]]]:
+    """The rules a model of `layers` and `num_labels` can run (`early_exit.check_rule`): a patience that
+    leaves a layer to skip, a confidence for a classifier only."""
     found: list[tuple[str, dict[str, Any]]] = [("full depth", {})]
     found += [(f"depth {k}", {"depth": k}) for k in range(1, layers, 1 if layers <= 6 else 2)]
-    found += [(f"patience {n}", {"patience": n}) for n in (1, 2, 3, 4) if n < layers]
-    found += [(f"confidence {c}", {"confidence": c}) for c in (0.8, 0.9, 0.95)]
+    found += [(f"patience {n}", {"patience": n}) for n in (1, 2, 3, 4) if n <= layers - 2]
+    if num_labels > 1:
+        found += [(f"confidence {c}", {"confidence": c}) for c in (0.8, 0.9, 0.95) if c > 1 / num_labels]
     return found
 
 
@@ -116,7 +119,7 @@ def main() -> None:
     examples = read_split(tm.task, Path(args.data), "dev", args.max_rows) or []
     report: dict[str, Any] = {"cpu": cpu_info().describe(), "threads": torch.get_num_threads(), "model": args.model,
                               "rows": len(examples), "rules": []}  # fmt: skip
-    for name, rule in rules(layers):
+    for name, rule in rules(layers, tm.model.config.num_labels):
         scores = evaluate_model(
             args.task, args.model, args.data, device="cpu", precision="fp32", exit_rule=rule
         )

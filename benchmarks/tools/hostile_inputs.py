@@ -80,7 +80,18 @@ def _task_folders() -> dict[str, dict[str, str]]:
     folders["tags_null"] = {"train.jsonl": _rows(*tokens[:2], {"tokens": ["word1"], "tags": None}, *tokens[2:]),
                             "dev.jsonl": _rows(*tokens[:4])}  # fmt: skip
     folders["tokens_valid"] = {"train.jsonl": _rows(*tokens), "dev.jsonl": _rows(*tokens[:4])}
+    folders["conll_untagged_word"] = {
+        "train.conll": "word1 O\nword2\nword3 O\n\n" + _conll(tokens),
+        "dev.conll": _conll(tokens[:4]),
+    }
     return folders
+
+
+def _conll(rows: list[dict[str, Any]]) -> str:
+    """Token rows as a CoNLL file: a word and its tag a line, a blank line after each sentence."""
+    return "".join(
+        "".join(f"{w} {t}\n" for w, t in zip(r["tokens"], r["tags"], strict=True)) + "\n" for r in rows
+    )
 
 
 def _race(article: Any, question: Any = "What is it?", options: Any = ("a", "b", "c", "d")) -> str:
@@ -132,6 +143,10 @@ def _other_tasks() -> dict[str, dict[str, str]]:
         "squad_no_answer_start": {
             "train.json": _squad([{"text": "stone"}]),
             "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+        },
+        "squad_predictions_other": {
+            "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+            "predictions.json": json.dumps({"x1": "river", "x2": "stone"}),
         },
         "race_option_empty": {
             "train.jsonl": _race("word1 river.", options=["a", "", "c", "d"]),
@@ -399,6 +414,20 @@ def _task_rows(c: _Commands) -> Cases:
         (k, c.ft(i["squad_id_twice"], task="squad1"), "refuse", ["train.json", "q1"]),
         (k, c.ft(i["squad_no_answer_start"], task="squad1"), "refuse", ["train.json", "answer_start"]),
         (k, c.ft(i["race_option_empty"], task="race"), "refuse", ["train.jsonl:2", "option B"]),
+        (
+            k,
+            [
+                "evaluate",
+                "--task",
+                "squad1",
+                "--data",
+                str(i["squad_predictions_other"] / "dev.json"),
+                "--predictions",
+                str(i["squad_predictions_other"] / "predictions.json"),
+            ],
+            "refuse",
+            ["predictions.json", "none of"],
+        ),
         (k, c.ft(i["stsb_empty_text"], task="stsb"), "refuse", ["train.tsv:4", "sentence1"]),
         (k, c.ft(c.p["task"], "--bi-encoder"), "refuse", ["--bi-encoder", "STS-B"]),
         (k, c.pr(i["pred_null.jsonl"]), "refuse", ["pred_null.jsonl:2", "text"]),
@@ -406,6 +435,7 @@ def _task_rows(c: _Commands) -> Cases:
         (k, c.pr(i["pred_null.jsonl"], c.best, "--skip-bad"), "ok", []),  # the bad row counted and reported
         (k, c.ft(i["csv_valid"]), "ok", []),
         (k, c.ft(i["tokens_valid"], task="token-classification"), "ok", []),
+        (k, c.ft(i["conll_untagged_word"], task="token-classification"), "refuse", ["train.conll:2", "tag"]),
     ]
     return cs
 
