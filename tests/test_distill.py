@@ -789,7 +789,7 @@ def test_task_recipe_sets_what_taught_every_glue_task_best(world, tmp_path, caps
              "no distill_task settings")  # fmt: skip
 
 
-def test_a_run_resumed_longer_says_its_schedule_changed(world, tmp_path, caplog):
+def test_a_run_resumed_longer_says_its_schedule_changed(world, tmp_path, caplog, capsys):
     """--resume with a larger --max-steps goes on under the longer run's schedule (the rate jumped back
     up, silently), as a resumed pretraining run says."""
     import logging
@@ -801,3 +801,7 @@ def test_a_run_resumed_longer_says_its_schedule_changed(world, tmp_path, caplog)
     assert (
         "--max-steps 4 (the run was for 2): the learning-rate schedule is now a 4-step run's" in caplog.text
     )
+    # and never back: a --max-steps below the step reached is refused (it finished the run at that step)
+    capsys.readouterr()
+    assert main(["distill", "general", "--output", str(out), "--resume", "--max-steps", "3", "-q"]) == 1
+    assert "--max-steps 3 is below step 4, which the run in" in capsys.readouterr().err

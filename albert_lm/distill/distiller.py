@@ -132,6 +132,12 @@ class Distiller(Objective):
         return {"epoch": self.epoch, "position": self.position, "mode": self.own_state()}
 
     def restore(self, state: dict[str, Any]) -> None:
+        step = int(state["step"])
+        if self.cfg.time_budget is None and self.total_steps < step:  # as pretraining refuses it
+            raise ValueError(
+                f"--resume: --max-steps {self.total_steps:,} is below step {step:,}, which the run in {self.out} "
+                f"has reached: a resumed run cannot go back. Give --max-steps {step:,} or more"
+            )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
         self.restore_own(state.get("mode", {}))
 
