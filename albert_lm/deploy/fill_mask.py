@@ -124,7 +124,7 @@ class MaskFiller:
         self, texts: Sequence[str], top_k: int = 5, lines: Sequence[int] | None = None, name: str = "texts"
     ) -> list[dict[str, Any]]:
         """One dict per text: its line (1, 2, ... unless given), the top-k candidates of each mask and the
-        text filled with the first ones."""
+        text filled with each mask's first candidate that starts a word."""
         lines = list(lines) if lines is not None else list(range(1, len(texts) + 1))
         if top_k < 1:  # before the texts: a bad argument is named before any text's fault
             raise ValueError(f"top_k {top_k}: expected at least 1")
