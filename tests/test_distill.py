@@ -805,3 +805,15 @@ def test_a_run_resumed_longer_says_its_schedule_changed(world, tmp_path, caplog,
     capsys.readouterr()
     assert main(["distill", "general", "--output", str(out), "--resume", "--max-steps", "3", "-q"]) == 1
     assert "--max-steps 3 is below step 4, which the run in" in capsys.readouterr().err
+    # a run under a time budget may be given a longer one, as pretraining may (the schedule said)
+    timed = tmp_path / "timed"
+    assert main(_general(world, timed, "--time-budget", "1s", "--save-every", "1")) == 0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="albert_lm"):
+        code = main(["distill", "general", "--output", str(timed), "--resume", "--time-budget", "1h", "--max-steps",
+                     "6", "-q"])  # fmt: skip
+    assert (
+        code == 0
+        and "--time-budget 1h (the run was for 1s): the learning-rate schedule is now a 1h run's"
+        in (caplog.text)
+    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from albert_lm.kernels.device import autocast
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import run_folder
+from albert_lm.training.clock import budget_seconds, check_budget_kept, say_budget_changed
 from albert_lm.training.loop import LoopResult, Objective, Progress, train
 from albert_lm.training.monitor import METRICS_FILE, plot_metrics
 from albert_lm.training.optim import build_optimizer, build_scheduler, build_time_budget_scheduler, fit_warmup
@@ -138,6 +140,13 @@ class Distiller(Objective):
                 f"--resume: --max-steps {self.total_steps:,} is below step {step:,}, which the run in {self.out} "
                 f"has reached: a resumed run cannot go back. Give --max-steps {step:,} or more"
             )
+        latest = self.out / f"{ckpt.PREFIX}{step}"  # the checkpoint the loop restores
+        before = read_json_object(latest / CONFIG_FILE, "distillation settings")
+        if self.cfg.time_budget is not None and isinstance(before.get("time_budget"), str):
+            say_budget_changed(
+                "distill", before["time_budget"], self.cfg.time_budget, elapsed_s=float(state["elapsed_s"]),
+                step=step, scheduler=self.scheduler, latest=latest, main=self.d.main,
+            )  # fmt: skip
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
         self.restore_own(state.get("mode", {}))
 
@@ -161,7 +170,11 @@ def check_output(cfg: DistillCommon, inputs: dict[str, Any]) -> Path | None:
         DISTILLATION, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
     )
     if cfg.resume and latest is not None:
-        run_folder.check_resume(DISTILLATION, latest, cfg)
+        # another --time-budget length may be given (said in `restore`), never one taken on or dropped
+        budget = read_json_object(latest / CONFIG_FILE, "distillation settings").get("time_budget")
+        check_budget_kept(budget, cfg.time_budget, latest, DISTILLATION.new_run_hint.format(latest=latest))
+        same: dict[str, Any] = {"time_budget": budget} if cfg.time_budget and budget_seconds(budget) else {}
+        run_folder.check_resume(DISTILLATION, latest, dataclasses.replace(cfg, **same))
     return latest if cfg.resume else None
 
 
