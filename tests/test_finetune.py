@@ -230,8 +230,10 @@ def test_squad2_sample_end_to_end(albert_data, tiny_model, tmp_path, capsys):
     assert answering["null_score_diff_threshold"] == 1e9 and answering["NoAns_exact"] == 0  # never abstains
     assert answering["best_f1"] == pytest.approx(results["best_f1"])
     from albert_lm.deploy.export import _null_threshold  # what export.json records beside the logits
+    from albert_lm.runtime.finetuned import read_saved_settings
 
-    assert _null_threshold(moved) == {"null_score_diff_threshold": 1e9} and not _null_threshold(tiny_model)
+    assert _null_threshold(moved, read_saved_settings(moved)) == {"null_score_diff_threshold": 1e9}
+    assert not _null_threshold(tiny_model, read_saved_settings(tiny_model))
     # predict says how sure each answer is, and what the threshold compared: answered as the model's is set
     rows = tmp_path / "q.jsonl"
     rows.write_text(

@@ -206,9 +206,8 @@ def _export_locked(
     config = AlbertConfig.from_pretrained(model_dir)
     # The tokenizer is part of the export: it must load and be the model's (as predict and embed check)
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
-    check_tokenizer_fits(
-        tokenizer, model_dir, config, read_saved_settings(model_dir).get("tokenizer_fingerprint")
-    )
+    saved = read_saved_settings(model_dir)
+    check_tokenizer_fits(tokenizer, model_dir, config, saved.get("tokenizer_fingerprint"))
     model, names, choices = _model(model_dir, head)
     graph = _Graph(model, names)
     samples = _text_samples(tokenizer, config, choices)
@@ -233,14 +232,7 @@ def _export_locked(
         cosine = _int8(ort, tmp, config, samples, references) if int8 else None
         exit_entry = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance) if exits else {}
         sizes = {p.name: p.stat().st_size for p in sorted(tmp.glob("*.onnx*"))}  # what a device is sent
-        wordpiece = () if (model_dir / "spiece.model").is_file() else WORDPIECE_COPIED
-        if not wordpiece:  # the tokenizers library's file, for a deployment without albert-lm or torch
-            (tmp / TOKENIZER_FILE).write_text(
-                json.dumps(tokenizer_json(tokenizer), ensure_ascii=False) + "\n"
-            )
-        for name in (*COPIED, *wordpiece):
-            if (model_dir / name).is_file():
-                shutil.copy(model_dir / name, tmp / name)
+        _tokenizer_files(model_dir, tmp, tokenizer)
         (tmp / "export.json").write_text(
             json.dumps(
                 {
@@ -254,7 +246,7 @@ def _export_locked(
                     "onnxruntime": ort.__version__,
                     "bytes": sizes,
                     **exit_entry,
-                    **_null_threshold(model_dir),
+                    **_null_threshold(model_dir, saved),
                 },
                 indent=1,
             )
@@ -264,10 +256,21 @@ def _export_locked(
     return ExportResult(out, names, diff, cosine, bool(exit_entry), sizes)
 
 
-def _null_threshold(model_dir: Path) -> dict[str, float]:
+def _tokenizer_files(model_dir: Path, tmp: Path, tokenizer: AlbertTokenizer) -> None:
+    """The model's settings and tokenizer files beside the graphs, and for a SentencePiece model the
+    tokenizers library's tokenizer.json (a deployment without albert-lm or torch reads it)."""
+    wordpiece = () if (model_dir / "spiece.model").is_file() else WORDPIECE_COPIED
+    if not wordpiece:
+        (tmp / TOKENIZER_FILE).write_text(json.dumps(tokenizer_json(tokenizer), ensure_ascii=False) + "\n")
+    for name in (*COPIED, *wordpiece):
+        if (model_dir / name).is_file():
+            shutil.copy(model_dir / name, tmp / name)
+
+
+def _null_threshold(model_dir: Path, saved: dict[str, Any]) -> dict[str, float]:
     """A SQuAD 2.0 model's threshold for "no answer" (null score - best span score above it), which the
-    graph's start and end logits need beside them; {} for the other models."""
-    saved = read_saved_settings(model_dir)
+    graph's start and end logits need beside them; {} for the other models. `saved`: its
+    finetune_config.json."""
     if saved.get("task") != "squad2" or (threshold := null_threshold(model_dir, saved)) is None:
         return {}
     return {"null_score_diff_threshold": threshold}

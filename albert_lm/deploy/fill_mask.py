@@ -92,7 +92,11 @@ class MaskFiller:
             [i for i, piece in enumerate(pieces) if i in tok.all_special_ids or UNUSED.fullmatch(str(piece))],
             dtype=torch.long,
         )
-        self.sentencepiece = any(str(piece).startswith(WORD_START) for piece in pieces)
+        # pieces that start a word: SentencePiece's carry its mark, WordPiece's are those without "##"
+        sentencepiece = any(str(piece).startswith(WORD_START) for piece in pieces)
+        self.starts_word = [
+            str(p).startswith(WORD_START) if sentencepiece else not str(p).startswith("##") for p in pieces
+        ]
 
     def encode(self, text: str, line: int, name: str) -> tuple[list[int], list[int]]:
         """(input ids, positions of the masks) of one text; an InputError without a [MASK] or with one
@@ -179,14 +183,9 @@ class MaskFiller:
             )
         parts = MASK_WRITTEN.split(text)
         # each [MASK] filled with its best candidate that is a word (not a piece that goes on one)
-        best = [next((m for m in ms if self._word(m["id"])), ms[0]) for ms in masks]
+        best = [next((m for m in ms if self.starts_word[m["id"]]), ms[0]) for ms in masks]
         filled = parts[0] + "".join(m["token"] + rest for m, rest in zip(best, parts[1:], strict=True))
         return {"line": line, "masks": masks, "filled": filled}
-
-    def _word(self, i: int) -> bool:
-        """Whether piece `i` starts a word: SentencePiece's with its mark, WordPiece's without "##"."""
-        piece = str(self.setup.tokenizer.convert_ids_to_tokens([i])[0])
-        return piece.startswith(WORD_START) if self.sentencepiece else not piece.startswith("##")
 
 
 def fill_mask(cfg: FillMaskConfig) -> FillMaskSummary:

@@ -140,11 +140,12 @@ def read_conll(path: Path, tokens: str, tags: str) -> Iterator[tuple[int, dict[s
                 yield start, {tokens: words, tags: labels if labels else None}
             words, labels = [], []
             continue
-        if len(fields) > 1 and len(labels) != len(words) or len(fields) == 1 and labels:
+        tagged = len(fields) > 1
+        if (tagged and len(labels) != len(words)) or (not tagged and labels):
             raise InputError(path, "a word without a tag among tagged words (expected WORD ... TAG)", line=n)
         start = start if words else n
         words.append(fields[0])
-        if len(fields) > 1:
+        if tagged:
             labels.append(fields[-1])
     if not start:
         raise InputError(path, "empty file")

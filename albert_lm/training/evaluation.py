@@ -129,11 +129,12 @@ def evaluate_sets(
 
 def scores_by_depth(
     task: Task, folder: Path, sets: Sequence[EvalSet], batch_size: int, pad_id: int, device: torch.device,
-    precision: str,
+    precision: str, full: dict[str, Any],
 ) -> dict[str, list[float]]:  # fmt: skip
-    """Each dev metric of the model fine-tuned with exit heads in `folder` at every fixed depth 1 .. L (the
-    last is the model itself): what an exit rule trades, and the depth to compare a rule with. About
-    (L + 1) / 2 passes over the dev sets."""
+    """Each dev metric of the model fine-tuned with exit heads in `folder` at every fixed depth 1 .. L:
+    what an exit rule trades, and the depth to compare a rule with. Depth L is the model itself, whose
+    metrics `full` (its evaluation) holds already; the others take about (L - 1) / 2 passes over the dev
+    sets."""
     from albert_lm.model.early_exit import EarlyExit, ExitHeads, exit_count
 
     model = load_for_task(task, folder, None).to(device)
@@ -141,12 +142,14 @@ def scores_by_depth(
     assert isinstance(model, AlbertForSequenceClassification) and heads is not None
     layers = exit_count(model.config)
     out: dict[str, list[float]] = {}
-    for depth in range(1, layers + 1):
-        at = EarlyExit(model, heads.to(device), ExitRule(depth=depth)) if depth < layers else model
+    for depth in range(1, layers):
+        at = EarlyExit(model, heads.to(device), ExitRule(depth=depth))
         results, _ = evaluate_sets(task, at, sets, batch_size, pad_id, device, precision)
         for name, value in results.items():
             if not name.startswith(("mean_depth", "rows_per_s")):
                 out.setdefault(name, []).append(value)
+    for name, values in out.items():
+        values.append(full[name])
     return out
 
 

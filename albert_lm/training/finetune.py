@@ -372,8 +372,16 @@ def _by_depth(run: FineTuning) -> dict[str, list[float]]:
     """OUTPUT/best's dev metrics at each depth 1 .. L, logged for the main metric (`scores_by_depth`)."""
     batch_size = required(run.cfg.eval_batch_size, "eval_batch_size")
     pad = run.tokenizer.pad_token_id
+    assert run.best is not None
     scores = scores_by_depth(
-        run.task, run.out / "best", run.dev_sets, batch_size, pad, run.device, run.cfg.precision
+        run.task,
+        run.out / "best",
+        run.dev_sets,
+        batch_size,
+        pad,
+        run.device,
+        run.cfg.precision,
+        run.best.record,
     )
     for suffix in (s.suffix for s in run.dev_sets):
         main = scores.get(run.task.main_metric + suffix, [])

@@ -88,6 +88,7 @@ class Pretraining(Objective):
         )
         self.optimizer, self.scheduler = run.optimizer, run.scheduler
         self.total_steps, self.eval_every = run.cfg.max_steps, run.cfg.eval_every
+        self.data = data_record(run)  # what every checkpoint records of the data: made once
 
     def micro_batches(self, step: int) -> list[dict[str, torch.Tensor]]:
         """This rank's micro-batches for the step at (epoch, offset), in the sampler's order; dropout off
@@ -143,9 +144,8 @@ class Pretraining(Objective):
             "offset": run.offset,
             "global_batch": run.sampler.global_batch,
         }
-        data = data_record(run)
-        if data is not None:
-            state["data"] = data
+        if self.data is not None:
+            state["data"] = self.data
         return state
 
     def restore(self, state: dict[str, Any]) -> None:

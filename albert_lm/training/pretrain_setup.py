@@ -321,13 +321,15 @@ def _log_start(run: Run, train_dataset: Any) -> None:
         cfg.precision,
         cfg.learning_rate,
     )
-    paper = PretrainConfig.scaled_learning_rate(4096)
+    paper, scaled = (
+        PretrainConfig.scaled_learning_rate(4096),
+        PretrainConfig.scaled_learning_rate(global_batch),
+    )
     if d.main and cfg.learning_rate == paper and global_batch * 4 <= 4096 and not run.latest:
         logger.warning(
             "lr %.3g is the paper's for a global batch of 4096; at %d the square-root rule gives %.2g "
             "(--learning-rate %.2g; a recipe sets its own): too high a rate can stall or diverge",
-            paper, global_batch, PretrainConfig.scaled_learning_rate(global_batch),
-            PretrainConfig.scaled_learning_rate(global_batch),
+            paper, global_batch, scaled, scaled,
         )  # fmt: skip
     masking = getattr(train_dataset, "config", None)
     if masking is not None:
