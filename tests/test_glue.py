@@ -447,3 +447,59 @@ def test_a_stopped_suite_says_what_is_kept_and_how_to_go_on(
         "1 of 3 runs are finished and kept" in caplog.text
         and "the same command runs the 2 others" in caplog.text
     )
+
+
+def test_a_run_stopped_part_way_continues_from_its_checkpoint(
+    tiny_model, albert_data, tmp_path, monkeypatch, caplog
+):
+    """A suite stopped part-way started its unfinished runs again: hours lost for all of SST-2 on a CPU.
+    A run stopped after step 3 now continues from that checkpoint and ends as if it had never stopped; one
+    started from other inputs starts again."""
+    import logging
+
+    from conftest import signal_after_step
+
+    import albert_lm.glue.grid as grid
+    from albert_lm.training import checkpoint, loop
+
+    kw = dict(tasks="rte", seeds="1", learning_rates="1e-3", epochs=2.0)  # 4 steps
+    whole = run_glue(_config(tiny_model, albert_data, tmp_path / "whole", **kw))
+    cfg, job = _config(tiny_model, albert_data, tmp_path / "stopped", **kw), ("rte", 1e-3, 1)
+    record = grid.run_record(cfg, grid._inputs_fingerprint(cfg, ["rte"]), *job)
+    take, level, threads = (
+        signal_after_step(monkeypatch, 3),
+        logging.getLogger("albert_lm").level,
+        torch.get_num_threads(),
+    )
+    torch.set_num_threads(1)  # as a worker of the suite: the resumed run then ends bit for bit as `whole`
+    try:
+        with pytest.raises(KeyboardInterrupt):  # the run in this process, as a worker runs it
+            grid._run((job, grid.run_config(cfg, *job), record))
+    finally:
+        torch.set_num_threads(threads)
+        logging.getLogger("albert_lm").setLevel(level)
+    monkeypatch.setattr(loop, "_take_step", take)
+    folder = grid.run_folder(cfg, *job)
+    assert checkpoint.checkpoint_step(checkpoint.latest_checkpoint(folder)) == 3
+    other = tmp_path / "other"  # the same stopped run, started from another tokenizer
+    shutil.copytree(tmp_path / "stopped", other)
+    started = grid.run_folder(dataclasses.replace(cfg, output=str(other)), *job) / grid.RUN_STARTED
+    started.write_text(json.dumps({**json.loads(started.read_text()), "tokenizer": "another"}))
+
+    given = []
+
+    def recording(work, jobs, *args, **kwargs):
+        given.extend((c.resume, c.overwrite) for _, c, _ in jobs)
+        return grid.run_pool.__wrapped__(work, jobs, *args, **kwargs)
+
+    recording.__wrapped__ = grid.run_pool
+    monkeypatch.setattr(grid, "run_pool", recording)
+    with caplog.at_level(logging.INFO, logger="albert_lm"):
+        resumed = run_glue(cfg)
+        restarted = run_glue(dataclasses.replace(cfg, output=str(other)))
+    assert given == [(True, False), (False, True)]
+    assert "continuing from checkpoints: rte lr 0.001 seed 1 (step 3)" in caplog.text
+    assert "was started from other inputs or settings: it starts again" in caplog.text
+    assert resumed["tasks"] == whole["tasks"] == restarted["tasks"]
+    assert not (folder / grid.RUN_STARTED).exists() and checkpoint.latest_checkpoint(folder) is None
+    assert (folder / grid.RUN_RECORD).is_file()

@@ -12,7 +12,10 @@ Each run writes OUTPUT/TASK/lr-RATE/seed-SEED/ (the `finetune` output) and, once
 what its score depends on (a content hash of the model's config and weights, the tokenizer's fingerprint,
 the hashes of the task's train and dev files, and every setting of the run). A finished run whose record
 matches is not run again, so an interrupted suite continues where it stopped; one made from another model,
-other data or other settings is refused, naming what differs, and redone with `overwrite`.
+other data or other settings is refused, naming what differs, and redone with `overwrite`. A run stopped
+part-way (the suite stopped, a worker killed) continues from its last checkpoint (one every `SAVE_EVERY`
+steps, and one when a signal stops it) if the record it started with, glue_run.started.json, matches;
+otherwise it starts again.
 OUTPUT/glue_results.json holds every run's score and the table's numbers.
 """
 
@@ -67,15 +70,20 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
         log_every=10**9,
         tensorboard=False,
         plot=False,  # dozens of short runs
-        overwrite=True,  # only unfinished runs are run: what an interrupted one left is glue's own, redone
-        save_every=0,  # so no checkpoints but the one a signal saves (a run of the suite is redone, not resumed)
+        overwrite=True,  # only unfinished runs are run: what a stopped one left is redone or resumed (_resumed)
+        save_every=SAVE_EVERY,
     )
+
+
+# A checkpoint of each run every this many steps (and one when a signal stops it): a run of hours (all of
+# SST-2 on a CPU) killed without a signal loses at most these steps; a finished run removes them.
+SAVE_EVERY = 500
 
 
 # What a task distillation run of the suite takes from the fine-tuning run it stands for.
 _SHARED_SETTINGS = ("task", "model", "data", "output", "learning_rate", "seed", "epochs", "batch_size",
                     "max_seq_length", "max_train_examples", "max_eval_examples", "exit_heads", "precision",
-                    "device", "log_every", "tensorboard", "plot", "overwrite")  # fmt: skip
+                    "device", "log_every", "tensorboard", "plot", "overwrite", "save_every")  # fmt: skip
 
 
 def distill_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> TaskDistillConfig:
@@ -87,7 +95,6 @@ def distill_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> TaskDi
         teacher=str(teacher_folder(cfg, task)),
         augment=cfg.augment,
         max_steps=10**9,  # the epochs decide, as in fine-tuning
-        save_every=10**9,
     )
 
 
@@ -115,6 +122,8 @@ def _run(
     written once it has finished, so only finished runs are ever reused."""
     job, cfg, record = item
     logging.getLogger("albert_lm").setLevel(logging.ERROR)  # the suite logs; runs stay quiet (errors raise)
+    Path(cfg.output).mkdir(parents=True, exist_ok=True)
+    write_json(Path(cfg.output) / RUN_STARTED, record)  # what a checkpoint of this run is resumed against
     if isinstance(cfg, TaskDistillConfig):
         from albert_lm.distill.task import distill_task
 
@@ -125,6 +134,7 @@ def _run(
 
         result = finetune(cfg)
     write_json(Path(cfg.output) / RUN_RECORD, record)
+    (Path(cfg.output) / RUN_STARTED).unlink(missing_ok=True)
     return job, result
 
 
@@ -174,12 +184,13 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
 
             resolved_precision(cfg.precision, pick_device(cfg.device))  # auto's choice, logged
         try:
-            _execute(cfg, todo, records)
+            _execute(cfg, todo, records, _resumed(cfg, todo, records))
         except KeyboardInterrupt:
             left = sum(not (run_folder(cfg, *j) / RUN_RECORD).is_file() for j in todo)
             logger.warning(
                 "glue: stopped; %d of %d runs are finished and kept in %s: the same command runs the %d "
-                "others (a run stopped part-way starts again)", len(jobs) - left, len(jobs), out, left
+                "others (a run stopped part-way continues from its last checkpoint)", len(jobs) - left,
+                len(jobs), out, left,
             )  # fmt: skip
             raise
         result = summarize(cfg, jobs)
@@ -190,6 +201,7 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
 
 
 RUN_RECORD = "glue_run.json"
+RUN_STARTED = "glue_run.started.json"  # the record, written as a run starts; gone once it has finished
 
 
 def _inputs_fingerprint(cfg: GlueConfig, tasks: list[str]) -> dict[str, Any]:
@@ -282,6 +294,33 @@ def _differences(
     return out + changed_settings(before if isinstance(before, dict) else {}, settings, _NOT_RECORDED)
 
 
+def _resumed(
+    cfg: GlueConfig, todo: list[tuple[str, float, int]], records: dict[tuple[str, float, int], dict[str, Any]]
+) -> set[tuple[str, float, int]]:
+    """The runs to continue from their last checkpoint: stopped part-way, started with the record they
+    would have now (the same model, tokenizer, data and settings). Any other unfinished run starts again."""
+    from albert_lm.training.checkpoint import checkpoint_step, latest_checkpoint
+
+    resumed: dict[tuple[str, float, int], int | None] = {}
+    for job in todo:
+        folder = run_folder(cfg, *job)
+        latest = latest_checkpoint(folder) if folder.is_dir() else None
+        if latest is None or not (folder / RUN_STARTED).is_file():
+            continue
+        try:
+            kept = read_json_object(folder / RUN_STARTED, "glue run record")
+        except ValueError:
+            continue
+        if _differences(kept, records[job], run_config(cfg, *job)):
+            logger.info("glue: %s was started from other inputs or settings: it starts again", folder)
+        else:
+            resumed[job] = checkpoint_step(latest)
+    if resumed:
+        where = ", ".join(f"{t} lr {r:g} seed {s} (step {n})" for (t, r, s), n in resumed.items())
+        logger.info("glue: continuing from checkpoints: %s", where)
+    return set(resumed)
+
+
 def glue_device(cfg: GlueConfig) -> str:
     """cpu or cuda: `device` with auto resolved (a GPU when torch sees one), checked to exist here."""
     from albert_lm.kernels.device import pick_device
@@ -316,7 +355,10 @@ def _workers(cfg: GlueConfig) -> int:
 
 
 def _execute(
-    cfg: GlueConfig, todo: list[tuple[str, float, int]], records: dict[tuple[str, float, int], dict[str, Any]]
+    cfg: GlueConfig,
+    todo: list[tuple[str, float, int]],
+    records: dict[tuple[str, float, int], dict[str, Any]],
+    resumed: set[tuple[str, float, int]],
 ) -> None:
     """The runs not done yet, `_workers` at a time. Each worker is a fresh interpreter (spawn), never a
     fork of a process that may hold torch's threads. A failed run, Ctrl-C or SIGTERM stops the running
@@ -338,7 +380,11 @@ def _execute(
             done, len(todo), task, rate, seed, metric, record.get(metric), _minutes(spent), left,
         )  # fmt: skip
 
-    jobs = [(job, run_config(cfg, *job), records[job]) for job in todo]
+    def config(job: tuple[str, float, int]) -> FinetuneConfig | TaskDistillConfig:
+        run = run_config(cfg, *job)
+        return replace(run, resume=True, overwrite=False) if job in resumed else run
+
+    jobs = [(job, config(job), records[job]) for job in todo]
     run_pool(_run, jobs, _workers(cfg), "glue", load=_quiet_one_thread, on_result=log, start="spawn")
 
 
