@@ -366,7 +366,7 @@ def test_predictor_gives_what_the_commands_write(saved, tmp_path, capsys):
         api.predict(TEXTS)
     with pytest.raises(ValueError, match="texts:2: expected a non-empty text"):
         api.embed(["a", ""])
-    with pytest.raises(TypeError, match="expected a list"):
+    with pytest.raises(TypeError, match=r"texts: expected a list, got one text: pass \['a text'\]"):
         api.embed("a text")
     # refused where the Predictor is made, in the API's words, not at the first call in the CLI's
     if not torch.cuda.is_available():

@@ -216,7 +216,10 @@ def _expect_int(name: str, value: Any, optional: bool = False) -> None:
 
 def _listed(items: Any, what: str) -> list[Any]:
     """A list of `items`; a lone string is refused (it would be read as a list of characters)."""
-    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+    if isinstance(items, str):
+        shown = items if len(items) <= 30 else items[:27] + "..."
+        raise TypeError(f"{what}: expected a list, got one text: pass [{shown!r}] (one result per item)")
+    if isinstance(items, bytes) or not isinstance(items, Sequence):
         raise TypeError(f"{what}: expected a list, got {type(items).__name__}")
     return list(items)
 
