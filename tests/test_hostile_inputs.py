@@ -169,25 +169,32 @@ def _squad_lines(path: Path, paragraphs: list[dict[str, object]]) -> list[str]:
     return path.read_text().splitlines()
 
 
-def _refused_at(path: Path, lines: list[str], match: str, found: str, task: str = "squad2") -> None:
+def _refused_at(
+    path: Path, lines: list[str], match: str, found: str, task: str = "squad2", split: str = "train"
+) -> None:
     """The reader's error matches and names a line of the file holding `found`."""
     with pytest.raises(InputError, match=match) as e:
-        get_task(task).read(path, "train")
+        get_task(task).read(path, split)
     assert e.value.line is not None and found in lines[e.value.line - 1], (str(e.value), found)
 
 
-def test_squad_question_ids_given_twice_are_refused_at_the_second(tmp_path):
-    """Predictions are keyed by id: a second question of the same id lost one (80 questions, 79 scored)."""
-    path = tmp_path / "train.json"
+def test_squad_question_ids_given_twice_are_refused_at_the_second_in_dev_only(tmp_path, caplog):
+    """Predictions are keyed by id: a second question of the same id lost one (80 questions, 79 scored).
+    Training keys nothing by id, and merged training sets repeat ids: there they are taken, with a warning."""
+    path = tmp_path / "dev.json"
     first = {"id": "q1", "question": "Which?", "answers": [{"text": "river", "answer_start": 6}]}
     second = {**first, "question": "Which again?"}
     par = {"context": "word1 river", "qas": [first]}
     lines = _squad_lines(path, [par, {**par, "qas": [second]}])
-    match = r"train.json:\d+: data\[0\].paragraphs\[1\].qas\[0\] \(question id 'q1'\): duplicate question id"
-    _refused_at(path, lines, match + r" \(first at data\[0\].paragraphs\[0\].qas\[0\]\)", '"q1"')
+    match = r"dev.json:\d+: data\[0\].paragraphs\[1\].qas\[0\] \(question id 'q1'\): duplicate question id"
+    _refused_at(path, lines, match + r" \(first at data\[0\].paragraphs\[0\].qas\[0\]\)", '"q1"', split="dev")
     line = [n for n, text in enumerate(lines, 1) if '"q1"' in text][1]
-    with pytest.raises(InputError, match=rf"train.json:{line}: "):
+    with pytest.raises(InputError, match=rf"dev.json:{line}: "):
         get_task("squad1").read(path, "dev")
+    with caplog.at_level("WARNING", logger="albert_lm"):
+        taken = get_task("squad2").read(path, "train")
+    assert [e.question for e in taken] == ["Which?", "Which again?"]
+    assert "dev.json: 1 question reuse an earlier question's id; all are trained on" in caplog.text
 
 
 @pytest.mark.parametrize(

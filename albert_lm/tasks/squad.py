@@ -78,18 +78,23 @@ def _lines_of(raw: str, key: str, value: Any) -> list[int]:
     return []
 
 
-def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -> list[SquadExample]:
+def read_squad(
+    path: str | Path, version2: bool, require_answers: bool = True, unique_ids: bool = True
+) -> list[SquadExample]:
     """Examples of an official SQuAD file; every answer's offset is checked against its context, and a
     question id given twice is refused (predictions are keyed by id: one of the two would be lost).
 
     `version2` False rejects unanswerable questions (a 2.0 file given to a 1.1 task).
     `require_answers` False reads a file without answers (a test set) and skips the checks.
+    `unique_ids` False takes repeated ids with a warning: training keys nothing by id, and merged training
+    sets (MRQA's, several SQuAD-like files) repeat them.
     """
     path = Path(path)
     data = load_squad_json(path)
     fail = _SquadError(path)
     examples: list[SquadExample] = []
     seen: dict[str, str] = {}  # question id -> where it was first read
+    repeated = 0
     for i, article in enumerate(data):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
@@ -103,12 +108,18 @@ def read_squad(path: str | Path, version2: bool, require_answers: bool = True) -
             for k, qa in enumerate(par["qas"]):
                 q = _Question(f"{where}.qas[{k}]", par["context"], title, version2, require_answers, fail)
                 ex = q.read(qa)
-                if ex.qid in seen:
+                if ex.qid in seen and unique_ids:
                     raise fail(q.where, ex.qid, f"duplicate question id (first at {seen[ex.qid]})", nth=1)
-                seen[ex.qid] = q.where
+                repeated += ex.qid in seen
+                seen.setdefault(ex.qid, q.where)
                 examples.append(ex)
     if not examples:
         raise InputError(path, "no questions found")
+    if repeated:
+        logger.warning(
+            "%s: %d question%s reuse an earlier question's id; all are trained on (a dev or test file must "
+            "give each id once: predictions are keyed by id)", path, repeated, "s" * (repeated > 1)
+        )  # fmt: skip
     return examples
 
 
@@ -339,7 +350,7 @@ class SquadTask(Task):
         return squad_file(data, split, self.version2)
 
     def read(self, path: Path, split: str) -> list[SquadExample]:
-        return read_squad(path, self.version2, require_answers=split != "test")
+        return read_squad(path, self.version2, require_answers=split != "test", unique_ids=split != "train")
 
     def featurize(self, examples, tokenizer, max_seq_length, training: bool = False):
         return featurize(

@@ -136,9 +136,9 @@ def _other_tasks() -> dict[str, dict[str, str]]:
             "train.json": _squad([], {"is_impossible": "no"}),
             "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
         },
-        "squad_id_twice": {
-            "train.json": _squad([{"text": "stone", "answer_start": 18}], {"id": "q1"}),
-            "dev.json": _squad([{"text": "stone", "answer_start": 18}]),
+        "squad_id_twice": {  # in dev (training takes repeated ids, with a warning)
+            "train.json": _squad([{"text": "stone", "answer_start": 18}]),
+            "dev.json": _squad([{"text": "stone", "answer_start": 18}], {"id": "q1"}),
         },
         "squad_no_answer_start": {
             "train.json": _squad([{"text": "stone"}]),
@@ -411,7 +411,7 @@ def _task_rows(c: _Commands) -> Cases:
         (k, c.ft(i["race_question_list"], task="race"), "refuse", ["train.jsonl:2", "question"]),
         (k, c.ft(i["squad_answers_null"], task="squad1"), "refuse", ["train.json", "answers"]),
         (k, c.ft(i["squad_qas_object"], task="squad1"), "refuse", ["train.json", "is_impossible"]),
-        (k, c.ft(i["squad_id_twice"], task="squad1"), "refuse", ["train.json", "q1"]),
+        (k, c.ft(i["squad_id_twice"], task="squad1"), "refuse", ["dev.json", "q1"]),
         (k, c.ft(i["squad_no_answer_start"], task="squad1"), "refuse", ["train.json", "answer_start"]),
         (k, c.ft(i["race_option_empty"], task="race"), "refuse", ["train.jsonl:2", "option B"]),
         (
