@@ -462,6 +462,25 @@ def test_a_run_stopped_part_way_continues_from_its_checkpoint(
     import albert_lm.glue.grid as grid
     from albert_lm.training import checkpoint, loop
 
+    class Bar:  # the suite's progress bar: the optimizer steps its runs count
+        def __init__(self, **kwargs):
+            self.steps = 0
+            bars.append(self)
+
+        def update(self, n):
+            self.steps += n
+
+        def set_postfix(self, *args):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            pass
+
+    bars: list[Bar] = []
+    monkeypatch.setattr(grid, "progress_bar", Bar)
     kw = dict(tasks="rte", seeds="1", learning_rates="1e-3", epochs=2.0)  # 4 steps
     whole = run_glue(_config(tiny_model, albert_data, tmp_path / "whole", **kw))
     cfg, job = _config(tiny_model, albert_data, tmp_path / "stopped", **kw), ("rte", 1e-3, 1)
@@ -498,6 +517,7 @@ def test_a_run_stopped_part_way_continues_from_its_checkpoint(
         resumed = run_glue(cfg)
         restarted = run_glue(dataclasses.replace(cfg, output=str(other)))
     assert given == [(True, False), (False, True)]
+    assert [b.steps for b in bars] == [4, 1, 4]  # the resumed run took the one step it had left
     assert "continuing from checkpoints: rte lr 0.001 seed 1 (step 3)" in caplog.text
     assert "was started from other inputs or settings: it starts again" in caplog.text
     assert resumed["tasks"] == whole["tasks"] == restarted["tasks"]

@@ -20,6 +20,7 @@ import abc
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +193,8 @@ def prepare_output(cfg: DistillCommon, latest: Path | None) -> Path:
 
 
 # --------------------------------------------------------------------------- training
-def distill(d: Distiller, latest: Path | None) -> LoopResult:
-    """Train `d` from step 0 or from checkpoint `latest` in the one training loop."""
+def distill(d: Distiller, latest: Path | None, on_step: Callable[[int], None] | None = None) -> LoopResult:
+    """Train `d` from step 0 or from checkpoint `latest` in the one training loop (`on_step`: the loop's)."""
     cfg = d.cfg
     lr = float(getattr(cfg, "learning_rate"))  # noqa: B009 - each mode's own field and default
     d.optimizer = build_optimizer(d.module, cfg.optimizer, lr, cfg.weight_decay, bias_correction=True)
@@ -213,4 +214,4 @@ def distill(d: Distiller, latest: Path | None) -> LoopResult:
                 cfg.max_steps, before, d.total_steps,
             )  # fmt: skip
     d.eval_every = cfg.eval_every
-    return train(d, latest)
+    return train(d, latest, on_step)

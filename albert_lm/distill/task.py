@@ -26,7 +26,7 @@ import logging
 import math
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -388,8 +388,9 @@ def _read(
     return _Data(features, gold, targets, dev, teacher_dev)
 
 
-def distill_task(cfg: TaskDistillConfig) -> LoopResult:
-    """Run (or resume) task distillation as `cfg` says (module docstring)."""
+def distill_task(cfg: TaskDistillConfig, on_step: Callable[[int], None] | None = None) -> LoopResult:
+    """Run (or resume) task distillation as `cfg` says (module docstring); `on_step(step)` runs after
+    each optimizer step (`albert glue` counts them)."""
     cfg = dataclasses.replace(cfg, model=str(resolve_model(str(cfg.model))))
     if not Path(str(cfg.data)).exists():
         raise FileNotFoundError(f"--data {cfg.data}: no such file or folder")
@@ -427,4 +428,4 @@ def distill_task(cfg: TaskDistillConfig) -> LoopResult:
             run_length(d.total_steps, cfg.time_budget),
             cfg.teacher,
         )
-        return distill(d, latest)
+        return distill(d, latest, on_step)

@@ -40,6 +40,7 @@ from albert_lm.files import (
 from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, run_folder, teacher_folder
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
+from albert_lm.progress import progress_bar
 from albert_lm.training.finetune_config import FinetuneConfig
 from albert_lm.training.run_folder import changed_settings
 from albert_lm.values import settings_where
@@ -105,14 +106,26 @@ def run_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneCo
     return distill_config(cfg, task, rate, seed)
 
 
+_STEPS: Any = None  # in a worker: the pool's progress queue, where its runs count their optimizer steps
+
+
 def _quiet_one_thread(counts: Any) -> None:
-    """A worker's set-up: one thread, and no progress bars (a teacher's passes would draw some over the
-    suite's log, which says when each run has finished); `counts`, the pool's progress queue, is unused."""
+    """A worker's set-up: one thread, and no progress bars of its own (a teacher's passes would draw some
+    over the suite's log and its bar); its runs count their steps on `counts`, the pool's progress queue,
+    which the suite's bar shows."""
     import torch
 
+    global _STEPS
+    _STEPS = counts
     torch.set_num_threads(1)
     os.environ["TQDM_DISABLE"] = "1"
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # transformers' own bars (loading a teacher)
+
+
+def _count_step(step: int) -> None:
+    """After each optimizer step of a run in a worker: one more step on the suite's bar."""
+    if _STEPS is not None:
+        _STEPS.put(1)
 
 
 def _run(
@@ -127,12 +140,12 @@ def _run(
     if isinstance(cfg, TaskDistillConfig):
         from albert_lm.distill.task import distill_task
 
-        distill_task(cfg)
+        distill_task(cfg, on_step=_count_step)
         result = read_json_object(Path(cfg.output) / "eval_results.json", "evaluation results")
     else:
         from albert_lm.training.finetune import finetune
 
-        result = finetune(cfg)
+        result = finetune(cfg, on_step=_count_step)
     write_json(Path(cfg.output) / RUN_RECORD, record)
     (Path(cfg.output) / RUN_STARTED).unlink(missing_ok=True)
     return job, result
@@ -367,10 +380,14 @@ def _execute(
     if not todo:
         return
     done, started = 0, time.monotonic()
+    # The runs' optimizer steps as they are taken: a run of all of SST-2 on a CPU says nothing else for an
+    # hour (each finished run is logged below).
+    bar = progress_bar(desc="glue", unit=" steps", postfix={"runs finished": f"0/{len(todo)}"})
 
     def log(result: tuple[tuple[str, float, int], dict[str, Any]]) -> None:
         nonlocal done
         done += 1
+        bar.set_postfix({"runs finished": f"{done}/{len(todo)}"})
         (task, rate, seed), record = result
         metric = GLUE5[task][1]
         spent = time.monotonic() - started
@@ -385,7 +402,9 @@ def _execute(
         return replace(run, resume=True, overwrite=False) if job in resumed else run
 
     jobs = [(job, config(job), records[job]) for job in todo]
-    run_pool(_run, jobs, _workers(cfg), "glue", load=_quiet_one_thread, on_result=log, start="spawn")
+    with bar:
+        run_pool(_run, jobs, _workers(cfg), "glue", load=_quiet_one_thread, progress=bar, on_result=log,
+                 start="spawn")  # fmt: skip
 
 
 def _minutes(seconds: float) -> str:

@@ -34,7 +34,7 @@ import dataclasses
 import json
 import logging
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,8 +87,9 @@ logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- fine-tuning
-def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
-    """Fine-tune `cfg.model` on `cfg.task`; returns the best dev metrics (also in eval_results.json)."""
+def finetune(cfg: FinetuneConfig, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Fine-tune `cfg.model` on `cfg.task`; returns the best dev metrics (also in eval_results.json).
+    `on_step(step)` runs after each optimizer step (`albert glue` counts them)."""
     if not isinstance(cfg, FinetuneConfig):
         raise TypeError(
             f"finetune: expected a FinetuneConfig, got {type(cfg).__name__}: FinetuneConfig(**settings)"
@@ -124,7 +125,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         ckpt.remove_stale_temporaries(out)
         if cfg.resume and latest is None:
             logger.warning("--resume: no checkpoint in %s, starting from step 0", out)
-        return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets, given, latest)
+        return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets, given, latest, on_step)
 
 
 def _finetune(
@@ -137,6 +138,7 @@ def _finetune(
     eval_sets: list[EvalSet],
     model_given: str,
     latest: Path | None,
+    on_step: Callable[[int], None] | None,
 ) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -147,17 +149,10 @@ def _finetune(
     run.plan(warmup, total, steps_per_epoch)
     logger.info(
         "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
-        cfg.task,
-        len(train_features),
-        total,
-        warmup,
-        steps_per_epoch,
-        cfg.batch_size,
-        cfg.gradient_accumulation_steps,
-        cfg.learning_rate,
-        device,
-    )
-    result = train(run, resume_from=latest)
+        cfg.task, len(train_features), total, warmup, steps_per_epoch, cfg.batch_size,
+        cfg.gradient_accumulation_steps, cfg.learning_rate, device,
+    )  # fmt: skip
+    result = train(run, resume_from=latest, on_step=on_step)
     if result.interrupted:  # a signal: the checkpoint just saved is where --resume continues
         raise FinetuneStopped(result.step, int(result.signum or 15))
     if latest is not None and is_rows_folder(cfg.data, cfg.output):  # finetune_rows's, resumed by the CLI
