@@ -129,13 +129,15 @@ def test_token_classification_tags_every_word(make_model, tmp_path, capsys):
         AlbertForTokenClassification, "token-classification", labels=("B-X", "I-X", "O"), num_labels=3
     )
     src = tmp_path / "in.jsonl"
+    long = ["Kala", "bime", "to"] * 40  # 120 words, past the model's 64 positions: read in windows
     src.write_text(
         json.dumps({"tokens": ["Kala", "bime", "to"]}) + "\n" + json.dumps({"text": "Dunora pesi"}) + "\n"
-    )
+        + json.dumps({"tokens": long}) + "\n"
+    )  # fmt: skip
     code, rows, _ = run(["--model", str(model), "--input", str(src)], capsys)
     assert code == 0
-    assert [r["tokens"] for r in rows] == [["Kala", "bime", "to"], ["Dunora", "pesi"]]
-    assert [len(r["tags"]) for r in rows] == [3, 2] and all(
+    assert [r["tokens"] for r in rows] == [["Kala", "bime", "to"], ["Dunora", "pesi"], long]
+    assert [len(r["tags"]) for r in rows] == [3, 2, 120] and all(
         t in ("B-X", "I-X", "O") for r in rows for t in r["tags"]
     )
     src.write_text(json.dumps({"tokens": ["Kala", " ", "to"]}) + "\n")  # the word at fault, named

@@ -388,6 +388,28 @@ def test_token_classification_reader_features_and_predictions(tmp_path):
     assert task.score(train[:1], preds)["f1"] == 1.0
 
 
+def test_a_long_sentence_is_read_in_windows_and_each_word_tagged_where_it_has_most_context(caplog):
+    """Words past max_seq_length were predicted "O" and left out of training. Now windows of whole words
+    overlap by half; each word takes its tag from the window with the most words on its shorter side."""
+    from albert_lm.tasks import get_task
+    from albert_lm.tasks.text_classification import TokenExample
+
+    task = get_task("token-classification")
+    task.labels = ("W0", "W1", "W2", "W3")  # a tag per window: the tag a word gets names its window
+    words = [f"w{n}" for n in range(10)]  # one piece each
+    ex = TokenExample(words, [f"W{n % 4}" for n in range(10)], 1)
+    with caplog.at_level("INFO", logger="albert_lm"):
+        features = task.featurize([ex], ChunkTokenizer(), max_seq_length=6)  # 4 words a window
+    assert "1 sentences longer than max_seq_length 6 are read in overlapping windows" in caplog.text
+    assert [(f["word_offset"], len(f["word_starts"])) for f in features] == [(0, 4), (2, 4), (4, 4), (6, 4)]
+    assert features[1]["labels"] == [-100, 2, 3, 0, 1, -100]  # words 2-5 with their own tags
+    outputs = [{"logits": np.tile(np.eye(4)[j], (6, 1))} for j in range(4)]  # window j says Wj everywhere
+    (tags,) = task.predict([ex], features, outputs)
+    assert tags == ["W0", "W0", "W0", "W1", "W1", "W2", "W2", "W3", "W3", "W3"]
+    long = TokenExample(["abcdefghijklmnop", "x"], None, 1)  # a word of 6 pieces, longer than a window
+    assert [len(f["input_ids"]) for f in task.featurize([long], ChunkTokenizer(), max_seq_length=6)] == [6, 3]
+
+
 def test_token_classification_reads_conll_and_tsv_quotes_and_scores_tags_without_spans(tmp_path, caplog):
     """CoNLL files (a word and its tag a line), a quote as a word in TSV (as predict reads it), and tags
     that name no spans (POS): their entity F1 was 0 whatever the model did, and it chose the checkpoint."""

@@ -14,7 +14,9 @@ and `tags` of the same length (BIO / IOB2 tags for entity F1), or CoNLL files (S
 a word and its tag a line, the tag last, sentences apart by a blank line). Each word is tokenized on its own; its
 first piece carries the tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
 token-classification example does. A dev tag never seen in training counts as a miss, with a warning.
-Words cut off by `max_seq_length` are predicted "O" with a warning.
+A sentence longer than `max_seq_length` is read in windows of whole words, each starting halfway through
+the one before; each word takes its tag from the window where it has the most words around it (as SQuAD's
+document windows choose a span's), and in training every window is an example.
 Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average), which picks
 the best checkpoint; tags without B-/I- prefixes (POS, IO) name no spans: accuracy alone then.
 """
@@ -319,46 +321,53 @@ class TokenClassificationTask(_OwnFilesTask):
 
     def featurize(self, examples, tokenizer: TokenizerLike, max_seq_length: int, training: bool = False):
         features: list[Feature] = []
-        cut = 0
+        room, windowed = max_seq_length - 2, 0  # pieces between [CLS] and [SEP]
         for i, ex in enumerate(examples):
-            ids, labels, first = [tokenizer.cls_token_id], [IGNORE_INDEX], []
-            for w, word in enumerate(ex.tokens):
-                pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word)) or [tokenizer.unk_token_id]
-                if len(ids) + len(pieces) > max_seq_length - 1:
-                    cut += 1
+            pieces = [
+                (tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word)) or [tokenizer.unk_token_id])[:room]
+                for word in ex.tokens
+            ]  # a word longer than a whole window keeps its first pieces
+            # an unseen dev tag has no id: no loss, and it counts as a miss when scored
+            tags = None if ex.tags is None else [self.labels.index(t) if t in self.labels else IGNORE_INDEX
+                                                 for t in ex.tags]  # fmt: skip
+            start = 0
+            while True:
+                end, used = start, 0
+                while end < len(pieces) and used + len(pieces[end]) <= room:
+                    used, end = used + len(pieces[end]), end + 1
+                features.append(_window(tokenizer, i, pieces, tags, start, end))
+                if end == len(pieces):
                     break
-                first.append(len(ids))
-                ids += pieces
-                known = ex.tags is not None and ex.tags[w] in self.labels  # an unseen dev tag: no id, no loss
-                tag = self.labels.index(ex.tags[w]) if known else IGNORE_INDEX
-                labels += [tag] + [IGNORE_INDEX] * (len(pieces) - 1)
-            ids.append(tokenizer.sep_token_id)
-            labels.append(IGNORE_INDEX)
-            feat: Feature = {
-                "input_ids": ids,
-                "token_type_ids": [0] * len(ids),
-                "example_index": i,
-                "word_starts": first,
-            }
-            if ex.tags is not None:
-                feat["labels"] = labels
-            features.append(feat)
-        if cut:
-            logger.warning(
-                "%d sentences cut at max_seq_length %d; their last words are %s",
-                cut,
-                max_seq_length,
-                "left out of training" if training else "predicted 'O'",
-            )
+                windowed += start == 0
+                start = end - (end - start) // 2  # the next window starts halfway through this one
+        if windowed:
+            logger.info(
+                "%d sentences longer than max_seq_length %d are read in overlapping windows of words",
+                windowed, max_seq_length,
+            )  # fmt: skip
         return features
 
     def predict(self, examples, features, outputs) -> list[list[str]]:
-        out = []
-        for ex, f, o in zip(examples, features, outputs, strict=True):
+        """Each word's tag, from the window where it has the most words on its shorter side (a sentence's
+        own ends count as wide context)."""
+        chosen: list[dict[int, tuple[int, str]]] = [{} for _ in examples]  # word -> (context, tag)
+        for f, o in zip(features, outputs, strict=True):
             ids = np.asarray(o["logits"]).argmax(-1)  # (L,)
-            tags = [self.labels[int(ids[p])] for p in f["word_starts"]]
-            out.append(tags + ["O"] * (len(ex.tokens) - len(tags)))
-        return out
+            words, start, n = (
+                len(examples[f["example_index"]].tokens),
+                f.get("word_offset", 0),
+                len(f["word_starts"]),
+            )
+            for k, position in enumerate(f["word_starts"]):
+                left = k if start > 0 else words
+                right = n - 1 - k if start + n < words else words
+                best = chosen[f["example_index"]].get(start + k)
+                if best is None or min(left, right) > best[0]:
+                    chosen[f["example_index"]][start + k] = (
+                        min(left, right),
+                        self.labels[int(ids[position])],
+                    )
+        return [[c[w][1] for w in range(len(ex.tokens))] for ex, c in zip(examples, chosen, strict=True)]
 
     def score(self, examples, predictions) -> dict[str, float]:
         gold = [ex.tags or [] for ex in examples]
@@ -370,6 +379,29 @@ class TokenClassificationTask(_OwnFilesTask):
             for ex, p in zip(examples, predictions, strict=True)
         ]
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
+
+
+def _window(
+    tokenizer: TokenizerLike,
+    index: int,
+    pieces: list[list[int]],
+    tags: list[int] | None,
+    start: int,
+    end: int,
+) -> Feature:
+    """[CLS] the pieces of words start..end [SEP]; the tag sits on each word's first piece, the other pieces
+    are ignored in the loss (IGNORE_INDEX)."""
+    ids, labels, first = [tokenizer.cls_token_id], [IGNORE_INDEX], []
+    for w in range(start, end):
+        first.append(len(ids))
+        ids += pieces[w]
+        labels += [IGNORE_INDEX if tags is None else tags[w]] + [IGNORE_INDEX] * (len(pieces[w]) - 1)
+    ids.append(tokenizer.sep_token_id)
+    feat: Feature = {"input_ids": ids, "token_type_ids": [0] * len(ids), "example_index": index,
+                     "word_starts": first, "word_offset": start}  # fmt: skip
+    if tags is not None:
+        feat["labels"] = labels + [IGNORE_INDEX]
+    return feat
 
 
 def _words(row: dict[str, Any], name: str, path: Path, line: int) -> list[str]:
