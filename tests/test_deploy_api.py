@@ -193,9 +193,12 @@ def test_fill_mask_never_offers_special_tokens_and_fills_with_a_word(saved):
     are left out, and a mask is filled with its best candidate that starts a word."""
     model, folder = saved(AlbertForPreTraining, name="pretrained")
     tok = AlbertTokenizer.from_pretrained(folder)
+    bare = tok.convert_tokens_to_ids("\u2581")  # the word-start mark alone: it filled "Er öffnete die ▁ und"
+    assert tok.convert_ids_to_tokens([bare]) == ["\u2581"]
     with torch.no_grad():
         model.predictions.bias[tok.sep_token_id] = 50.0  # the model's favourite: [SEP], then <unk>
         model.predictions.bias[tok.unk_token_id] = 40.0
+        model.predictions.bias[bare] = 30.0
     model.save_pretrained(folder)
     (row,) = albert_lm.Predictor(folder, device="cpu", precision="fp32").fill_mask(
         ["Kala [MASK] to."], top_k=500
@@ -203,8 +206,9 @@ def test_fill_mask_never_offers_special_tokens_and_fills_with_a_word(saved):
     candidates = row["masks"][0]
     assert len(candidates) == 200 - len(tok.all_special_ids)
     assert not {c["id"] for c in candidates} & set(tok.all_special_ids)
+    assert candidates[0]["id"] == bare
     words = [c for c in candidates if tok.convert_ids_to_tokens([c["id"]])[0].startswith("\u2581")]
-    assert row["filled"] == f"Kala {words[0]['token']} to."
+    assert row["filled"] == f"Kala {words[1]['token']} to."
 
 
 def test_fill_mask_and_embed_leave_out_bad_rows_and_refuse_an_output_of_another_format(

@@ -92,10 +92,14 @@ class MaskFiller:
             [i for i, piece in enumerate(pieces) if i in tok.all_special_ids or UNUSED.fullmatch(str(piece))],
             dtype=torch.long,
         )
-        # pieces that start a word: SentencePiece's carry its mark, WordPiece's are those without "##"
+        # pieces that start a word: SentencePiece's carry its mark, WordPiece's are those without "##"; the
+        # mark alone (a word whose letters follow as pieces of their own) fills a mask with nothing
         sentencepiece = any(str(piece).startswith(WORD_START) for piece in pieces)
         self.starts_word = [
-            str(p).startswith(WORD_START) if sentencepiece else not str(p).startswith("##") for p in pieces
+            (str(p).startswith(WORD_START) and str(p) != WORD_START)
+            if sentencepiece
+            else not str(p).startswith("##")
+            for p in pieces
         ]
 
     def encode(self, text: str, line: int, name: str) -> tuple[list[int], list[int]]:
