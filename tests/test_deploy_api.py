@@ -461,3 +461,30 @@ def test_embed_with_a_pooler_no_distillation_taught_is_warned(saved, caplog):
         with caplog.at_level(logging.WARNING):
             albert_lm.Predictor(folder, device="cpu").embed(["Kala bime."], pooling="pooler")
         assert ("its pooler kept its first random weights" in caplog.text) is warned
+
+
+def test_outputs_to_stdout_are_utf8_whatever_the_locale(saved):
+    """Under an ASCII locale (LANG=C without Python's UTF-8 mode; Windows' cp1252 alike) a Cyrillic text
+    written to stdout failed ("'ascii' codec can't encode"), and a --text whose bytes the locale could
+    not decode reached SentencePiece ("internal error: TypeError"). stdout is now UTF-8, as the files are,
+    and such a --text is refused, naming the way on."""
+    _, folder = saved(AlbertForPreTraining, name="pretrained")
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONUTF8": "0",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.pop("PYTHONIOENCODING", None)
+    base = [sys.executable, "-m", "albert_lm.cli", "fill-mask", "--model", str(folder), "--text"]
+    text = "Привет [MASK] мир"
+    ok = subprocess.run([*base, text], env=env, capture_output=True, timeout=300)  # argv as UTF-8 bytes...
+    assert ok.returncode == 1 and b"--text 1: not readable text in this terminal's encoding" in ok.stderr
+    assert b"LANG=C.UTF-8" in ok.stderr and b"Traceback" not in ok.stderr  # ...which ASCII cannot decode
+    src = Path(folder).parent / "ru.txt"
+    src.write_text(text + "\n", encoding="utf-8")
+    base[-1] = "--input"
+    done = subprocess.run([*base, str(src)], env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert json.loads(done.stdout.decode("utf-8"))["filled"].startswith("Привет ")

@@ -202,11 +202,12 @@ def check_output(
 def write_output(output: str, body: str | bytes) -> None:
     """`body` to stdout (`-`) or, atomically, to the file `output`."""
     if output == "-":
-        if isinstance(body, bytes):
-            sys.stdout.buffer.write(body)
-        else:
-            sys.stdout.write(body)
+        # UTF-8 whatever the terminal's locale, as the files are: a cp1252 or ASCII stdout (Windows, LANG=C)
+        # could not take a Cyrillic or Chinese text, and JSON Lines are UTF-8
+        data = body if isinstance(body, bytes) else body.encode("utf-8")
         sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
         return
     try:
         atomic_write(output, body)
@@ -269,6 +270,14 @@ def given_rows(
         return read_input(source, fmt)
     if keep:
         raise ValueError("--keep-columns copies columns of an --input file; --text has none")
+    for n, text in enumerate(given, start=1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the terminal's locale could not decode (Python keeps them escaped)
+            raise ValueError(
+                f"--text {n}: not readable text in this terminal's encoding ({sys.getfilesystemencoding()}): "
+                "set a UTF-8 locale (LANG=C.UTF-8), or put the texts in a UTF-8 file for --input"
+            ) from None
     return Input("--text", [(n, {column: text}) for n, text in enumerate(given, start=1)], 0)
 
 
