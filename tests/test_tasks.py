@@ -365,6 +365,27 @@ def test_text_classification_csv_and_jsonl(tmp_path):
     )
 
 
+def test_labels_and_tags_are_read_in_composed_unicode(tmp_path):
+    """A dev file saved on a Mac writes "Märchen" as a + a combining diaeresis: it was refused as a label
+    not seen in training, though it looks the same. Labels and tags are read in NFC."""
+    import unicodedata
+
+    from albert_lm.tasks import get_task
+
+    composed, decomposed = "Märchen", unicodedata.normalize("NFD", "Märchen")
+    assert composed != decomposed
+    (tmp_path / "train.tsv").write_text(f"text\tlabel\nes war einmal\t{composed}\nder Zauberberg\tRoman\n")
+    (tmp_path / "dev.tsv").write_text(f"text\tlabel\nes war einmal\t{decomposed}\n")
+    task = get_task("classification")
+    task.fit_labels(task.read(tmp_path / "train.tsv", "train"))
+    assert [ex.label for ex in task.read(tmp_path / "dev.tsv", "dev")] == [composed]
+    tagger = get_task("token-classification")
+    (tmp_path / "tags.jsonl").write_text(
+        json.dumps({"tokens": ["Grimm"], "tags": [f"B-{decomposed}"]}) + "\n"
+    )
+    assert tagger.read(tmp_path / "tags.jsonl", "train")[0].tags == [f"B-{composed}"]
+
+
 def test_token_classification_reader_features_and_predictions(tmp_path):
     from albert_lm.tasks import get_task
 

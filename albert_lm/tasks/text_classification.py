@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,13 @@ def _label(row: dict[str, Any], name: str, path: Path, line: int, required: bool
         return None
     if isinstance(value, bool):  # is_spam: true
         return str(value)
-    return _scalar(value, name, path, line, "a label (text or a number)")
+    return _nfc(_scalar(value, name, path, line, "a label (text or a number)"))
+
+
+def _nfc(label: str) -> str:
+    """A label or tag in Unicode's composed form: "Märchen" typed on a Mac (a + combining diaeresis) is the
+    label its files elsewhere write with one character."""
+    return unicodedata.normalize("NFC", label)
 
 
 CONLL = (".conll", ".txt")  # a token classifier's CoNLL files: a word and its tag a line
@@ -297,7 +304,7 @@ class TokenClassificationTask(_OwnFilesTask):
                     raise _missing(row, self.tags_column, path, line)
                 tags = None
             else:
-                tags = _words(row, self.tags_column, path, line)
+                tags = [_nfc(t) for t in _words(row, self.tags_column, path, line)]
                 if len(tags) != len(tokens):
                     raise InputError(path, f"{len(tokens)} tokens but {len(tags)} tags", line=line)
                 unseen.update(t for t in tags if self.labels and t not in self.labels)
