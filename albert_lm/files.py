@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -305,8 +306,24 @@ def decode_utf8(raw: bytes, name: str | os.PathLike) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        where = f"not UTF-8 (byte {e.start} of the file)"
+        where = f"not UTF-8 (byte {e.start} of the file){legacy_encoding_hint(raw, name)}"
         raise InputError(name, where, line=raw[: e.start].count(b"\n") + 1) from None
+
+
+def legacy_encoding_hint(raw: bytes, name: str | os.PathLike) -> str:
+    """For text that is not UTF-8: where it reads as Windows-1252 (Latin-1 with a few more letters, what
+    Windows and older Macs save European text in), the conversion to run; else nothing. Judged on the
+    sample `raw` only: a guess, said as one. Text holding real UTF-8 characters is damaged UTF-8 instead."""
+    if any(ord(c) > 127 and c != "\ufffd" for c in raw.decode("utf-8", "replace")):
+        return ""
+    try:
+        raw.decode("cp1252")
+    except UnicodeDecodeError:
+        return ""
+    return (
+        f"; it reads as Windows-1252 / Latin-1 text: convert it first, e.g. "
+        f"iconv -f cp1252 -t utf-8 {shlex.quote(str(name))} > converted.txt"
+    )
 
 
 def parse_json(text: str | bytes, name: str | os.PathLike, line: int | None = None) -> Any:

@@ -52,7 +52,7 @@ from albert_lm.data.gutenberg import gutenberg_body, has_gutenberg_start, text_r
 from albert_lm.data.layout import FORMATS, FormatGuess, guess_format, input_formats
 from albert_lm.data.records import RECORD_LINE_FACTOR, iter_records
 from albert_lm.data.sources import Block, container, is_records, is_streamed, read_range, reading
-from albert_lm.files import InputError
+from albert_lm.files import InputError, legacy_encoding_hint
 
 logger = logging.getLogger(__name__)
 
@@ -231,20 +231,33 @@ def _checked_text(
             raise InputError(
                 block.path,
                 f"invalid UTF-8 at byte offset {block.start + e.start}, line {_line_of(block, data, e.start)} "
-                f"({e.reason}); expected UTF-8 text (or pass --skip-invalid-utf8 to skip such lines)",
+                f"({e.reason}); expected UTF-8 text{_legacy(data, block.path)}",
             ) from None
-        good = []
+        good, skipped = [], 0
         for raw in data.split(b"\n"):
             try:
                 good.append(raw.decode("utf-8"))
             except UnicodeDecodeError:
-                stats.skipped_invalid_utf8 += 1
-                logger.warning(
-                    "%s: skipped a line of invalid UTF-8 in bytes %d-%d", block.path, block.start, block.end
-                )
+                skipped += 1
+        stats.skipped_invalid_utf8 += skipped
+        logger.warning(
+            "%s: skipped %d of %d lines of invalid UTF-8 in bytes %d-%d%s", block.path, skipped,
+            len(good) + skipped, block.start, block.end, legacy_encoding_hint(data, block.path),
+        )  # fmt: skip
         text = "\n".join(good)
     stats.lines += text.count("\n") + (not text.endswith("\n"))
     return text
+
+
+def _legacy(data: bytes, path: str | Path) -> str:
+    """The way on from text that is not UTF-8: its conversion where it reads as Windows-1252 (skipping
+    would drop every line holding an accented letter), else --skip-invalid-utf8."""
+    hint = legacy_encoding_hint(data, path)
+    return (
+        hint + " (--skip-invalid-utf8 would drop every line with an accent)"
+        if hint
+        else (" (or pass --skip-invalid-utf8 to skip such lines)")
+    )
 
 
 def _line_of(block: Block, data: bytes, pos: int, text_column: str = "text") -> int:

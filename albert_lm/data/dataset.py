@@ -50,7 +50,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from albert_lm.data.examples import DataConfig
 from albert_lm.data.masking import IGNORE_INDEX, mask_sequence
-from albert_lm.files import InputError, file_sha256, read_json_object
+from albert_lm.files import InputError, file_sha256, legacy_encoding_hint, read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -397,7 +397,9 @@ def text_eval_dataset(
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(
-            file, f"not UTF-8 text (byte {e.start}); --eval-text takes a plain-text file"
+            file,
+            f"not UTF-8 text (byte {e.start}); --eval-text takes a plain-text file"
+            + legacy_encoding_hint(raw[: 1 << 20], file),
         ) from None
     if "\0" in text:
         raise InputError(

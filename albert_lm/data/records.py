@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from albert_lm.data.sources import container
-from albert_lm.files import InputError
+from albert_lm.files import InputError, legacy_encoding_hint
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,8 @@ def iter_records(
             raise InputError(
                 path,
                 f"invalid UTF-8 at byte offset {start + here + e.start}, {where(path, line_of(here))} ({e.reason}); "
-                "expected UTF-8 text (or pass --skip-invalid-utf8 to skip such records)",
+                "expected UTF-8 text"
+                + (legacy_encoding_hint(raw, path) or " (or pass --skip-invalid-utf8 to skip such records)"),
             ) from None
         text = record_text(path, line, text_column, functools.partial(_place, path, line_of, here))
         if not text or not text.strip():  # null or empty: no text to learn from, counted for the summary
