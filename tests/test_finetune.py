@@ -350,10 +350,15 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
 def test_one_file_as_data_warns_that_dev_is_the_training_set(tiny_model, tmp_path, caplog):
     data = labelled_rows(tmp_path / "data", {"pos": ["good"], "neg": ["bad"]}, {"train": 16})
     with caplog.at_level("WARNING", logger="albert_lm"):
-        _finetune_cli(
+        result = _finetune_cli(
             "classification", tiny_model, data / "train.jsonl", tmp_path / "out", "--max-steps", "1"
         )
     assert "one file is both the training and the dev set" in caplog.text
+    # one step at albert-base's rate: a score no better than always answering one label says so, naming the rate
+    labels = [json.loads(line)["label"] for line in (data / "train.jsonl").read_text().splitlines()]
+    majority = max(map(labels.count, set(labels))) / len(labels)
+    said = "no better than always answering" in caplog.text and "--learning-rate 2e-05" in caplog.text
+    assert said == (result["accuracy"] <= majority)
 
 
 def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path):

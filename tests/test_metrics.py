@@ -147,3 +147,14 @@ def test_gold_answers_as_predictions_score_100(albert_data):
     # against itself (nothing left after normalization), so last answers score F1 = 100 - 100 / 10570.
     out = M.squad_metrics(gold, {qid: answers[-1] for qid, answers in gold.items()})
     assert out["exact_match"] == 100.0 and out["f1"] == pytest.approx(100.0 - 100.0 / 10570)
+
+
+def test_guessing_names_what_a_guess_scores_where_a_best_score_is_no_better():
+    from albert_lm.tasks.metrics import guessing
+
+    labels = ["a", "b", "b", "b", None]
+    assert guessing("accuracy", 0.75, labels) == "always answering 'b' (0.7500)"
+    assert guessing("accuracy", 0.76, labels) is None
+    assert guessing("mcc", 0.0, labels) == guessing("pearson", -0.1, []) == "a constant answer (0)"
+    assert guessing("spearman", 0.2, []) is None and guessing("f1", 0.0, labels) is None
+    assert guessing("accuracy", 0.0, [None]) is None  # a dev set without labels: nothing to compare

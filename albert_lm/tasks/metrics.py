@@ -88,6 +88,19 @@ GLUE_METRICS: dict[str, tuple[str, ...]] = {
 }
 
 
+def guessing(main: str, score: float, labels: Sequence[Any]) -> str | None:
+    """What a guess scores, where the best dev `score` of metric `main` is no better: for accuracy, always
+    answering the most frequent of the dev `labels`; for a correlation (MCC, Pearson, Spearman), a constant
+    answer's 0. None where the score is better, or for other metrics."""
+    if main in ("mcc", "pearson", "spearman"):
+        return "a constant answer (0)" if score <= 0.0 else None
+    known = [str(label) for label in labels if label is not None]
+    if main != "accuracy" or not known:
+        return None
+    label, n = collections.Counter(known).most_common(1)[0]
+    return f"always answering {label!r} ({n / len(known):.4f})" if score <= n / len(known) + 1e-9 else None
+
+
 def glue_metrics(task: str, preds: Sequence[Any], labels: Sequence[Any]) -> dict[str, float]:
     """The GLUE metrics of `task` (label ids, or floats for STS-B) under their usual names."""
     if task not in GLUE_METRICS:

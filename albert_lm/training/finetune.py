@@ -55,7 +55,7 @@ from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.runtime.finetuned import SAVED_FILE
 from albert_lm.runtime.task_model import load_for_task
-from albert_lm.tasks import Task
+from albert_lm.tasks import Task, metrics
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.glue import glue_id2label
 from albert_lm.tasks.task import Feature
@@ -177,6 +177,10 @@ FINETUNING = RunKind(
     SAVED_FILE,
     settings_where(FinetuneConfig, "resume"),
     state_keys=("step", "batches_drawn", "optimizer", "scheduler", "ranks", "elapsed_s"),
+)
+NOTHING_LEARNED = (
+    "best dev %s %.4f is no better than %s: the model learned nothing it can use. The usual cause is the rate: "
+    "--learning-rate %g (small models want 1e-4 to 1e-3, albert glue's grid); else check the labels and columns"
 )
 SLOW_ADVICE = (
     "Bound it: --max-train-examples 10000 (what albert glue's CPU recipe takes), fewer --epochs or --max-steps; "
@@ -350,13 +354,13 @@ class FineTuning(Objective):
         write_json(self.out / "eval_results.json", self.best.record)
         for folder in ckpt.list_checkpoints(self.out):  # what --resume needed; the result is OUTPUT/best
             shutil.rmtree(folder)
-        logger.info(
-            "best %s = %s at step %d; model in %s",
-            self.task.main_metric,
-            self.best.main,
-            self.best.record["step"],
-            self.out / "best",
-        )
+        logger.info("best %s = %s at step %d; model in %s", self.task.main_metric, self.best.main,
+                    self.best.record["step"], self.out / "best")  # fmt: skip
+        labels = [getattr(ex, "label", None) for ex in self.dev_sets[0].examples] if self.dev_sets else []
+        if (guess := metrics.guessing(self.task.main_metric, self.best.main, labels)) is not None:
+            logger.warning(
+                NOTHING_LEARNED, self.task.main_metric, self.best.main, guess, self.cfg.learning_rate
+            )
         return dict(self.best.record)
 
     def plot(self) -> None:
