@@ -235,8 +235,10 @@ def file_mode() -> int:
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2, durable: bool = False) -> Path:
-    """`obj` as indented, key-sorted JSON with a final newline, written atomically."""
-    return atomic_write(path, json.dumps(obj, indent=indent, sort_keys=True) + "\n", durable=durable)
+    """`obj` as indented, key-sorted JSON with a final newline, written atomically in UTF-8 (a label
+    "Достоевский" reads as itself, not as \\u escapes)."""
+    text = json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False) + "\n"
+    return atomic_write(path, text, durable=durable)
 
 
 def fsync_dir(folder: str | os.PathLike) -> None:

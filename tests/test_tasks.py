@@ -508,3 +508,22 @@ def test_glue_mnli_and_qqp_layouts(tmp_path):
     )
     with pytest.raises(ValueError, match=r"qqp.tsv:2: label '2' in column 'is_duplicate' is not one of 0, 1"):
         GlueTask("qqp").read(tmp_path / "qqp.tsv", "dev")
+
+
+def test_json_files_write_other_scripts_as_themselves(tmp_path):
+    """Predictions, settings and configs wrote "Достоевский" as \\u0414\\u043e..., while predict wrote it
+    as itself; every JSON file is UTF-8 text now."""
+    from albert_lm.files import write_json
+    from albert_lm.model.config import AlbertConfig
+    from albert_lm.tasks import get_task
+    from albert_lm.tasks.text_classification import TextExample
+
+    task = get_task("classification")
+    task.labels = ("Достоевский", "Толстой")
+    examples = [TextExample("text", None, "Толстой", 2)]
+    written = task.write_predictions(examples, [0], tmp_path, "dev").read_text(encoding="utf-8")
+    assert json.loads(written) == {"line": 2, "label": "Достоевский"} and "Достоевский" in written
+    assert "Märchen" in write_json(tmp_path / "s.json", {"label": "Märchen"}).read_text(encoding="utf-8")
+    config = AlbertConfig(id2label={0: "是", 1: "否"})
+    assert "是" in config.save_pretrained(tmp_path / "m").read_text(encoding="utf-8")
+    assert AlbertConfig.from_pretrained(tmp_path / "m").id2label == config.id2label

@@ -216,7 +216,7 @@ class AlbertConfig:
         return cls(**values, extra=extra)
 
     def to_json_string(self, model_type: str = "albert") -> str:
-        return json.dumps(self.to_dict(model_type), indent=2, sort_keys=True) + "\n"
+        return json.dumps(self.to_dict(model_type), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     def save_pretrained(self, path: str | os.PathLike, model_type: str = "albert") -> Path:
         """Write `path/config.json` (the folder made if need be) atomically; returns the file.

@@ -245,5 +245,5 @@ class RaceTask(Task):
             row = {"example_id": ex.example_id, "index": i, "answer": LETTERS[p]}
             if ex.line is not None:
                 row["line"] = ex.line
-            rows.append(json.dumps(row))
+            rows.append(json.dumps(row, ensure_ascii=False))
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")

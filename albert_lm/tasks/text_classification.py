@@ -256,7 +256,7 @@ class TextClassificationTask(_OwnFilesTask):
 
     def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [
-            json.dumps({"line": ex.line, "label": self.labels[p]})
+            json.dumps({"line": ex.line, "label": self.labels[p]}, ensure_ascii=False)
             for ex, p in zip(examples, predictions, strict=True)
         ]
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
