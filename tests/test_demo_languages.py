@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -50,9 +51,20 @@ def test_every_language_has_probes_with_one_mask():
         assert all(s.count("[MASK]") == 1 and words for s, words in probes), code
 
 
+def test_the_next_step_is_a_fill_mask_probe_in_the_demo_language():
+    """A German demo suggested `albert fill-mask ... --text "The cat sat on the [MASK]."`."""
+    from albert_lm.demo.report import next_steps
+
+    german = demo.fill_mask_example("de")
+    assert german in [s for s, _ in LANGUAGE_PROBES["de"]] and "[MASK]" in german
+    assert f'--text "{german}"' in next_steps(Path("runs/demo-de"), german)
+    assert demo.fill_mask_example("en") == "She wrote a [MASK] to her mother."
+
+
 def test_other_languages_need_text(tmp_path, capsys):
-    with pytest.raises(ValueError, match="bundles English books only; give --text"):
+    with pytest.raises(ValueError, match="bundles English books only; give --text") as e:
         demo.run_demo(tmp_path / "out", language="de")
+    assert "gutenberg.org" in str(e.value) and "shared data" not in str(e.value)  # a place any user can reach
     assert main(["demo", "--language", "ru", "--output", str(tmp_path / "out")]) != 0
     assert "give --text" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -97,11 +97,17 @@ def warn_accents_removed(paths: Sequence[str | os.PathLike], text_column: str = 
         shown = " ".join(c for c, _ in marked.most_common(6))
         logger.warning(
             "%.1f%% of the letters at the start of the inputs carry accents (%s), which the English rule "
-            "removes (schöne becomes schone): for another language give --language (de, fr, ru, ...), or "
+            "removes (%s becomes %s): for another language give --language (de, fr, ru, ...), or "
             "--keep-accents",
             100 * marked.total() / letters,
             shown,
+            *_stripped_example(marked.most_common(1)[0][0]),
         )
+
+
+def _stripped_example(c: str) -> tuple[str, str]:
+    """The most frequent accented letter of the text, beside what the English rule makes of it (й, и)."""
+    return c, "".join(x for x in unicodedata.normalize("NFD", c) if not unicodedata.combining(x))
 
 
 def _accented(c: str) -> bool:

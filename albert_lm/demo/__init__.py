@@ -54,6 +54,11 @@ LANGUAGE_PROBES: dict[str, Probes] = {
 DEMO_LANGUAGES = ("en", *LANGUAGE_PROBES)
 
 
+def fill_mask_example(language: str) -> str:
+    """A sentence with a [MASK] in the demo's language, for the fill-mask command it suggests next."""
+    return LANGUAGE_PROBES[language][-1][0] if language in LANGUAGE_PROBES else MORE_PROBES[0][0]
+
+
 RECIPE = "cpu-10min"
 
 
@@ -171,8 +176,8 @@ def run_demo(
     if language != "en" and not files:
         raise ValueError(
             f"--language {language}: the package bundles English books only; give --text with text in that "
-            f"language (files, folders or globs; the project's shared data has some under "
-            f"pretrain/multilingual/{language})"
+            "language (files, folders or globs; Project Gutenberg, gutenberg.org, has public-domain books in "
+            "many languages)"
         )
     if max_steps is not None:
         overrides["max_steps"] = max_steps
@@ -196,7 +201,7 @@ def run_demo(
         metrics = pretrain_model(out / "data", out / "model", r["pretrain"])
     report = build_report(out, r, metrics, times, language)
     write_json(out / "demo_results.json", report)
-    print(format_report(report) + next_steps(out))
+    print(format_report(report) + next_steps(out, fill_mask_example(language)))
     return report
 
 

@@ -45,10 +45,10 @@ def _shown(piece: str) -> str:
     return text if any(c.isalnum() for c in text) else f'"{text or chr(0x2581)}"'
 
 
-def next_steps(out: Path) -> str:
-    """Where the results are, and the commands to try next."""
+def next_steps(out: Path, example: str = "The cat sat on the [MASK].") -> str:
+    """Where the results are, and the commands to try next (fill-mask on `example`, in the demo's language)."""
     return (
         f"  all of it in {out / 'demo_results.json'}; the model is {out / 'model'}: try\n"
-        f'    albert fill-mask --model {out / "model"} --text "The cat sat on the [MASK]."\n'
+        f'    albert fill-mask --model {out / "model"} --text "{example}"\n'
         "  then pretrain on your own text: docs/pretraining.md\n"
     )
