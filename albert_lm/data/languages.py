@@ -81,19 +81,37 @@ SAMPLE_FILES = 16
 ACCENTED_SHARE = 0.003  # of the letters: English text has far fewer (café), German ~1%, French ~3%
 
 
-def warn_accents_removed(paths: Sequence[str | os.PathLike], text_column: str = "text") -> None:
-    """One WARNING when the English rule (accents removed) is about to train on text whose letters carry
-    accents often enough to be another language's: schöne becomes schone, й becomes и. Looks at the first
-    SAMPLE_BYTES of the first SAMPLE_FILES inputs; the output does not change."""
+# Scripts written without spaces between words, by their letters' code point ranges (Han and its
+# extension A, hiragana, katakana; Thai), and the --language of each.
+UNSPACED = {"zh or ja": ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x3040, 0x30FF)), "th": ((0x0E00, 0x0E7F),)}
+UNSPACED_SHARE = 0.3  # of the letters: above it the text is mostly such a script
+
+
+def warn_english_rule(paths: Sequence[str | os.PathLike], text_column: str = "text") -> None:
+    """One WARNING when the English rule (accents removed) is about to train on text of another language:
+    letters carrying accents often enough (schöne becomes schone, й becomes и), or mostly a script written
+    without spaces, which wants its language's rule (no word-start piece before every sentence, a large
+    character set's coverage). Looks at the first SAMPLE_BYTES of the first SAMPLE_FILES inputs; the
+    output does not change."""
     from albert_lm.data.sources import reading
 
-    letters, marked = 0, Counter[str]()
+    letters, marked, unspaced = 0, Counter[str](), Counter[str]()
     for path in list(paths)[:SAMPLE_FILES]:
         with reading(path, text_column) as f:
             text = f.read(SAMPLE_BYTES).decode("utf-8", errors="ignore")
         letters += sum(c.isalpha() for c in text)
         marked.update(c for c in text if c.isalpha() and _accented(c))
-    if letters and marked.total() / letters >= ACCENTED_SHARE:
+        unspaced.update(code for c in text for code, spans in UNSPACED.items() if _within(c, spans))
+    if letters and unspaced and unspaced.most_common(1)[0][1] / letters >= UNSPACED_SHARE:
+        code, n = unspaced.most_common(1)[0]
+        logger.warning(
+            "%.0f%% of the letters at the start of the inputs are of a script written without spaces: give "
+            "--language %s. Under the English rule every sentence starts with a word-start piece of its own "
+            "(about 4%% of the tokens), and the coverage is not a large character set's",
+            100 * n / letters,
+            code,
+        )
+    elif letters and marked.total() / letters >= ACCENTED_SHARE:
         shown = " ".join(c for c, _ in marked.most_common(6))
         logger.warning(
             "%.1f%% of the letters at the start of the inputs carry accents (%s), which the English rule "
@@ -108,6 +126,10 @@ def warn_accents_removed(paths: Sequence[str | os.PathLike], text_column: str = 
 def _stripped_example(c: str) -> tuple[str, str]:
     """The most frequent accented letter of the text, beside what the English rule makes of it (й, и)."""
     return c, "".join(x for x in unicodedata.normalize("NFD", c) if not unicodedata.combining(x))
+
+
+def _within(c: str, spans: Sequence[tuple[int, int]]) -> bool:
+    return any(low <= ord(c) <= high for low, high in spans)
 
 
 def _accented(c: str) -> bool:

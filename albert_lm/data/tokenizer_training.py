@@ -71,7 +71,7 @@ def train_tokenizer(
     `output_dir` as it was: not created if it did not exist, the tokenizer it held untouched.
     """
     from albert_lm.data.corpus import check_input_file, warn_gutenberg_markers
-    from albert_lm.data.languages import warn_accents_removed
+    from albert_lm.data.languages import warn_english_rule
 
     _check_settings(vocab_size, max_line_bytes, character_coverage, input_sentence_size)
     out = Path(output_dir)
@@ -85,7 +85,7 @@ def train_tokenizer(
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
     warn_gutenberg_markers(inputs, strip_gutenberg)
     if not keep_accents:
-        warn_accents_removed(inputs, text_column)
+        warn_english_rule(inputs, text_column)
     rule = Rule(do_lower_case, keep_accents, strip_gutenberg, skip_invalid_utf8, max_line_bytes, text_column)
     settings = albert_trainer_settings(vocab_size, character_coverage, input_sentence_size, num_threads)
     if not add_dummy_prefix:  # only then: the English settings stay the released model's, byte for byte
