@@ -233,11 +233,17 @@ def test_time_budget_stops_with_the_schedule_complete_and_resumes(tmp_path, one_
     assert (out / "model.safetensors").is_file()
 
 
-def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread):
+def test_outputs_metrics_and_transformers_loading(tmp_path, one_thread, caplog):
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "run"
     cfg = tiny_run(out, max_steps=6, save_every=2, keep_last=2, eval_every=3, tensorboard=True, plot=True)
-    result = pretrain(cfg, train_dataset=SyntheticData(), eval_dataset=SyntheticData(n=12, seed=3))
+    with caplog.at_level("WARNING", logger="albert_lm"):
+        result = pretrain(cfg, train_dataset=SyntheticData(), eval_dataset=SyntheticData(n=12, seed=3))
+    # held-out MLM accuracy beside always guessing the most frequent masked piece, warned where no better
+    # (a 150-step model at the unigram guess gave identical vectors for every text, silently)
+    guess, accuracy = result.metrics["eval_unigram_mlm_acc"], result.metrics["eval_mlm_acc"]
+    assert 0.0 < guess < 1.0
+    assert ("is the unigram guess's" in caplog.text) == (accuracy <= guess + 0.01)
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["split"] == "train"]

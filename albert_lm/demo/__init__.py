@@ -25,13 +25,11 @@ import logging
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.demo.folder import RECORD, TIMES, demo_folder, text_sources  # noqa: F401 (RECORD: the demo's API)
 from albert_lm.demo.report import format_report, next_steps
 from albert_lm.files import read_json_object, write_json
@@ -98,29 +96,6 @@ def corpus_files() -> list[Path]:
             f"no demo corpus in {CORPUS_DIR} (the package was installed without its data)"
         )
     return files
-
-
-def unigram_baseline(train: Any, evaluation: Any, sample: int = 4000) -> dict[str, float]:
-    """Accuracy of always guessing the most frequent masked piece of (a sample of) the training data."""
-    counts: Counter[int] = Counter()
-    step = max(1, len(train) // sample)
-    for i in range(0, len(train), step):
-        labels = train[i]["labels"]
-        counts.update(labels[labels != IGNORE_INDEX].tolist())
-    guess, _ = counts.most_common(1)[0]
-    hits = total = sop_ones = 0
-    for i in range(len(evaluation)):
-        item = evaluation[i]
-        labels = item["labels"][item["labels"] != IGNORE_INDEX]
-        hits += int((labels == guess).sum())
-        total += labels.numel()
-        sop_ones += int(item["sentence_order_label"])
-    ones = sop_ones / max(len(evaluation), 1)
-    return {
-        "unigram_guess_id": guess,
-        "unigram_mlm_acc": hits / max(total, 1),
-        "sop_majority_acc": max(ones, 1 - ones),
-    }
 
 
 def fill_mask(model_dir: str | os.PathLike, sentence: str, top_k: int = 5) -> list[str]:
@@ -319,6 +294,7 @@ def build_report(
     import torch
 
     from albert_lm.data.dataset import PretrainingDataset
+    from albert_lm.training.pretrain import unigram_baseline
 
     baseline = unigram_baseline(
         PretrainingDataset(out / "data", "train"), PretrainingDataset(out / "data", "eval")

@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from albert_lm.data.dataset import evaluation_loader
+from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.files import read_json_object, write_json
 from albert_lm.kernels.device import autocast
 from albert_lm.model.heads import AlbertForPreTraining
@@ -171,11 +173,58 @@ class Pretraining(Objective):
             write_json(run.out / preflight.SETTINGS_FILE, run.cfg.to_dict())
             run_cards.final_cards(run)  # README.md: what the model is, how it was made, its scores
             logger.info("final model in %s", run.out)
-        return {**p.logged, **{f"{split}_{k}": v for split, m in evals.items() for k, v in m.items()}}
+        found = {f"{split}_{k}": v for split, m in evals.items() for k, v in m.items()}
+        if run.d.main and "eval_mlm_acc" in found and "eval" in run.evals:
+            found["eval_unigram_mlm_acc"] = _beside_unigram(run, found["eval_mlm_acc"])
+        return {**p.logged, **found}
 
     def plot(self) -> None:
         if (self.out / METRICS_FILE).stat().st_size > 0:
             plot_metrics(self.out, ("mlm_acc", "sop_acc"))
+
+
+# --------------------------------------------------------------------------- the first baseline
+UNIGRAM_MARGIN = 0.01  # held-out MLM accuracy within this of the unigram guess has learned no more
+
+
+def unigram_baseline(
+    train: Any, evaluation: Any, sample: int = 4000, eval_limit: int | None = None
+) -> dict[str, float]:
+    """Accuracy of always guessing the most frequent masked piece of (a sample of) the training data, on
+    the evaluation set (its first `eval_limit` sequences); and of always guessing SOP's more frequent order."""
+    counts: Counter[int] = Counter()
+    step = max(1, len(train) // sample)
+    for i in range(0, len(train), step):
+        labels = train[i]["labels"]
+        counts.update(labels[labels != IGNORE_INDEX].tolist())
+    guess, _ = counts.most_common(1)[0]
+    hits = total = sop_ones = 0
+    n = len(evaluation) if eval_limit is None else min(len(evaluation), eval_limit)
+    for i in range(n):
+        item = evaluation[i]
+        labels = item["labels"][item["labels"] != IGNORE_INDEX]
+        hits += int((labels == guess).sum())
+        total += labels.numel()
+        sop_ones += int(item["sentence_order_label"])
+    ones = sop_ones / max(n, 1)
+    return {
+        "unigram_guess_id": guess,
+        "unigram_mlm_acc": hits / max(total, 1),
+        "sop_majority_acc": max(ones, 1 - ones),
+    }
+
+
+def _beside_unigram(run: Run, accuracy: float) -> float:
+    """The unigram guess's held-out MLM accuracy; a warning where the model's is no better: it has learned
+    word frequencies only, and a task fine-tuned from it starts from nothing (a run of too few steps)."""
+    guess = unigram_baseline(run.loader.dataset, run.evals["eval"], eval_limit=4000)["unigram_mlm_acc"]
+    if accuracy <= guess + UNIGRAM_MARGIN:
+        logger.warning(
+            "held-out MLM accuracy %.4f is the unigram guess's (%.4f, always the most frequent masked piece): "
+            "the model has learned word frequencies only, and fine-tuning will start from nothing; train "
+            "longer (docs/quality.md says what each hour buys)", accuracy, guess,
+        )  # fmt: skip
+    return guess
 
 
 # --------------------------------------------------------------------------- what a resume may change
