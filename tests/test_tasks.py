@@ -527,3 +527,14 @@ def test_json_files_write_other_scripts_as_themselves(tmp_path):
     config = AlbertConfig(id2label={0: "是", 1: "否"})
     assert "是" in config.save_pretrained(tmp_path / "m").read_text(encoding="utf-8")
     assert AlbertConfig.from_pretrained(tmp_path / "m").id2label == config.id2label
+
+
+def test_a_semicolon_separated_csv_is_named_as_such(tmp_path):
+    """German and French Excel save "CSV" with semicolons: the one column 'text;label' was named, not why."""
+    from albert_lm.tasks import get_task
+
+    (tmp_path / "train.csv").write_text("\ufefftext;label\nein gutes Buch;gut\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError, match=r"train.csv:2: .*no such column: 'text;label'\); is the file separated by ';'"
+    ):
+        get_task("classification").read(tmp_path / "train.csv", "train")

@@ -73,8 +73,15 @@ def _missing(row: dict[str, Any], name: str, path: Path, line: int) -> InputErro
     misspelt column name is the usual cause), null or empty."""
     if name not in row:
         have = ", ".join(map(repr, row)) or "none"
+        (only,) = row if len(row) == 1 else ("",)
+        # Excel writes "CSV" with semicolons where the comma is the decimal mark (German, French, ...)
+        hint = (
+            "; is the file separated by ';'? Save it comma-separated, or tab-separated as .tsv"
+            if ";" in only
+            else ""
+        )
         return InputError(
-            path, f"missing value for column {name!r} (the row has no such column: {have})", line=line
+            path, f"missing value for column {name!r} (the row has no such column: {have}){hint}", line=line
         )
     return InputError(path, f"missing value for column {name!r} (null, empty or blank)", line=line)
 
