@@ -3,7 +3,8 @@ to its feature's length; what evaluation, prediction and distillation's teacher 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -12,6 +13,25 @@ from albert_lm.kernels.device import autocast
 from albert_lm.progress import progress_bar
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
 from albert_lm.tasks.task import Feature
+
+
+class EvaluationStopped(Exception):
+    """A stop asked for (`stoppable`) while the model ran: its outputs were dropped."""
+
+
+_stop_asked: Callable[[], bool] | None = None  # checked before each batch (`stoppable`)
+
+
+@contextlib.contextmanager
+def stoppable(asked: Callable[[], bool]) -> Iterator[None]:
+    """Within: `run_model` raises EvaluationStopped before its next batch once `asked()` is true. A training
+    loop's evaluation of a large dev set runs for minutes; a signal then stops it at once, not after it."""
+    global _stop_asked
+    before, _stop_asked = _stop_asked, asked
+    try:
+        yield
+    finally:
+        _stop_asked = before
 
 
 @torch.no_grad()
@@ -33,6 +53,8 @@ def run_model(
     outputs: dict[int, dict[str, np.ndarray]] = {}
     batches = length_bucketed_batches([feature_length(f) for f in features], batch_size, None)
     for idx in progress_bar(batches, desc=desc, unit="batch", leave=False):
+        if _stop_asked is not None and _stop_asked():
+            raise EvaluationStopped
         chunk = [features[i] for i in idx]
         batch = collate(chunk, pad_id)
         inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}

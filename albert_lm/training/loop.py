@@ -39,6 +39,7 @@ from torch import nn
 
 from albert_lm.kernels.device import autocast
 from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.runtime.run import EvaluationStopped, stoppable
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import run_folder
 from albert_lm.training.clock import LoopClock
@@ -408,7 +409,7 @@ def _run(
         if cadence.log(p.step, stopping or done):
             _log(obj, p, last, clock.bar)
         if cadence.eval(p.step, stopping or done):
-            _evaluate(obj, p)
+            stopping = _evaluate_unless_stopped(obj, p, stop) is None or stopping
         p.eval_due = stopping and cadence.eval(p.step, False)
         if obj.kind is not None and cadence.save(p.step, stopping or done):
             save(obj, p)
@@ -417,5 +418,23 @@ def _run(
             clock.stopped(stop.signum, p.step, obj.again)
             return LoopResult(obj.out, p.step, True, {}, stop.signum or signal.SIGTERM)
     clock.finished(p.step)
-    evals = _evaluate(obj, p)
+    evals = _evaluate_unless_stopped(obj, p, stop)
+    if evals is None:  # the last step's checkpoint is saved: a resume evaluates and finishes
+        assert stop is not None
+        clock.stopped(stop.signum, p.step, obj.again)
+        return LoopResult(obj.out, p.step, True, {}, stop.signum or signal.SIGTERM)
     return LoopResult(obj.out, p.step, False, obj.finish(evals, p))
+
+
+def _evaluate_unless_stopped(obj: Objective, p: Progress, stop: StopFlag | None) -> dict[str, Any] | None:
+    """`_evaluate`, dropped at once where a signal comes while the model runs on the dev sets (a large one
+    takes minutes; one process alone: ranks stop together, after a step): None then, and the run saves
+    and stops, its checkpoint saying the evaluation is due (a resume runs it first)."""
+    if stop is None or obj.d.world > 1:
+        return _evaluate(obj, p)
+    try:
+        with stoppable(lambda: stop.signum is not None):
+            return _evaluate(obj, p)
+    except EvaluationStopped:
+        logger.info("the evaluation at step %d was dropped: a signal came while it ran", p.step)
+        return None
