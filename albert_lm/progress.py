@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -21,6 +22,7 @@ from tqdm import tqdm as plain_tqdm
 from tqdm.auto import tqdm
 
 LOG_EVERY_S = 30.0
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal control sequences (cursor moves, erases)
 logger = logging.getLogger("albert_lm.progress")
 
 
@@ -29,7 +31,8 @@ class _LogLines:
     and a log line carries the time and goes where the command's other lines go)."""
 
     def write(self, text: str) -> None:
-        line = text.strip("\r\n ")
+        # a bar closed inside another writes a cursor move ("\x1b[A"): a terminal's, never a log's
+        line = _ESCAPES.sub("", text).strip("\r\n ")
         if line:
             logger.info("%s", line)
 

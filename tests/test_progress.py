@@ -57,3 +57,14 @@ def test_off_a_terminal_a_long_stage_logs_its_bar_and_a_short_one_nothing(monkey
         for _ in progress_bar(range(4), desc="quick"):
             pass
         assert not [r for r in caplog.records if r.name == "albert_lm.progress"]
+
+
+def test_a_logged_bar_line_carries_no_terminal_control_codes(caplog):
+    """A bar closed inside another (an evaluation's, inside a training run's) wrote a bare cursor move,
+    logged as `INFO albert_lm.progress: ^[[A`."""
+    from albert_lm import progress
+
+    with caplog.at_level(logging.INFO, logger="albert_lm.progress"):
+        progress._LogLines().write("\x1b[A")
+        progress._LogLines().write("\r\x1b[2Keval: 3/5 batches\x1b[A")
+    assert [r.getMessage() for r in caplog.records] == ["eval: 3/5 batches"]
