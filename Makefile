@@ -19,6 +19,10 @@ $(BIN)/albert: pyproject.toml
 
 setup: $(BIN)/albert
 
+# A venv made by hand (the README's `pip install -e .`) lacks the test tools: added once, on first need.
+$(BIN)/ruff: | $(BIN)/albert
+	$(BIN)/pip install -q -e ".[test]"
+
 # The JavaScript of `albert export --format web` (transformers.js and ONNX Runtime Web, pinned by the lock
 # file) from the npm registry, into .web/node_modules; the web export and its browser test read it there.
 WEB ?= .web
@@ -32,17 +36,17 @@ $(WEB)/node_modules/.package-lock.json: albert_lm/deploy/web/package.json albert
 demo: setup
 	$(BIN)/albert demo
 
-test: setup
+test: setup $(BIN)/ruff
 	$(BIN)/ruff check albert_lm tests benchmarks
 	$(BIN)/ruff format --check albert_lm tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 
-lint: setup
+lint: setup $(BIN)/ruff
 	$(BIN)/ruff check albert_lm tests benchmarks
 
-format: setup
+format: setup $(BIN)/ruff
 	$(BIN)/ruff format albert_lm tests benchmarks
 
-typecheck: setup
+typecheck: setup $(BIN)/ruff
 	$(BIN)/mypy
