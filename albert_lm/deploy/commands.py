@@ -185,7 +185,7 @@ def run_export(args: argparse.Namespace) -> int:
     Writes model.onnx (and model.int8.onnx with --int8), the tokenizer and the config beside it, and
     export.json with the check's figures. ONNX Runtime runs the graph on two input shapes before
     anything is kept: fp32 outputs must be within --tolerance of PyTorch's, int8 at cosine >= 0.9.
-    Needs the optional extra: pip install 'albert-lm[export]'.
+    Needs the optional extra: pip install -e '.[export]' in the albert-lm clone.
 
     --format web writes a folder to serve as it is (python3 -m http.server --bind 127.0.0.1 -d DIR 8000): a page that
     classifies, fills masks or embeds in the browser, offline, with transformers.js and ONNX Runtime

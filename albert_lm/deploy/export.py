@@ -95,7 +95,7 @@ def _needs(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise ValueError(f"export needs {module}: pip install 'albert-lm[export]'") from e
+        raise ValueError(f"export needs {module}: pip install -e '.[export]' in the albert-lm clone") from e
 
 
 class _Graph(nn.Module):

@@ -80,7 +80,8 @@ def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[
     for package in ("transformers", "accelerate"):
         if importlib.util.find_spec(package) is None:
             raise MissingExtra(
-                f"albert distill teacher needs {package} (transformers' Trainer): pip install 'albert-lm[distill]'"
+                f"albert distill teacher needs {package} (transformers' Trainer): pip install -e '.[distill]' in "
+                "the albert-lm clone"
             )
     task, data, out = cfg.build_task(), Path(str(cfg.data)), Path(str(cfg.output))
     if not data.exists():

@@ -9,7 +9,7 @@ right for each use; torch.compile fuses each cast into the kernels around it, an
 slower than bf16 without it, so `--float8` goes with `--torch-compile`.
 
 torchao is the library made for this (the float8 recipes of torchtitan); it is an optional extra,
-`pip install 'albert-lm[float8]'`. Only the layers of the attention and feed-forward blocks are
+`pip install -e '.[float8]'` in the albert-lm clone. Only the layers of the attention and feed-forward blocks are
 converted: their sizes are multiples of 16, as the float8 product requires, and they hold nearly every
 FLOP; the embeddings' projection and the heads stay bf16.
 """
@@ -45,7 +45,7 @@ def check_float8(device: torch.device) -> None:
         import torchao.float8  # noqa: F401
     except ImportError as e:
         raise ValueError(
-            "--float8 needs torchao: pip install 'albert-lm[float8]' (or pip install torchao)"
+            "--float8 needs torchao: pip install -e '.[float8]' in the albert-lm clone (or pip install torchao)"
         ) from e
 
 
