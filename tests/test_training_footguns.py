@@ -211,3 +211,17 @@ def test_pretraining_under_torchrun_prints_its_result_once(sop_data, tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     printed = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     assert printed == [{"output": str(out), "step": 2, "interrupted": False}], p.stdout
+
+
+def test_an_estimate_on_a_busy_cpu_says_the_machine_is_busy(monkeypatch):
+    """On a loaded machine the first estimate read 45 minutes for a demo documented at 7-13: it now says
+    the load it was measured under."""
+    import os
+
+    from albert_lm.training import clock
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (4.5, 4.0, 3.0), raising=False)
+    assert clock.busy() == " (the machine is busy: load average 4.5 on 2 cores; idle, it would be sooner)"
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.9, 2.0, 2.0), raising=False)
+    assert clock.busy() == ""  # this run's own threads load the cores too

@@ -20,6 +20,7 @@ A loop makes one `LoopClock` and calls `tick(step)` after each optimizer step; t
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -124,11 +125,12 @@ class LoopClock:
         left = max(0, self.total_steps - step)
         hours = per_step * left / 3600
         logger.info(
-            "%s: %.2f s per step: the %d steps left take about %s here",
+            "%s: %.2f s per step: the %d steps left take about %s here%s",
             self.what,
             per_step,
             left,
             _hours(hours),
+            busy() if self.cpu else "",
         )
         if self.cpu and hours > 2 and self.slow_advice and not self._advised:
             self._advised = True
@@ -181,6 +183,18 @@ class LoopClock:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def busy() -> str:
+    """Where other work loads the CPUs (a load average over 1.5 x the cores this process may use): a note
+    that the pace, and so any estimate from it, is the busy machine's. Else nothing."""
+    try:
+        load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux / Unix
+        return ""
+    if load <= 1.5 * cores:
+        return ""
+    return f" (the machine is busy: load average {load:.1f} on {cores} cores; idle, it would be sooner)"
 
 
 def _hours(hours: float) -> str:
