@@ -538,3 +538,25 @@ def test_a_semicolon_separated_csv_is_named_as_such(tmp_path):
         ValueError, match=r"train.csv:2: .*no such column: 'text;label'\); is the file separated by ';'"
     ):
         get_task("classification").read(tmp_path / "train.csv", "train")
+
+
+def test_another_glue_tasks_file_names_the_task_it_looks_like(tmp_path):
+    """`--task sst2 --data glue/CoLA` said "missing column 'sentence' (header: gj04, 1, , Our friends...)":
+    CoLA's headerless row read as a header. The message now says whose file it looks like."""
+    from albert_lm.tasks import get_task
+
+    (tmp_path / "cola.tsv").write_text("gj04\t1\t\tOur friends won't buy this analysis.\n")
+    with pytest.raises(
+        ValueError, match=r"reads as a CoLA row, which has no header: is --task right for SST-2\?"
+    ):
+        get_task("sst2").read(tmp_path / "cola.tsv", "dev")
+    (tmp_path / "rte.tsv").write_text(
+        "index\tsentence1\tsentence2\tlabel\n0\tA dog.\tAn animal.\tentailment\n"
+    )
+    with pytest.raises(
+        ValueError, match=r"missing column 'sentence' .*; these are RTE's columns: --task rte\?"
+    ):
+        get_task("sst2").read(tmp_path / "rte.tsv", "dev")
+    (tmp_path / "own.tsv").write_text("text\tlabel\nfine\t1\n")
+    with pytest.raises(ValueError, match=r"missing column 'sentence' \(header: text, label\)$"):
+        get_task("sst2").read(tmp_path / "own.tsv", "dev")

@@ -117,12 +117,14 @@ def read_glue_tsv(path: Path, spec: GlueSpec, require_label: bool = True) -> lis
         header, start = first, 1
     col = {name: i for i, name in enumerate(header)}
     need = [spec.text_a] + ([spec.text_b] if spec.text_b else [])
-    for name in need:
+    for name in [*need, *([spec.label] if require_label else [])]:
         if name not in col:
-            raise InputError(path, f"missing column {name!r} (header: {', '.join(header)})", line=1)
+            raise InputError(
+                path,
+                f"missing column {name!r} (header: {', '.join(header)}){_other_task(first, spec)}",
+                line=1,
+            )
     has_label = spec.label in col
-    if require_label and not has_label:
-        raise InputError(path, f"missing column {spec.label!r} (header: {', '.join(header)})", line=1)
     id_col = next((col[c] for c in _ID_COLUMNS if c in col), None)
     examples = []
     for n, line in enumerate(lines[start:], start=start + 1):
@@ -148,6 +150,20 @@ def read_glue_tsv(path: Path, spec: GlueSpec, require_label: bool = True) -> lis
     if not examples:
         raise InputError(path, "no examples (only a header)")
     return examples
+
+
+def _other_task(first: list[str], spec: GlueSpec) -> str:
+    """Where a file's first line is another GLUE task's (its header, or a headerless CoLA row: source,
+    0 or 1, a mark, a sentence), the hint that --task may be wrong; else nothing."""
+    if len(first) == len(_COLA_COLUMNS) and first[1] in BINARY and spec.folder != "CoLA":
+        return (
+            f"; its first line reads as a CoLA row, which has no header: is --task right for {spec.folder}?"
+        )
+    for name, other in GLUE_TASKS.items():
+        wanted = [other.text_a, other.label] + ([other.text_b] if other.text_b else [])
+        if other != spec and all(c in first for c in wanted):
+            return f"; these are {other.folder}'s columns: --task {name}?"
+    return ""
 
 
 def _check_label(value: str, spec: GlueSpec, path: Path, line: int) -> str | float:
