@@ -26,6 +26,8 @@ import re
 import zipfile
 from pathlib import Path
 
+from albert_lm.files import near_path
+
 __all__ = ["resolve_model"]
 
 logger = logging.getLogger(__name__)
@@ -90,13 +92,7 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
 def _near_local(path: Path) -> str | None:
     """A local folder beside `path` whose name is close to its own ("models/albert-minilm-smal-en": a
     typo of models/albert-minilm-small-en), where `path`'s parent is a local folder; else None."""
-    import difflib
-
-    if not path.parent.is_dir():
-        return None
-    names = [p.name for p in path.parent.iterdir() if p.is_dir()]
-    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
-    return str(path.parent / close[0]) if close else None
+    return near_path(path, folders_only=True)
 
 
 def _snapshot(repo: str, revision: str | None, where: str) -> Path:

@@ -448,3 +448,17 @@ def test_a_signal_during_an_evaluation_stops_it_at_once(
         records = [json.loads(ln) for ln in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in records if r["split"] == "dev"] == [2, 4][: step // 2 - 1]
         assert finetune(cfg(tmp_path / name, resume=True)) == whole, name
+
+
+def test_a_data_path_typed_in_another_case_is_named(tiny_model, tmp_path):
+    """`--data glue/sst-2` said "no such file or folder" beside glue/SST-2, where --model had a did-you-mean."""
+    (tmp_path / "SST-2").mkdir()
+    with pytest.raises(
+        FileNotFoundError,
+        match=rf"--data {tmp_path / 'sst-2'}: no such file or folder; did you mean {tmp_path / 'SST-2'}\?",
+    ):
+        finetune(
+            FinetuneConfig(
+                task="sst2", model=str(tiny_model), data=str(tmp_path / "sst-2"), output=str(tmp_path / "o")
+            )
+        )

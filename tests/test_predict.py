@@ -252,7 +252,13 @@ def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path
     code, _, err = run(["--model", str(model), "--input", str(tmp_path / "bad.txt")], capsys)
     assert code == 1 and "bad.txt:2: not UTF-8" in err
     code, _, err = run(["--model", str(model), "--input", str(tmp_path / "nope.txt")], capsys)
-    assert code == 1 and "no input file" in err
+    assert code == 1 and f"--input {tmp_path / 'nope.txt'}: no such file or folder" in err
+    code, _, err = run(
+        ["--model", str(model), "--input", str(tmp_path / "BAD.txt")], capsys
+    )  # the case typed
+    assert code == 1 and f"no such file or folder; did you mean {tmp_path / 'bad.txt'}?" in err
+    code, _, err = run(["--model", str(model), "--input", str(tmp_path)], capsys)  # it said "no input file"
+    assert code == 1 and f"--input {tmp_path}: is a folder; expected one file" in err
     code, _, err = run(["--model", str(tmp_path), "--input", str(src)], capsys)
     assert code == 1 and "no model at" in err
 

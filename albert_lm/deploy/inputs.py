@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, decode_utf8, jsonl_rows
+from albert_lm.files import (
+    InputError,
+    atomic_write,
+    check_output_apart,
+    csv_rows,
+    decode_utf8,
+    jsonl_rows,
+    missing,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,8 +50,12 @@ def read_input(source: str, fmt: str) -> Input:
     name = "<stdin>" if source == "-" else source
     if fmt == "auto":
         fmt = FORMATS.get(Path(source).suffix.lower(), "lines") if source != "-" else "lines"
+    if source != "-" and Path(source).is_dir():
+        raise IsADirectoryError(
+            f"--input {source}: is a folder; expected one file (a text a line, CSV, TSV or JSON Lines)"
+        )
     if source != "-" and not Path(source).is_file():
-        raise FileNotFoundError(f"no input file at {source}")
+        raise missing("--input", source)
     text = decode_utf8(sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes(), name)
     if fmt == "lines":
         lines = list(enumerate(text.splitlines(), start=1))

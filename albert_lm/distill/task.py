@@ -51,7 +51,7 @@ from albert_lm.distill.distiller import (
 )
 from albert_lm.distill.teacher import TaskTeacher, teacher_columns
 from albert_lm.distill.teacher_files import local_teacher
-from albert_lm.files import InputError, atomic_folder, folder_lock, write_json
+from albert_lm.files import InputError, atomic_folder, folder_lock, missing, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.precision import resolve_precision
@@ -393,7 +393,7 @@ def distill_task(cfg: TaskDistillConfig, on_step: Callable[[int], None] | None =
     each optimizer step (`albert glue` counts them)."""
     cfg = dataclasses.replace(cfg, model=str(resolve_model(str(cfg.model))))
     if not Path(str(cfg.data)).exists():
-        raise FileNotFoundError(f"--data {cfg.data}: no such file or folder")
+        raise missing("--data", str(cfg.data))
     positions = AlbertConfig.from_pretrained(str(cfg.model)).max_position_embeddings
     if cfg.max_seq_length > positions:  # as fine-tuning fits it, before the teacher's passes
         logger.warning(

@@ -43,6 +43,7 @@ from albert_lm.files import (
     describe_folder,
     file_mode,
     folder_lock,
+    missing,
     read_json_object,
 )
 from albert_lm.kernels.device import pick_device, resolved_precision
@@ -85,7 +86,7 @@ def finetune_teacher(cfg: TeacherConfig, callbacks: Sequence[Any] = ()) -> dict[
             )
     task, data, out = cfg.build_task(), Path(str(cfg.data)), Path(str(cfg.output))
     if not data.exists():
-        raise FileNotFoundError(f"--data {data}: no such file or folder")
+        raise missing("--data", data)
     train = read_split(task, data, "train", cfg.max_train_examples)
     dev = read_split(task, data, "dev", cfg.max_eval_examples)
     for split, examples in (("training", train), ("dev", dev)):

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import atomic_write, write_json
+from albert_lm.files import atomic_write, missing, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
@@ -316,7 +316,7 @@ def _eval_inputs(
             f"--model {folder}: no config.json there (expected a fine-tuned model folder)"
         )
     if not data.exists():
-        raise FileNotFoundError(f"--data {data}: no such file or folder")
+        raise missing("--data", data)
     return folder, data
 
 

@@ -44,11 +44,7 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import (
-    atomic_folder,
-    folder_lock,
-    write_json,
-)
+from albert_lm.files import atomic_folder, folder_lock, missing, write_json
 from albert_lm.hub import resolve_model
 from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
@@ -97,7 +93,7 @@ def finetune(cfg: FinetuneConfig, on_step: Callable[[int], None] | None = None) 
     cfg = cfg.resolved()
     data, out = Path(cfg.data), Path(cfg.output)
     if not data.exists():
-        raise FileNotFoundError(f"--data {data}: no such file or folder")
+        raise missing("--data", data)
     # A hub id is read from its cached snapshot from here on; finetune_config.json keeps what was typed.
     given, cfg = cfg.model, dataclasses.replace(cfg, model=str(resolve_model(cfg.model)))
     latest = _check_folders(cfg)
