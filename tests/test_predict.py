@@ -261,6 +261,14 @@ def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path
     assert code == 1 and f"--input {tmp_path}: is a folder; expected one file" in err
     code, _, err = run(["--model", str(tmp_path), "--input", str(src)], capsys)
     assert code == 1 and "no model at" in err
+    # a run's folder for the model it made: a fine-tuning's best/, a stopped run's newest checkpoint
+    shutil.copytree(model, tmp_path / "run" / "best")
+    code, _, err = run(["--model", str(tmp_path / "run"), "--input", str(src)], capsys)
+    assert code == 1 and f"; the fine-tuning run's model is {tmp_path / 'run' / 'best'}" in err
+    for step in (3, 12):
+        shutil.copytree(model, tmp_path / "stopped" / f"checkpoint-{step}")
+    code, _, err = run(["--model", str(tmp_path / "stopped"), "--input", str(src)], capsys)
+    assert code == 1 and f"its newest checkpoint, {tmp_path / 'stopped' / 'checkpoint-12'}, is a model" in err
 
 
 # --------------------------------------------------------------------------- int8

@@ -52,7 +52,7 @@ from albert_lm.deploy.predict import NotFineTuned, model_task
 from albert_lm.deploy.web_heads import head_model
 from albert_lm.deploy.web_tokenizer import TOKENIZER_FILE, tokenizer_json
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
-from albert_lm.hub import resolve_model
+from albert_lm.hub import model_hint, resolve_model
 from albert_lm.kernels import linear as kernels
 from albert_lm.library_logs import quiet, verbose
 from albert_lm.model.config import AlbertConfig
@@ -349,7 +349,7 @@ def _check_folders(model_dir: Path, out: Path, overwrite: bool) -> None:
     if not model_dir.is_dir():
         raise FileNotFoundError(f"no model at {model_dir} (--model: no such folder)")
     if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"no model at {model_dir} (no config.json)")
+        raise FileNotFoundError(f"no model at {model_dir} (no config.json){model_hint(model_dir)}")
     if out.resolve() == model_dir.resolve():
         raise ValueError(f"--output {out} is the model folder: export into another folder")
     check_output_apart(out, {"--model": model_dir})

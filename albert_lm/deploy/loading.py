@@ -16,7 +16,7 @@ import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import read_json_object
-from albert_lm.hub import resolve_model
+from albert_lm.hub import model_hint, resolve_model
 from albert_lm.kernels.device import autocast, pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
@@ -47,7 +47,7 @@ def model_folder(value: str | Path) -> Path:
     folder = value if isinstance(value, Path) and value.is_dir() else resolve_model(value)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
-            f"no model at {folder} (no config.json): give an ALBERT model folder or hub id"
+            f"no model at {folder} (no config.json): give an ALBERT model folder or hub id{model_hint(folder)}"
         )
     return folder
 

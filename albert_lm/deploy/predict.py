@@ -52,7 +52,7 @@ from albert_lm.deploy.inputs import (
 from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import Columns, PredictConfig
 from albert_lm.deploy.rows import READS, examples_of
-from albert_lm.hub import resolve_model
+from albert_lm.hub import model_hint, resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
@@ -199,7 +199,9 @@ def _model_dir(model: str | Path) -> Path:
     # a hub id: its snapshot; a Path to a folder was resolved before (not looked up, nor logged, again)
     model_dir = model if isinstance(model, Path) and model.is_dir() else resolve_model(model)
     if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"no model at {model_dir} (no config.json): give a fine-tuned model folder")
+        raise FileNotFoundError(
+            f"no model at {model_dir} (no config.json): give a fine-tuned model folder{model_hint(model_dir)}"
+        )
     return model_dir
 
 

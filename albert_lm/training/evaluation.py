@@ -20,7 +20,7 @@ import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import atomic_write, missing, write_json
-from albert_lm.hub import resolve_model
+from albert_lm.hub import model_hint, resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
@@ -313,7 +313,7 @@ def _eval_inputs(
     folder = resolve_model(model_dir)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(
-            f"--model {folder}: no config.json there (expected a fine-tuned model folder)"
+            f"--model {folder}: no config.json there (expected a fine-tuned model folder){model_hint(folder)}"
         )
     if not data.exists():
         raise missing("--data", data)

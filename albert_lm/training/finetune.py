@@ -45,7 +45,7 @@ from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import atomic_folder, folder_lock, missing, write_json
-from albert_lm.hub import resolve_model
+from albert_lm.hub import model_hint, resolve_model
 from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
@@ -190,7 +190,9 @@ def _check_folders(cfg: FinetuneConfig, locked: bool = False) -> Path | None:
     the checkpoint --resume continues."""
     model, out = Path(cfg.model), Path(cfg.output)
     if not (model / "config.json").is_file():
-        raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
+        raise FileNotFoundError(
+            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
+        )
     inputs = {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer}
     latest = ckpt.latest_checkpoint(out) if out.is_dir() else None
     run_folder.check_output(
