@@ -138,6 +138,8 @@ def write_finetune_card(
         "task": cfg.task,
         "base model": base or cfg.model,
         "data": cfg.data,
+        "training examples": f"the first {cfg.max_train_examples:,} (--max-train-examples)"
+                             if cfg.max_train_examples else "all of the training split",
         "steps": f"{steps:,}; this model is step {record['step']:,} (epoch {record['epoch']:g}), "
                  f"the best dev {task.main_metric}",
         "learning rate": f"{cfg.learning_rate:g} (AdamW, linear warmup and decay)",
