@@ -569,6 +569,8 @@ def test_demo_pipeline_end_to_end_small(tmp_path, one_thread):
     assert len(report["more_probes"]) == 20 and all(len(p["top5"]) == 5 for p in report["more_probes"])
     assert report["more_probe_hits"] == sum(p["hit"] for p in report["more_probes"])
     assert "20 more probes" in format_report(report)
+    assert "a shortened run: 3 of the recipe's 2500 steps" in format_report(report)  # not quality.md's demo
+    assert "shortened" not in format_report({**report, "settings": {"pretrain": {"max_steps": 2500}}})
     assert report["precision"] in ("fp32", "bf16") and f"threads, {report['precision']})" in format_report(
         report
     )

@@ -306,6 +306,7 @@ def build_report(
     probes, more = both[: len(first)], both[len(first) :]
     return {
         "recipe": RECIPE,
+        "recipe_steps": demo_recipe()["pretrain"]["max_steps"],
         "language": language,
         "settings": r,
         "eval_mlm_acc": m.get("eval_mlm_acc"),

@@ -19,9 +19,21 @@ def format_report(r: dict) -> str:
         "  time  "
         + ", ".join(f"{k.removesuffix('_s')} {v:.0f}s" for k, v in r["seconds"].items())
         + f" ({r.get('threads')} threads, {r.get('precision')})",
+        *_shortened(r),
         "",
     ]
     return "\n".join(lines)
+
+
+def _shortened(r: dict) -> list[str]:
+    """A line where --max-steps cut the run short of the recipe's steps: its scores are not the ones
+    docs/quality.md gives for the whole demo."""
+    steps, full = r["settings"]["pretrain"].get("max_steps"), r.get("recipe_steps")
+    if full is None or steps is None or steps >= full:
+        return []
+    return [
+        f"  a shortened run: {steps} of the recipe's {full} steps (docs/quality.md's figures are for {full})"
+    ]
 
 
 def _more_probe_lines(more: list[dict]) -> list[str]:
