@@ -451,6 +451,9 @@ def cases(p: dict[str, Path], scratch: Path) -> list[Case]:  # noqa: C901 (one l
     add("7 models", pr(out(), model=p["run"]), "refuse", str(p["run"]))
     add("7 models", ft(out(), model=p["task"]), "refuse", str(p["task"]))
     add("7 models", ex(out(), model=p["task"]), "refuse", str(p["task"]))
+    add("7 models", pr(out(), model=p["ft"]), "refuse", str(best))  # the run's folder: its best/ is named
+    add("7 models", pr(out(), inp=p["ft"]), "refuse", "is a folder")  # --input a folder
+    add("7 models", pr(out() + ".npz"), "refuse", "NumPy archive")  # JSON Lines under another format's name
     add("7 models", ["@no-weights", *ft(out(), model=Path("@copy-run"))], "refuse", "model.safetensors")
     add("7 models", ["@truncate-weights", *ft(out(), model=Path("@copy-run"))], "refuse", "model.safetensors")
     add("7 models", pre(p["data_a"], out(), "--init-from", str(p["task"])), "refuse", "--init-from")
