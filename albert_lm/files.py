@@ -15,13 +15,14 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from albert_lm.hints import legacy_encoding_hint
 
 
 class InputError(ValueError):
@@ -310,45 +311,6 @@ def decode_utf8(raw: bytes, name: str | os.PathLike) -> str:
     except UnicodeDecodeError as e:
         where = f"not UTF-8 (byte {e.start} of the file){legacy_encoding_hint(raw, name)}"
         raise InputError(name, where, line=raw[: e.start].count(b"\n") + 1) from None
-
-
-def near_path(path: str | os.PathLike, folders_only: bool = False) -> str | None:
-    """An existing file or folder beside `path` whose name is close to its own: the same but for case
-    ("glue/sst-2" for glue/SST-2), else a near spelling (difflib); None where none is, or where the parent
-    folder does not exist either."""
-    import difflib
-
-    path = Path(path)
-    if not path.parent.is_dir():
-        return None
-    names = [p.name for p in path.parent.iterdir() if p.is_dir() or not folders_only]
-    same = [n for n in names if n.lower() == path.name.lower()]
-    close = same or difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
-    return str(path.parent / close[0]) if close else None
-
-
-def missing(option: str, path: str | os.PathLike) -> FileNotFoundError:
-    """The error of an option's path that does not exist, with the near one that does where there is one."""
-    near = near_path(path)
-    return FileNotFoundError(
-        f"{option} {path}: no such file or folder" + (f"; did you mean {near}?" if near else "")
-    )
-
-
-def legacy_encoding_hint(raw: bytes, name: str | os.PathLike) -> str:
-    """For text that is not UTF-8: where it reads as Windows-1252 (Latin-1 with a few more letters, what
-    Windows and older Macs save European text in), the conversion to run; else nothing. Judged on the
-    sample `raw` only: a guess, said as one. Text holding real UTF-8 characters is damaged UTF-8 instead."""
-    if any(ord(c) > 127 and c != "\ufffd" for c in raw.decode("utf-8", "replace")):
-        return ""
-    try:
-        raw.decode("cp1252")
-    except UnicodeDecodeError:
-        return ""
-    return (
-        f"; it reads as Windows-1252 / Latin-1 text: convert it first, e.g. "
-        f"iconv -f cp1252 -t utf-8 {shlex.quote(str(name))} > converted.txt"
-    )
 
 
 def parse_json(text: str | bytes, name: str | os.PathLike, line: int | None = None) -> Any:

@@ -26,7 +26,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from albert_lm.files import near_path
+from albert_lm.hints import near_path
 
 __all__ = ["resolve_model"]
 

@@ -52,7 +52,8 @@ from albert_lm.data.gutenberg import gutenberg_body, has_gutenberg_start, text_r
 from albert_lm.data.layout import FORMATS, FormatGuess, guess_format, input_formats
 from albert_lm.data.records import RECORD_LINE_FACTOR, iter_records
 from albert_lm.data.sources import Block, container, is_records, is_streamed, read_range, reading
-from albert_lm.files import InputError, legacy_encoding_hint
+from albert_lm.files import InputError
+from albert_lm.hints import legacy_encoding_hint
 
 logger = logging.getLogger(__name__)
 
@@ -250,14 +251,12 @@ def _checked_text(
 
 
 def _legacy(data: bytes, path: str | Path) -> str:
-    """The way on from text that is not UTF-8: its conversion where it reads as Windows-1252 (skipping
-    would drop every line holding an accented letter), else --skip-invalid-utf8."""
+    """The way on from text that is not UTF-8: its conversion where it reads as an 8-bit encoding
+    (skipping would drop every line holding a letter of that encoding), else --skip-invalid-utf8."""
     hint = legacy_encoding_hint(data, path)
-    return (
-        hint + " (--skip-invalid-utf8 would drop every line with an accent)"
-        if hint
-        else (" (or pass --skip-invalid-utf8 to skip such lines)")
-    )
+    if "reads as" in hint:
+        return hint + " (--skip-invalid-utf8 would drop every line holding a non-ASCII letter)"
+    return hint + " (or pass --skip-invalid-utf8 to skip such lines)"
 
 
 def _line_of(block: Block, data: bytes, pos: int, text_column: str = "text") -> int:

@@ -50,7 +50,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from albert_lm.data.examples import DataConfig
 from albert_lm.data.masking import IGNORE_INDEX, mask_sequence
-from albert_lm.files import InputError, file_sha256, legacy_encoding_hint, read_json_object
+from albert_lm.files import InputError, file_sha256, read_json_object
+from albert_lm.hints import legacy_encoding_hint
 
 logger = logging.getLogger(__name__)
 

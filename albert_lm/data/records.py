@@ -19,7 +19,8 @@ import os
 from collections.abc import Callable, Iterator
 
 from albert_lm.data.sources import container
-from albert_lm.files import InputError, legacy_encoding_hint
+from albert_lm.files import InputError
+from albert_lm.hints import legacy_encoding_hint
 
 logger = logging.getLogger(__name__)
 

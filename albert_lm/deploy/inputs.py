@@ -19,15 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-from albert_lm.files import (
-    InputError,
-    atomic_write,
-    check_output_apart,
-    csv_rows,
-    decode_utf8,
-    jsonl_rows,
-    missing,
-)
+from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, decode_utf8, jsonl_rows
+from albert_lm.hints import missing
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

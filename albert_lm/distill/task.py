@@ -51,7 +51,8 @@ from albert_lm.distill.distiller import (
 )
 from albert_lm.distill.teacher import TaskTeacher, teacher_columns
 from albert_lm.distill.teacher_files import local_teacher
-from albert_lm.files import InputError, atomic_folder, folder_lock, missing, write_json
+from albert_lm.files import InputError, atomic_folder, folder_lock, write_json
+from albert_lm.hints import missing
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device
 from albert_lm.kernels.precision import resolve_precision

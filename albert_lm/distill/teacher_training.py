@@ -43,9 +43,9 @@ from albert_lm.files import (
     describe_folder,
     file_mode,
     folder_lock,
-    missing,
     read_json_object,
 )
+from albert_lm.hints import missing
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.tasks import Task
 from albert_lm.tasks.glue import GlueTask, label_names

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import atomic_write, missing, write_json
+from albert_lm.files import atomic_write, write_json
+from albert_lm.hints import missing
 from albert_lm.hub import model_hint, resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig

@@ -44,7 +44,8 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
-from albert_lm.files import atomic_folder, folder_lock, missing, write_json
+from albert_lm.files import atomic_folder, folder_lock, write_json
+from albert_lm.hints import missing
 from albert_lm.hub import model_hint, resolve_model
 from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
