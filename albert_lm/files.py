@@ -239,6 +239,10 @@ def write_json(path: str | os.PathLike, obj: Any, *, indent: int = 2, durable: b
     """`obj` as indented, key-sorted JSON with a final newline, written atomically in UTF-8 (a label
     "Достоевский" reads as itself, not as \\u escapes)."""
     text = json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a path of bytes that are not UTF-8 (Linux keeps them escaped): as \u escapes
+        text = json.dumps(obj, indent=indent, sort_keys=True) + "\n"
     return atomic_write(path, text, durable=durable)
 
 

@@ -492,3 +492,17 @@ def test_outputs_to_stdout_are_utf8_whatever_the_locale(saved):
     done = subprocess.run([*base, str(src)], env=env, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
     assert json.loads(done.stdout.decode("utf-8"))["filled"].startswith("Привет ")
+
+
+def test_an_output_to_a_stdout_without_bytes_is_written_as_text(saved, tmp_path):
+    """A notebook's stdout (and redirect_stdout(StringIO)) has no .buffer: predict's "-" output failed
+    there with AttributeError once every prediction was made."""
+    import contextlib
+
+    from albert_lm.deploy.inputs import write_output
+
+    caught = io.StringIO()
+    with contextlib.redirect_stdout(caught):
+        write_output("-", '{"label": "Достоевский"}\n')
+        write_output("-", b'{"n": 1}\n')
+    assert caught.getvalue() == '{"label": "Достоевский"}\n{"n": 1}\n'

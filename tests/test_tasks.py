@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -524,6 +525,10 @@ def test_json_files_write_other_scripts_as_themselves(tmp_path):
     written = task.write_predictions(examples, [0], tmp_path, "dev").read_text(encoding="utf-8")
     assert json.loads(written) == {"line": 2, "label": "Достоевский"} and "Достоевский" in written
     assert "Märchen" in write_json(tmp_path / "s.json", {"label": "Märchen"}).read_text(encoding="utf-8")
+    escaped = os.fsdecode(
+        b"caf\xe9"
+    )  # a Linux path whose bytes are not UTF-8: kept as \u escapes, not refused
+    assert json.loads(write_json(tmp_path / "p.json", {"data": escaped}).read_text()) == {"data": escaped}
     config = AlbertConfig(id2label={0: "是", 1: "否"})
     assert "是" in config.save_pretrained(tmp_path / "m").read_text(encoding="utf-8")
     assert AlbertConfig.from_pretrained(tmp_path / "m").id2label == config.id2label

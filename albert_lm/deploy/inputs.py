@@ -217,10 +217,13 @@ def write_output(output: str, body: str | bytes) -> None:
     if output == "-":
         # UTF-8 whatever the terminal's locale, as the files are: a cp1252 or ASCII stdout (Windows, LANG=C)
         # could not take a Cyrillic or Chinese text, and JSON Lines are UTF-8
-        data = body if isinstance(body, bytes) else body.encode("utf-8")
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        buffer = getattr(sys.stdout, "buffer", None)  # none in a notebook or under redirect_stdout(StringIO)
+        if buffer is None:
+            sys.stdout.write(body if isinstance(body, str) else body.decode("utf-8"))
+        else:
+            sys.stdout.flush()
+            buffer.write(body if isinstance(body, bytes) else body.encode("utf-8"))
+            buffer.flush()
         return
     try:
         atomic_write(output, body)
