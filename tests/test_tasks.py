@@ -559,9 +559,14 @@ def test_another_glue_tasks_file_names_the_task_it_looks_like(tmp_path):
         "index\tsentence1\tsentence2\tlabel\n0\tA dog.\tAn animal.\tentailment\n"
     )
     with pytest.raises(
-        ValueError, match=r"missing column 'sentence' .*; these are RTE's columns: --task rte\?"
+        ValueError, match=r"'sentence' .*; these are the columns of RTE or WNLI: --task rte or wnli\?"
     ):
         get_task("sst2").read(tmp_path / "rte.tsv", "dev")
+    (tmp_path / "sst2.tsv").write_text(
+        "sentence\tlabel\na fine film\t1\n"
+    )  # CoLA's columns too, but no header
+    with pytest.raises(ValueError, match=r"; these are the columns of SST-2: --task sst2\?"):
+        get_task("qnli").read(tmp_path / "sst2.tsv", "dev")
     (tmp_path / "own.tsv").write_text("text\tlabel\nfine\t1\n")
     with pytest.raises(ValueError, match=r"missing column 'sentence' \(header: text, label\)$"):
         get_task("sst2").read(tmp_path / "own.tsv", "dev")

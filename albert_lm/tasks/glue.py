@@ -159,11 +159,15 @@ def _other_task(first: list[str], spec: GlueSpec) -> str:
         return (
             f"; its first line reads as a CoLA row, which has no header: is --task right for {spec.folder}?"
         )
-    for name, other in GLUE_TASKS.items():
-        wanted = [other.text_a, other.label] + ([other.text_b] if other.text_b else [])
-        if other != spec and all(c in first for c in wanted):
-            return f"; these are {other.folder}'s columns: --task {name}?"
-    return ""
+    alike = [  # CoLA's files have no header: a header of its columns is SST-2's
+        (name, other.folder)
+        for name, other in GLUE_TASKS.items()
+        if other not in (spec, GLUE_TASKS["cola"])
+        and all(c in first for c in (other.text_a, other.label, other.text_b or other.text_a))
+    ]
+    if not alike:
+        return ""
+    return f"; these are the columns of {' or '.join(f for _, f in alike)}: --task {' or '.join(n for n, _ in alike)}?"
 
 
 def _check_label(value: str, spec: GlueSpec, path: Path, line: int) -> str | float:
