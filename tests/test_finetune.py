@@ -410,16 +410,33 @@ def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path
     assert dev[0] == dev[1] and [step for step, _ in dev[0]] == [2, 4, 6]
 
 
+def _signal_at_dev_batch(monkeypatch, n: int) -> list[int]:
+    """SIGTERM to this process as the model takes its nth dev batch (run_model's); returns the batches taken."""
+    import os
+    import signal
+
+    import albert_lm.runtime.run as run_module
+
+    batches: list[int] = []
+    collate_rows = run_module.collate
+
+    def signalled(chunk, pad):
+        batches.append(len(chunk))
+        if len(batches) == n:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return collate_rows(chunk, pad)
+
+    monkeypatch.setattr(run_module, "collate", signalled)
+    return batches
+
+
 def test_a_signal_during_an_evaluation_stops_it_at_once(
     albert_data, tiny_model, tmp_path, monkeypatch, one_thread
 ):
     """Ctrl-C and SIGTERM waited for the evaluation under way to end (8 minutes over SST-2's 67k training
     rows used as dev). Now the dev pass stops before its next batch, the step's checkpoint says the
-    evaluation is due, and the resumed run scores as one never stopped; so too in the final evaluation."""
-    import os
-    import signal
-
-    import albert_lm.runtime.run as run_module
+    evaluation is due, and the resumed run scores as one never stopped; so too in the final evaluation,
+    and in the due evaluation a resumed run starts with."""
     from albert_lm.training.finetune import FinetuneStopped
 
     def cfg(out: Path, **kw) -> FinetuneConfig:
@@ -429,24 +446,21 @@ def test_a_signal_during_an_evaluation_stops_it_at_once(
                               plot=False, **kw)  # fmt: skip  # 5 dev batches an evaluation, at steps 2, 4, 6
 
     whole = finetune(cfg(tmp_path / "whole"))
-    collate_rows = run_module.collate
     for name, signal_at, step in (("mid", 7, 4), ("final", 12, 6)):  # the nth dev batch of the run
-        batches = []
-
-        def signalled(chunk, pad, signal_at=signal_at, batches=batches):
-            batches.append(len(chunk))
-            if len(batches) == signal_at:
-                os.kill(os.getpid(), signal.SIGTERM)
-            return collate_rows(chunk, pad)
-
-        monkeypatch.setattr(run_module, "collate", signalled)
-        with pytest.raises(FinetuneStopped) as stopped:
-            finetune(cfg(tmp_path / name))
-        monkeypatch.setattr(run_module, "collate", collate_rows)
+        with monkeypatch.context() as m:
+            batches = _signal_at_dev_batch(m, signal_at)
+            with pytest.raises(FinetuneStopped) as stopped:
+                finetune(cfg(tmp_path / name))
         assert stopped.value.step == step and len(batches) == signal_at  # no batch after the signal
         assert (tmp_path / name / f"checkpoint-{step}").is_dir()
         records = [json.loads(ln) for ln in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in records if r["split"] == "dev"] == [2, 4][: step // 2 - 1]
+        if name == "mid":  # stopped again in the due evaluation the resumed run starts with: still due
+            with monkeypatch.context() as m:
+                batches = _signal_at_dev_batch(m, 2)
+                with pytest.raises(FinetuneStopped) as stopped:
+                    finetune(cfg(tmp_path / name, resume=True))
+            assert stopped.value.step == step and len(batches) == 2
         assert finetune(cfg(tmp_path / name, resume=True)) == whole, name
 
 

@@ -4,6 +4,7 @@ to its feature's length; what evaluation, prediction and distillation's teacher 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -19,19 +20,23 @@ class EvaluationStopped(Exception):
     """A stop asked for (`stoppable`) while the model ran: its outputs were dropped."""
 
 
-_stop_asked: Callable[[], bool] | None = None  # checked before each batch (`stoppable`)
+# Checked before each batch (`stoppable`); a context variable, so a Predictor in another thread is never
+# stopped by a training run's signal.
+_stop_asked: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "stop_asked", default=None
+)
 
 
 @contextlib.contextmanager
 def stoppable(asked: Callable[[], bool]) -> Iterator[None]:
     """Within: `run_model` raises EvaluationStopped before its next batch once `asked()` is true. A training
-    loop's evaluation of a large dev set runs for minutes; a signal then stops it at once, not after it."""
-    global _stop_asked
-    before, _stop_asked = _stop_asked, asked
+    loop's evaluation of a large dev set (fine-tuning's, task distillation's) runs for minutes; a signal
+    then stops it at once, not after it. Pretraining's evaluation is bounded by --eval-batches instead."""
+    token = _stop_asked.set(asked)
     try:
         yield
     finally:
-        _stop_asked = before
+        _stop_asked.reset(token)
 
 
 @torch.no_grad()
@@ -53,7 +58,7 @@ def run_model(
     outputs: dict[int, dict[str, np.ndarray]] = {}
     batches = length_bucketed_batches([feature_length(f) for f in features], batch_size, None)
     for idx in progress_bar(batches, desc=desc, unit="batch", leave=False):
-        if _stop_asked is not None and _stop_asked():
+        if (asked := _stop_asked.get()) is not None and asked():
             raise EvaluationStopped
         chunk = [features[i] for i in idx]
         batch = collate(chunk, pad_id)

@@ -394,11 +394,18 @@ def _run(
     done = clock.spent()  # a resumed run may have spent it already
     if p.step >= obj.total_steps or done:
         logger.info(
-            "%s had finished at step %d: nothing to train, its final files written again", obj.name, p.step
+            "%s had finished at step %d: nothing to train; its final evaluation and files follow",
+            obj.name,
+            p.step,
         )
-    if p.eval_due or (obj.cfg.eval_on_start and p.step == 0):
-        _evaluate(obj, p)
+    if p.eval_due:  # stopped before (or during) the evaluation of its step: the checkpoint says it is due
+        if _evaluate_unless_stopped(obj, p, stop) is None:  # stopped again: it stays due, the checkpoint too
+            assert stop is not None
+            clock.stopped(stop.signum, p.step, obj.again)
+            return LoopResult(obj.out, p.step, True, {}, stop.signum or signal.SIGTERM)
         p.eval_due = False
+    elif obj.cfg.eval_on_start and p.step == 0:
+        _evaluate(obj, p)
     while p.step < obj.total_steps and not done:
         last = _take_step(obj, p, scaler)
         if on_step is not None:
