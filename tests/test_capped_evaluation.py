@@ -92,11 +92,15 @@ def test_uncapped_finetune_records_the_full_dev_count_and_no_cap(tiny_pretrained
     assert set(results) & {"eval_examples", "max_eval_examples", "eval_examples_in_file"} == {"eval_examples"}
     card = (out / "best" / "README.md").read_text()
     assert f"| dev examples | {DEV_ROWS} |" in card
-    assert "| training examples | all of the training split |" in card
+    rows = len((glue / "SST-2" / "train.tsv").read_text().splitlines()) - 1
+    assert f"| training examples | all {rows:,} of the training split |" in card
     capped = _finetune(tiny_pretrained, glue / "SST-2", tmp_path / "few", "--max-train-examples", "4")
     assert capped["step"] >= 1  # the card of a run on the first 4 training rows said nothing of the cap
     card = (tmp_path / "few" / "best" / "README.md").read_text()
-    assert "| training examples | the first 4 (--max-train-examples) |" in card
+    assert "| training examples | the first 4 of the training split (--max-train-examples) |" in card
+    _finetune(tiny_pretrained, glue / "SST-2", tmp_path / "above", "--max-train-examples", "100000")
+    card = (tmp_path / "above" / "best" / "README.md").read_text()  # a cap above the rows: all of them
+    assert f"| training examples | all {rows:,} of the training split |" in card
 
 
 def test_evaluate_takes_the_cap_and_says_what_it_evaluated(tiny_pretrained, glue, tmp_path, capsys):

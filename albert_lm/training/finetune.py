@@ -429,6 +429,7 @@ def _save_best(run: FineTuning, best: _Evaluation) -> None:
             steps=run.total_steps,
             location=run.out / "best",
             model_given=run.model_given,
+            train_examples=len({f["example_index"] for f in run.features}),  # features: windows of them too
         )
     for s in run.dev_sets:
         run.task.write_predictions(s.examples, best.predictions[s.split], run.out / "predictions", s.split)

@@ -129,17 +129,20 @@ def write_finetune_card(
     steps: int,
     location: Path,
     model_given: str | None = None,
+    train_examples: int = 0,
 ) -> Path | None:
     """The card of a fine-tuned model: `record` is its evaluation (eval_results.json), `steps` the
-    run's; `model_given` the hub id typed as --model, where it was one (cfg.model: its snapshot)."""
+    run's, `train_examples` the examples it trained on; `model_given` the hub id typed as --model, where
+    it was one (cfg.model: its snapshot)."""
     base = model_given if model_given not in (None, cfg.model) else None
     made_by = {
         "command": "albert finetune",
         "task": cfg.task,
         "base model": base or cfg.model,
         "data": cfg.data,
-        "training examples": f"the first {cfg.max_train_examples:,} (--max-train-examples)"
-                             if cfg.max_train_examples else "all of the training split",
+        "training examples": f"the first {train_examples:,} of the training split (--max-train-examples)"
+                             if cfg.max_train_examples == train_examples
+                             else f"all {train_examples:,} of the training split",
         "steps": f"{steps:,}; this model is step {record['step']:,} (epoch {record['epoch']:g}), "
                  f"the best dev {task.main_metric}",
         "learning rate": f"{cfg.learning_rate:g} (AdamW, linear warmup and decay)",
