@@ -386,3 +386,15 @@ def test_chinese_under_the_english_rule_names_its_language(tmp_path, caplog):
         zh = language("zh").settings()  # what --language zh sets
         train_tokenizer([chinese], tmp_path / "t2", vocab_size=60, num_threads=1, **zh)
     assert not [r for r in caplog.records if "without spaces" in r.getMessage()]
+
+
+def test_thai_marks_are_not_counted_as_letters(tmp_path, caplog):
+    """Thai's vowel and tone marks are no letters (isalpha), but were counted in the script's share:
+    the warning read "133% of the letters"."""
+    from albert_lm.data.languages import warn_english_rule
+
+    thai = _write(tmp_path / "th.txt", "ภาษาไทยเป็นภาษาที่สวยงาม ผู้คนพูดกันทั่วประเทศ\n" * 50)
+    with caplog.at_level(logging.WARNING):
+        warn_english_rule([thai])
+    (said,) = [r.getMessage() for r in caplog.records if "without spaces" in r.getMessage()]
+    assert said.startswith("100% of the letters") and "--language th" in said

@@ -225,3 +225,7 @@ def test_an_estimate_on_a_busy_cpu_says_the_machine_is_busy(monkeypatch):
     assert clock.busy() == " (the machine is busy: load average 4.5 on 2 cores; idle, it would be sooner)"
     monkeypatch.setattr(os, "getloadavg", lambda: (2.9, 2.0, 2.0), raising=False)
     assert clock.busy() == ""  # this run's own threads load the cores too
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # macOS: the cores the machine has
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (4.5, 4.0, 3.0), raising=False)
+    assert "load average 4.5 on 2 cores" in clock.busy()

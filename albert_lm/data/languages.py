@@ -101,7 +101,9 @@ def warn_english_rule(paths: Sequence[str | os.PathLike], text_column: str = "te
             text = f.read(SAMPLE_BYTES).decode("utf-8", errors="ignore")
         letters += sum(c.isalpha() for c in text)
         marked.update(c for c in text if c.isalpha() and _accented(c))
-        unspaced.update(code for c in text for code, spans in UNSPACED.items() if _within(c, spans))
+        unspaced.update(
+            code for c in text if c.isalpha() for code, spans in UNSPACED.items() if _within(c, spans)
+        )
     if letters and unspaced and unspaced.most_common(1)[0][1] / letters >= UNSPACED_SHARE:
         code, n = unspaced.most_common(1)[0]
         logger.warning(

@@ -189,9 +189,11 @@ def busy() -> str:
     """Where other work loads the CPUs (a load average over 1.5 x the cores this process may use): a note
     that the pace, and so any estimate from it, is the busy machine's. Else nothing."""
     try:
-        load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux / Unix
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows
         return ""
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux's; macOS has the load but not this
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
     if load <= 1.5 * cores:
         return ""
     return f" (the machine is busy: load average {load:.1f} on {cores} cores; idle, it would be sooner)"
