@@ -295,9 +295,13 @@ def build_report(
 
     from albert_lm.data.dataset import PretrainingDataset
     from albert_lm.training.pretrain import unigram_baseline
+    from albert_lm.training.pretrain_config import PretrainConfig
 
-    baseline = unigram_baseline(
-        PretrainingDataset(out / "data", "train"), PretrainingDataset(out / "data", "eval")
+    settings = PretrainConfig(**r["pretrain"])
+    baseline = unigram_baseline(  # on the sequences the held-out evaluation scored, as pretraining reports it
+        PretrainingDataset(out / "data", "train"),
+        PretrainingDataset(out / "data", "eval"),
+        eval_limit=settings.eval_batches * settings.batch_size,
     )
     seconds = {k: round(v, 1) for k, v in times.items()}
     seconds["total"] = round(sum(times.values()), 1)

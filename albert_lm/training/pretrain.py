@@ -217,7 +217,10 @@ def unigram_baseline(
 def _beside_unigram(run: Run, accuracy: float) -> float:
     """The unigram guess's held-out MLM accuracy; a warning where the model's is no better: it has learned
     word frequencies only, and a task fine-tuned from it starts from nothing (a run of too few steps)."""
-    guess = unigram_baseline(run.loader.dataset, run.evals["eval"], eval_limit=4000)["unigram_mlm_acc"]
+    scored = (
+        run.cfg.eval_batches * run.cfg.batch_size
+    )  # the sequences the evaluation scored (`evaluation_loader`)
+    guess = unigram_baseline(run.loader.dataset, run.evals["eval"], eval_limit=scored)["unigram_mlm_acc"]
     if accuracy <= guess + UNIGRAM_MARGIN:
         logger.warning(
             "held-out MLM accuracy %.4f is the unigram guess's (%.4f, always the most frequent masked piece): "
