@@ -89,26 +89,6 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
     return folder
 
 
-def model_hint(folder: str | os.PathLike) -> str:
-    """Where `folder` holds no config.json: the model folder the user likely meant, as "; ..." (a run's
-    folder for the model it made: a fine-tuning's best/, the demo's model/, a stopped run's newest
-    checkpoint; a name near it for a folder that does not exist). Else nothing."""
-    folder = Path(folder)
-    for inside, what in (("best", "the fine-tuning run's model"), ("model", "the model made there")):
-        if (folder / inside / "config.json").is_file():
-            return f"; {what} is {folder / inside}"
-    steps = {  # a training run's checkpoints (albert_lm.training.checkpoint's names), each a model folder
-        int(m[1]): p for p in (folder.iterdir() if folder.is_dir() else ())
-        if (m := re.fullmatch(r"checkpoint-(\d+)", p.name)) and (p / "config.json").is_file()
-    }  # fmt: skip
-    if steps:
-        return (
-            f"; a run there has not finished: its newest checkpoint, {steps[max(steps)]}, is a model folder"
-        )
-    near = None if folder.exists() else near_path(folder, folders_only=True)
-    return f"; did you mean {near}?" if near else ""
-
-
 def _near_local(path: Path) -> str | None:
     """A local folder beside `path` whose name is close to its own ("models/albert-minilm-smal-en": a
     typo of models/albert-minilm-small-en), where `path`'s parent is a local folder; else None."""

@@ -265,8 +265,11 @@ def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path
     shutil.copytree(model, tmp_path / "run" / "best")
     code, _, err = run(["--model", str(tmp_path / "run"), "--input", str(src)], capsys)
     assert code == 1 and f"; the fine-tuning run's model is {tmp_path / 'run' / 'best'}" in err
-    for step in (3, 12):
+    from albert_lm.training.checkpoint import STATE_FILE
+
+    for step in (3, 12):  # a stopped run's checkpoints: a model folder and its training state
         shutil.copytree(model, tmp_path / "stopped" / f"checkpoint-{step}")
+        (tmp_path / "stopped" / f"checkpoint-{step}" / STATE_FILE).write_bytes(b"")
     code, _, err = run(["--model", str(tmp_path / "stopped"), "--input", str(src)], capsys)
     assert code == 1 and f"its newest checkpoint, {tmp_path / 'stopped' / 'checkpoint-12'}, is a model" in err
 

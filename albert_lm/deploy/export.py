@@ -52,7 +52,7 @@ from albert_lm.deploy.predict import NotFineTuned, model_task
 from albert_lm.deploy.web_heads import head_model
 from albert_lm.deploy.web_tokenizer import TOKENIZER_FILE, tokenizer_json
 from albert_lm.files import atomic_folder, check_output_apart, describe_folder, folder_lock
-from albert_lm.hub import model_hint, resolve_model
+from albert_lm.hub import resolve_model
 from albert_lm.kernels import linear as kernels
 from albert_lm.library_logs import quiet, verbose
 from albert_lm.model.config import AlbertConfig
@@ -61,6 +61,7 @@ from albert_lm.model.unpad import use_unpadding
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits
 from albert_lm.runtime.task_model import load_for_task
+from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

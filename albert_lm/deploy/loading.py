@@ -16,13 +16,14 @@ import torch
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import read_json_object
-from albert_lm.hub import model_hint, resolve_model
+from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import autocast, pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
 from albert_lm.runtime.finetuned import read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits, sequence_length
 from albert_lm.tasks.batches import collate, length_bucketed_batches
+from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

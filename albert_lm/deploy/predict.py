@@ -52,7 +52,7 @@ from albert_lm.deploy.inputs import (
 from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import Columns, PredictConfig
 from albert_lm.deploy.rows import READS, examples_of
-from albert_lm.hub import model_hint, resolve_model
+from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
@@ -65,6 +65,7 @@ from albert_lm.tasks.glue import GlueTask, label_names
 from albert_lm.tasks.race import LETTERS
 from albert_lm.tasks.squad import SquadTask
 from albert_lm.tasks.squad_decoding import decode
+from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

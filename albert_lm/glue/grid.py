@@ -42,7 +42,7 @@ from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.progress import progress_bar
 from albert_lm.training.finetune_config import FinetuneConfig
-from albert_lm.training.run_folder import changed_settings
+from albert_lm.training.run_folder import changed_settings, model_hint
 from albert_lm.values import settings_where
 from albert_lm.workers import run_pool
 
@@ -157,7 +157,9 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     given, cfg = cfg.model, replace(cfg, model=str(resolve_model(cfg.model)))  # a hub id: its snapshot
     model, data, out = Path(cfg.model), Path(cfg.data), Path(cfg.output)
     if not (model / "config.json").is_file():
-        raise FileNotFoundError(f"--model {model}: no config.json there (expected a model folder)")
+        raise FileNotFoundError(
+            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
+        )
     for task in tasks:
         for split in ("dev", "train"):
             if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():

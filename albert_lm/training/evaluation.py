@@ -21,7 +21,7 @@ import torch
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import atomic_write, write_json
 from albert_lm.hints import missing
-from albert_lm.hub import model_hint, resolve_model
+from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import ExitRule, with_exit_rule
@@ -33,6 +33,7 @@ from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.task import Feature
 from albert_lm.training.finetune_config import FinetuneConfig, check_saved_config
+from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from torch import nn
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.files import atomic_folder, folder_lock, write_json
 from albert_lm.hints import missing
-from albert_lm.hub import model_hint, resolve_model
+from albert_lm.hub import resolve_model
 from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
@@ -77,7 +77,7 @@ from albert_lm.training.loop import Objective, Progress, to_device, train
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, plot_metrics
 from albert_lm.training.optim import build_optimizer, build_scheduler
 from albert_lm.training.run_cards import write_finetune_card
-from albert_lm.training.run_folder import RunKind
+from albert_lm.training.run_folder import RunKind, model_hint
 from albert_lm.values import settings_where
 
 logger = logging.getLogger(__name__)
