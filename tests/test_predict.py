@@ -254,8 +254,8 @@ def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path
     code, _, err = run(["--model", str(model), "--input", str(tmp_path / "nope.txt")], capsys)
     assert code == 1 and f"--input {tmp_path / 'nope.txt'}: no such file or folder" in err
     code, _, err = run(
-        ["--model", str(model), "--input", str(tmp_path / "BAD.txt")], capsys
-    )  # the case typed
+        ["--model", str(model), "--input", str(tmp_path / "bad.tx")], capsys
+    )  # a near spelling (a case-insensitive file system would find BAD.txt)
     assert code == 1 and f"no such file or folder; did you mean {tmp_path / 'bad.txt'}?" in err
     code, _, err = run(["--model", str(model), "--input", str(tmp_path)], capsys)  # it said "no input file"
     assert code == 1 and f"--input {tmp_path}: is a folder; expected one file" in err
