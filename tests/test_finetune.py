@@ -464,15 +464,16 @@ def test_a_signal_during_an_evaluation_stops_it_at_once(
         assert finetune(cfg(tmp_path / name, resume=True)) == whole, name
 
 
-def test_a_data_path_typed_in_another_case_is_named(tiny_model, tmp_path):
-    """`--data glue/sst-2` said "no such file or folder" beside glue/SST-2, where --model had a did-you-mean."""
+def test_a_data_path_typed_near_an_existing_one_is_named(tiny_model, tmp_path):
+    """`--data glue/sst-2` said "no such file or folder" beside glue/SST-2, where --model had a did-you-mean.
+    (A near spelling here: on a file system that ignores case, sst-2 would be SST-2.)"""
     (tmp_path / "SST-2").mkdir()
     with pytest.raises(
         FileNotFoundError,
-        match=rf"--data {tmp_path / 'sst-2'}: no such file or folder; did you mean {tmp_path / 'SST-2'}\?",
+        match=rf"--data {tmp_path / 'SST2'}: no such file or folder; did you mean {tmp_path / 'SST-2'}\?",
     ):
         finetune(
             FinetuneConfig(
-                task="sst2", model=str(tiny_model), data=str(tmp_path / "sst-2"), output=str(tmp_path / "o")
+                task="sst2", model=str(tiny_model), data=str(tmp_path / "SST2"), output=str(tmp_path / "o")
             )
         )
