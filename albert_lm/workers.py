@@ -43,10 +43,11 @@ def run_pool(
     start: str = "fork",
 ) -> list[Any]:
     """`work(task)` for every task on `workers` processes, each set up by `load(*load_args, counts)`
-    (`counts`: a queue the work puts byte counts into, shown on `progress`, a tqdm bar). Results in the
-    order they finish, each also passed to `on_result` as it comes. `command` names the command in the
-    errors. `start`: "fork" keeps start-up cheap (no re-import of torch; spawn where fork does not exist),
-    "spawn" gives each worker a fresh interpreter (never a fork of a process that holds torch's threads)."""
+    (`counts`: a queue the work puts counts into, bytes read or steps taken, shown on `progress`, a tqdm
+    bar). Results in the order they finish, each also passed to `on_result` as it comes. `command` names
+    the command in the errors. `start`: "fork" keeps start-up cheap (no re-import of torch; spawn where
+    fork does not exist), "spawn" gives each worker a fresh interpreter (never a fork of a process that
+    holds torch's threads)."""
     ctx = mp.get_context(start if start in mp.get_all_start_methods() else "spawn")
     counts = ctx.Queue()
     pool = ProcessPoolExecutor(
@@ -71,6 +72,7 @@ def run_pool(
         raise
     else:
         pool.shutdown(wait=True)
+        _drain(counts, progress)  # what the workers counted after the last result came back
     finally:  # every worker is gone by now
         _release(counts)
     return results

@@ -350,15 +350,20 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
 def test_one_file_as_data_warns_that_dev_is_the_training_set(tiny_model, tmp_path, caplog):
     data = labelled_rows(tmp_path / "data", {"pos": ["good"], "neg": ["bad"]}, {"train": 16})
     with caplog.at_level("WARNING", logger="albert_lm"):
-        result = _finetune_cli(
+        _finetune_cli(
             "classification", tiny_model, data / "train.jsonl", tmp_path / "out", "--max-steps", "1"
         )
     assert "one file is both the training and the dev set" in caplog.text
-    # one step at albert-base's rate: a score no better than always answering one label says so, naming the rate
-    labels = [json.loads(line)["label"] for line in (data / "train.jsonl").read_text().splitlines()]
-    majority = max(map(labels.count, set(labels))) / len(labels)
-    said = "no better than always answering" in caplog.text and "--learning-rate 2e-05" in caplog.text
-    assert said == (result["accuracy"] <= majority)
+    # a dev set of one label: no model scores better than always answering it, and the run says so,
+    # naming the rate at this small width (a small model at albert-base's rate scored below the guess)
+    dev = data / "dev.jsonl"
+    dev.write_text("".join(json.dumps({"text": "good", "label": "pos"}) + "\n" for _ in range(6)))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="albert_lm"):
+        result = _finetune_cli("classification", tiny_model, data, tmp_path / "flat", "--max-steps", "1")
+    assert result["accuracy"] <= 1.0
+    assert "no better than always answering 'pos' (1.0000)" in caplog.text
+    assert "the usual cause is the rate: --learning-rate 2e-05" in caplog.text
 
 
 def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path):

@@ -449,75 +449,87 @@ def test_a_stopped_suite_says_what_is_kept_and_how_to_go_on(
     )
 
 
-def test_a_run_stopped_part_way_continues_from_its_checkpoint(
-    tiny_model, albert_data, tmp_path, monkeypatch, caplog
-):
-    """A suite stopped part-way started its unfinished runs again: hours lost for all of SST-2 on a CPU.
-    A run stopped after step 3 now continues from that checkpoint and ends as if it had never stopped; one
-    started from other inputs starts again."""
+class _StepBar:
+    """Stands for the suite's progress bar: counts the optimizer steps its runs report."""
+
+    made: list[_StepBar] = []
+
+    def __init__(self, **kwargs):
+        self.steps = 0
+        _StepBar.made.append(self)
+
+    def update(self, n):
+        self.steps += n
+
+    def set_postfix(self, *args):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        pass
+
+
+def _stopped_in_this_process(grid, cfg, job, monkeypatch) -> None:
+    """The run `job` of the suite `cfg`, as a worker runs it (one thread), stopped by SIGTERM after step 3."""
     import logging
 
     from conftest import signal_after_step
 
-    import albert_lm.glue.grid as grid
-    from albert_lm.training import checkpoint, loop
+    from albert_lm.training import loop
 
-    class Bar:  # the suite's progress bar: the optimizer steps its runs count
-        def __init__(self, **kwargs):
-            self.steps = 0
-            bars.append(self)
-
-        def update(self, n):
-            self.steps += n
-
-        def set_postfix(self, *args):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *args):
-            pass
-
-    bars: list[Bar] = []
-    monkeypatch.setattr(grid, "progress_bar", Bar)
-    kw = dict(tasks="rte", seeds="1", learning_rates="1e-3", epochs=2.0)  # 4 steps
-    whole = run_glue(_config(tiny_model, albert_data, tmp_path / "whole", **kw))
-    cfg, job = _config(tiny_model, albert_data, tmp_path / "stopped", **kw), ("rte", 1e-3, 1)
-    record = grid.run_record(cfg, grid._inputs_fingerprint(cfg, ["rte"]), *job)
+    record = grid.run_record(cfg, grid._inputs_fingerprint(cfg, [job[0]]), *job)
     take, level, threads = (
         signal_after_step(monkeypatch, 3),
         logging.getLogger("albert_lm").level,
         torch.get_num_threads(),
     )
-    torch.set_num_threads(1)  # as a worker of the suite: the resumed run then ends bit for bit as `whole`
+    torch.set_num_threads(1)  # as a worker of the suite: the resumed run then ends bit for bit as a whole one
     try:
-        with pytest.raises(KeyboardInterrupt):  # the run in this process, as a worker runs it
+        with pytest.raises(KeyboardInterrupt):
             grid._run((job, grid.run_config(cfg, *job), record))
     finally:
         torch.set_num_threads(threads)
         logging.getLogger("albert_lm").setLevel(level)
-    monkeypatch.setattr(loop, "_take_step", take)
+        monkeypatch.setattr(loop, "_take_step", take)
+
+
+def test_a_run_stopped_part_way_continues_from_its_checkpoint(
+    tiny_model, albert_data, tmp_path, monkeypatch, caplog
+):
+    """A suite stopped part-way started its unfinished runs again: hours lost for all of SST-2 on a CPU.
+    A run stopped after step 3 now continues from that checkpoint and ends as if it had never stopped; one
+    started from other inputs starts again. The suite's bar counts the steps its runs take."""
+    import logging
+
+    import albert_lm.glue.grid as grid
+    from albert_lm.training import checkpoint
+
+    _StepBar.made.clear()
+    monkeypatch.setattr(grid, "progress_bar", _StepBar)
+    kw = dict(tasks="rte", seeds="1", learning_rates="1e-3", epochs=2.0)  # 4 steps
+    whole = run_glue(_config(tiny_model, albert_data, tmp_path / "whole", **kw))
+    cfg, job = _config(tiny_model, albert_data, tmp_path / "stopped", **kw), ("rte", 1e-3, 1)
+    _stopped_in_this_process(grid, cfg, job, monkeypatch)
     folder = grid.run_folder(cfg, *job)
     assert checkpoint.checkpoint_step(checkpoint.latest_checkpoint(folder)) == 3
     other = tmp_path / "other"  # the same stopped run, started from another tokenizer
     shutil.copytree(tmp_path / "stopped", other)
     started = grid.run_folder(dataclasses.replace(cfg, output=str(other)), *job) / grid.RUN_STARTED
     started.write_text(json.dumps({**json.loads(started.read_text()), "tokenizer": "another"}))
-
-    given = []
+    given, pool = [], grid.run_pool
 
     def recording(work, jobs, *args, **kwargs):
         given.extend((c.resume, c.overwrite) for _, c, _ in jobs)
-        return grid.run_pool.__wrapped__(work, jobs, *args, **kwargs)
+        return pool(work, jobs, *args, **kwargs)
 
-    recording.__wrapped__ = grid.run_pool
     monkeypatch.setattr(grid, "run_pool", recording)
     with caplog.at_level(logging.INFO, logger="albert_lm"):
         resumed = run_glue(cfg)
         restarted = run_glue(dataclasses.replace(cfg, output=str(other)))
     assert given == [(True, False), (False, True)]
-    assert [b.steps for b in bars] == [4, 1, 4]  # the resumed run took the one step it had left
+    assert [b.steps for b in _StepBar.made] == [4, 1, 4]  # the resumed run took the one step it had left
     assert "continuing from checkpoints: rte lr 0.001 seed 1 (step 3)" in caplog.text
     assert "was started from other inputs or settings: it starts again" in caplog.text
     assert resumed["tasks"] == whole["tasks"] == restarted["tasks"]

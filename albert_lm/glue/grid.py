@@ -156,26 +156,7 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     tasks = cfg.task_list()
     given, cfg = cfg.model, replace(cfg, model=str(resolve_model(cfg.model)))  # a hub id: its snapshot
     model, data, out = Path(cfg.model), Path(cfg.data), Path(cfg.output)
-    if not (model / "config.json").is_file():
-        raise FileNotFoundError(
-            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
-        )
-    for task in tasks:
-        for split in ("dev", "train"):
-            if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
-                one_task = (data / "train.tsv").is_file() or (data / "dev.tsv").is_file()
-                hint = (
-                    "; --data is the GLUE root (holding CoLA/, SST-2/, ...), not one task's"
-                    if one_task
-                    else ""
-                )
-                raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}{hint}")
-        own = cfg.for_task(task)
-        if own.teachers is not None and not (teacher_folder(own, task) / "config.json").is_file():
-            raise FileNotFoundError(
-                f"--teachers {own.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
-                f"transformers folder at {teacher_folder(own, task)})"
-            )
+    _check_inputs(cfg, tasks)
     _check_augment(cfg, tasks)
     teachers = {f"{GLUE5[t][0]} teacher": teacher_folder(cfg.for_task(t), t) for t in distilled(cfg, tasks)}
     check_output_apart(out, {"--model": model, "--data": data, "--teachers": cfg.teachers, **teachers})
@@ -213,6 +194,31 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
             result["settings"]["model_given"] = given  # the hub id; "model" is its snapshot (by commit)
         write_json(out / RESULTS_FILE, result)
     return result
+
+
+def _check_inputs(cfg: GlueConfig, tasks: list[str]) -> None:
+    """The model folder, each task's train and dev files under the GLUE root, and its teacher if it has one."""
+    model, data = Path(cfg.model), Path(cfg.data)
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(
+            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
+        )
+    for task in tasks:
+        for split in ("dev", "train"):
+            if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
+                one_task = (data / "train.tsv").is_file() or (data / "dev.tsv").is_file()
+                hint = (
+                    "; --data is the GLUE root (holding CoLA/, SST-2/, ...), not one task's"
+                    if one_task
+                    else ""
+                )
+                raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}{hint}")
+        own = cfg.for_task(task)
+        if own.teachers is not None and not (teacher_folder(own, task) / "config.json").is_file():
+            raise FileNotFoundError(
+                f"--teachers {own.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
+                f"transformers folder at {teacher_folder(own, task)})"
+            )
 
 
 RUN_RECORD = "glue_run.json"

@@ -175,10 +175,10 @@ FINETUNING = RunKind(
     settings_where(FinetuneConfig, "resume"),
     state_keys=("step", "batches_drawn", "optimizer", "scheduler", "ranks", "elapsed_s"),
 )
-NOTHING_LEARNED = (
-    "best dev %s %.4f is no better than %s: the model learned nothing it can use. The usual cause is the rate: "
-    "--learning-rate %g (small models want 1e-4 to 1e-3, albert glue's grid); else check the labels and columns"
-)
+NOTHING_LEARNED = "best dev %s %.4f is no better than %s: the model learned nothing it can use. %s"
+RATE_CAUSE = ("At hidden size %d the usual cause is the rate: --learning-rate %g; small models want 1e-4 to 1e-3 "
+              "(albert glue's grid). Else check the labels and the columns read")  # fmt: skip  # defaults: H 768's
+OTHER_CAUSES = "Check the labels, the columns read and --learning-rate %g"
 SLOW_ADVICE = (
     "Bound it: --max-train-examples 10000 (what albert glue's CPU recipe takes), fewer --epochs or --max-steps; "
     "a checkpoint every --save-every steps lets --resume continue it if it is stopped"
@@ -357,9 +357,9 @@ class FineTuning(Objective):
                     self.best.record["step"], self.out / "best")  # fmt: skip
         labels = [getattr(ex, "label", None) for ex in self.dev_sets[0].examples] if self.dev_sets else []
         if (guess := metrics.guessing(self.task.main_metric, self.best.main, labels)) is not None:
-            logger.warning(
-                NOTHING_LEARNED, self.task.main_metric, self.best.main, guess, self.cfg.learning_rate
-            )
+            width, rate = self.model.config.hidden_size, self.cfg.learning_rate
+            cause = RATE_CAUSE % (width, rate) if width < 768 else OTHER_CAUSES % rate
+            logger.warning(NOTHING_LEARNED, self.task.main_metric, self.best.main, guess, cause)
         return dict(self.best.record)
 
     def plot(self) -> None:
