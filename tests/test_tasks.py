@@ -424,7 +424,11 @@ def test_a_long_sentence_is_read_in_windows_and_each_word_tagged_where_it_has_mo
         features = task.featurize([ex], ChunkTokenizer(), max_seq_length=6)  # 4 words a window
     assert "1 sentences longer than max_seq_length 6 are read in overlapping windows" in caplog.text
     assert [(f["word_offset"], len(f["word_starts"])) for f in features] == [(0, 4), (2, 4), (4, 4), (6, 4)]
-    assert features[1]["labels"] == [-100, 2, 3, 0, 1, -100]  # words 2-5 with their own tags
+    # words 2-5, each trained only in the window it is read from: 3 and 4 here (not once per window)
+    assert features[1]["labels"] == [-100, -100, 3, 0, -100, -100]
+    trained_in = [[k for k, f in enumerate(features) if f["word_offset"] <= w < f["word_offset"] + 4
+                   and f["labels"][1 + w - f["word_offset"]] != -100] for w in range(10)]  # fmt: skip
+    assert trained_in == [[0], [0], [0], [1], [1], [2], [2], [3], [3], [3]]  # the windows predict reads
     outputs = [{"logits": np.tile(np.eye(4)[j], (6, 1))} for j in range(4)]  # window j says Wj everywhere
     (tags,) = task.predict([ex], features, outputs)
     assert tags == ["W0", "W0", "W0", "W1", "W1", "W2", "W2", "W3", "W3", "W3"]

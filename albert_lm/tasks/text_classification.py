@@ -15,8 +15,8 @@ a word and its tag a line, the tag last, sentences apart by a blank line). Each 
 first piece carries the tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
 token-classification example does. A dev tag never seen in training counts as a miss, with a warning.
 A sentence longer than `max_seq_length` is read in windows of whole words, each starting halfway through
-the one before; each word takes its tag from the window where it has the most words around it (as SQuAD's
-document windows choose a span's), and in training every window is an example.
+the one before; each word is trained and tagged in the one window where it has the most words around it
+(`albert_lm.tasks.word_windows`).
 Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average), which picks
 the best checkpoint; tags without B-/I- prefixes (POS, IO) name no spans: accuracy alone then.
 """
@@ -38,6 +38,7 @@ from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.files import InputError, atomic_write, csv_rows, decode_utf8, iter_jsonl
 from albert_lm.tasks import metrics
 from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
+from albert_lm.tasks.word_windows import owners, window_feature, word_windows
 
 logger = logging.getLogger(__name__)
 
@@ -344,16 +345,17 @@ class TokenClassificationTask(_OwnFilesTask):
             # an unseen dev tag has no id: no loss, and it counts as a miss when scored
             tags = None if ex.tags is None else [self.labels.index(t) if t in self.labels else IGNORE_INDEX
                                                  for t in ex.tags]  # fmt: skip
-            start = 0
-            while True:
-                end, used = start, 0
-                while end < len(pieces) and used + len(pieces[end]) <= room:
-                    used, end = used + len(pieces[end]), end + 1
-                features.append(_window(tokenizer, i, pieces, tags, start, end))
-                if end == len(pieces):
-                    break
-                windowed += start == 0
-                start = end - (end - start) // 2  # the next window starts halfway through this one
+            windows = word_windows([len(p) for p in pieces], room)
+            windowed += len(windows) > 1
+            owner = owners(windows, len(pieces))
+            for k, (start, end) in enumerate(windows):
+                # each word trained in the one window it is predicted from (`owners`), not in every one
+                own = (
+                    None
+                    if tags is None
+                    else [t if owner[w] == k else IGNORE_INDEX for w, t in enumerate(tags)]
+                )
+                features.append(window_feature(tokenizer, i, pieces, own, start, end))
         if windowed:
             logger.info(
                 "%d sentences longer than max_seq_length %d are read in overlapping windows of words",
@@ -362,26 +364,17 @@ class TokenClassificationTask(_OwnFilesTask):
         return features
 
     def predict(self, examples, features, outputs) -> list[list[str]]:
-        """Each word's tag, from the window where it has the most words on its shorter side (a sentence's
-        own ends count as wide context)."""
-        chosen: list[dict[int, tuple[int, str]]] = [{} for _ in examples]  # word -> (context, tag)
+        """Each word's tag, from the window it is read from (`owners`)."""
+        windows: list[list[tuple[int, list[str]]]] = [[] for _ in examples]  # (first word, its words' tags)
         for f, o in zip(features, outputs, strict=True):
             ids = np.asarray(o["logits"]).argmax(-1)  # (L,)
-            words, start, n = (
-                len(examples[f["example_index"]].tokens),
-                f.get("word_offset", 0),
-                len(f["word_starts"]),
-            )
-            for k, position in enumerate(f["word_starts"]):
-                left = k if start > 0 else words
-                right = n - 1 - k if start + n < words else words
-                best = chosen[f["example_index"]].get(start + k)
-                if best is None or min(left, right) > best[0]:
-                    chosen[f["example_index"]][start + k] = (
-                        min(left, right),
-                        self.labels[int(ids[position])],
-                    )
-        return [[c[w][1] for w in range(len(ex.tokens))] for ex, c in zip(examples, chosen, strict=True)]
+            tags = [self.labels[int(ids[p])] for p in f["word_starts"]]
+            windows[f["example_index"]].append((f.get("word_offset", 0), tags))
+        out = []
+        for ex, read in zip(examples, windows, strict=True):
+            owner = owners([(start, start + len(tags)) for start, tags in read], len(ex.tokens))
+            out.append([read[k][1][w - read[k][0]] for w, k in enumerate(owner)])
+        return out
 
     def score(self, examples, predictions) -> dict[str, float]:
         gold = [ex.tags or [] for ex in examples]
@@ -393,29 +386,6 @@ class TokenClassificationTask(_OwnFilesTask):
             for ex, p in zip(examples, predictions, strict=True)
         ]
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
-
-
-def _window(
-    tokenizer: TokenizerLike,
-    index: int,
-    pieces: list[list[int]],
-    tags: list[int] | None,
-    start: int,
-    end: int,
-) -> Feature:
-    """[CLS] the pieces of words start..end [SEP]; the tag sits on each word's first piece, the other pieces
-    are ignored in the loss (IGNORE_INDEX)."""
-    ids, labels, first = [tokenizer.cls_token_id], [IGNORE_INDEX], []
-    for w in range(start, end):
-        first.append(len(ids))
-        ids += pieces[w]
-        labels += [IGNORE_INDEX if tags is None else tags[w]] + [IGNORE_INDEX] * (len(pieces[w]) - 1)
-    ids.append(tokenizer.sep_token_id)
-    feat: Feature = {"input_ids": ids, "token_type_ids": [0] * len(ids), "example_index": index,
-                     "word_starts": first, "word_offset": start}  # fmt: skip
-    if tags is not None:
-        feat["labels"] = labels + [IGNORE_INDEX]
-    return feat
 
 
 def _words(row: dict[str, Any], name: str, path: Path, line: int) -> list[str]:
