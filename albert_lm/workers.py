@@ -41,13 +41,14 @@ def run_pool(
     progress: Any = None,
     on_result: Callable[[Any], None] | None = None,
     start: str = "fork",
+    grace_s: float = 5.0,
 ) -> list[Any]:
     """`work(task)` for every task on `workers` processes, each set up by `load(*load_args, counts)`
     (`counts`: a queue the work puts counts into, bytes read or steps taken, shown on `progress`, a tqdm
     bar). Results in the order they finish, each also passed to `on_result` as it comes. `command` names
     the command in the errors. `start`: "fork" keeps start-up cheap (no re-import of torch; spawn where
     fork does not exist), "spawn" gives each worker a fresh interpreter (never a fork of a process that
-    holds torch's threads)."""
+    holds torch's threads). On a stop, a worker has `grace_s` to end on its own before it is killed."""
     ctx = mp.get_context(start if start in mp.get_all_start_methods() else "spawn")
     counts = ctx.Queue()
     pool = ProcessPoolExecutor(
@@ -68,7 +69,7 @@ def run_pool(
                         on_result(results[-1])
             _drain(counts, progress)
     except BaseException:
-        _stop_workers(pool)
+        _stop_workers(pool, grace_s)
         raise
     else:
         pool.shutdown(wait=True)
@@ -185,11 +186,12 @@ def _release(q: Any) -> None:
             finalizer()  # SemLock._cleanup: sem_unlink, and the resource tracker told; runs once
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End the workers now and drop the queued tasks: SIGTERM (a worker takes its default action), then
-    SIGKILL for any still alive after 5 s, e.g. one that was signalled before its set-up reset the
-    handler it inherited. No worker may outlive this: the pool's manager thread waits for every one of
-    them, and the interpreter waits for that thread at exit."""
+def _stop_workers(pool: ProcessPoolExecutor, grace_s: float = 5.0) -> None:
+    """End the workers now and drop the queued tasks: SIGTERM (a worker takes its default action, or its
+    own handler's: a training run saves a checkpoint), then SIGKILL for any still alive after `grace_s`,
+    e.g. one that was signalled before its set-up reset the handler it inherited. No worker may outlive
+    this: the pool's manager thread waits for every one of them, and the interpreter waits for that thread
+    at exit."""
     manager = getattr(pool, "_executor_manager_thread", None)
     processes = dict(getattr(pool, "_processes", None) or {})
     for p in processes.values():
@@ -197,8 +199,9 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             p.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
     processes.update(getattr(manager, "processes", None) or {})  # the manager thread's own list
+    deadline = time.monotonic() + grace_s
     for p in processes.values():
-        p.join(timeout=5)
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
         if p.is_alive():
             p.kill()
             p.join(timeout=5)

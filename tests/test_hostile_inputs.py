@@ -194,7 +194,7 @@ def test_squad_question_ids_given_twice_are_refused_at_the_second_in_dev_only(tm
     with caplog.at_level("WARNING", logger="albert_lm"):
         taken = get_task("squad2").read(path, "train")
     assert [e.question for e in taken] == ["Which?", "Which again?"]
-    assert "dev.json: 1 question reuse an earlier question's id; all are trained on" in caplog.text
+    assert "dev.json: 1 question reuses an earlier question's id; all are trained on" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -291,8 +291,9 @@ def given_rows(
             text.encode("utf-8")
         except UnicodeEncodeError:  # bytes the terminal's locale could not decode (Python keeps them escaped)
             raise ValueError(
-                f"--text {n}: not readable text in this terminal's encoding ({sys.getfilesystemencoding()}): "
-                "set a UTF-8 locale (LANG=C.UTF-8), or put the texts in a UTF-8 file for --input"
+                f"--text {n}: not readable text: the terminal sent bytes that are not "
+                f"{sys.getfilesystemencoding()}; set the terminal and the locale to UTF-8 (LANG=C.UTF-8), or "
+                "put the texts in a UTF-8 file for --input"
             ) from None
     return Input("--text", [(n, {column: text}) for n, text in enumerate(given, start=1)], 0)
 

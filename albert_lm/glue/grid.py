@@ -79,6 +79,9 @@ def finetune_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> Finet
 # A checkpoint of each run every this many steps (and one when a signal stops it): a run of hours (all of
 # SST-2 on a CPU) killed without a signal loses at most these steps; a finished run removes them.
 SAVE_EVERY = 500
+# On a stop, the time a run has to finish its step and save its checkpoint before it is killed (a step of
+# albert-base on a CPU can take seconds); runs that finish sooner end the suite sooner.
+STOP_GRACE_S = 60.0
 
 
 # What a task distillation run of the suite takes from the fine-tuning run it stands for.
@@ -412,7 +415,7 @@ def _execute(
     jobs = [(job, config(job), records[job]) for job in todo]
     with bar:
         run_pool(_run, jobs, _workers(cfg), "glue", load=_quiet_one_thread, progress=bar, on_result=log,
-                 start="spawn")  # fmt: skip
+                 start="spawn", grace_s=STOP_GRACE_S)  # fmt: skip
 
 
 def _minutes(seconds: float) -> str:

@@ -117,8 +117,8 @@ def read_squad(
         raise InputError(path, "no questions found")
     if repeated:
         logger.warning(
-            "%s: %d question%s reuse an earlier question's id; all are trained on (a dev or test file must "
-            "give each id once: predictions are keyed by id)", path, repeated, "s" * (repeated > 1)
+            "%s: %d question%s an earlier question's id; all are trained on (a dev or test file must "
+            "give each id once: predictions are keyed by id)", path, repeated, "s reuse" if repeated > 1 else " reuses"
         )  # fmt: skip
     return examples
 
