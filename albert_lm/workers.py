@@ -132,9 +132,13 @@ def _end_with_parent(parent: int, every_s: float = 0.5) -> None:
 
 def _travelling_errors(work: Callable[[Any], Any], task: Any) -> Any:
     """`work(task)` in a worker; an error that could not travel to the parent (it fails to pickle or to
-    unpickle) goes as a ChildProcessError with its type and message instead."""
+    unpickle) goes as a ChildProcessError with its type and message instead. Work stopped by a signal
+    (a KeyboardInterrupt: a training run that saved its checkpoint) ends the worker: the pool is being
+    stopped, and a worker waiting for its next task would sit there until it is killed."""
     try:
         return work(task)
+    except KeyboardInterrupt:
+        os._exit(128 + signal.SIGTERM)
     except Exception as e:
         try:
             pickle.loads(pickle.dumps(e))

@@ -430,11 +430,16 @@ def test_a_stopped_suite_says_what_is_kept_and_how_to_go_on(
     import logging
 
     import albert_lm.glue.grid as grid
+    from albert_lm.training.checkpoint import STATE_FILE
 
     def one_then_stopped(work, jobs, workers, command, *, on_result, **kw):
-        (job, cfg, record), *_ = jobs
-        (Path(cfg.output)).mkdir(parents=True)
+        (job, cfg, record), (_, cfg2, record2), (_, cfg3, record3) = jobs
+        for run, kept in ((cfg, record), (cfg2, record2), (cfg3, record3)):
+            Path(run.output).mkdir(parents=True)
+            (Path(run.output) / grid.RUN_STARTED).write_text(json.dumps(kept))
         (Path(cfg.output) / grid.RUN_RECORD).write_text(json.dumps(record))
+        (Path(cfg2.output) / "checkpoint-7").mkdir()  # the second saved at step 7, the third not yet
+        (Path(cfg2.output) / "checkpoint-7" / STATE_FILE).write_bytes(b"")
         on_result((job, {"accuracy": 0.5}))
         raise KeyboardInterrupt
 
@@ -447,6 +452,18 @@ def test_a_stopped_suite_says_what_is_kept_and_how_to_go_on(
         "1 of 3 runs are finished and kept" in caplog.text
         and "the same command runs the 2 others" in caplog.text
     )
+    # where each run under way was saved: it said "a run stopped part-way continues from its last
+    # checkpoint" also of a run killed before it had one
+    assert (
+        "stopped part-way, they continue where saved: rte lr 0.001 seed 2 at step 7, rte lr 0.001 seed 3 "
+        "before a first checkpoint (starts again)" in caplog.text
+    )
+    jobs = [("rte", 1e-3, seed) for seed in (2, 3)]
+    base = grid._inputs_fingerprint(cfg, ["rte"])
+    with caplog.at_level(logging.INFO, logger="albert_lm"):
+        again = grid._resumed(cfg, jobs, {j: grid.run_record(cfg, base, *j) for j in jobs})
+    assert again == {("rte", 1e-3, 2)}  # and the next start says which start again
+    assert "starting again, stopped before their first checkpoint: rte lr 0.001 seed 3" in caplog.text
 
 
 class _StepBar:
@@ -525,13 +542,17 @@ def test_a_run_stopped_part_way_continues_from_its_checkpoint(
         return pool(work, jobs, *args, **kwargs)
 
     monkeypatch.setattr(grid, "run_pool", recording)
+    with pytest.raises(ValueError, match=r"the run .* stopped at step 3, was started from another model, data "
+                       r"or settings \(the tokenizer's vocabulary changed\): give the same to continue it, "
+                       "--overwrite"):  # fmt: skip  # as a finished run is: a typo never throws away hours
+        run_glue(dataclasses.replace(cfg, output=str(other)))
     with caplog.at_level(logging.INFO, logger="albert_lm"):
         resumed = run_glue(cfg)
-        restarted = run_glue(dataclasses.replace(cfg, output=str(other)))
+        restarted = run_glue(dataclasses.replace(cfg, output=str(other), overwrite=True))
     assert given == [(True, False), (False, True)]
     assert [b.steps for b in _StepBar.made] == [4, 1, 4]  # the resumed run took the one step it had left
     assert "continuing from checkpoints: rte lr 0.001 seed 1 (step 3)" in caplog.text
-    assert "was started from other inputs or settings: it starts again" in caplog.text
+    assert "starting " in caplog.text and " again: the tokenizer's vocabulary changed" in caplog.text
     assert resumed["tasks"] == whole["tasks"] == restarted["tasks"]
     assert not (folder / grid.RUN_STARTED).exists() and checkpoint.latest_checkpoint(folder) is None
     assert (folder / grid.RUN_RECORD).is_file()

@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -375,3 +377,17 @@ def test_ctrl_c_over_spawned_workers_leaves_no_semaphore(tmp_path):
     )
     assert done.stdout.strip() == "interrupted", done.stderr[-2000:]
     assert "leaked semaphore" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_worker_whose_work_was_stopped_ends_at_once():
+    """A glue run stopped by SIGTERM saved its checkpoint and then sat in its worker, waiting for a next
+    task the stopping pool never sends, until it was killed 60 s later: the stop took the whole grace."""
+    script = (
+        "from albert_lm.workers import _travelling_errors\n"
+        "def stopped(task):\n"
+        "    raise KeyboardInterrupt  # what a training run raises once its checkpoint is saved\n"
+        "_travelling_errors(stopped, 1)\n"
+        "print('still here')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143 and "still here" not in done.stdout

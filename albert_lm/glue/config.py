@@ -205,3 +205,30 @@ def teacher_folder(cfg: GlueConfig, task: str) -> Path:
     """The task's fine-tuned teacher under --teachers, named as its folder under --data is."""
     assert cfg.teachers is not None
     return Path(cfg.teachers) / GLUE5[task][0]
+
+
+def check_inputs(cfg: GlueConfig, tasks: list[str]) -> None:
+    """The model folder, each task's train and dev files under the GLUE root, and its teacher if it has one."""
+    from albert_lm.training.run_folder import model_hint  # torch: not on the command line's start
+
+    model, data = Path(cfg.model), Path(cfg.data)
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(
+            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
+        )
+    for task in tasks:
+        for split in ("dev", "train"):
+            if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
+                one_task = (data / "train.tsv").is_file() or (data / "dev.tsv").is_file()
+                hint = (
+                    "; --data is the GLUE root (holding CoLA/, SST-2/, ...), not one task's"
+                    if one_task
+                    else ""
+                )
+                raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}{hint}")
+        own = cfg.for_task(task)
+        if own.teachers is not None and not (teacher_folder(own, task) / "config.json").is_file():
+            raise FileNotFoundError(
+                f"--teachers {own.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
+                f"transformers folder at {teacher_folder(own, task)})"
+            )

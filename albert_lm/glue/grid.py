@@ -37,12 +37,12 @@ from albert_lm.files import (
     read_json_object,
     write_json,
 )
-from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, run_folder, teacher_folder
+from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, check_inputs, run_folder, teacher_folder
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.progress import progress_bar
 from albert_lm.training.finetune_config import FinetuneConfig
-from albert_lm.training.run_folder import changed_settings, model_hint
+from albert_lm.training.run_folder import changed_settings
 from albert_lm.values import settings_where
 from albert_lm.workers import run_pool
 
@@ -159,7 +159,7 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
     tasks = cfg.task_list()
     given, cfg = cfg.model, replace(cfg, model=str(resolve_model(cfg.model)))  # a hub id: its snapshot
     model, data, out = Path(cfg.model), Path(cfg.data), Path(cfg.output)
-    _check_inputs(cfg, tasks)
+    check_inputs(cfg, tasks)
     _check_augment(cfg, tasks)
     teachers = {f"{GLUE5[t][0]} teacher": teacher_folder(cfg.for_task(t), t) for t in distilled(cfg, tasks)}
     check_output_apart(out, {"--model": model, "--data": data, "--teachers": cfg.teachers, **teachers})
@@ -185,43 +185,13 @@ def run_glue(cfg: GlueConfig) -> dict[str, Any]:
         try:
             _execute(cfg, todo, records, _resumed(cfg, todo, records))
         except KeyboardInterrupt:
-            left = sum(not (run_folder(cfg, *j) / RUN_RECORD).is_file() for j in todo)
-            logger.warning(
-                "glue: stopped; %d of %d runs are finished and kept in %s: the same command runs the %d "
-                "others (a run stopped part-way continues from its last checkpoint)", len(jobs) - left,
-                len(jobs), out, left,
-            )  # fmt: skip
+            _say_stopped(cfg, jobs, todo)
             raise
         result = summarize(cfg, jobs)
         if given != cfg.model:
             result["settings"]["model_given"] = given  # the hub id; "model" is its snapshot (by commit)
         write_json(out / RESULTS_FILE, result)
     return result
-
-
-def _check_inputs(cfg: GlueConfig, tasks: list[str]) -> None:
-    """The model folder, each task's train and dev files under the GLUE root, and its teacher if it has one."""
-    model, data = Path(cfg.model), Path(cfg.data)
-    if not (model / "config.json").is_file():
-        raise FileNotFoundError(
-            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
-        )
-    for task in tasks:
-        for split in ("dev", "train"):
-            if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():
-                one_task = (data / "train.tsv").is_file() or (data / "dev.tsv").is_file()
-                hint = (
-                    "; --data is the GLUE root (holding CoLA/, SST-2/, ...), not one task's"
-                    if one_task
-                    else ""
-                )
-                raise FileNotFoundError(f"no {GLUE5[task][0]}/{split}.tsv under --data {cfg.data}{hint}")
-        own = cfg.for_task(task)
-        if own.teachers is not None and not (teacher_folder(own, task) / "config.json").is_file():
-            raise FileNotFoundError(
-                f"--teachers {own.teachers}: no teacher for {GLUE5[task][0]} (expected a fine-tuned "
-                f"transformers folder at {teacher_folder(own, task)})"
-            )
 
 
 RUN_RECORD = "glue_run.json"
@@ -322,27 +292,69 @@ def _resumed(
     cfg: GlueConfig, todo: list[tuple[str, float, int]], records: dict[tuple[str, float, int], dict[str, Any]]
 ) -> set[tuple[str, float, int]]:
     """The runs to continue from their last checkpoint: stopped part-way, started with the record they
-    would have now (the same model, tokenizer, data and settings). Any other unfinished run starts again."""
+    would have now (the same model, tokenizer, data and settings). One started from others is refused, as
+    a finished one is (`overwrite` starts it again); one stopped before its first checkpoint starts again,
+    said."""
     from albert_lm.training.checkpoint import checkpoint_step, latest_checkpoint
 
     resumed: dict[tuple[str, float, int], int | None] = {}
+    again = []
     for job in todo:
         folder = run_folder(cfg, *job)
-        latest = latest_checkpoint(folder) if folder.is_dir() else None
-        if latest is None or not (folder / RUN_STARTED).is_file():
+        if not (folder / RUN_STARTED).is_file():
             continue
+        latest = latest_checkpoint(folder)
         try:
             kept = read_json_object(folder / RUN_STARTED, "glue run record")
         except ValueError:
-            continue
-        if _differences(kept, records[job], run_config(cfg, *job)):
-            logger.info("glue: %s was started from other inputs or settings: it starts again", folder)
-        else:
+            kept = {}
+        differs = _differences(kept, records[job], run_config(cfg, *job))
+        if latest is None:
+            again.append(job)
+        elif not differs:
             resumed[job] = checkpoint_step(latest)
+        elif cfg.overwrite:
+            logger.info("glue: starting %s again: %s", folder, "; ".join(differs))
+        else:
+            raise ValueError(
+                f"--output {cfg.output}: the run {folder}, stopped at step {checkpoint_step(latest)}, was started "
+                f"from another model, data or settings ({'; '.join(differs)}): give the same to continue it, "
+                "--overwrite to start such runs again, or another --output"
+            )
     if resumed:
-        where = ", ".join(f"{t} lr {r:g} seed {s} (step {n})" for (t, r, s), n in resumed.items())
-        logger.info("glue: continuing from checkpoints: %s", where)
+        logger.info(
+            "glue: continuing from checkpoints: %s",
+            ", ".join(f"{_name(j)} (step {n})" for j, n in resumed.items()),
+        )
+    if again:
+        logger.info(
+            "glue: starting again, stopped before their first checkpoint: %s", ", ".join(map(_name, again))
+        )
     return set(resumed)
+
+
+def _name(job: tuple[str, float, int]) -> str:
+    task, rate, seed = job
+    return f"{task} lr {rate:g} seed {seed}"
+
+
+def _say_stopped(
+    cfg: GlueConfig, jobs: list[tuple[str, float, int]], todo: list[tuple[str, float, int]]
+) -> None:
+    """What a stopped suite keeps: its finished runs, and where each run under way was saved (a run whose
+    step outlasted the time to save it starts again)."""
+    from albert_lm.training.checkpoint import checkpoint_step, latest_checkpoint
+
+    left = [j for j in todo if not (run_folder(cfg, *j) / RUN_RECORD).is_file()]
+    under_way = [j for j in left if (run_folder(cfg, *j) / RUN_STARTED).is_file()]
+    saved = {j: latest_checkpoint(run_folder(cfg, *j)) for j in under_way}
+    said = [f"{_name(j)} at step {checkpoint_step(c)}" if c else f"{_name(j)} before a first checkpoint (starts again)"
+            for j, c in saved.items()]  # fmt: skip
+    logger.warning(
+        "glue: stopped; %d of %d runs are finished and kept in %s: the same command runs the %d others%s",
+        len(jobs) - len(left), len(jobs), cfg.output, len(left),
+        f"; stopped part-way, they continue where saved: {', '.join(said)}" if said else "",
+    )  # fmt: skip
 
 
 def glue_device(cfg: GlueConfig) -> str:
