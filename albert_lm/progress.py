@@ -12,6 +12,7 @@ its bars as it silences its log lines.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -66,7 +67,19 @@ def progress_bar(iterable: Any = None, *, show: bool = True, **kwargs: Any) -> t
 
 
 def _terminal() -> bool:
+    """stderr is a terminal a bar can be drawn on: one of no width (a docker -t or CI pseudo-terminal
+    never sized) draws nothing, so it gets the log lines."""
     try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except (AttributeError, ValueError, OSError):  # replaced by an object without it, or closed
         return False
+
+
+def logs_above_bars() -> contextlib.AbstractContextManager[None]:
+    """Within: on a terminal, log lines are written above the bars drawn (tqdm's own redirect), not onto
+    the end of a bar's line; elsewhere, where bars are log lines themselves, nothing changes."""
+    if not _terminal():
+        return contextlib.nullcontext()
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    return logging_redirect_tqdm()

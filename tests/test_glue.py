@@ -556,3 +556,12 @@ def test_a_run_stopped_part_way_continues_from_its_checkpoint(
     assert resumed["tasks"] == whole["tasks"] == restarted["tasks"]
     assert not (folder / grid.RUN_STARTED).exists() and checkpoint.latest_checkpoint(folder) is None
     assert (folder / grid.RUN_RECORD).is_file()
+
+
+def test_the_time_left_counts_the_runs_under_way():
+    """4 runs on 2 workers, the first done at 55 s: "about 3 min left", and the suite ended 21 s later."""
+    from albert_lm.glue.grid import time_left
+
+    assert time_left(55.0, 1, 4, 2) == pytest.approx(55.0)
+    assert time_left(120.0, 1, 2, 2) == pytest.approx(40.0)  # the last run, under way: not another 120 s
+    assert time_left(100.0, 4, 8, 1) == pytest.approx(100.0 / 4.5 * 3.5)

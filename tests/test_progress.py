@@ -68,3 +68,25 @@ def test_a_logged_bar_line_carries_no_terminal_control_codes(caplog):
         progress._LogLines().write("\x1b[A")
         progress._LogLines().write("\r\x1b[2Keval: 3/5 batches\x1b[A")
     assert [r.getMessage() for r in caplog.records] == ["eval: 3/5 batches"]
+
+
+def test_a_terminal_of_no_width_gets_log_lines(monkeypatch):
+    """A pseudo-terminal never sized (docker -t, some CI) drew nothing for a whole glue suite: tqdm draws
+    no bar at 0 columns. Such a terminal gets the log lines instead."""
+    import os
+    import sys
+
+    from albert_lm import progress
+
+    class Tty:
+        def isatty(self):
+            return True
+
+        def fileno(self):
+            return 2
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
+    assert not progress._terminal()
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((120, 40)))
+    assert progress._terminal()

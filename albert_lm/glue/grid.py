@@ -40,7 +40,7 @@ from albert_lm.files import (
 from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, check_inputs, run_folder, teacher_folder
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
-from albert_lm.progress import progress_bar
+from albert_lm.progress import logs_above_bars, progress_bar
 from albert_lm.training.finetune_config import FinetuneConfig
 from albert_lm.training.run_folder import changed_settings
 from albert_lm.values import settings_where
@@ -402,10 +402,11 @@ def _execute(
     finished runs are on disk and are skipped when the suite is started again."""
     if not todo:
         return
-    done, started = 0, time.monotonic()
+    done, started, workers = 0, time.monotonic(), _workers(cfg)
     # The runs' optimizer steps as they are taken: a run of all of SST-2 on a CPU says nothing else for an
     # hour (each finished run is logged below).
-    bar = progress_bar(desc="glue", unit=" steps", postfix={"runs finished": f"0/{len(todo)}"})
+    bar = progress_bar(desc="glue", unit="step", postfix={"runs finished": f"0/{len(todo)}"},
+                       bar_format="{desc}: {n_fmt} steps [{elapsed}, {rate_fmt}{postfix}]")  # fmt: skip
 
     def log(result: tuple[tuple[str, float, int], dict[str, Any]]) -> None:
         nonlocal done
@@ -414,7 +415,9 @@ def _execute(
         (task, rate, seed), record = result
         metric = GLUE5[task][1]
         spent = time.monotonic() - started
-        left = f", about {_minutes(spent / done * (len(todo) - done))} left" if done < len(todo) else ""
+        left = (
+            f", about {_minutes(time_left(spent, done, len(todo), workers))} left" if done < len(todo) else ""
+        )
         logger.info(
             "glue %d/%d: %s lr %g seed %d -> %s %.4f (%s in%s)",
             done, len(todo), task, rate, seed, metric, record.get(metric), _minutes(spent), left,
@@ -425,9 +428,17 @@ def _execute(
         return replace(run, resume=True, overwrite=False) if job in resumed else run
 
     jobs = [(job, config(job), records[job]) for job in todo]
-    with bar:
-        run_pool(_run, jobs, _workers(cfg), "glue", load=_quiet_one_thread, progress=bar, on_result=log,
+    with bar, logs_above_bars():
+        run_pool(_run, jobs, workers, "glue", load=_quiet_one_thread, progress=bar, on_result=log,
                  start="spawn", grace_s=STOP_GRACE_S)  # fmt: skip
+
+
+def time_left(spent: float, done: int, runs: int, workers: int) -> float:
+    """Seconds the suite's other runs take, from `spent` on `done` of `runs`: the runs under way (one a
+    worker) count as half done, as they started with the ones that finished (a suite of 4 runs on 2
+    workers, its first done at 55 s, has about 55 s left, not 165)."""
+    under_way = min(workers, runs - done) / 2
+    return spent / (done + under_way) * (runs - done - under_way)
 
 
 def _minutes(seconds: float) -> str:
