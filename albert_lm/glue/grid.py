@@ -14,8 +14,8 @@ the hashes of the task's train and dev files, and every setting of the run). A f
 matches is not run again, so an interrupted suite continues where it stopped; one made from another model,
 other data or other settings is refused, naming what differs, and redone with `overwrite`. A run stopped
 part-way (the suite stopped, a worker killed) continues from its last checkpoint (one every `SAVE_EVERY`
-steps, and one when a signal stops it) if the record it started with, glue_run.started.json, matches;
-otherwise it starts again.
+steps, and one when a signal stops it) if the record it started with, glue_run.started.json, matches; one
+that does not is refused (redone with `overwrite`), and one stopped before its first checkpoint starts again.
 OUTPUT/glue_results.json holds every run's score and the table's numbers.
 """
 
