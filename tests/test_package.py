@@ -63,6 +63,7 @@ def test_import_and_tokenizer_do_not_load_torch():
 
 # The road, in order: a module imports only from its own stage and the stages before it.
 STAGES = [
+    "hints",
     "files",
     "progress",
     "library_logs",

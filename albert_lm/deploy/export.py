@@ -60,8 +60,8 @@ from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.unpad import use_unpadding
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits
+from albert_lm.runtime.run_folders import model_hint
 from albert_lm.runtime.task_model import load_for_task
-from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

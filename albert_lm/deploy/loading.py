@@ -22,8 +22,8 @@ from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
 from albert_lm.runtime.finetuned import read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits, sequence_length
+from albert_lm.runtime.run_folders import model_hint
 from albert_lm.tasks.batches import collate, length_bucketed_batches
-from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

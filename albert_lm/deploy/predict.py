@@ -59,13 +59,13 @@ from albert_lm.model.early_exit import ExitRule, with_exit_rule
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
+from albert_lm.runtime.run_folders import model_hint
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.glue import GlueTask, label_names
 from albert_lm.tasks.race import LETTERS
 from albert_lm.tasks.squad import SquadTask
 from albert_lm.tasks.squad_decoding import decode
-from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

@@ -209,7 +209,9 @@ def teacher_folder(cfg: GlueConfig, task: str) -> Path:
 
 def check_inputs(cfg: GlueConfig, tasks: list[str]) -> None:
     """The model folder, each task's train and dev files under the GLUE root, and its teacher if it has one."""
-    from albert_lm.training.run_folder import model_hint  # torch: not on the command line's start
+    from albert_lm.runtime.run_folders import (
+        model_hint,
+    )  # the runtime package: not on the command line's start
 
     model, data = Path(cfg.model), Path(cfg.data)
     if not (model / "config.json").is_file():

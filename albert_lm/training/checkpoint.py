@@ -32,13 +32,17 @@ import torch
 
 from albert_lm.files import atomic_folder, write_json
 from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.runtime.run_folders import (  # noqa: F401 (found where deploy finds them too)
+    PREFIX,
+    STATE_FILE,
+    checkpoint_step,
+    latest_checkpoint,
+    list_checkpoints,
+)
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "checkpoint-"
 TMP_PREFIX = ".tmp-checkpoint-"
-STATE_FILE = "training_state.pt"
-_NAME = re.compile(rf"^{PREFIX}(\d+)$")
 _OLD = re.compile(rf"^\.{PREFIX}\d+\.old$")  # atomic_folder's name for a folder being replaced
 
 
@@ -69,27 +73,7 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-# --------------------------------------------------------------------------- finding checkpoints
-def checkpoint_step(path: Path) -> int | None:
-    m = _NAME.match(path.name)
-    return int(m.group(1)) if m else None
-
-
-def list_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
-    """Complete checkpoint folders under `output_dir`, oldest first."""
-    root = Path(output_dir)
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
-    complete = [p for p in found if (p / STATE_FILE).is_file()]
-    return sorted(complete, key=lambda p: checkpoint_step(p) or 0)
-
-
-def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
-    found = list_checkpoints(output_dir)
-    return found[-1] if found else None
-
-
+# --------------------------------------------------------------------------- writing them
 def remove_stale_temporaries(output_dir: str | os.PathLike) -> None:
     """Half-written folders left by a run that was killed while saving (and a replaced folder's leftover)."""
     root = Path(output_dir)

@@ -29,11 +29,11 @@ from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
+from albert_lm.runtime.run_folders import model_hint
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.task import Feature
 from albert_lm.training.finetune_config import FinetuneConfig, check_saved_config
-from albert_lm.training.run_folder import model_hint
 
 logger = logging.getLogger(__name__)
 

@@ -51,6 +51,7 @@ from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.runtime.finetuned import SAVED_FILE
+from albert_lm.runtime.run_folders import model_hint
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, metrics
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
@@ -77,7 +78,7 @@ from albert_lm.training.loop import Objective, Progress, to_device, train
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, plot_metrics
 from albert_lm.training.optim import build_optimizer, build_scheduler
 from albert_lm.training.run_cards import write_finetune_card
-from albert_lm.training.run_folder import RunKind, model_hint
+from albert_lm.training.run_folder import RunKind
 from albert_lm.values import settings_where
 
 logger = logging.getLogger(__name__)

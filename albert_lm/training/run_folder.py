@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import check_not_busy, check_output_apart, describe_folder, read_json_object
-from albert_lm.hints import near_path
 from albert_lm.model.card import CARD_FILE, is_model_card
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training.monitor import CURVES_FILE, TENSORBOARD_DIR
@@ -187,18 +186,3 @@ def read_state(kind: RunKind, latest: Path) -> dict[str, Any]:
             f"{latest / ckpt.STATE_FILE}: not a {kind.name} state (missing {', '.join(missing)})"
         )
     return state
-
-
-def model_hint(folder: str | os.PathLike) -> str:
-    """Where `folder` holds no config.json: the model folder the user likely meant, as "; ..." (a run's
-    folder for the model it made: a fine-tuning's best/, the demo's model/, a stopped run's newest
-    checkpoint; a name near it for a folder that does not exist). Else nothing."""
-    folder = Path(folder)
-    for inside, what in (("best", "the fine-tuning run's model"), ("model", "the model made there")):
-        if (folder / inside / "config.json").is_file():
-            return f"; {what} is {folder / inside}"
-    newest = ckpt.latest_checkpoint(folder) if folder.is_dir() else None
-    if newest is not None and (newest / "config.json").is_file():
-        return f"; a run there has not finished: its newest checkpoint, {newest}, is a model folder"
-    near = None if folder.exists() else near_path(folder, folders_only=True)
-    return f"; did you mean {near}?" if near else ""
