@@ -313,7 +313,10 @@ def decode_utf8(raw: bytes, name: str | os.PathLike) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        where = f"not UTF-8 (byte {e.start} of the file){legacy_encoding_hint(raw, name)}"
+        around = raw[
+            max(0, e.start - (1 << 16)) : e.start + (1 << 16)
+        ]  # the hint judges a sample, not the file
+        where = f"not UTF-8 (byte {e.start} of the file){legacy_encoding_hint(around, name)}"
         raise InputError(name, where, line=raw[: e.start].count(b"\n") + 1) from None
 
 

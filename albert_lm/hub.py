@@ -78,7 +78,7 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
     try:
         folder = _snapshot(repo, revision, f"{what} {value}")
     except FileNotFoundError as e:
-        near = _near_local(path)
+        near = near_path(path, folders_only=True)  # a typo of a local folder's name
         raise (
             FileNotFoundError(f"{what} {value}: no such folder; did you mean {near}?") if near else e
         ) from None
@@ -87,12 +87,6 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
         "%s: hub %s@%s (commit %s), cached at %s", what, repo, revision or "main", folder.name, folder
     )
     return folder
-
-
-def _near_local(path: Path) -> str | None:
-    """A local folder beside `path` whose name is close to its own ("models/albert-minilm-smal-en": a
-    typo of models/albert-minilm-small-en), where `path`'s parent is a local folder; else None."""
-    return near_path(path, folders_only=True)
 
 
 def _snapshot(repo: str, revision: str | None, where: str) -> Path:

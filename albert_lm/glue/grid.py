@@ -41,6 +41,7 @@ from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, check_inputs,
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.progress import logs_above_bars, progress_bar
+from albert_lm.runtime.run_folders import checkpoint_step, latest_checkpoint
 from albert_lm.training.finetune_config import FinetuneConfig
 from albert_lm.training.run_folder import changed_settings
 from albert_lm.values import settings_where
@@ -110,6 +111,7 @@ def run_config(cfg: GlueConfig, task: str, rate: float, seed: int) -> FinetuneCo
 
 
 _STEPS: Any = None  # in a worker: the pool's progress queue, where its runs count their optimizer steps
+_UNSENT = [0, 0.0]  # in a worker: steps not yet put on the queue, and when it was last put to
 
 
 def _quiet_one_thread(counts: Any) -> None:
@@ -125,10 +127,16 @@ def _quiet_one_thread(counts: Any) -> None:
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # transformers' own bars (loading a teacher)
 
 
-def _count_step(step: int) -> None:
-    """After each optimizer step of a run in a worker: one more step on the suite's bar."""
-    if _STEPS is not None:
-        _STEPS.put(1)
+def _count_step(step: int, flush: bool = False) -> None:
+    """After each optimizer step of a run in a worker: one more step on the suite's bar, put on the queue
+    at most once a second (a small model on a GPU takes hundreds of steps a second); `flush` puts the rest
+    (a run's end)."""
+    if _STEPS is None:  # not in a worker of the suite
+        return
+    _UNSENT[0] += not flush
+    if _UNSENT[0] and (flush or time.monotonic() - _UNSENT[1] >= 1.0):
+        _STEPS.put(_UNSENT[0])
+        _UNSENT[:] = [0, time.monotonic()]
 
 
 def _run(
@@ -149,6 +157,7 @@ def _run(
         from albert_lm.training.finetune import finetune
 
         result = finetune(cfg, on_step=_count_step)
+    _count_step(0, flush=True)
     write_json(Path(cfg.output) / RUN_RECORD, record)
     (Path(cfg.output) / RUN_STARTED).unlink(missing_ok=True)
     return job, result
@@ -295,8 +304,6 @@ def _resumed(
     would have now (the same model, tokenizer, data and settings). One started from others is refused, as
     a finished one is (`overwrite` starts it again); one stopped before its first checkpoint starts again,
     said."""
-    from albert_lm.training.checkpoint import checkpoint_step, latest_checkpoint
-
     resumed: dict[tuple[str, float, int], int | None] = {}
     again = []
     for job in todo:
@@ -304,14 +311,15 @@ def _resumed(
         if not (folder / RUN_STARTED).is_file():
             continue
         latest = latest_checkpoint(folder)
+        if latest is None:
+            again.append(job)
+            continue
         try:
             kept = read_json_object(folder / RUN_STARTED, "glue run record")
         except ValueError:
             kept = {}
         differs = _differences(kept, records[job], run_config(cfg, *job))
-        if latest is None:
-            again.append(job)
-        elif not differs:
+        if not differs:
             resumed[job] = checkpoint_step(latest)
         elif cfg.overwrite:
             logger.info("glue: starting %s again: %s", folder, "; ".join(differs))
@@ -343,8 +351,6 @@ def _say_stopped(
 ) -> None:
     """What a stopped suite keeps: its finished runs, and where each run under way was saved (a run whose
     step outlasted the time to save it starts again)."""
-    from albert_lm.training.checkpoint import checkpoint_step, latest_checkpoint
-
     left = [j for j in todo if not (run_folder(cfg, *j) / RUN_RECORD).is_file()]
     under_way = [j for j in left if (run_folder(cfg, *j) / RUN_STARTED).is_file()]
     saved = {j: latest_checkpoint(run_folder(cfg, *j)) for j in under_way}
