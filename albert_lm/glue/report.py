@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -13,15 +12,16 @@ from typing import Any
 from albert_lm.files import InputError, read_json_object
 from albert_lm.glue.config import GLUE5, GlueConfig, run_folder
 from albert_lm.settings import json_repr, seed_list
-from albert_lm.tasks import get_task
+from albert_lm.tasks import get_task, metrics
 
 
 def majority_score(task: str, data: Path, cap: int | None = None) -> float:
     """The task's metric for always guessing the most frequent dev label (a constant: MCC and Pearson 0)."""
     if GLUE5[task][1] in ("mcc", "pearson"):
         return 0.0
-    labels = _dev_labels(task, data)[:cap]
-    return Counter(labels).most_common(1)[0][1] / len(labels)
+    guess = metrics.constant_score(GLUE5[task][1], _dev_labels(task, data)[:cap])
+    assert guess is not None  # accuracy, on a dev file of labels
+    return guess[0]
 
 
 def _dev_labels(task: str, data: Path) -> list[Any]:

@@ -88,17 +88,26 @@ GLUE_METRICS: dict[str, tuple[str, ...]] = {
 }
 
 
-def guessing(main: str, score: float, labels: Sequence[Any]) -> str | None:
-    """What a guess scores, where the best dev `score` of metric `main` is no better: for accuracy, always
-    answering the most frequent of the dev `labels`; for a correlation (MCC, Pearson, Spearman), a constant
-    answer's 0. None where the score is better, or for other metrics."""
+def constant_score(main: str, labels: Sequence[Any]) -> tuple[float, str] | None:
+    """What a constant answer scores on the dev `labels` by metric `main`, and the answer: for accuracy,
+    always the most frequent label; for a correlation (MCC, Pearson, Spearman), 0. None for other metrics
+    or without labels."""
     if main in ("mcc", "pearson", "spearman"):
-        return "a constant answer (0)" if score <= 0.0 else None
+        return 0.0, "a constant answer"
     known = [str(label) for label in labels if label is not None]
     if main != "accuracy" or not known:
         return None
     label, n = collections.Counter(known).most_common(1)[0]
-    return f"always answering {label!r} ({n / len(known):.4f})" if score <= n / len(known) + 1e-9 else None
+    return n / len(known), f"always answering {label!r}"
+
+
+def guessing(main: str, score: float, labels: Sequence[Any]) -> str | None:
+    """What a guess scores, where the best dev `score` of metric `main` is no better (`constant_score`);
+    None where the score is better, or for other metrics."""
+    guess = constant_score(main, labels)
+    if guess is None or score > guess[0] + 1e-9:
+        return None
+    return f"{guess[1]} ({guess[0]:.4f})" if guess[0] else f"{guess[1]} (0)"
 
 
 def glue_metrics(task: str, preds: Sequence[Any], labels: Sequence[Any]) -> dict[str, float]:
