@@ -313,10 +313,8 @@ def decode_utf8(raw: bytes, name: str | os.PathLike) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        around = raw[
-            max(0, e.start - (1 << 16)) : e.start + (1 << 16)
-        ]  # the hint judges a sample, not the file
-        where = f"not UTF-8 (byte {e.start} of the file){legacy_encoding_hint(around, name)}"
+        hint = legacy_encoding_hint(raw[max(0, e.start - 65536) : e.start + 65536], name)  # a sample's
+        where = f"not UTF-8 (byte {e.start} of the file){hint}"
         raise InputError(name, where, line=raw[: e.start].count(b"\n") + 1) from None
 
 

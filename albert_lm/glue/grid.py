@@ -128,9 +128,8 @@ def _quiet_one_thread(counts: Any) -> None:
 
 
 def _count_step(step: int, flush: bool = False) -> None:
-    """After each optimizer step of a run in a worker: one more step on the suite's bar, put on the queue
-    at most once a second (a small model on a GPU takes hundreds of steps a second); `flush` puts the rest
-    (a run's end)."""
+    """After each optimizer step of a run in a worker: one more step on the suite's bar, put on the queue at
+    most once a second (a GPU takes hundreds of steps a second); `flush`, at a run's end, puts the rest."""
     if _STEPS is None:  # not in a worker of the suite
         return
     _UNSENT[0] += not flush
