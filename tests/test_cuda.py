@@ -164,7 +164,8 @@ def on_step(step):
     if step == args.get("kill_at"):
         os.kill(os.getpid(), signal.SIGKILL)
 r = pretrain(tiny_run(**args["cfg"]), train_dataset=SyntheticData(), on_step=on_step)
-print("RESULT", r.step, r.interrupted)
+# One write of one line: with PYTHONUNBUFFERED, print's pieces from two ranks interleave on the pipe.
+sys.stdout.write(f"RESULT {{r.step}} {{r.interrupted}}\\n")
 """
 
 

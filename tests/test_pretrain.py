@@ -113,7 +113,8 @@ def on_step(step):
             os._exit(3)
         os.kill(os.getpid(), getattr(signal, args["signal"]))
 r = pretrain(tiny_run(**args["cfg"]), train_dataset=SyntheticData(), on_step=on_step)
-print("RESULT", r.step, r.interrupted)
+# One write of one line: with PYTHONUNBUFFERED, print's pieces from two ranks interleave on the pipe.
+sys.stdout.write(f"RESULT {{r.step}} {{r.interrupted}}\\n")
 """
 
 
