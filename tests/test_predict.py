@@ -140,6 +140,18 @@ def test_token_classification_tags_every_word(make_model, tmp_path, capsys):
     assert [len(r["tags"]) for r in rows] == [3, 2, 120] and all(
         t in ("B-X", "I-X", "O") for r in rows for t in r["tags"]
     )
+    # How sure: each word's tag's probability, the softmax over the tags at its first piece, as
+    # transformers' logits give it
+    tok = AlbertTokenizer.from_pretrained(model)
+    pieces = [tok.encode(w, add_special_tokens=False) for w in ["Kala", "bime", "to"]]
+    ids = [tok.cls_token_id, *[i for p in pieces for i in p], tok.sep_token_id]
+    starts = [1 + sum(len(p) for p in pieces[:w]) for w in range(3)]
+    hf = transformers.AlbertForTokenClassification.from_pretrained(model).eval()
+    with torch.no_grad():
+        p = hf(input_ids=torch.tensor([ids])).logits[0, starts].softmax(-1)
+    assert rows[0]["tags"] == [("B-X", "I-X", "O")[i] for i in p.argmax(-1).tolist()]
+    assert rows[0]["tag_probabilities"] == pytest.approx(p.max(-1).values.tolist(), abs=1e-5)
+    assert [len(r["tag_probabilities"]) for r in rows] == [3, 2, 120]
     src.write_text(json.dumps({"tokens": ["Kala", " ", "to"]}) + "\n")  # the word at fault, named
     code, rows, err = run(["--model", str(model), "--input", str(src)], capsys)
     assert code == 1 and f"{src}:1: column 'tokens': item 2 is \" \", expected a text" in err

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.special import softmax
 
 from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.inputs import (
@@ -66,6 +67,7 @@ from albert_lm.tasks.glue import GlueTask, label_names
 from albert_lm.tasks.race import LETTERS
 from albert_lm.tasks.squad import SquadTask
 from albert_lm.tasks.squad_decoding import decode
+from albert_lm.tasks.text_classification import TokenClassificationTask
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +80,8 @@ _ARCHITECTURE_TASKS = {
     "AlbertForSentenceSimilarity": "stsb",  # a bi-encoder: text pairs scored on STS-B's scale
 }
 # The fields predict writes; a kept column of one of these names would replace it.
-OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "answer", "start",
-                 "end", "index", "null_score_diff")  # fmt: skip
+OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "tag_probabilities",
+                 "answer", "start", "end", "index", "null_score_diff")  # fmt: skip
 
 
 @dataclass
@@ -207,11 +209,6 @@ def _model_dir(model: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------- predictions
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
 def _span_records(tm: TaskModel, examples, features, outputs, lines) -> list[dict[str, Any]]:
     task = tm.task
     assert isinstance(task, SquadTask)
@@ -238,7 +235,7 @@ def _label_record(tm: TaskModel, x: np.ndarray, line: int) -> dict[str, Any]:
     """One row of a classifier's logits `x` (num_labels,) as its output line."""
     task, labels = tm.task, tm.labels
     if task.head == "multiple_choice":
-        p = _softmax(x)
+        p = softmax(x)
         i = int(p.argmax())
         return {
             "line": line,
@@ -256,7 +253,7 @@ def _label_record(tm: TaskModel, x: np.ndarray, line: int) -> dict[str, Any]:
             "labels": [str(n) for n, v in zip(labels, p, strict=True) if v >= 0.5],
             "probabilities": probs,
         }
-    p = _softmax(x)
+    p = softmax(x)
     probs = {str(name): round(float(v), 6) for name, v in zip(labels, p, strict=True)}
     return {"line": line, "label": str(labels[int(p.argmax())]), "probabilities": probs}
 
@@ -274,10 +271,11 @@ def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int
     if tm.task.head == "question_answering":
         return _span_records(tm, examples, features, outputs, lines)
     if tm.task.head == "token_classification":
-        tags = tm.task.predict(examples, features, outputs)
+        assert isinstance(tm.task, TokenClassificationTask)
+        tagged = tm.task.tags_and_probabilities(examples, features, outputs)
         return [
-            {"line": line, "tokens": ex.tokens, "tags": t}
-            for ex, t, line in zip(examples, tags, lines, strict=True)
+            {"line": line, "tokens": ex.tokens, "tags": t, "tag_probabilities": [round(q, 6) for q in p]}
+            for ex, (t, p), line in zip(examples, tagged, lines, strict=True)
         ]
     records = [
         _label_record(tm, np.asarray(o["logits"], dtype=np.float64), line)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.files import InputError, atomic_write, csv_rows, decode_utf8, iter_jsonl
@@ -365,15 +366,22 @@ class TokenClassificationTask(_OwnFilesTask):
 
     def predict(self, examples, features, outputs) -> list[list[str]]:
         """Each word's tag, from the window it is read from (`owners`)."""
-        windows: list[list[tuple[int, list[str]]]] = [[] for _ in examples]  # (first word, its words' tags)
+        return [tags for tags, _ in self.tags_and_probabilities(examples, features, outputs)]
+
+    def tags_and_probabilities(self, examples, features, outputs) -> list[tuple[list[str], list[float]]]:
+        """Each example's words' tags and each tag's probability (the softmax over the tags at the word's
+        first piece), from the window the word is read from (`owners`)."""
+        # per example: (first word, its words' (tag, probability)) of each window
+        windows: list[list[tuple[int, list[tuple[str, float]]]]] = [[] for _ in examples]
         for f, o in zip(features, outputs, strict=True):
-            ids = np.asarray(o["logits"]).argmax(-1)  # (L,)
-            tags = [self.labels[int(ids[p])] for p in f["word_starts"]]
-            windows[f["example_index"]].append((f.get("word_offset", 0), tags))
+            p = softmax(np.asarray(o["logits"], dtype=np.float64)[f["word_starts"]], axis=-1)  # (words, tags)
+            tagged = [(self.labels[int(i)], float(p[w, i])) for w, i in enumerate(p.argmax(-1))]
+            windows[f["example_index"]].append((f.get("word_offset", 0), tagged))
         out = []
         for ex, read in zip(examples, windows, strict=True):
-            owner = owners([(start, start + len(tags)) for start, tags in read], len(ex.tokens))
-            out.append([read[k][1][w - read[k][0]] for w, k in enumerate(owner)])
+            owner = owners([(start, start + len(tagged)) for start, tagged in read], len(ex.tokens))
+            chosen = [read[k][1][w - read[k][0]] for w, k in enumerate(owner)]
+            out.append(([t for t, _ in chosen], [q for _, q in chosen]))
         return out
 
     def score(self, examples, predictions) -> dict[str, float]:
