@@ -579,6 +579,8 @@ def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
                               "--batch-size", "4", "--warmup-steps", "1", "--seed", "2")) == 0  # fmt: skip
     tok = AlbertTokenizer.from_pretrained(run)  # the model folder keeps the language's rule
     assert (tok.do_lower_case, tok.keep_accents) == (LANGUAGES[lang].do_lower_case, True)
+    # the cards name the language the tokenizer was trained for (the hub's `language` field)
+    assert f"language:\n- {lang}\n" in (run / "README.md").read_text(encoding="utf-8")
     # fine-tuning and prediction on text of the same script, the rule carried through
     lines = [ln for ln in corpus.read_text(encoding="utf-8").splitlines() if ln.strip()][:40]
     task = tmp_path / "task"
@@ -592,6 +594,7 @@ def test_tokenizer_data_and_pretraining_in_each_script(tmp_path, lang) -> None:
     assert main(finetune_argv("classification", run, task, ft, "--max-steps", "2", "--batch-size", "8",
                               "--no-plot", "-q")) == 0  # fmt: skip
     assert AlbertTokenizer.from_pretrained(ft / "best").keep_accents
+    assert f"| language | {lang} (the tokenizer's `--language`) |" in (ft / "best" / "README.md").read_text()
     (tmp_path / "in.txt").write_text("\n".join(lines[30:33]) + "\n", encoding="utf-8")
     assert (
         main(

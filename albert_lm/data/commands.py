@@ -167,6 +167,7 @@ def tokenizer_rule(args: argparse.Namespace, section: dict) -> dict:
         "character_coverage": pick("character_coverage", "character_coverage", lang.character_coverage),
         "input_sentence_size": pick("input_sentence_size", "input_sentence_size", 10_000_000),
         "add_dummy_prefix": lang.add_dummy_prefix,
+        "language": args.language or section.get("language"),  # recorded for model cards; None: not said
     }
 
 

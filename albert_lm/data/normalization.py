@@ -56,8 +56,9 @@ def preprocess_text(
     return text
 
 
-def read_rule(config_file: Path) -> dict[str, bool]:
-    """The normalization rule a tokenizer_config.json records (the keys it has), checked."""
+def read_rule(config_file: Path) -> dict[str, Any]:
+    """The normalization rule a tokenizer_config.json records (the keys it has), checked, and the text's
+    `language` where it says one (a code, for model cards)."""
     try:
         saved = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -66,7 +67,10 @@ def read_rule(config_file: Path) -> dict[str, bool]:
     if not isinstance(saved, dict):
         raise ValueError(f"{config_file}: expected a JSON object")
     check_booleans(saved, config_file)
-    return {key: saved[key] for key in RULE_KEYS if saved.get(key) is not None}
+    rule: dict[str, Any] = {key: saved[key] for key in RULE_KEYS if saved.get(key) is not None}
+    if isinstance(saved.get("language"), str) and saved["language"].strip():
+        rule["language"] = saved["language"].strip()
+    return rule
 
 
 def check_booleans(config: Mapping[str, Any], config_file: Path) -> None:

@@ -76,8 +76,10 @@ class AlbertTokenizer:
         do_lower_case: bool = True,
         remove_space: bool = True,
         keep_accents: bool = False,
+        language: str | None = None,
     ) -> None:
         self.model_file = Path(model_file)
+        self.language = language  # the text's language code, where its training said it: for model cards
         self.do_lower_case = do_lower_case
         self.remove_space = remove_space
         self.keep_accents = keep_accents
@@ -148,6 +150,8 @@ class AlbertTokenizer:
             "remove_space": self.remove_space,
             "keep_accents": self.keep_accents,
         }
+        if self.language is not None:
+            config["language"] = self.language
         config_out = out / CONFIG_FILE
         atomic_write(config_out, json.dumps(config, indent=2) + "\n")
         return [model_out, config_out]

@@ -55,6 +55,7 @@ def train_tokenizer(
     keep_accents: bool = False,
     text_column: str = "text",
     add_dummy_prefix: bool = True,
+    language: str | None = None,
 ) -> AlbertTokenizer:
     """Train a unigram SentencePiece model the way the released ALBERT model was trained.
 
@@ -62,6 +63,7 @@ def train_tokenizer(
     glob patterns (`albert_lm.data.sources.expand_inputs`). The normalization rule (`do_lower_case`,
     `keep_accents`: `albert_lm.data.languages` has each language's) is applied here and saved in
     tokenizer_config.json for every later stage; `add_dummy_prefix=False` is saved in the model itself.
+    `language`: the text's language code, where it was said, recorded there for the model cards.
     Each non-empty line (after `preprocess_text`; lines wrapped inside a word of text without spaces
     joined first) is one training sentence. Trainer settings copy the released model's
     (`albert_trainer_settings`); SentencePiece samples `input_sentence_size` lines with a fixed seed, so
@@ -86,7 +88,9 @@ def train_tokenizer(
     warn_gutenberg_markers(inputs, strip_gutenberg)
     if not keep_accents:
         warn_english_rule(inputs, text_column)
-    rule = Rule(do_lower_case, keep_accents, strip_gutenberg, skip_invalid_utf8, max_line_bytes, text_column)
+    rule = Rule(
+        do_lower_case, keep_accents, strip_gutenberg, skip_invalid_utf8, max_line_bytes, text_column, language
+    )
     settings = albert_trainer_settings(vocab_size, character_coverage, input_sentence_size, num_threads)
     if not add_dummy_prefix:  # only then: the English settings stay the released model's, byte for byte
         # and a space keeps a piece of its own, even where the training text has none (else: <unk>)
@@ -127,6 +131,7 @@ class Rule:
     skip_invalid_utf8: bool = False
     max_line_bytes: int = 1 << 20
     text_column: str = "text"
+    language: str | None = None
 
 
 _STOP_WAIT_S = 5.0
@@ -261,7 +266,11 @@ def _write(out: Path, model: bytes, rule: Rule) -> AlbertTokenizer:
     """The tokenizer's files written in `out`. They are made in a `.train-PID` folder there first, then
     moved in, the model last: a failure while they are made leaves an earlier tokenizer whole."""
     stage = out / f".train-{os.getpid()}"
-    norm = {"do_lower_case": rule.do_lower_case, "keep_accents": rule.keep_accents}
+    norm: dict[str, Any] = {
+        "do_lower_case": rule.do_lower_case,
+        "keep_accents": rule.keep_accents,
+        "language": rule.language,
+    }
     try:
         stage.mkdir()
         atomic_write(stage / MODEL_FILE, model)

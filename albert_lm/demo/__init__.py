@@ -231,6 +231,7 @@ def make_tokenizer(files: list[Path], tok_dir: Path, settings: dict[str, Any]) -
             "keep_accents",
             "character_coverage",
             "add_dummy_prefix",
+            "language",
         )
         train_tokenizer([str(f) for f in files], tok_dir, **{k: settings[k] for k in keys if k in settings})
 

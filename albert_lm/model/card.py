@@ -90,7 +90,7 @@ def write_model_card(
     wordpiece = (folder / "vocab.txt").is_file() and not (folder / "spiece.model").is_file()
     text = model_card(
         title, made_by, scores, config, str(location if location is not None else folder), base_model,
-        pieces="WordPiece" if wordpiece else "SentencePiece",
+        pieces="WordPiece" if wordpiece else "SentencePiece", language=_language(folder),
     )  # fmt: skip
     return atomic_write(card, text)
 
@@ -103,14 +103,16 @@ def model_card(
     location: str,
     base_model: str | None = None,
     pieces: str = "SentencePiece",
+    language: str | None = None,
 ) -> str:
-    """The card's text (see `write_model_card`); `pieces`: the kind of its vocabulary."""
+    """The card's text (see `write_model_card`); `pieces`: the kind of its vocabulary; `language`: the
+    code its tokenizer was trained for, where that was said."""
     architecture = _architecture(config)
     parts = [
-        _front_matter(config, PIPELINE_TAGS.get(architecture), base_model),
+        _front_matter(config, PIPELINE_TAGS.get(architecture), base_model, language),
         CARD_MARK,
         f"# {title}",
-        _model_section(config, architecture, pieces),
+        _model_section(config, architecture, pieces, language),
         "## How it was made\n\n" + _table(("setting", "value"), made_by.items()),
         _scores_section(scores),
         _usage_section(config, architecture, location),
@@ -123,12 +125,27 @@ def _architecture(config: AlbertConfig) -> str:
     return str(names[0])
 
 
-def _front_matter(config: AlbertConfig, pipeline_tag: str | None, base_model: str | None) -> str:
+def _language(folder: Path) -> str | None:
+    """The language code the folder's tokenizer_config.json records (`albert tokenizer train --language`),
+    or None: not said, or no such file (a WordPiece student's)."""
+    try:
+        saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    code = saved.get("language") if isinstance(saved, dict) else None
+    return code if isinstance(code, str) and code.strip() else None
+
+
+def _front_matter(
+    config: AlbertConfig, pipeline_tag: str | None, base_model: str | None, language: str | None
+) -> str:
     # transformers reads only its own layout: a native-layout model (sharing attention or ffn) names no
     # library the hub would offer to load it with.
     lines = ["---"]
     if config.transformers_compatible:
         lines.append("library_name: transformers")
+    if language is not None:
+        lines += ["language:", f"- {language}"]
     lines += ["tags:", "- albert", "- albert-lm"]
     if pipeline_tag is not None:
         lines.append(f"pipeline_tag: {pipeline_tag}")
@@ -151,7 +168,7 @@ def _sharing(config: AlbertConfig) -> str:
     return f"{config.sharing}: {_SHARED[config.sharing]}, {share} of the {layers} layers{inner}"
 
 
-def _model_section(config: AlbertConfig, architecture: str, pieces: str) -> str:
+def _model_section(config: AlbertConfig, architecture: str, pieces: str, language: str | None) -> str:
     params = count_parameters(config)
     rows = [
         ("architecture", f"ALBERT, `{architecture}`"),
@@ -163,6 +180,7 @@ def _model_section(config: AlbertConfig, architecture: str, pieces: str) -> str:
         ("attention heads", config.num_attention_heads),
         ("feed-forward size", config.intermediate_size),
         ("cross-layer sharing", _sharing(config)),
+        ("language", language and f"{language} (the tokenizer's `--language`)"),
         ("vocabulary", f"{config.vocab_size:,} {pieces} pieces"),
         ("positions", config.max_position_embeddings),
         ("activation", config.hidden_act),
