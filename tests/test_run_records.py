@@ -251,3 +251,27 @@ def test_a_card_names_the_kind_of_vocabulary_beside_the_weights(tiny_config, tmp
         (folder / name).write_text("x\n")
         card = write_model_card(folder, title="x", made_by={}).read_text()
         assert f"| vocabulary | {config.vocab_size:,} {pieces} pieces |" in card
+
+
+def test_an_encoders_card_shows_sentence_vectors_and_its_snippet_runs(
+    tiny_config, tiny_corpus_and_tokenizer, tmp_path
+):
+    """An encoder (feature-extraction) card says how to get a sentence vector: `albert embed`, and a
+    Python snippet that runs as written and gives `albert embed`'s mean-pooled vectors."""
+    import numpy as np
+
+    from albert_lm.deploy.api import Predictor
+    from albert_lm.model.encoder import AlbertModel
+
+    folder = tmp_path / "encoder"
+    AlbertModel(tiny_config(vocab_size=200, extra={"architectures": ["AlbertModel"]})).save_pretrained(folder)
+    shutil.copy(tiny_corpus_and_tokenizer[1] / "spiece.model", folder / "spiece.model")
+    card = write_model_card(folder, title="x", made_by={}).read_text()
+    assert f"albert embed --model {folder} --input texts.txt --output vectors.npy --normalize" in card
+    assert "averaged over attention_mask" in card  # what a transformers user averages, not pooler_output
+    snippet = card.split("```python\n")[1].split("```")[0]
+    scope: dict = {"texts": ["a text", "another text here"]}
+    exec(snippet, scope)
+    want = Predictor(folder).embed(scope["texts"], normalize=True)  # the same precision as the snippet
+    np.testing.assert_allclose(scope["vectors"], want, atol=1e-3)
+    assert scope["vectors"].shape == (2, scope["model"].config.hidden_size)

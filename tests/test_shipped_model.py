@@ -85,3 +85,15 @@ def test_its_zero_shot_stsb_figure_holds(albert_data):
 
 
 PEARSON = 0.822  # models/albert-minilm-small-en's card and docs/distill_results.md
+
+
+def test_its_files_name_no_path_of_the_machine_it_was_made_on():
+    """Its settings say where the text was relative to the folder the run starts in (the card says
+    which): `albert distill general --config` on them runs the same distillation elsewhere."""
+    settings = json.loads((MODEL / "distill_config.json").read_text())
+    paths = [settings["output"], settings["sts"], *settings["text"]]
+    assert not [p for p in paths if Path(p).is_absolute()]
+    assert len(settings["text"]) == 253 and all(p.startswith("books/") for p in settings["text"])
+    card = (MODEL / "README.md").read_text()
+    assert "--config\nmodels/albert-minilm-small-en/distill_config.json" in card
+    assert "license: apache-2.0" in card and "language:\n- en" in card

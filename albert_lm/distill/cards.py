@@ -31,8 +31,12 @@ def write_general_card(
     made_by = {
         "command": "albert distill general",
         "teacher": f"{teacher['name']} ({teacher['pooling']})",
-        "text": f"{sentences:,} sentences of {len(cfg.text)} file(s) ({held:,} more held out)",
+        "text": f"{sentences:,} sentences of {len(cfg.text)} file{'' if len(cfg.text) == 1 else 's'} "
+                f"({held:,} more held out)",
         "losses (weights)": ", ".join(f"{k} {v:g}" for k, v in losses.items() if v),
+        "sentence vector": "the mean of the last layer over the text's tokens (albert embed's default), taught "
+                           f"through a projection to match the teacher's ({teacher['pooling']}); the pooler and "
+                           "[CLS] were not taught",
         "learning rate": _schedule(cfg),
         "batch size": cfg.batch_size,
         "max sequence length": cfg.max_seq_length,

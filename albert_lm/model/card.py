@@ -44,7 +44,8 @@ PIPELINE_TAGS = {
 # What to do next with a model of each head, as an albert-lm command (LOCATION: the folder).
 _NEXT_COMMAND = {
     "fill-mask": "albert finetune --task rte --model LOCATION --data glue/RTE --output runs/rte",
-    "feature-extraction": "albert finetune --task rte --model LOCATION --data glue/RTE --output runs/rte",
+    "feature-extraction": "albert embed --model LOCATION --input texts.txt --output vectors.npy --normalize\n"
+    "albert finetune --task rte --model LOCATION --data glue/RTE --output runs/rte",
 }
 _PREDICT = "albert predict --model LOCATION --input rows.jsonl --output predictions.jsonl"
 _SHARED = {"all": "whole layers", "attention": "attention blocks", "ffn": "feed-forward blocks"}
@@ -200,10 +201,15 @@ def _usage_section(config: AlbertConfig, architecture: str, location: str) -> st
     pipeline = PIPELINE_TAGS.get(architecture)
     command = _NEXT_COMMAND.get(pipeline or "", _PREDICT).replace("LOCATION", shlex.quote(location))
     quoted = json.dumps(location)  # a Python string literal, in the double quotes the snippets use
-    lines = ["## How to use", "", "With albert-lm:", "", "```bash", command, "```", "", "```python",
-             f"from albert_lm import AlbertTokenizer, {architecture}", "",
-             f"model = {architecture}.from_pretrained({quoted})",
-             f"tokenizer = AlbertTokenizer.from_pretrained({quoted})", "```", ""]  # fmt: skip
+    python = [f"from albert_lm import AlbertTokenizer, {architecture}", "",
+              f"model = {architecture}.from_pretrained({quoted})",
+              f"tokenizer = AlbertTokenizer.from_pretrained({quoted})"]  # fmt: skip
+    if pipeline == "feature-extraction":  # sentence vectors as `albert embed` gives them
+        python[0] += ", Predictor"
+        python += ["", f"vectors = Predictor({quoted}).embed(texts, normalize=True)  # (len(texts), "
+                       f"{config.hidden_size}): the mean of the last layer over each text's tokens"]  # fmt: skip
+    lines = ["## How to use", "", "With albert-lm:", "", "```bash", command, "```", "", "```python", *python,
+             "```", ""]  # fmt: skip
     if not config.transformers_compatible:
         lines.append(
             f"transformers cannot load it: its cross-layer sharing ({config.sharing}) is not "
@@ -220,6 +226,10 @@ def _usage_section(config: AlbertConfig, architecture: str, location: str) -> st
         f"model = {architecture}.from_pretrained({quoted})",
         "```",
     ]
+    if pipeline == "feature-extraction":
+        lines[-1:-1] = [
+            "# a sentence vector, as albert embed's: last_hidden_state averaged over attention_mask"
+        ]
     if architecture == "AlbertForSentenceSimilarity":  # albert-lm's own head: transformers reads the encoder
         lines[-4:-1] = [
             "from transformers import AlbertModel",
