@@ -343,10 +343,10 @@ def merge_settings(
         # holds the ones it was started with, which must not resume or wipe a folder later.
         own = file_values(cls, layer, where, skip)  # every key a field of `cls`, of its type
         own = {k: v for k, v in own.items() if k not in PER_RUN}
-        values.update(own)
+        _layer_over(values, own)
         source.update(dict.fromkeys(own, where))
     typed = {k: v for k, v in given.items() if v is not None}
-    values.update(typed)
+    _layer_over(values, typed)
     source.update({k: _TYPED_AS.get(k, "--" + k.replace("_", "-")) for k in typed})
     missing = ["--" + r.replace("_", "-") for r in required if values.get(r) is None]
     if missing:
@@ -365,6 +365,14 @@ def merge_settings(
         elif origin and not text.startswith(origin):
             text = f"{origin}: {text}"
         raise ValueError(text) from None
+
+
+def _layer_over(values: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    """`layer`'s values win over `values`'; a mapping (model_overrides) is changed key by key, so that
+    `--model-override sharing=attention` on a recipe keeps the recipe's other overrides."""
+    for key, value in layer.items():
+        before = values.get(key)
+        values[key] = {**before, **value} if isinstance(before, dict) and isinstance(value, dict) else value
 
 
 # --------------------------------------------------------------------------- recipes

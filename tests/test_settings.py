@@ -155,6 +155,34 @@ def test_pretrain_without_data_is_an_error_that_says_what_to_pass(tmp_path, caps
     assert not (tmp_path / "run").exists()
 
 
+def test_a_model_override_changes_one_field_of_a_recipes_overrides(tmp_path):
+    """`--recipe cpu-1h --model-override sharing=attention`: the recipe's embedding_size 128 stays (it had
+    been replaced by the typed overrides, so the run trained another model than the recipe's)."""
+    from albert_lm.settings import merge_settings, recipe
+
+    recipes = recipe("cpu-1h")["pretrain"]
+    argv = [
+        "pretrain",
+        "--recipe",
+        "cpu-1h",
+        "--data",
+        "d",
+        "--output",
+        "o",
+        "--model-override",
+        "sharing=attention",
+    ]
+    args = build_parser().parse_args(argv)
+    given = option_values(args, PretrainConfig)
+    given["model_overrides"] = PretrainConfig.parse_overrides(given["model_overrides"])
+    cfg = merge_settings(PretrainConfig, given, None, recipes)
+    assert cfg.model_overrides == {**recipes["model_overrides"], "sharing": "attention"}
+    saved = tmp_path / "pretrain_config.json"  # a run's settings file, then one field changed
+    saved.write_text(json.dumps({"data": "d", "output": "o", "model_overrides": {"embedding_size": 64}}))
+    cfg = merge_settings(PretrainConfig, {"model_overrides": {"num_hidden_layers": 2}}, saved)
+    assert cfg.model_overrides == {"embedding_size": 64, "num_hidden_layers": 2}
+
+
 def test_model_overrides_read_values_as_json_where_they_are():
     got = PretrainConfig.parse_overrides(["num_hidden_layers=24", "hidden_act=gelu", "p=0.1", "s=[1, 2]"])
     assert got == {"num_hidden_layers": 24, "hidden_act": "gelu", "p": 0.1, "s": [1, 2]}

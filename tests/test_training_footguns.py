@@ -75,13 +75,13 @@ def test_a_long_run_says_the_time_left_again_at_the_pace_since(caplog):
     assert "4.00 s per step: the 2413 steps left take about 2.7 hours" in said[1]
 
 
-def _budget_clock(budget_s: float, warmup: int, step: int = 0) -> LoopClock:
+def _budget_clock(budget_s: float, warmup: int, step: int = 0, total_steps: int = 1_000_000) -> LoopClock:
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.01)
     scheduler = build_time_budget_scheduler(optimizer, warmup)
     return LoopClock(
         "pretrain",
         step=step,
-        total_steps=1_000_000,
+        total_steps=total_steps,
         budget="2m",
         budget_s=budget_s,
         scheduler=scheduler,
@@ -118,9 +118,12 @@ def test_a_run_that_ends_inside_its_warmup_says_so(caplog):
 
 
 def test_a_step_limit_inside_the_time_budget_says_the_rate_never_decayed(caplog):
-    clock = _budget_clock(3600.0, 5)  # an hour's schedule, stopped by the step limit after 20 steps
+    clock = _budget_clock(3600.0, 5, total_steps=20)  # an hour's schedule, stopped by the step limit at 20
     with caplog.at_level(logging.INFO):
-        _run_clock(clock, 4.0, 20)
+        _run_clock(clock, 4.0, LoopClock.WARM + LoopClock.MEASURED)
+        # said once the pace is known, not only at the end
+        assert "the step limit of 20 steps ends the run at about 2% of the time budget 2m" in caplog.text
+        _run_clock(clock, 4.0, 20 - LoopClock.WARM - LoopClock.MEASURED)
         clock.finished(20)
     assert "step limit ended the run at step 20" in caplog.text and "had not decayed" in caplog.text
     assert "schedule complete" not in caplog.text

@@ -99,6 +99,7 @@ class LoopClock:
             return
         factor = self._budget_factor()
         steps = step + int(max(0.0, self.budget_s - self.elapsed_s) / max(per_step, 1e-9))
+        self._warn_step_limit_first(steps, per_step)
         if factor is None or factor.warmup_steps <= steps:
             return
         warmup = max(1, round(steps * self.warmup_fraction))
@@ -117,6 +118,17 @@ class LoopClock:
                 100 * warmup / max(steps, 1),  # the share it is, which rounding to whole steps may change
             )
         factor.warmup_steps = warmup
+
+    def _warn_step_limit_first(self, steps: int, per_step: float) -> None:
+        """Said at once, not only at the end: a step limit that ends the run well inside its time budget (a
+        recipe's budget under a --max-steps typed for a short run) leaves the budget's schedule undecayed."""
+        if self.main and self.total_steps < 0.8 * steps:
+            logger.warning(
+                "%s: at %.2f s per step the step limit of %d steps ends the run at about %.0f%% of the time "
+                "budget %s, whose schedule the learning rate follows: it will not have decayed. --time-budget "
+                "none gives a schedule over the steps.",
+                self.what, per_step, self.total_steps, 100 * self.total_steps / max(steps, 1), self.budget,
+            )  # fmt: skip
 
     def _hours_left(self, step: int, per_step: float) -> None:
         self._said = (step, self.elapsed_s)
