@@ -79,8 +79,21 @@ def _table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+# What a preset's row leaves unsaid, printed under the table where the row is shown.
+_PRESET_NOTES = {
+    "albert-xxlarge": "albert-xxlarge: Table 1's shapes (H 4096, FFN 16384, L 12, E 128, V 30000) give {params}, "
+                      "as transformers counts them too; the paper does not say what else its 235M includes.",
+    "albert-tiny": "albert-tiny: albert-lm's own size for tests and quick tries, not the paper's; the cpu-10min and "
+                   "cpu-1h recipes change it (E 128, no sharing).",
+}  # fmt: skip
+
+
 def format_parameter_tables(presets: list[str] | None = None) -> str:
-    out = ["Presets (paper Table 1):", _table(preset_rows(presets))]
+    rows = preset_rows(presets)
+    out = ["Presets (paper Table 1):", _table(rows)]
+    out += [
+        _PRESET_NOTES[r.name].format(params=f"{r.params / 1e6:.1f}M") for r in rows if r.name in _PRESET_NOTES
+    ]
     if not presets:
         out += ["", "Ablation grid at base size, H=768 L=12 (paper Tables 3 and 4):", _table(grid_rows())]
     return "\n".join(out)
