@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from albert_lm.hints import legacy_encoding_hint
+from albert_lm.hints import legacy_encoding_hint, more_fields
 
 
 class InputError(ValueError):
@@ -400,7 +400,7 @@ def csv_rows(
             hint = "; is a quote left open?" if "field limit" in str(e) or "end of data" in str(e) else ""
             raise InputError(name, f"not readable as {kind}: {e}{hint}", line=lines.start) from None
         if None in row:
-            raise InputError(name, "more fields than header columns", line=lines.start)
+            raise InputError(name, more_fields(reader.fieldnames), line=lines.start)
         yield lines.start or reader.line_num, row
 
 

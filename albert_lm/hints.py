@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import difflib
 import os
+import shlex
 import unicodedata
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # 8-bit encodings a text that is not UTF-8 is most often in, each with the script its letters must be of
@@ -33,6 +35,61 @@ def missing(option: str, path: str | os.PathLike) -> FileNotFoundError:
     near = near_path(path)
     meant = f"; did you mean {near}?" if near else ""
     return FileNotFoundError(f"{option} {path}: no such file or folder{meant}")
+
+
+WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx", ".h5", ".msgpack")
+
+
+def not_a_folder(path: Path, option: str = "--model") -> FileNotFoundError:
+    """The error of an `option` path that should name a model folder but is a file (a weights file: the
+    folder it lies in) or does not exist (the folder a near name names)."""
+    if path.is_file():
+        what = "a weights file" if path.suffix.lower() in WEIGHTS else "a file"
+        way = (
+            f"; give its folder, {option} {path.parent}"
+            if (path.parent / "config.json").is_file()
+            else " (expected a folder with config.json and the weights)"
+        )
+        return FileNotFoundError(f"{option} {path}: {what}, not a model folder{way}")
+    near = near_path(path, folders_only=True)
+    meant = f"; did you mean {near}?" if near else ""
+    return FileNotFoundError(f"no model at {path} ({option}: no such folder{meant})")
+
+
+def separator_hint(columns: Sequence[str] | None) -> str:
+    """For a CSV header read as one column holding a ';' or a tab: the separator the file seems to use
+    instead of the comma, as "; ...". Excel writes "CSV" with semicolons where the comma is the decimal
+    mark (German, French, ...); a tab-separated file is often named .csv. Else nothing."""
+    if not columns or len(columns) != 1:
+        return ""
+    (only,) = columns
+    if ";" in str(only):
+        return "; is the file separated by ';'? Save it comma-separated, or tab-separated as .tsv"
+    if "\t" in str(only):
+        return "; is the file tab-separated? Name it .tsv, or save it comma-separated"
+    return ""
+
+
+def more_fields(columns: Sequence[str] | None) -> str:
+    """The error of a CSV row with more fields than its header has columns, with `separator_hint`."""
+    return "more fields than header columns" + separator_hint(columns)
+
+
+def column_hint(option: str, name: str, columns: Sequence[str], taken: Iterable[str] = ()) -> str:
+    """The message of column `name` (read by `option`) that a file's header lacks: the file's columns, and
+    the option with the column likely meant (a near name, else the one column no other option reads:
+    `taken`); for a header read as one column, the separator the file seems to use instead."""
+    have = ", ".join(repr(str(c)) for c in columns[:12]) + (", ..." if len(columns) > 12 else "")
+    message = f"{option} {name}: the file has no such column (its columns: {have or 'none'})"
+    if hint := separator_hint(columns):
+        return message + hint
+    same = [c for c in columns if c.lower() == name.lower()]
+    near = same or difflib.get_close_matches(name, columns, n=1, cutoff=0.6)
+    left = [c for c in columns if c not in set(taken)]
+    meant = near[0] if near else left[0] if len(left) == 1 else None
+    return message + (
+        f"; did you mean {option} {shlex.quote(meant)}?" if meant else f"; {option} NAME reads another"
+    )
 
 
 def legacy_encoding_hint(raw: bytes, name: str | os.PathLike) -> str:

@@ -26,7 +26,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from albert_lm.hints import near_path
+from albert_lm.hints import near_path, not_a_folder
 
 __all__ = ["resolve_model"]
 
@@ -56,11 +56,13 @@ WORDPIECE = ("tokenizer.json", "vocab.txt")
 
 def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bool | None = None) -> Path:
     """The model folder `value` names: a local path as it is; a hub id `org/name[@revision]` as its
-    snapshot in the hub cache (downloaded if missing), checked (the module docstring). Anything else
-    comes back as a path, for the caller's "no such folder" error. `what` (the option) starts every
+    snapshot in the hub cache (downloaded if missing), checked (the module docstring). A file, or a
+    path that is neither, is refused (`hints.not_a_folder`). `what` (the option) starts every
     message. `albert`: whether config.json must be an ALBERT config; by default it must, except for a
     `--teacher` (any transformers encoder)."""
     path = Path(value)
+    if path.is_file():  # a weights file, say: every command names the folder it lies in the same way
+        raise not_a_folder(path, what)
     if path.exists():
         logger.info("%s: local %s %s", what, "folder" if path.is_dir() else "file", path)
         return path
@@ -71,7 +73,7 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
     match = _HUB_ID.fullmatch(str(value))
     repo = match["repo"] if match else ""
     if not match or "--" in repo or ".." in repo or repo.endswith(".git"):
-        return path
+        raise not_a_folder(path, what)
     revision = match["revision"]
     if revision is not None and any(part in ("", ".", "..") for part in revision.split("/")):
         raise ValueError(f"{what} {value}: {revision!r} is not a branch, tag or commit name")
@@ -79,9 +81,7 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
         folder = _snapshot(repo, revision, f"{what} {value}")
     except FileNotFoundError as e:
         near = near_path(path, folders_only=True)  # a typo of a local folder's name
-        raise (
-            FileNotFoundError(f"{what} {value}: no such folder; did you mean {near}?") if near else e
-        ) from None
+        raise (not_a_folder(path, what) if near else e) from None
     _check_files(folder, repo, f"{what} {value}", albert=what != "--teacher" if albert is None else albert)
     logger.info(
         "%s: hub %s@%s (commit %s), cached at %s", what, repo, revision or "main", folder.name, folder

@@ -94,8 +94,15 @@ def test_a_missing_column_is_named_with_the_columns_the_row_has(tmp_path):
     path.write_text("sentence,label\nword1,yes\n")
     with pytest.raises(
         InputError,
-        match=r"train.csv:2: missing value for column 'text' \(the row has no such "
-        r"column: 'sentence', 'label'\)",
+        match=r"train.csv:1: --text-column text: the file has no such column \(its columns: 'sentence', "
+        r"'label'\); did you mean --text-column sentence\?",
+    ):
+        get_task("classification").read(path, "train")
+    path = tmp_path / "train.jsonl"  # JSON Lines rows may differ: named by the row
+    path.write_text('{"sentence": "word1", "label": "yes"}\n')
+    with pytest.raises(
+        InputError,
+        match=r"train.jsonl:1: missing value for column 'text' \(the row has no such column: 'sentence', 'label'\)",
     ):
         get_task("classification").read(path, "train")
 

@@ -272,7 +272,7 @@ def test_bad_rows_named_or_skipped_and_nothing_half_written(make_model, tmp_path
     code, _, err = run(["--model", str(model), "--input", str(tmp_path)], capsys)  # it said "no input file"
     assert code == 1 and f"--input {tmp_path}: is a folder; expected one file" in err
     code, _, err = run(["--model", str(tmp_path), "--input", str(src)], capsys)
-    assert code == 1 and "no model at" in err
+    assert code == 1 and f"--model {tmp_path}: no config.json there (expected a model folder)" in err
     # a run's folder for the model it made: a fine-tuning's best/, a stopped run's newest checkpoint
     shutil.copytree(model, tmp_path / "run" / "best")
     code, _, err = run(["--model", str(tmp_path / "run"), "--input", str(src)], capsys)

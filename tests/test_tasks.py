@@ -353,7 +353,7 @@ def test_text_classification_csv_and_jsonl(tmp_path):
     with pytest.raises(ValueError, match=r"dev.jsonl:2: label 'meh' was not seen in training"):
         task.read(task.split_file(tmp_path, "dev"), "dev")
     (tmp_path / "bad.csv").write_text("sentence,label\nx,pos\n")
-    with pytest.raises(ValueError, match=r"bad.csv:2: missing value for column 'text'"):
+    with pytest.raises(ValueError, match=r"bad.csv:1: --text-column text: the file has no such column"):
         task.read(tmp_path / "bad.csv", "train")
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(ValueError, match="empty.jsonl: empty file"):
@@ -544,7 +544,7 @@ def test_a_semicolon_separated_csv_is_named_as_such(tmp_path):
 
     (tmp_path / "train.csv").write_text("\ufefftext;label\nein gutes Buch;gut\n", encoding="utf-8")
     with pytest.raises(
-        ValueError, match=r"train.csv:2: .*no such column: 'text;label'\); is the file separated by ';'"
+        ValueError, match=r"train.csv:1: .*its columns: 'text;label'\); is the file separated by ';'"
     ):
         get_task("classification").read(tmp_path / "train.csv", "train")
 

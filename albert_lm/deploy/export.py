@@ -60,7 +60,7 @@ from albert_lm.model.encoder import AlbertModel
 from albert_lm.model.unpad import use_unpadding
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits
-from albert_lm.runtime.run_folders import model_hint
+from albert_lm.runtime.run_folders import no_model
 from albert_lm.runtime.task_model import load_for_task
 
 logger = logging.getLogger(__name__)
@@ -347,10 +347,8 @@ def _written_opset(path: Path) -> int | None:
 
 
 def _check_folders(model_dir: Path, out: Path, overwrite: bool) -> None:
-    if not model_dir.is_dir():
-        raise FileNotFoundError(f"no model at {model_dir} (--model: no such folder)")
     if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"no model at {model_dir} (no config.json){model_hint(model_dir)}")
+        raise no_model(model_dir)
     if out.resolve() == model_dir.resolve():
         raise ValueError(f"--output {out} is the model folder: export into another folder")
     check_output_apart(out, {"--model": model_dir})

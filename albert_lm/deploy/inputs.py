@@ -20,7 +20,7 @@ from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
 from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, decode_utf8, jsonl_rows
-from albert_lm.hints import missing
+from albert_lm.hints import missing, separator_hint
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,6 +50,14 @@ def read_input(source: str, fmt: str) -> Input:
     if source != "-" and not Path(source).is_file():
         raise missing("--input", source)
     text = decode_utf8(sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes(), name)
+    found = _rows_of(text, name, fmt)
+    if not found.rows:
+        raise _no_texts(name, text, fmt)
+    return found
+
+
+def _rows_of(text: str, name: str, fmt: str) -> Input:
+    """`read_input`'s rows of the input's text, in format `fmt` (lines, csv, tsv or jsonl)."""
     if fmt == "lines":
         lines = list(enumerate(text.splitlines(), start=1))
         rows = [(n, {"text": line}) for n, line in lines if line.strip()]
@@ -61,6 +69,29 @@ def read_input(source: str, fmt: str) -> Input:
         return Input(name, list(found), 0)
     records = text.splitlines()
     return Input(name, list(jsonl_rows(records, name)), sum(1 for line in records if not line.strip()))
+
+
+def _no_texts(name: str, text: str, fmt: str) -> InputError:
+    """The error of an input without a row to read: empty, only blank lines, or a CSV header alone."""
+    stdin = name == "<stdin>"
+    if not text.strip():
+        what = ("nothing came in" if stdin else "an empty file") if not text else "only blank lines"
+    else:
+        what = "a header without rows" if fmt in ("csv", "tsv") else "no rows"
+    way = (
+        "pipe in texts, one a line"
+        if stdin
+        else "give a file of texts, one a line (or rows of CSV or JSON Lines)"
+    )
+    return InputError(name, f"no texts in it ({what}), so nothing is written; {way}")
+
+
+def all_left_out(name: str, skipped: Sequence[str]) -> InputError:
+    """The error of an input whose every row was bad and left out (--skip-bad): nothing would be written."""
+    return InputError(
+        name,
+        f"no texts left: all {len(skipped)} rows were bad and left out (--skip-bad); the first: {skipped[0]}",
+    )
 
 
 class Fields:
@@ -80,6 +111,7 @@ class Fields:
                 where = f" (the row's columns: {found}" + (
                     f"; {option} NAME reads another)" if option else ")"
                 )
+                where += separator_hint(list(row))  # a CSV of ';' read as one column
             raise InputError(self.name, f"missing or empty column {column!r}{where}", line=line)
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise InputError(
@@ -266,6 +298,8 @@ class Texts:
                 self.report(e)
                 continue
             good.append(i)
+        if not good and self.skipped:
+            raise all_left_out(self.name, self.skipped)
         self.lines = [self.lines[i] for i in good]
         self.texts = [self.texts[i] for i in good]
         self.kept = [self.kept[i] for i in good]
@@ -323,11 +357,14 @@ def read_texts(
         texts.lines.append(line)
         texts.texts.append(text)
         texts.kept.append(kept)
+    if not texts.texts and texts.skipped:
+        raise all_left_out(texts.name, texts.skipped)
     return texts
 
 
 __all__ = [
     "Fields",
+    "all_left_out",
     "given_rows",
     "Input",
     "Texts",

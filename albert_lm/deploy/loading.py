@@ -22,7 +22,7 @@ from albert_lm.model.config import AlbertConfig
 from albert_lm.model.weights import SAFETENSORS_INDEX, find_weights, read_weight_map, safetensors_names
 from albert_lm.runtime.finetuned import read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits, sequence_length
-from albert_lm.runtime.run_folders import model_hint
+from albert_lm.runtime.run_folders import no_model
 from albert_lm.tasks.batches import collate, length_bucketed_batches
 
 logger = logging.getLogger(__name__)
@@ -47,9 +47,7 @@ def model_folder(value: str | Path) -> Path:
     folder is one resolved before (not looked up, nor logged, again)."""
     folder = value if isinstance(value, Path) and value.is_dir() else resolve_model(value)
     if not (folder / "config.json").is_file():
-        raise FileNotFoundError(
-            f"no model at {folder} (no config.json): give an ALBERT model folder or hub id{model_hint(folder)}"
-        )
+        raise no_model(folder)
     return folder
 
 

@@ -60,7 +60,7 @@ from albert_lm.model.early_exit import ExitRule, with_exit_rule
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
-from albert_lm.runtime.run_folders import model_hint
+from albert_lm.runtime.run_folders import no_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.glue import GlueTask, label_names
@@ -105,6 +105,19 @@ class NotFineTuned(ValueError):
     (a pretrained encoder). Other errors of reading the folder are ValueErrors of their own."""
 
 
+def _untuned_way(model_dir: Path, arch: Any) -> str:
+    """The way on from a model without a task head: fine-tune it; as it is, a pretraining checkpoint fills
+    masks (`albert fill-mask`) and an encoder gives sentence vectors (`albert embed`)."""
+    pretrained = str(arch) in ("AlbertForPreTraining", "AlbertForMaskedLM")
+    now = (
+        "`albert fill-mask` fills its [MASK]s" if pretrained else "`albert embed` gives its sentence vectors"
+    )
+    return (
+        f"; fine-tune it first: albert finetune --task classification --model {model_dir} --data DIR "
+        f"--output runs/NAME, then give --model runs/NAME/best; as it is, {now}"
+    )
+
+
 def model_task(model_dir: Path) -> tuple[Task, dict[str, Any]]:
     """The task the model was fine-tuned on (finetune_config.json), or the one its head implies; with
     the label names from config.json. Returns (task, the saved fine-tuning settings or {})."""
@@ -117,7 +130,7 @@ def model_task(model_dir: Path) -> tuple[Task, dict[str, Any]]:
         if name is None:
             raise NotFineTuned(
                 f"{model_dir}: not a fine-tuned model (no finetune_config.json, and config.json's "
-                f"architectures {arch!r} is not one of {', '.join(_ARCHITECTURE_TASKS)})"
+                f"architectures {arch!r} is not one of {', '.join(_ARCHITECTURE_TASKS)}){_untuned_way(model_dir, arch)}"
             )
     options = {k: v for k, v in saved.items() if k not in ("task", "labels")}
     task = get_task(name, **options)
@@ -202,9 +215,7 @@ def _model_dir(model: str | Path) -> Path:
     # a hub id: its snapshot; a Path to a folder was resolved before (not looked up, nor logged, again)
     model_dir = model if isinstance(model, Path) and model.is_dir() else resolve_model(model)
     if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"no model at {model_dir} (no config.json): give a fine-tuned model folder{model_hint(model_dir)}"
-        )
+        raise no_model(model_dir)
     return model_dir
 
 

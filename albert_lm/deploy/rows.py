@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from albert_lm.deploy.inputs import Fields
+from albert_lm.deploy.inputs import Fields, all_left_out
 from albert_lm.deploy.predict_config import Columns
 from albert_lm.files import InputError
+from albert_lm.hints import separator_hint
 from albert_lm.tasks import Task
 from albert_lm.tasks.glue import GlueExample, GlueTask
 from albert_lm.tasks.race import LETTERS, RaceExample
@@ -43,7 +44,8 @@ def _column(fields: Fields, row: dict[str, Any], columns: Columns, name: str, li
         found = ", ".join(repr(str(c)) for c in list(row)[:8]) or "none"
         raise InputError(
             fields.name,
-            f"missing or empty column {column!r} (the row's columns: {found}; {columns.hint(name)})",
+            f"missing or empty column {column!r} (the row's columns: {found}; {columns.hint(name)})"
+            + separator_hint(list(row)),
             line=line,
         )
     return column
@@ -121,6 +123,8 @@ def examples_of(
         out.examples.append(ex)
         out.lines.append(line)
         out.kept.append(kept)
+    if not out.examples and out.skipped:
+        raise all_left_out(fields.name, out.skipped)
     return out
 
 

@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from albert_lm.hints import near_path
+from albert_lm.hints import near_path, not_a_folder
 
 PREFIX = "checkpoint-"
 STATE_FILE = "training_state.pt"
@@ -49,3 +49,14 @@ def model_hint(folder: str | os.PathLike) -> str:
         return f"; a run there has not finished: its newest checkpoint, {newest}, is a model folder"
     near = None if folder.exists() else near_path(folder, folders_only=True)
     return f"; did you mean {near}?" if near else ""
+
+
+def no_model(path: str | os.PathLike, option: str = "--model") -> FileNotFoundError:
+    """The error of an `option` path that is no model folder, worded the same by every command: a file or
+    a path that does not exist (`hints.not_a_folder`), or a folder without config.json (`model_hint`)."""
+    path = Path(path)
+    if path.is_file() or not path.exists():
+        return not_a_folder(path, option)
+    return FileNotFoundError(
+        f"{option} {path}: no config.json there (expected a model folder){model_hint(path)}"
+    )

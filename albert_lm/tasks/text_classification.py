@@ -37,6 +37,7 @@ from scipy.special import softmax
 
 from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.files import InputError, atomic_write, csv_rows, decode_utf8, iter_jsonl
+from albert_lm.hints import column_hint
 from albert_lm.tasks import metrics
 from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
 from albert_lm.tasks.word_windows import owners, window_feature, word_windows
@@ -72,20 +73,23 @@ def _csv_rows(path: Path, suffix: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def _missing(row: dict[str, Any], name: str, path: Path, line: int) -> InputError:
     """The error of a row without a value for column `name`: absent (the row's columns listed, as a
-    misspelt column name is the usual cause), null or empty."""
+    misspelt column name is the usual cause; a CSV file's header is checked before, `_check_header`),
+    null or empty."""
     if name not in row:
         have = ", ".join(map(repr, row)) or "none"
-        (only,) = row if len(row) == 1 else ("",)
-        # Excel writes "CSV" with semicolons where the comma is the decimal mark (German, French, ...)
-        hint = (
-            "; is the file separated by ';'? Save it comma-separated, or tab-separated as .tsv"
-            if ";" in only
-            else ""
-        )
         return InputError(
-            path, f"missing value for column {name!r} (the row has no such column: {have}){hint}", line=line
+            path, f"missing value for column {name!r} (the row has no such column: {have})", line=line
         )
     return InputError(path, f"missing value for column {name!r} (null, empty or blank)", line=line)
+
+
+def _check_header(path: Path, row: dict[str, Any], wanted: dict[str, str]) -> None:
+    """A CSV or TSV file's header (the keys of each of its rows) holds each column `wanted` names (option:
+    column); one it lacks is refused against the header, line 1, with the column likely meant."""
+    if path.suffix.lower() in (".csv", ".tsv"):
+        for option, name in wanted.items():
+            if name not in row:
+                raise InputError(path, column_hint(option, name, list(row), wanted.values()), line=1)
 
 
 def _scalar(value: Any, name: str, path: Path, line: int, what: str) -> str:
@@ -213,7 +217,13 @@ class TextClassificationTask(_OwnFilesTask):
     def read(self, path: Path, split: str) -> list[TextExample]:
         examples = []
         required = not split.startswith("test")
+        wanted = {"--text-column": self.text_column}
+        if self.text_pair_column not in (None, "text_pair"):  # one named on purpose, not the default
+            wanted["--text-pair-column"] = str(self.text_pair_column)
+        if required:
+            wanted["--label-column"] = self.label_column
         for line, row in read_rows(path):
+            _check_header(path, row, wanted)
             text = _text(row, self.text_column, path, line)
             pair = _optional_text(row, self.text_pair_column, path, line)
             label = _label(row, self.label_column, path, line, required)
@@ -306,7 +316,11 @@ class TokenClassificationTask(_OwnFilesTask):
         examples, unseen = [], collections.Counter[str]()
         conll = path.suffix.lower() in CONLL
         rows = read_conll(path, self.tokens_column, self.tags_column) if conll else read_rows(path)
+        wanted = {"--tokens-column": self.tokens_column}
+        if not split.startswith("test"):
+            wanted["--tags-column"] = self.tags_column
         for line, row in rows:
+            _check_header(path, row, wanted)
             tokens = _words(row, self.tokens_column, path, line)
             if row.get(self.tags_column) in (None, "", []):
                 if not split.startswith("test"):
