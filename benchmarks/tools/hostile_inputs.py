@@ -63,6 +63,11 @@ def _task_folders() -> dict[str, dict[str, str]]:
     csv_good = "text,label\n" + "".join(f"word{i % 7} river,{'yes' if i % 2 else 'no'}\n" for i in range(12))
     folders["csv_valid"] = {"train.csv": csv_good, "dev.csv": csv_good}
     folders["csv_empty_text"] = {"train.csv": "text,label\nword1,yes\n,no\nword2,yes\n", "dev.csv": csv_good}
+    # Excel's "CSV" of ';' whose texts hold commas; a label column under another name
+    folders["csv_semicolon_commas"] = {"train.csv": "text;label\nword1, river;yes\nword2, hill;no\n",
+                                       "dev.csv": csv_good}  # fmt: skip
+    folders["csv_other_label_name"] = {"train.csv": csv_good.replace("text,label", "text,sentiment", 1),
+                                       "dev.csv": csv_good}  # fmt: skip
     folders["csv_no_text_column"] = {
         "train.csv": "sentence,label\nword1,yes\nword2,no\n",
         "dev.csv": csv_good,
@@ -226,7 +231,8 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
     folders = {**_task_folders(), **_other_tasks()}
     models = [*FINETUNE_CONFIG_EDITS, *CONFIG_EDITS, *_damaged_weights(b"x" * 200), "w_deep_index",
               "ftc_deep", "results_deep", "run_truncated"]  # fmt: skip
-    names = [*folders, *models, "tok_model", "pred_null.jsonl", "pred_deep_tokens.csv", "pred_list.jsonl"]
+    names = [*folders, *models, "tok_model", "pred_null.jsonl", "pred_deep_tokens.csv", "pred_list.jsonl",
+             "pred_blank.txt", "pred_header.csv"]  # fmt: skip
     made = {f"i:{n}": d / n for n in names}
     if (d / "READY").is_file():
         return made
@@ -258,6 +264,8 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
     _token_model(d, p)
     (d / "pred_null.jsonl").write_text(_rows({"text": "word1 river"}, {"text": None}, {"text": "word2"}))
     (d / "pred_list.jsonl").write_text(_rows({"text": "word1 river"}, {"text": ["a", "b"]}))
+    (d / "pred_blank.txt").write_text("\n  \n\n")  # no text: refused, nothing written
+    (d / "pred_header.csv").write_text("text\n")
     (d / "pred_deep_tokens.csv").write_text('tokens\n"[""word1""]"\n"' + "[" * 100_000 + '"\n')
     (d / "READY").write_text("")
     return made
@@ -407,6 +415,11 @@ def _task_rows(c: _Commands) -> Cases:
         (k, c.ev(i["dev_label_null"]), "refuse", ["dev.jsonl:2", "label"]),
         (k, c.ft(i["csv_empty_text"]), "refuse", ["train.csv:3", "text"]),
         (k, c.ft(i["csv_no_text_column"]), "refuse", ["train.csv", "text"]),
+        (k, c.ft(i["csv_semicolon_commas"]), "refuse", ["train.csv:2", "separated by ';'"]),
+        (k, c.ft(i["csv_other_label_name"]), "refuse", ["train.csv:1", "--label-column sentiment"]),
+        (k, c.pr(i["pred_blank.txt"]), "refuse", ["pred_blank.txt", "no texts"]),
+        (k, c.pr(i["pred_header.csv"]), "refuse", ["pred_header.csv", "no texts"]),
+        (k, c.pr(None, c.best / "model.safetensors"), "refuse", ["a weights file", "give its folder"]),
         (k, c.ft(i["race_article_null"], task="race"), "refuse", ["train.jsonl:2", "article"]),
         (k, c.ft(i["race_question_list"], task="race"), "refuse", ["train.jsonl:2", "question"]),
         (k, c.ft(i["squad_answers_null"], task="squad1"), "refuse", ["train.json", "answers"]),
