@@ -41,10 +41,16 @@ def sop_nsp_data(tiny_corpus_and_tokenizer, tmp_path_factory) -> tuple[Path, Pat
 def _run(claim: str, data: tuple[Path, Path], out: Path, *extra: str) -> dict:
     argv = ["reproduce", claim, "--data", str(data[0]), "--nsp-data", str(data[1]), "--output", str(out),
             "--time-budget", "12s", "--max-steps", "3", "--eval-batches", "2", "--device", "cpu"]  # fmt: skip
-    for o in SMALL:
+    for o in small(claim):
         argv += ["--model-override", o]
     assert main([*argv, *extra]) == 0
     return json.loads((out / claim / "results.json").read_text())
+
+
+def small(claim: str) -> list[str]:
+    """SMALL but the fields the claim's cells set themselves (an override of those is refused)."""
+    own = {key for cell in CLAIMS[claim].cells for key in cell.model}
+    return [o for o in SMALL if o.split("=")[0] not in own]
 
 
 @pytest.mark.parametrize("claim", list(CLAIMS))
@@ -67,7 +73,10 @@ def test_every_claim_runs_end_to_end_on_a_tiny_budget(claim, sop_nsp_data, tmp_p
     )
     table = (tmp_path / claim / "table.md").read_text()
     assert table.startswith(f"### {spec.title}") and all(f"| {c.name} |" in table for c in spec.cells)
-    assert "each cell 12s or 3 steps, whichever ends first; 2 held-out batches" in table  # the run it is
+    # the run it is: --max-steps trains exactly that many steps (no time limit), with these overrides
+    assert "; 3 steps per cell (equal steps" in table and "whichever ends first" not in table
+    assert f"model overrides for every cell: {', '.join(small(claim))}; 2 held-out batches" in table
+    assert f"unigram guess (always the most frequent masked piece): {result['unigram_mlm_acc']:.4f}" in table
     assert (tmp_path / claim / f"{claim}.png").stat().st_size > 1000
     printed = capsys.readouterr().out
     assert (
@@ -222,7 +231,18 @@ def test_bad_input_is_a_clear_error(sop_nsp_data, tmp_path, capsys):
     _refused(capsys, ["reproduce", "sharing", "--data", str(sop), "--output", str(out), "--recipe", str(bad)],
              out, f"--recipe {bad}", "no_such_setting")  # fmt: skip
     assert main(["reproduce", "sharing", "--data", str(tmp_path / "none"), "--output", str(tmp_path)]) == 1
-    assert "not a folder made by `albert data create`" in capsys.readouterr().err
+    err = (
+        capsys.readouterr().err
+    )  # a path that does not exist is said to be missing, with the way to make one
+    assert f"--data {tmp_path / 'none'}: no such file or folder" in err and "albert data create" in err
+    near = tmp_path / "sop-data"
+    shutil.copytree(sop, near)
+    assert main(["reproduce", "sharing", "--data", str(tmp_path / "sop-dta"), "--output", str(tmp_path)]) == 1
+    assert f"did you mean {near}?" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["reproduce", "sharing", "--data", str(tmp_path / "empty"), "--output", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "not a folder made by `albert data create` (no manifest.json); make one with `albert data" in err
     with pytest.raises(ValueError, match="time budget"):
         ReproduceConfig(claim="sharing", data=str(sop), time_budget="0m")
 

@@ -118,3 +118,43 @@ def test_bad_speed_settings_are_clear_errors(tmp_path, capsys):
     assert main(["reproduce", "sharing", "--output", str(tmp_path)]) == 1  # the cell claims need examples
     assert "missing --data" in capsys.readouterr().err
     assert not (tmp_path / "speed").exists()
+
+
+def test_a_busy_machine_is_recorded_and_its_timings_called_untrustworthy(tmp_path, monkeypatch, caplog):
+    """On a busy machine the same command measured ALBERT-large at 0.66x and then 2.25x BERT-large: the load
+    average around the measurement is recorded, and over the cores the table and stderr say so."""
+    import os
+    from dataclasses import asdict
+
+    from albert_lm.paper import speed_report
+
+    def measured(row, folder):  # a row as albert_lm.paper.speed writes it, without running it
+        step = _step(0.1, 0.2, 0.0, 0.1 if row.config == "albert-large" else 0.3)
+        return {"row": asdict(row), "parameters": 10, "gradient_bytes": 40, "peak_memory_mib": 1.0,
+                "dropout": 0.1, "embedding_size": 128, "steps": [step], "local_steps": []}  # fmt: skip
+
+    monkeypatch.setattr(speed_report, "run_row", measured)
+    loads = iter([1e6, 2.0])  # before and after the measurement
+    monkeypatch.setattr(os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
+    with caplog.at_level("WARNING"):
+        assert main(_argv(tmp_path, "--workers", "1")) == 0
+    result = json.loads((tmp_path / "speed" / "results.json").read_text())
+    cores = result["load_average"]["cores"]
+    assert result["load_average"] == {"before": 1e6, "after": 2.0, "cores": cores} and cores >= 1
+    table = (tmp_path / "speed" / "table.md").read_text()
+    assert f"Load average (1 minute): 1000000.00 before, 2.00 after, on {cores} cores." in table
+    said = (
+        "the timings are not trustworthy: the machine was busy "
+        f"(load average 1000000.0 before the measurement, on {cores} cores)"
+    )
+    assert said in table and said in caplog.text
+    # an idle machine: recorded, no warning (after the measurement its own processes count, up to the cores)
+    loads = iter([0.0, float(cores)])
+    caplog.clear()
+    assert main(_argv(tmp_path / "idle", "--workers", "1")) == 0
+    idle = json.loads((tmp_path / "idle" / "speed" / "results.json").read_text())
+    assert idle["load_average"]["before"] == 0.0 and "busy" not in idle
+    assert "not trustworthy" not in (tmp_path / "idle" / "speed" / "table.md").read_text() + caplog.text
+    assert speed_report.busy_machine({"before": 0.5, "after": 2.5 * cores, "cores": cores}).startswith(
+        "the timings are not trustworthy: the machine was busy (load average"
+    )

@@ -31,7 +31,8 @@ def reproduce_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         dest="model_overrides",
-        help="change one model config field in every cell, e.g. hidden_size=256 (repeatable)",
+        help="change one model config field in every cell, e.g. hidden_size=256 (repeatable; not a field the "
+        "claim's cells set themselves, such as sharing's embedding_size)",
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import read_json_object
+from albert_lm.hints import missing
 from albert_lm.paper.claims import CLAIMS, SPEED_TABLE
 from albert_lm.settings import check_fields, check_ranges, device_name, parse_duration, seed_list
 
@@ -94,9 +95,17 @@ class ReproduceConfig:
         unknown = [c for c in self.selected_cells() if c not in names]
         if unknown:
             raise ValueError(f"cells: {', '.join(unknown)} not in claim {self.claim} ({', '.join(names)})")
-        for name, folder in (("data", self.data), ("nsp_data", self.nsp_data)):
+        for option, folder, objective in (
+            ("--data", self.data, ""),
+            ("--nsp-data", self.nsp_data, " --objective nsp"),
+        ):
+            make = f"make one with `albert data create{objective} --input TEXT --tokenizer TOK --output DIR`"
+            if folder and not Path(folder).exists():
+                raise FileNotFoundError(f"{missing(option, folder)}; {make}")
             if folder and not (Path(folder) / "manifest.json").is_file():
-                raise FileNotFoundError(f"{name}: {folder} is not a folder made by `albert data create`")
+                raise FileNotFoundError(
+                    f"{option} {folder}: not a folder made by `albert data create` (no manifest.json); {make}"
+                )
         self._check_objectives()
 
     def _check_objectives(self) -> None:
@@ -122,6 +131,9 @@ class ReproduceConfig:
                     f"{option} {folder}: holds {what}, and {option} takes {wanted.upper()} examples "
                     f"(`albert data create --objective {wanted}`){swapped}"
                 )
+        if "sentence" in CLAIMS[self.claim].measures:
+            for option, folder in (("--data", self.data), ("--nsp-data", self.nsp_data)):
+                _check_both_labels(option, str(folder))
 
     def _check_speed(self) -> None:
         check_ranges(self, at_least_one=("workers", "batch_size", "seq_length", "timed_steps"))
@@ -152,11 +164,54 @@ class ReproduceConfig:
         return parse_duration(self.time_budget)
 
     def seed_list(self) -> list[int]:
-        """The seeds given by `seeds`, in order, each once (whole numbers >= 0)."""
-        return seed_list(self.seeds)
+        """The seeds given by `seeds`, in order (whole numbers >= 0); a seed given twice is refused: it would
+        train every cell once, not twice, and the table would count fewer seeds than were typed."""
+        seeds = seed_list(self.seeds)
+        typed = [int(part) for part in str(self.seeds).split(",")]
+        twice = sorted({s for s in typed if typed.count(s) > 1})
+        if twice:
+            raise ValueError(
+                f"seeds {self.seeds!r}: {', '.join(map(str, twice))} given more than once, and a seed trains "
+                f"each cell once; give each seed once, e.g. {','.join(map(str, seeds))} (or 1,2,3 for three)"
+            )
+        return seeds
+
+    def check_model_overrides(self) -> None:
+        """A model override of a field the claim's cells set themselves is refused: each cell's own value would
+        win, and the results would record an override that no cell has."""
+        cells = CLAIMS[self.claim].cells
+        for key in self.model_overrides:
+            values = list(dict.fromkeys(c.model[key] for c in cells if key in c.model))
+            if values:
+                raise ValueError(
+                    f"--model-override {key}: the {self.claim} claim sets it in its cells "
+                    f"({', '.join(map(str, values))}), which is what the claim compares; leave it out (an "
+                    "override of another field, e.g. hidden_size=256, applies to every cell)"
+                )
 
     def selected_cells(self) -> list[str]:
         """The names given by `cells` (all the claim's cells when none)."""
         if not self.cells:
             return [c.name for c in CLAIMS[self.claim].cells]
         return [c.strip() for c in self.cells.split(",") if c.strip()]
+
+
+# What label 1 and label 0 of a pair mean, by objective (the manifest counts label 1 as `label_ones`).
+LABELS = {"sop": ("swapped", "in order"), "nsp": ("with a random next segment", "with the true next segment")}
+
+
+def _check_both_labels(option: str, folder: str) -> None:
+    """The sentence claim scores every cell's sentence head on the held-out pairs: a split of one label
+    only scores nothing but which answer a head prefers, so it is refused, with the counts from the manifest
+    (older manifests lack them: not checked)."""
+    manifest = read_json_object(Path(folder) / "manifest.json", "data manifest")
+    held = (manifest.get("splits") or {}).get("eval") or {}
+    examples, ones = held.get("examples"), held.get("label_ones")
+    if not isinstance(examples, int) or not isinstance(ones, int) or not examples or 0 < ones < examples:
+        return
+    one, zero = LABELS.get(str(manifest.get("objective")), ("of label 1", "of label 0"))
+    raise ValueError(
+        f"{option} {folder}: its {examples} held-out pairs all have one label ({ones} {one}, "
+        f"{examples - ones} {zero}, from its manifest.json), so the sentence head's accuracy on them would "
+        "say nothing; make the examples again from more text (more documents) or with a larger --eval-fraction"
+    )

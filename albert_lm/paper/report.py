@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm.files import atomic_write
+from albert_lm.paper.claims import CLAIMS
 from albert_lm.paper.config import PHASES
 
 logger = logging.getLogger(__name__)
@@ -25,13 +26,24 @@ def _figure(c: dict[str, Any], split: str, key: str, digits: int) -> str:
 def _settings_line(result: dict[str, Any]) -> str:
     """What the cells were trained and scored with: the table read alone names its run."""
     s = result.get("settings") or {}
-    budget = f"{s.get('time_budget')}" + (f" or {s['max_steps']} steps" if s.get("max_steps") else "")
+    claim = CLAIMS.get(str(result.get("claim")))
+    shares = claim is not None and any(c.budget != 1 or c.steps_of for c in claim.cells)
+    if s.get("max_steps"):  # the cells ran a number of steps, with no time limit (reproduce.cell_config)
+        budget = f"{s['max_steps']} steps per cell (equal steps"
+        budget += "; a cell with a share of the budget, that share of them)" if shares else ")"
+    else:
+        budget = f"{s.get('time_budget')} of pretraining per cell (equal time"
+        budget += (
+            "; some cells a share of it, or the steps of another: see the steps column)" if shares else ")"
+        )
     held = (
         f"{s['eval_batches']} held-out batches" if s.get("eval_batches") else "the recipe's held-out batches"
     )
+    overrides = s.get("model_overrides") or {}
+    changed = ", ".join(f"{k}={v}" for k, v in overrides.items()) if overrides else "none"
     return (
-        f"Data {s.get('data')}; recipe {s.get('recipe')}; each cell {budget}, whichever ends first; {held}; "
-        f"precision {s.get('precision')}; torch {result.get('torch')}, {result.get('threads')} threads."
+        f"Data {s.get('data')}; recipe {s.get('recipe')}; {budget}; model overrides for every cell: {changed}; "
+        f"{held}; precision {s.get('precision')}; torch {result.get('torch')}, {result.get('threads')} threads."
     )
 
 
@@ -43,6 +55,11 @@ def format_table(result: dict[str, Any]) -> str:
     head += ["NSP pairs acc", "SOP pairs acc"] if sentence else ["sentence head on SOP pairs"]
     head.append("paper")
     lines = [f"### {result['title']}", "", _settings_line(result), ""]
+    if result.get("unigram_mlm_acc") is not None:
+        lines[-1:-1] = [
+            f"Held-out MLM accuracy of the unigram guess (always the most frequent masked piece): "
+            f"{result['unigram_mlm_acc']:.4f}; a cell at it has learnt word frequencies only."
+        ]
     if len(seeds) > 1:
         lines += [
             f"Seeds {', '.join(map(str, seeds))}: each figure is the mean over them, (min-max) in brackets.",
@@ -163,6 +180,13 @@ def _speed_rows(table: dict[str, Any], paper: dict[str, Any], processes: int) ->
     return lines
 
 
+def _load_line(load: dict[str, Any], busy: str | None) -> str:
+    """The machine's 1-minute load average around the measurement, and the warning of a busy machine."""
+    seen = ", ".join(f"{load[k]:.2f} {k}" for k in ("before", "after") if load.get(k) is not None)
+    line = f"Load average (1 minute): {seen or 'not available here'}, on {load['cores']} cores."
+    return line + (f" **Warning: {busy}.**" if busy else "")
+
+
 def format_speed_table(result: dict[str, Any]) -> str:
     """`albert reproduce speed`'s tables (one device, N processes, simulated bandwidths, other batches)."""
     b, seq = result["batch"], result["seq"]
@@ -171,6 +195,8 @@ def format_speed_table(result: dict[str, Any]) -> str:
              f"{result['steps']} timed steps after a warm-up; seconds per phase; speed = tokens per second "
              f"against BERT-large's; peak memory of one process.", "",
              f"One device ({result['threads']['1']} threads):", ""]  # fmt: skip
+    if load := result.get("load_average"):
+        lines[-2:-2] = [_load_line(load, result.get("busy")), ""]
     lines += _speed_rows(result["one_device"], result["paper"], 1)
     n = result["processes"]
     if "processes_table" in result:

@@ -42,7 +42,7 @@ from albert_lm.paper.report import format_table, plot_claim
 from albert_lm.paper.verdicts import verdicts
 from albert_lm.settings import recipe
 from albert_lm.training import preflight
-from albert_lm.training.pretrain import pretrain
+from albert_lm.training.pretrain import pretrain, unigram_baseline
 from albert_lm.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
@@ -238,15 +238,18 @@ def _train_seconds(folder: Path) -> float | None:
     return seconds
 
 
-def measure(cfg: ReproduceConfig, claim: Claim, runs: dict[int, dict[str, dict[str, Any]]]) -> None:
+def measure(cfg: ReproduceConfig, claim: Claim, runs: dict[int, dict[str, dict[str, Any]]]) -> float:
     """Score every cell of every seed on the same held-out examples (in place: each record gains its
-    figures)."""
+    figures); returns the unigram guess's held-out MLM accuracy on them (always the most frequent masked
+    piece of the training split), what a cell that learnt word frequencies only scores."""
     device = pick_device(cfg.device)
     base = recipe(cfg.recipe)["pretrain"]
     batches = cfg.eval_batches or int(base.get("eval_batches", 100))
     batch_size = int(base.get("batch_size", 32))
     sop = PretrainingDataset(str(cfg.data), "eval")  # a cell claim: its config checked that data is given
     nsp = PretrainingDataset(cfg.nsp_data, "eval") if "sentence" in claim.measures and cfg.nsp_data else None
+    train = PretrainingDataset(str(cfg.data), "train")
+    unigram = unigram_baseline(train, sop, eval_limit=batches * batch_size)["unigram_mlm_acc"]
     majority = {}
     if nsp is not None:
         majority = {
@@ -265,6 +268,7 @@ def measure(cfg: ReproduceConfig, claim: Claim, runs: dict[int, dict[str, dict[s
                     info["held_out_nsp"] = measures.held_out(model, nsp, batch_size, batches, device)
                 if "layers" in claim.measures:
                     info["layers"] = measures.layer_transitions(model, sop, batch_size, batches, device)
+    return unigram
 
 
 def _mean(values: list[Any]) -> Any:
@@ -311,6 +315,7 @@ def reproduce(cfg: ReproduceConfig) -> dict[str, Any]:
     check_output_apart(out, {"--data": cfg.data, "--nsp-data": cfg.nsp_data, "--recipe": recipe_file})
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {cfg.output}: {out} exists and is not a folder")
+    cfg.check_model_overrides()
     _check_held_out(cfg)
     _check_recipe(cfg, claim)
     if cfg.cells:  # one process's share: the others write beside it; each cell's run locks its own folder
@@ -374,15 +379,16 @@ def _reproduce(cfg: ReproduceConfig, claim: Claim, out: Path) -> dict[str, Any]:
             ", ".join(waiting),
         )
         return {"claim": claim.name, "waiting_for": waiting}
-    measure(cfg, claim, runs)
+    unigram = measure(cfg, claim, runs)
     cells = combine(runs)
     result = {
         "claim": claim.name, "title": claim.title, "paper": claim.paper, "paper_table": claim.paper_table,
         "settings": dataclasses.asdict(cfg), "seeds": seeds, "cells": cells,
         "cell_order": list(cells),  # JSON keys get sorted
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "unigram_mlm_acc": unigram,
     }  # fmt: skip
-    result["verdicts"] = verdicts(claim.name, cells, [runs[s] for s in seeds] if len(seeds) > 1 else [])
+    per_seed = [runs[s] for s in seeds] if len(seeds) > 1 else []
+    result["verdicts"] = verdicts(claim.name, cells, per_seed, unigram)
     write_json(out / "results.json", result)
     atomic_write(out / "table.md", (format_table(result) + "\n").encode())
     plot_claim(result, out / f"{claim.name}.png")

@@ -210,15 +210,43 @@ def verdicts(result: dict[str, Any]) -> list[str]:
     return out
 
 
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the system has none: Windows)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_machine(load: dict[str, Any]) -> str:
+    """Why the timings cannot be trusted, from the load average before and after the measurement ("" when
+    they can): before, any load over the cores is other work; after, the measurement's own processes (one
+    thread per core) count in it too, so only a load over twice the cores says that other work shared them."""
+    cores, before, after = load["cores"], load.get("before"), load.get("after")
+    if before is not None and before > cores:
+        when = f"{before:.1f} before the measurement"
+    elif after is not None and after > 2 * cores:
+        when = f"{after:.1f} after the measurement (its own processes count for about {cores})"
+    else:
+        return ""
+    return (
+        f"the timings are not trustworthy: the machine was busy (load average {when}, on {cores} cores), "
+        "other work shared the cores and the speeds can change from one run to the next; measure again on an "
+        "idle machine with another --output (a row measured here is kept and not measured again)"
+    )
+
+
 def reproduce_speed(cfg: ReproduceConfig) -> dict[str, Any]:
     """Measure every row (or find it measured), then write results.json and table.md."""
     from albert_lm.kernels.device import pick_device, resolved_precision
+    from albert_lm.kernels.hardware import cpu_info
     from albert_lm.paper.report import format_speed_table, machine
 
     device = pick_device(cfg.device)
     precision = resolved_precision(cfg.precision, device)
     out = Path(cfg.output) / "speed"
     with folder_lock(out):
+        load: dict[str, Any] = {"before": load_average(), "cores": cpu_info().cores}
         todo = rows(cfg, device.type, precision)
         measured: dict[int, dict[str, dict[str, Any]]] = {}
         for i, row in enumerate(todo, 1):
@@ -241,6 +269,11 @@ def reproduce_speed(cfg: ReproduceConfig) -> dict[str, Any]:
             result["simulated"] = simulated(measured[cfg.workers], cfg.workers, cfg.bandwidth_list())
         result["by_batch"] = by_batch(measured[1], cfg.batch_size)
         result["verdicts"] = verdicts(result)
+        load["after"] = load_average()
+        result["load_average"] = load
+        if note := busy_machine(load):
+            result["busy"] = note
+            logger.warning("speed: %s", note)
         write_json(out / "results.json", result)
         atomic_write(out / "table.md", format_speed_table(result) + "\n")
     return result
