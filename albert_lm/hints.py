@@ -46,7 +46,7 @@ def not_a_folder(path: Path, option: str = "--model") -> FileNotFoundError:
     if path.is_file():
         what = "a weights file" if path.suffix.lower() in WEIGHTS else "a file"
         way = (
-            f"; give its folder, {option} {path.parent}"
+            f"; give its folder, {option + ' ' if option.startswith('--') else ''}{path.parent}"
             if (path.parent / "config.json").is_file()
             else " (expected a folder with config.json and the weights)"
         )

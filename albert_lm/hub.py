@@ -56,8 +56,8 @@ WORDPIECE = ("tokenizer.json", "vocab.txt")
 
 def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bool | None = None) -> Path:
     """The model folder `value` names: a local path as it is; a hub id `org/name[@revision]` as its
-    snapshot in the hub cache (downloaded if missing), checked (the module docstring). A file, or a
-    path that is neither, is refused (`hints.not_a_folder`). `what` (the option) starts every
+    snapshot in the hub cache (downloaded if missing), checked (the module docstring). A file is refused
+    (`hints.not_a_folder`); any other path comes back as it is, for the caller's error. `what` (the option) starts every
     message. `albert`: whether config.json must be an ALBERT config; by default it must, except for a
     `--teacher` (any transformers encoder)."""
     path = Path(value)
@@ -73,7 +73,9 @@ def resolve_model(value: str | os.PathLike, what: str = "--model", *, albert: bo
     match = _HUB_ID.fullmatch(str(value))
     repo = match["repo"] if match else ""
     if not match or "--" in repo or ".." in repo or repo.endswith(".git"):
-        raise not_a_folder(path, what)
+        # a path that is no hub id comes back for the caller to judge (`run_folders.no_model`): a resumed
+        # run's --init-from may have gone, and the run needs it no more
+        return path
     revision = match["revision"]
     if revision is not None and any(part in ("", ".", "..") for part in revision.split("/")):
         raise ValueError(f"{what} {value}: {revision!r} is not a branch, tag or commit name")

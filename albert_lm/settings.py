@@ -368,11 +368,14 @@ def merge_settings(
 
 
 def _layer_over(values: dict[str, Any], layer: Mapping[str, Any]) -> None:
-    """`layer`'s values win over `values`'; a mapping (model_overrides) is changed key by key, so that
-    `--model-override sharing=attention` on a recipe keeps the recipe's other overrides."""
+    """`layer`'s values win over `values`'; model_overrides is changed key by key, so that `--model-override
+    sharing=attention` on a recipe keeps the recipe's other overrides (glue's task_settings have their own
+    two-level merge, `glue.commands`)."""
     for key, value in layer.items():
         before = values.get(key)
-        values[key] = {**before, **value} if isinstance(before, dict) and isinstance(value, dict) else value
+        if key == "model_overrides" and isinstance(before, dict) and isinstance(value, dict):
+            value = {**before, **value}
+        values[key] = value
 
 
 # --------------------------------------------------------------------------- recipes

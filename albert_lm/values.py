@@ -297,14 +297,21 @@ def task_name(text: str) -> str:
 
 
 def seed_list(text: str | int, option: str = "--seeds") -> list[int]:
-    """The seeds of a --seeds value ("1,2,3", or one number), in order, each once."""
+    """The seeds of a --seeds value ("1,2,3", or one number), in order. A seed given twice is refused: it
+    would run once, not twice, and a table would count fewer seeds than were typed."""
     seeds: list[int] = []
     for part in str(text).split(","):
         part = part.strip()
         if not re.fullmatch(r"\d+", part):
             raise ValueError(f"{option} {text!r}: expected comma-separated whole numbers >= 0, e.g. 1,2,3")
-        if int(part) not in seeds:
-            seeds.append(int(part))
+        seeds.append(int(part))
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        once = ",".join(map(str, dict.fromkeys(seeds)))
+        raise ValueError(
+            f"{option} {text!r}: {', '.join(map(str, twice))} given more than once, and each seed runs once; "
+            f"give each seed once, e.g. {once}"
+        )
     return seeds
 
 

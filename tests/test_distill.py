@@ -817,3 +817,23 @@ def test_a_run_resumed_longer_says_its_schedule_changed(world, tmp_path, caplog,
         and "--time-budget 1h (the run was for 1s): the learning-rate schedule is now a 1h run's"
         in (caplog.text)
     )
+
+
+def test_a_general_students_card_says_what_its_sentence_vector_was_taught():
+    """The card's "sentence vector" row follows the losses that were on: the pooler is said untaught
+    only when --cls-weight was 0, and a student taught no sentence loss gets no such row."""
+    import dataclasses
+
+    from albert_lm.distill.cards import _sentence_vector
+    from albert_lm.distill.config import GeneralDistillConfig
+
+    cfg = GeneralDistillConfig(text=["a.txt"], output="o", teacher="t")
+    row = _sentence_vector(cfg, "mean pooling")
+    assert row is not None and "to match the teacher's vector and to relate" in row
+    assert row.endswith("the pooler and [CLS] were not taught")
+    cls = _sentence_vector(dataclasses.replace(cfg, cls_weight=0.5), "m")
+    assert cls is not None and "--cls-weight 0.5" in cls and "not taught" not in cls
+    assert (
+        _sentence_vector(dataclasses.replace(cfg, embedding_weight=0, relation_weight=0, mlm_weight=1), "m")
+        is None
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -134,7 +135,7 @@ def test_a_busy_machine_is_recorded_and_its_timings_called_untrustworthy(tmp_pat
                 "dropout": 0.1, "embedding_size": 128, "steps": [step], "local_steps": []}  # fmt: skip
 
     monkeypatch.setattr(speed_report, "run_row", measured)
-    loads = iter([1e6, 2.0])  # before and after the measurement
+    loads = itertools.chain([1e6], itertools.repeat(2.0))  # before, then after the measurement
     monkeypatch.setattr(os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
     with caplog.at_level("WARNING"):
         assert main(_argv(tmp_path, "--workers", "1")) == 0

@@ -282,3 +282,15 @@ def test_a_fine_tuned_folders_readers_check_its_task_settings_as_finetune_checks
         assert theirs[f.name] == hints[f.name], f.name
         if f.name != "task":  # FinetuneConfig requires it; a saved file without one is a classifier
             assert f.default == ours[f.name].default, f.name
+
+
+def test_a_seed_given_twice_is_refused_by_every_command_that_takes_seeds(capsys):
+    """`--seeds 1,2,1` ran seeds 1 and 2 in `albert glue` while the table said what was typed; glue and
+    reproduce read --seeds through one function, which names the repeat."""
+    from albert_lm.values import seed_list
+
+    assert seed_list("3,1,2") == [3, 1, 2] and seed_list(7) == [7]
+    with pytest.raises(ValueError, match=r"--seeds '1,2,1': 1 given more than once.*e\.g\. 1,2$"):
+        seed_list("1,2,1")
+    assert main(["glue", "--model", "m", "--data", "d", "--output", "o", "--seeds", "1,2,1"]) != 0
+    assert "1 given more than once" in capsys.readouterr().err

@@ -30,6 +30,7 @@ that `albert_lm.Predictor` shares: the model loaded once, rows in, output dicts 
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,7 @@ def _untuned_way(model_dir: Path, arch: Any) -> str:
         "`albert fill-mask` fills its [MASK]s" if pretrained else "`albert embed` gives its sentence vectors"
     )
     return (
-        f"; fine-tune it first: albert finetune --task classification --model {model_dir} --data DIR "
+        f"; fine-tune it first: albert finetune --task classification --model {shlex.quote(str(model_dir))} --data DIR "
         f"--output runs/NAME, then give --model runs/NAME/best; as it is, {now}"
     )
 

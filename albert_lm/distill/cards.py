@@ -34,9 +34,7 @@ def write_general_card(
         "text": f"{sentences:,} sentences of {len(cfg.text)} file{'' if len(cfg.text) == 1 else 's'} "
                 f"({held:,} more held out)",
         "losses (weights)": ", ".join(f"{k} {v:g}" for k, v in losses.items() if v),
-        "sentence vector": "the mean of the last layer over the text's tokens (albert embed's default), taught "
-                           f"through a projection to match the teacher's ({teacher['pooling']}); the pooler and "
-                           "[CLS] were not taught",
+        "sentence vector": _sentence_vector(cfg, teacher["pooling"]),
         "learning rate": _schedule(cfg),
         "batch size": cfg.batch_size,
         "max sequence length": cfg.max_seq_length,
@@ -92,6 +90,26 @@ def write_task_card(
         scores=scores,
         location=location,
         replaces=location,
+    )
+
+
+def _sentence_vector(cfg: GeneralDistillConfig, pooling: str) -> str | None:
+    """What the student's sentence vectors were taught, by the losses that were on (None: no sentence
+    loss, an MLM- or token-level-only student)."""
+    taught = [
+        *(["through a projection, to match the teacher's vector"] if cfg.embedding_weight else []),
+        *(["to relate the batch's texts as the teacher's vectors do"] if cfg.relation_weight else []),
+    ]
+    if not taught:
+        return None
+    pooler = (
+        f"the pooler's output ([CLS]) was taught the same (--cls-weight {cfg.cls_weight:g})"
+        if cfg.cls_weight
+        else "the pooler and [CLS] were not taught"
+    )
+    return (
+        f"the mean of the last layer over the text's tokens (albert embed's default), taught "
+        f"{' and '.join(taught)} ({pooling}); {pooler}"
     )
 
 

@@ -209,15 +209,11 @@ def teacher_folder(cfg: GlueConfig, task: str) -> Path:
 
 def check_inputs(cfg: GlueConfig, tasks: list[str]) -> None:
     """The model folder, each task's train and dev files under the GLUE root, and its teacher if it has one."""
-    from albert_lm.runtime.run_folders import (
-        model_hint,
-    )  # the runtime package: not on the command line's start
+    from albert_lm.runtime.run_folders import no_model  # the runtime package: not on the command line's start
 
     model, data = Path(cfg.model), Path(cfg.data)
     if not (model / "config.json").is_file():
-        raise FileNotFoundError(
-            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
-        )
+        raise no_model(model)
     for task in tasks:
         for split in ("dev", "train"):
             if not (data / GLUE5[task][0] / f"{split}.tsv").is_file():

@@ -47,6 +47,10 @@ _NEXT_COMMAND = {
     "feature-extraction": "albert embed --model LOCATION --input texts.txt --output vectors.npy --normalize\n"
     "albert finetune --task rte --model LOCATION --data glue/RTE --output runs/rte",
 }
+_TEXTS = [
+    "A man is playing a guitar.",
+    "The weather is cold today.",
+]  # an encoder card's snippets embed these
 _PREDICT = "albert predict --model LOCATION --input rows.jsonl --output predictions.jsonl"
 _SHARED = {"all": "whole layers", "attention": "attention blocks", "ffn": "feed-forward blocks"}
 
@@ -206,8 +210,9 @@ def _usage_section(config: AlbertConfig, architecture: str, location: str) -> st
               f"tokenizer = AlbertTokenizer.from_pretrained({quoted})"]  # fmt: skip
     if pipeline == "feature-extraction":  # sentence vectors as `albert embed` gives them
         python[0] += ", Predictor"
-        python += ["", f"vectors = Predictor({quoted}).embed(texts, normalize=True)  # (len(texts), "
-                       f"{config.hidden_size}): the mean of the last layer over each text's tokens"]  # fmt: skip
+        python += ["", f"texts = {json.dumps(_TEXTS)}",
+                   f"vectors = Predictor({quoted}).embed(texts, normalize=True)  # ({len(_TEXTS)}, "
+                   f"{config.hidden_size}): the mean of the last layer over each text's tokens"]  # fmt: skip
     lines = ["## How to use", "", "With albert-lm:", "", "```bash", command, "```", "", "```python", *python,
              "```", ""]  # fmt: skip
     if not config.transformers_compatible:
@@ -226,9 +231,18 @@ def _usage_section(config: AlbertConfig, architecture: str, location: str) -> st
         f"model = {architecture}.from_pretrained({quoted})",
         "```",
     ]
-    if pipeline == "feature-extraction":
-        lines[-1:-1] = [
-            "# a sentence vector, as albert embed's: last_hidden_state averaged over attention_mask"
+    if pipeline == "feature-extraction":  # albert embed's vectors: last_hidden_state averaged over the mask
+        lines[-4:-1] = [
+            "import torch",
+            "from transformers import AlbertModel, AutoTokenizer",
+            "",
+            f"model = AlbertModel.from_pretrained({quoted})",
+            f"tokenizer = AutoTokenizer.from_pretrained({quoted})",
+            f'batch = tokenizer({json.dumps(_TEXTS)}, padding=True, return_tensors="pt")',
+            "with torch.no_grad():",
+            "    states = model(**batch).last_hidden_state",
+            'mask = batch["attention_mask"].unsqueeze(-1)',
+            "vectors = (states * mask).sum(1) / mask.sum(1)  # albert embed's sentence vectors (before --normalize)",
         ]
     if architecture == "AlbertForSentenceSimilarity":  # albert-lm's own head: transformers reads the encoder
         lines[-4:-1] = [

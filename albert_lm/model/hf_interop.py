@@ -231,7 +231,7 @@ def load_model(
         raise ValueError("from_pretrained: empty path; expected a model folder or hub id")
     folder = Path(path)
     if not folder.is_dir():  # a hub id (commands resolve theirs first; this serves the Python API)
-        folder = resolve_model(path)
+        folder = resolve_model(path, f"{cls.__name__}.from_pretrained")
     if not folder.is_dir():
         raise FileNotFoundError(
             f"{folder}: not a folder (expected config.json and model weights) nor a Hugging Face hub id "

@@ -164,17 +164,8 @@ class ReproduceConfig:
         return parse_duration(self.time_budget)
 
     def seed_list(self) -> list[int]:
-        """The seeds given by `seeds`, in order (whole numbers >= 0); a seed given twice is refused: it would
-        train every cell once, not twice, and the table would count fewer seeds than were typed."""
-        seeds = seed_list(self.seeds)
-        typed = [int(part) for part in str(self.seeds).split(",")]
-        twice = sorted({s for s in typed if typed.count(s) > 1})
-        if twice:
-            raise ValueError(
-                f"seeds {self.seeds!r}: {', '.join(map(str, twice))} given more than once, and a seed trains "
-                f"each cell once; give each seed once, e.g. {','.join(map(str, seeds))} (or 1,2,3 for three)"
-            )
-        return seeds
+        """The seeds given by `seeds`, in order (whole numbers >= 0, each once: `values.seed_list`)."""
+        return seed_list(self.seeds)
 
     def check_model_overrides(self) -> None:
         """A model override of a field the claim's cells set themselves is refused: each cell's own value would

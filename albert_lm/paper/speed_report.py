@@ -239,14 +239,14 @@ def busy_machine(load: dict[str, Any]) -> str:
 def reproduce_speed(cfg: ReproduceConfig) -> dict[str, Any]:
     """Measure every row (or find it measured), then write results.json and table.md."""
     from albert_lm.kernels.device import pick_device, resolved_precision
-    from albert_lm.kernels.hardware import cpu_info
     from albert_lm.paper.report import format_speed_table, machine
 
     device = pick_device(cfg.device)
     precision = resolved_precision(cfg.precision, device)
     out = Path(cfg.output) / "speed"
     with folder_lock(out):
-        load: dict[str, Any] = {"before": load_average(), "cores": cpu_info().cores}
+        # the load average counts the whole machine's processes: against all its cores, not this process's share
+        load: dict[str, Any] = {"before": load_average(), "cores": os.cpu_count() or 1}
         todo = rows(cfg, device.type, precision)
         measured: dict[int, dict[str, dict[str, Any]]] = {}
         for i, row in enumerate(todo, 1):

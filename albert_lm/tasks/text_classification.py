@@ -215,7 +215,7 @@ class TextClassificationTask(_OwnFilesTask):
         )
 
     def read(self, path: Path, split: str) -> list[TextExample]:
-        examples = []
+        examples: list[TextExample] = []
         required = not split.startswith("test")
         wanted = {"--text-column": self.text_column}
         if self.text_pair_column not in (None, "text_pair"):  # one named on purpose, not the default
@@ -223,7 +223,8 @@ class TextClassificationTask(_OwnFilesTask):
         if required:
             wanted["--label-column"] = self.label_column
         for line, row in read_rows(path):
-            _check_header(path, row, wanted)
+            if not examples:  # the first row: a CSV's header is every row's keys, checked once
+                _check_header(path, row, wanted)
             text = _text(row, self.text_column, path, line)
             pair = _optional_text(row, self.text_pair_column, path, line)
             label = _label(row, self.label_column, path, line, required)
@@ -313,14 +314,16 @@ class TokenClassificationTask(_OwnFilesTask):
         return found
 
     def read(self, path: Path, split: str) -> list[TokenExample]:
-        examples, unseen = [], collections.Counter[str]()
+        examples: list[TokenExample] = []
+        unseen = collections.Counter[str]()
         conll = path.suffix.lower() in CONLL
         rows = read_conll(path, self.tokens_column, self.tags_column) if conll else read_rows(path)
         wanted = {"--tokens-column": self.tokens_column}
         if not split.startswith("test"):
             wanted["--tags-column"] = self.tags_column
         for line, row in rows:
-            _check_header(path, row, wanted)
+            if not examples:  # the first row: a CSV's header is every row's keys, checked once
+                _check_header(path, row, wanted)
             tokens = _words(row, self.tokens_column, path, line)
             if row.get(self.tags_column) in (None, "", []):
                 if not split.startswith("test"):

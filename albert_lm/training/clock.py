@@ -125,8 +125,8 @@ class LoopClock:
         if self.main and self.total_steps < 0.8 * steps:
             logger.warning(
                 "%s: at %.2f s per step the step limit of %d steps ends the run at about %.0f%% of the time "
-                "budget %s, whose schedule the learning rate follows: it will not have decayed. --time-budget "
-                "none gives a schedule over the steps.",
+                "budget %s, whose schedule the learning rate follows: it will end far from decayed. "
+                "--time-budget none gives a schedule over the steps.",
                 self.what, per_step, self.total_steps, 100 * self.total_steps / max(steps, 1), self.budget,
             )  # fmt: skip
 

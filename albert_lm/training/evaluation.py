@@ -29,7 +29,7 @@ from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.runtime.finetuned import null_threshold, read_saved_settings
 from albert_lm.runtime.fits import check_head_fits, check_tokenizer_fits, sequence_length
 from albert_lm.runtime.run import run_model
-from albert_lm.runtime.run_folders import model_hint
+from albert_lm.runtime.run_folders import no_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.task import Feature
@@ -314,9 +314,7 @@ def _eval_inputs(
             raise ValueError(f"{option} {value}: expected at least 1")
     folder = resolve_model(model_dir)
     if not (folder / "config.json").is_file():
-        raise FileNotFoundError(
-            f"--model {folder}: no config.json there (expected a fine-tuned model folder){model_hint(folder)}"
-        )
+        raise no_model(folder)
     if not data.exists():
         raise missing("--data", data)
     return folder, data

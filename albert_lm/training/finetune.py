@@ -51,7 +51,7 @@ from albert_lm.model.early_exit import ExitHeads, exit_loss
 from albert_lm.model.encoder import AlbertPreTrainedModel
 from albert_lm.model.heads import AlbertForSequenceClassification
 from albert_lm.runtime.finetuned import SAVED_FILE
-from albert_lm.runtime.run_folders import model_hint
+from albert_lm.runtime.run_folders import no_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, metrics
 from albert_lm.tasks.batches import collate, feature_length, length_bucketed_batches
@@ -192,9 +192,7 @@ def _check_folders(cfg: FinetuneConfig, locked: bool = False) -> Path | None:
     the checkpoint --resume continues."""
     model, out = Path(cfg.model), Path(cfg.output)
     if not (model / "config.json").is_file():
-        raise FileNotFoundError(
-            f"--model {model}: no config.json there (expected a model folder){model_hint(model)}"
-        )
+        raise no_model(model)
     inputs = {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer}
     latest = ckpt.latest_checkpoint(out) if out.is_dir() else None
     run_folder.check_output(

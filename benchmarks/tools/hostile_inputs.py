@@ -234,7 +234,8 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
     names = [*folders, *models, "tok_model", "pred_null.jsonl", "pred_deep_tokens.csv", "pred_list.jsonl",
              "pred_blank.txt", "pred_header.csv"]  # fmt: skip
     made = {f"i:{n}": d / n for n in names}
-    if (d / "READY").is_file():
+    ready = "\n".join(names)  # a world made before a new input was added is made again
+    if (d / "READY").is_file() and (d / "READY").read_text() == ready:
         return made
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir()
@@ -267,7 +268,7 @@ def build(world: Path, p: dict[str, Path]) -> dict[str, Path]:
     (d / "pred_blank.txt").write_text("\n  \n\n")  # no text: refused, nothing written
     (d / "pred_header.csv").write_text("text\n")
     (d / "pred_deep_tokens.csv").write_text('tokens\n"[""word1""]"\n"' + "[" * 100_000 + '"\n')
-    (d / "READY").write_text("")
+    (d / "READY").write_text(ready)
     return made
 
 
