@@ -75,7 +75,7 @@ def test_every_claim_runs_end_to_end_on_a_tiny_budget(claim, sop_nsp_data, tmp_p
     assert table.startswith(f"### {spec.title}") and all(f"| {c.name} |" in table for c in spec.cells)
     # the run it is: --max-steps trains exactly that many steps (no time limit), with these overrides
     assert "; 3 steps per cell (equal steps" in table and "whichever ends first" not in table
-    assert f"model overrides for every cell: {', '.join(small(claim))}; 2 held-out batches" in table
+    assert f"--model-override for every cell: {', '.join(small(claim))}; 2 held-out batches" in table
     assert f"unigram guess (always the most frequent masked piece): {result['unigram_mlm_acc']:.4f}" in table
     assert (tmp_path / claim / f"{claim}.png").stat().st_size > 1000
     printed = capsys.readouterr().out

@@ -65,13 +65,13 @@ def test_the_table_says_what_each_cell_ran():
 
     run = {"data": "D", "recipe": "cpu-1h", "time_budget": "10m", "max_steps": 60, "eval_batches": 2}
     line = _settings_line({"claim": "sharing", "settings": run})
-    assert "; 60 steps per cell (equal steps); model overrides for every cell: none;" in line
+    assert "; 60 steps per cell (equal steps); --model-override for every cell: none;" in line
     assert "10m" not in line and "whichever" not in line  # --max-steps runs with no time limit
     timed = _settings_line({"claim": "sharing", "settings": {**run, "max_steps": None}})
     assert "; 10m of pretraining per cell (equal time);" in timed
     depth = _settings_line({"claim": "depth", "settings": {**run, "model_overrides": {"hidden_size": 32}}})
     assert "60 steps per cell (equal steps; a cell with a share of the budget, that share of them)" in depth
-    assert "model overrides for every cell: hidden_size=32;" in depth
+    assert "--model-override for every cell: hidden_size=32;" in depth
 
 
 def _sharing(accs: dict[str, float], steps: int = 2000) -> dict[str, dict]:

@@ -100,19 +100,23 @@ class Fields:
     def __init__(self, name: str) -> None:
         self.name = name
 
+    def absent(self, row: dict[str, Any], column: str, line: int, way: str = "") -> InputError:
+        """The error of a row without `column`: the row's columns, `way` (the option that reads another),
+        and for a CSV of ';' or tabs read as one column, its separator."""
+        found = ", ".join(repr(str(c)) for c in list(row)[:8]) or "none"
+        message = (
+            f"missing or empty column {column!r} (the row's columns: {found}{'; ' + way if way else ''})"
+        )
+        return InputError(self.name, message + separator_hint(list(row)), line=line)
+
     def text(self, row: dict[str, Any], column: str, line: int, option: str = "") -> str:
         """The text in `column`; a row without that column is refused naming the row's columns (and
         `option`, the command's option that names the column to read)."""
         value = row.get(column)
+        if column not in row:
+            raise self.absent(row, column, line, f"{option} NAME reads another" if option else "")
         if value is None or (isinstance(value, str) and not value.strip()):
-            where = ""
-            if column not in row:
-                found = ", ".join(repr(str(c)) for c in list(row)[:8]) or "none"
-                where = f" (the row's columns: {found}" + (
-                    f"; {option} NAME reads another)" if option else ")"
-                )
-                where += separator_hint(list(row))  # a CSV of ';' read as one column
-            raise InputError(self.name, f"missing or empty column {column!r}{where}", line=line)
+            raise InputError(self.name, f"missing or empty column {column!r}", line=line)
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise InputError(
                 self.name, f"column {column!r}: expected text, got {type(value).__name__}", line=line

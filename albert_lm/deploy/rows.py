@@ -13,7 +13,6 @@ from typing import Any
 from albert_lm.deploy.inputs import Fields, all_left_out
 from albert_lm.deploy.predict_config import Columns
 from albert_lm.files import InputError
-from albert_lm.hints import separator_hint
 from albert_lm.tasks import Task
 from albert_lm.tasks.glue import GlueExample, GlueTask
 from albert_lm.tasks.race import LETTERS, RaceExample
@@ -41,13 +40,7 @@ def _column(fields: Fields, row: dict[str, Any], columns: Columns, name: str, li
             line=line,
         )
     if column not in row:
-        found = ", ".join(repr(str(c)) for c in list(row)[:8]) or "none"
-        raise InputError(
-            fields.name,
-            f"missing or empty column {column!r} (the row's columns: {found}; {columns.hint(name)})"
-            + separator_hint(list(row)),
-            line=line,
-        )
+        raise fields.absent(row, column, line, columns.hint(name))
     return column
 
 

@@ -138,7 +138,7 @@ def _language(folder: Path) -> str | None:
     except (OSError, ValueError):
         return None
     code = saved.get("language") if isinstance(saved, dict) else None
-    return code if isinstance(code, str) and code.strip() else None
+    return code.strip() if isinstance(code, str) and code.strip() else None
 
 
 def _front_matter(

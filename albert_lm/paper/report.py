@@ -30,7 +30,8 @@ def _settings_line(result: dict[str, Any]) -> str:
     shares = claim is not None and any(c.budget != 1 or c.steps_of for c in claim.cells)
     if s.get("max_steps"):  # the cells ran a number of steps, with no time limit (reproduce.cell_config)
         budget = f"{s['max_steps']} steps per cell (equal steps"
-        budget += "; a cell with a share of the budget, that share of them)" if shares else ")"
+        part = claim is not None and any(c.budget != 1 for c in claim.cells)
+        budget += "; a cell with a share of the budget, that share of them)" if part else ")"
     else:
         budget = f"{s.get('time_budget')} of pretraining per cell (equal time"
         budget += (
@@ -42,7 +43,7 @@ def _settings_line(result: dict[str, Any]) -> str:
     overrides = s.get("model_overrides") or {}
     changed = ", ".join(f"{k}={v}" for k, v in overrides.items()) if overrides else "none"
     return (
-        f"Data {s.get('data')}; recipe {s.get('recipe')}; {budget}; model overrides for every cell: {changed}; "
+        f"Data {s.get('data')}; recipe {s.get('recipe')}; {budget}; --model-override for every cell: {changed}; "
         f"{held}; precision {s.get('precision')}; torch {result.get('torch')}, {result.get('threads')} threads."
     )
 

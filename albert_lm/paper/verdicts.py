@@ -198,9 +198,10 @@ def _one_seed_line(d: Direction) -> str:
     """A direction of one seed: a difference of held-out MLM accuracy under NOISE is no difference."""
     if d.gap is None or abs(d.gap) >= NOISE:
         return d.line
+    way = "points the paper's way" if d.ok else "does not point the paper's way"
     return (
         f"within noise (one seed; a difference of {abs(d.gap):.4f} in held-out MLM accuracy, under {NOISE}): "
-        f"run with --seeds 1,2,3 to tell: {d.text}"
+        f"run with --seeds 1,2,3 to tell; measured, {way}: {d.text}"
     )
 
 
