@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-from test_reproduce import sop_nsp_data  # noqa: F401 (the module's fixture: SOP and NSP examples)
+from test_reproduce import _refused, sop_nsp_data  # noqa: F401 (the module's fixture: SOP and NSP examples)
 
-from albert_lm.cli import main
 from albert_lm.paper.config import ReproduceConfig
 from albert_lm.paper.verdicts import NOISE, verdicts
 
 # Every refusal below would be a short run were its check gone (not 10 minutes a cell), failing the test.
 SHORT = ["--max-steps", "1", "--eval-batches", "1", "--device", "cpu"]
-
-
-def _refused(capsys, argv: list[str], out: Path, *said: str) -> str:
-    """`albert ARGV` exits 1 with one line naming what is wrong, and writes nothing under `out`."""
-    assert main(argv) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("albert reproduce: error: ") and err.count("\n") == 1, err
-    assert all(s in err for s in said), err
-    assert not out.exists()
-    return err
 
 
 def test_an_override_of_a_field_the_cells_set_is_refused(sop_nsp_data, tmp_path, capsys):  # noqa: F811
