@@ -302,7 +302,7 @@ def test_several_seeds_give_each_cell_a_mean_and_a_spread(sop_nsp_data, tmp_path
     assert f"({low:.3f}-{high:.3f})" in table
 
 
-def test_sentence_table_and_plot_with_several_seeds(tmp_path):
+def test_sentence_table_and_plot_with_several_seeds(tmp_path, monkeypatch):
     from albert_lm.paper.claims import SENTENCE
     from albert_lm.paper.report import format_table, plot_claim
     from albert_lm.paper.reproduce import combine
@@ -337,5 +337,14 @@ def test_sentence_table_and_plot_with_several_seeds(tmp_path):
         "| sop | 0.00M | 300 | 1.0 | 0.2000 (0.2000-0.2000) | 5.000 (5.000-5.000) | 0.600 (0.580-0.620) |"
         in table
     )
-    png = plot_claim(result, tmp_path / "sentence.png")
+    matplotlib = pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    lines_drawn: list[float] = []  # the reference lines: the unigram guess, each held-out set's chance
+    draw = Axes.axhline
+    monkeypatch.setattr(
+        Axes, "axhline", lambda ax, y=0, *a, **k: lines_drawn.append(y) or draw(ax, y, *a, **k)
+    )
+    png = plot_claim({**result, "unigram_mlm_acc": 0.11}, tmp_path / "sentence.png")
     assert png is not None and png.stat().st_size > 1000
+    assert lines_drawn == [0.11, 0.57, 0.52] and matplotlib  # not a coin's 0.5: the majority of each set

@@ -115,6 +115,9 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
     names = list(cells)
     means, spread = _bars(cells, "held_out", "mlm_acc")
     ax.bar(names, means, yerr=spread, capsize=4)
+    if result.get("unigram_mlm_acc") is not None:  # the floor the cells must rise above to have learnt
+        ax.axhline(result["unigram_mlm_acc"], color="red", linestyle="--", linewidth=1, label="unigram guess")
+        ax.legend(loc="lower right", fontsize="small")
     ax.set_ylabel("held-out MLM accuracy")
     ax.set_title(result["claim"] + (f" (mean, min-max over {len(result['seeds'])} seeds)" if spread else ""))
     ax.tick_params(axis="x", rotation=45)
@@ -125,9 +128,17 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
             means, spread = _bars(cells, split, "sentence_acc")
             ax.bar([i + shift for i in x], means, 0.4, yerr=spread, capsize=4, label=label)
         ax.set_xticks(list(x), [f"{n}-trained" for n in names])
-        ax.axhline(0.5, color="grey", linewidth=0.5)
+        # chance: always the majority label of each held-out set (as the verdicts take it), else a coin
+        majority = next((c["majority"] for c in cells.values() if "majority" in c), {})
+        for key, color in (("nsp", "C0"), ("sop", "C1")):
+            chance = max(majority.get(key, 0.5), 0.5)
+            ax.axhline(
+                chance, color=color, linestyle="--", linewidth=1, label=f"{key.upper()} chance {chance:.2f}"
+            )
         ax.set_ylabel("sentence head accuracy")
-        ax.legend()
+        ax.legend(
+            loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small"
+        )  # beside the bars, not on them
     if layers:
         for ax, key in zip(axes[0][1:], ("l2", "cosine"), strict=True):
             for name, c in cells.items():
