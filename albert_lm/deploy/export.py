@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from albert_lm.data.tokenizer import AlbertTokenizer
+from albert_lm.deploy.export_card import write_export_card
 from albert_lm.deploy.loading import refuse_untrained_mlm
 from albert_lm.deploy.onnx_exit import exit_graphs
 from albert_lm.deploy.predict import NotFineTuned, model_task
@@ -234,25 +235,12 @@ def _export_locked(
         exit_entry = exit_graphs(ort, model, model_dir, tmp, samples, opset, int8, tolerance) if exits else {}
         sizes = {p.name: p.stat().st_size for p in sorted(tmp.glob("*.onnx*"))}  # what a device is sent
         _tokenizer_files(model_dir, tmp, tokenizer)
-        (tmp / "export.json").write_text(
-            json.dumps(
-                {
-                    "format": "onnx",
-                    "opset": opset,
-                    "inputs": list(INPUTS),
-                    "outputs": names,
-                    "max_abs_diff_fp32": diff,
-                    "int8_cosine": cosine,
-                    "torch": torch.__version__,
-                    "onnxruntime": ort.__version__,
-                    "bytes": sizes,
-                    **exit_entry,
-                    **_null_threshold(model_dir, saved),
-                },
-                indent=1,
-            )
-            + "\n"
-        )
+        record = {"format": "onnx", "opset": opset, "inputs": list(INPUTS), "outputs": names,
+                  "max_abs_diff_fp32": diff, "int8_cosine": cosine, "torch": torch.__version__,
+                  "onnxruntime": ort.__version__, "bytes": sizes, **exit_entry,
+                  **_null_threshold(model_dir, saved)}  # fmt: skip
+        (tmp / "export.json").write_text(json.dumps(record, indent=1) + "\n")
+        write_export_card(tmp, model_dir, record, out.name)
     logger.debug("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
     return ExportResult(out, names, diff, cosine, bool(exit_entry), sizes)
 

@@ -129,7 +129,7 @@ def plot_claim(result: dict[str, Any], path: Path) -> Path | None:
             ax.bar([i + shift for i in x], means, 0.4, yerr=spread, capsize=4, label=label)
         ax.set_xticks(list(x), [f"{n}-trained" for n in names])
         # chance: always the majority label of each held-out set (as the verdicts take it), else a coin
-        majority = next((c["majority"] for c in cells.values() if "majority" in c), {})
+        majority: dict[str, float] = next((c["majority"] for c in cells.values() if "majority" in c), {})
         for key, color in (("nsp", "C0"), ("sop", "C1")):
             chance = max(majority.get(key, 0.5), 0.5)
             ax.axhline(
