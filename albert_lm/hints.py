@@ -85,7 +85,8 @@ def column_hint(option: str, name: str, columns: Sequence[str], taken: Iterable[
         return message + hint
     same = [c for c in columns if c.lower() == name.lower()]
     near = same or difflib.get_close_matches(name, columns, n=1, cutoff=0.6)
-    left = [c for c in columns if c not in set(taken)]
+    taken = set(taken)
+    left = [c for c in columns if c not in taken]
     meant = near[0] if near else left[0] if len(left) == 1 else None
     return message + (
         f"; did you mean {option} {shlex.quote(meant)}?" if meant else f"; {option} NAME reads another"
