@@ -663,6 +663,16 @@ def test_task_distillation_with_augmented_text(world, tmp_path, caplog):
     assert any("no --augment, no --extra-text" in m for m in warned), warned
 
 
+def test_a_task_distillation_ended_by_its_epochs_inside_its_time_budget_names_the_epochs(
+    world, tmp_path, caplog
+):
+    student = _student(world, tmp_path / "general")
+    with caplog.at_level("WARNING", logger="albert_lm.training.clock"):
+        assert main(_task(world, student, tmp_path / "short", "--epochs", "1", "--time-budget", "1h")) == 0
+    said = [r.getMessage() for r in caplog.records if "ended the run at step" in r.getMessage()]
+    assert said and "--epochs 1 (" in said[0] and "step limit" not in said[0], said
+
+
 def test_task_distillation_teaches_exit_heads_for_early_exit(world, tmp_path, capsys):
     from albert_lm.model.early_exit import EXIT_FILE
 

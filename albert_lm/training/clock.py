@@ -54,11 +54,14 @@ class LoopClock:
         agree: Callable[[float], float] | None = None,
         cpu: bool = True,
         slow_advice: str | None = None,
+        limit: str | None = None,
     ) -> None:
         self.what, self.total_steps, self.elapsed_s = what, total_steps, elapsed_s
         self.budget, self.budget_s, self.scheduler = budget, budget_s, scheduler
         self.warmup_fraction, self.main, self.agree = warmup_fraction, main, agree
         self.cpu, self.slow_advice = cpu, slow_advice
+        # what ends the run by its steps, in the warnings below (a task distillation's is its --epochs)
+        self.limit = limit or f"the step limit of {total_steps} steps"
         self.start, self.mark = step, elapsed_s
         self._said: tuple[int, float] | None = None  # (step, elapsed_s) when the time left was last said
         self._advised = False  # the slow-run advice is given once
@@ -124,10 +127,10 @@ class LoopClock:
         recipe's budget under a --max-steps typed for a short run) leaves the budget's schedule undecayed."""
         if self.main and self.total_steps < 0.8 * steps:
             logger.warning(
-                "%s: at %.2f s per step the step limit of %d steps ends the run at about %.0f%% of the time "
-                "budget %s, whose schedule the learning rate follows: it will end far from decayed. "
-                "--time-budget none gives a schedule over the steps.",
-                self.what, per_step, self.total_steps, 100 * self.total_steps / max(steps, 1), self.budget,
+                "%s: at %.2f s per step %s ends the run at about %.0f%% of the time budget %s, whose schedule "
+                "the learning rate follows: it will end far from decayed. --time-budget none gives a schedule "
+                "over the steps.",
+                self.what, per_step, self.limit, 100 * self.total_steps / max(steps, 1), self.budget,
             )  # fmt: skip
 
     def _hours_left(self, step: int, per_step: float) -> None:
@@ -169,10 +172,11 @@ class LoopClock:
         factor = self._budget_factor()
         if self.elapsed_s < self.budget_s:  # the step limit came first
             logger.warning(
-                "%s: the step limit ended the run at step %d, %.0f s into the time budget %s: the learning rate "
-                "follows the budget's schedule, so it had not decayed (it was at %.0f%% of its peak). For a "
-                "schedule over the steps, give a time budget the steps fill, or none (--time-budget none).",
+                "%s: %s ended the run at step %d, %.0f s into the time budget %s: the learning rate follows the "
+                "budget's schedule, so it had not decayed (it was at %.0f%% of its peak). For a schedule over "
+                "the steps, give a time budget the steps fill, or none (--time-budget none).",
                 self.what,
+                self.limit,
                 step,
                 self.elapsed_s,
                 self.budget,
