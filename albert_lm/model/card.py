@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from albert_lm.data.normalization import read_rule
+from albert_lm.data.tokenizer import CONFIG_FILE
 from albert_lm.files import atomic_write
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.params import count_parameters
@@ -132,13 +134,12 @@ def _architecture(config: AlbertConfig) -> str:
 
 def _language(folder: Path) -> str | None:
     """The language code the folder's tokenizer_config.json records (`albert tokenizer train --language`),
-    or None: not said, or no such file (a WordPiece student's)."""
+    or None: not said, no such file (a WordPiece student's), or one no tokenizer could load (the card is
+    no place to refuse it)."""
     try:
-        saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_rule(folder / CONFIG_FILE).get("language")
+    except ValueError:  # an InputError too
         return None
-    code = saved.get("language") if isinstance(saved, dict) else None
-    return code.strip() if isinstance(code, str) and code.strip() else None
 
 
 def _front_matter(
