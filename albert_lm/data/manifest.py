@@ -98,14 +98,24 @@ def build_manifest(
 FEW_RANDOM_NEXT = 0.25
 
 
+def split_labels(manifest: dict, split: str) -> tuple[int, int] | None:
+    """A split's example count and how many have label 1 (swapped for SOP, a random next segment for NSP),
+    or None where the manifest does not record both (older manifests lack `label_ones`)."""
+    info = (manifest.get("splits") or {}).get(split)
+    examples, ones = (
+        (info.get("examples"), info.get("label_ones")) if isinstance(info, dict) else (None, None)
+    )
+    return (examples, ones) if isinstance(examples, int) and isinstance(ones, int) else None
+
+
 def _few_random_next(manifest: dict) -> list[str]:
     """A warning for each split of NSP pairs of which few have a random next segment."""
     if manifest["objective"] != "nsp":
         return []
     out = []
-    for split, info in manifest["splits"].items():
-        examples, ones = info["examples"], info.get("label_ones")  # older manifests lack label_ones
-        if examples and ones is not None and ones / examples < FEW_RANDOM_NEXT:
+    for split in manifest["splits"]:
+        examples, ones = split_labels(manifest, split) or (0, 0)
+        if examples and ones / examples < FEW_RANDOM_NEXT:
             more = " or a larger --eval-fraction" if split == "eval" else ""
             out.append(
                 f"WARNING: {ones / examples:.0%} of the {examples} {split} pairs have a random next segment, "

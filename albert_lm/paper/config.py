@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from albert_lm.data.manifest import split_labels
 from albert_lm.files import read_json_object
 from albert_lm.hints import missing
 from albert_lm.paper.claims import CLAIMS, SPEED_TABLE
@@ -196,9 +197,8 @@ def _check_both_labels(option: str, folder: str) -> None:
     only scores nothing but which answer a head prefers, so it is refused, with the counts from the manifest
     (older manifests lack them: not checked)."""
     manifest = read_json_object(Path(folder) / "manifest.json", "data manifest")
-    held = (manifest.get("splits") or {}).get("eval") or {}
-    examples, ones = held.get("examples"), held.get("label_ones")
-    if not isinstance(examples, int) or not isinstance(ones, int) or not examples or 0 < ones < examples:
+    examples, ones = split_labels(manifest, "eval") or (0, 0)
+    if not examples or 0 < ones < examples:
         return
     one, zero = LABELS.get(str(manifest.get("objective")), ("of label 1", "of label 0"))
     raise ValueError(
