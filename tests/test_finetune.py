@@ -364,6 +364,14 @@ def test_one_file_as_data_warns_that_dev_is_the_training_set(tiny_model, tmp_pat
     assert result["accuracy"] <= 1.0
     assert "no better than always answering 'pos' (1.0000)" in caplog.text
     assert "the usual cause is the rate: --learning-rate 2e-05" in caplog.text
+    caplog.clear()  # a rate inside the range small models want: the others are what to try
+    with caplog.at_level("WARNING", logger="albert_lm"):
+        _finetune_cli(
+            "classification", tiny_model, data, tmp_path / "in", "--max-steps", "1", "--learning-rate", "3e-4"
+        )
+    assert (
+        "--learning-rate 0.0003; try the other rates of albert glue's grid (1e-4, 3e-4, 1e-3)" in caplog.text
+    )
 
 
 def test_a_stopped_fine_tuning_resumes_exactly(albert_data, tiny_model, tmp_path):

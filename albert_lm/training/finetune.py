@@ -177,8 +177,10 @@ FINETUNING = RunKind(
     state_keys=("step", "batches_drawn", "optimizer", "scheduler", "ranks", "elapsed_s"),
 )
 NOTHING_LEARNED = "best dev %s %.4f is no better than %s: the model learned nothing it can use. %s"
-RATE_CAUSE = ("At hidden size %d the usual cause is the rate: --learning-rate %g; small models want 1e-4 to 1e-3 "
-              "(albert glue's grid). Else check the labels and the columns read")  # fmt: skip  # defaults: H 768's
+RATE_CAUSE = ("At hidden size %d the usual cause is the rate: --learning-rate %g; %s. Else check the labels and "
+              "the columns read")  # fmt: skip  # defaults: H 768's
+RATE_WAYS = ("small models want 1e-4 to 1e-3 (albert glue's grid)",  # one inside can fail where another works:
+             "try the other rates of albert glue's grid (1e-4, 3e-4, 1e-3)")  # fmt: skip
 OTHER_CAUSES = "Check the labels, the columns read and --learning-rate %g"
 SLOW_ADVICE = (
     "Bound it: --max-train-examples 10000 (what albert glue's CPU recipe takes), fewer --epochs or --max-steps; "
@@ -357,7 +359,8 @@ class FineTuning(Objective):
         labels = [getattr(ex, "label", None) for ex in self.dev_sets[0].examples] if self.dev_sets else []
         if (guess := metrics.guessing(self.task.main_metric, self.best.main, labels)) is not None:
             width, rate = self.model.config.hidden_size, self.cfg.learning_rate
-            cause = RATE_CAUSE % (width, rate) if width < 768 else OTHER_CAUSES % rate
+            way = RATE_WAYS[1e-4 <= rate <= 1e-3]
+            cause = RATE_CAUSE % (width, rate, way) if width < 768 else OTHER_CAUSES % rate
             logger.warning(NOTHING_LEARNED, self.task.main_metric, self.best.main, guess, cause)
         return dict(self.best.record)
 
