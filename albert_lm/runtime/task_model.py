@@ -45,10 +45,12 @@ def load_for_task(task: Task, model_dir: str | Path, fresh: FreshHead | None) ->
     from albert_lm.model.hf_interop import load_model
 
     bi = fresh.bi_encoder if fresh is not None else is_bi_encoder(model_dir)
-    if bi and task.score_range is None:
+    # A saved bi-encoder carries its scale in its weights; a fresh one takes the task's (STS-B's 0 to 5, or
+    # the training scores' range of a regression on one's own data).
+    if bi and (task.score_range is None if fresh is not None else task.problem_type != "regression"):
         raise ValueError(
-            f"{model_dir}: a bi-encoder (AlbertForSentenceSimilarity) scores text pairs on a fixed scale "
-            f"(STS-B); {task.name} is not such a task"
+            f"{model_dir}: a bi-encoder (AlbertForSentenceSimilarity) scores text pairs (STS-B, or "
+            f"--task regression); {task.name} is not such a task"
         )
     cls = AlbertForSentenceSimilarity if bi else HEAD_CLASSES[task.head]
     overrides: dict[str, Any] = {}

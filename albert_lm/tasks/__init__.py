@@ -12,7 +12,7 @@ from typing import Any
 from albert_lm.tasks.task import HEADS, InputError, Task
 
 GLUE_NAMES = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-TASK_NAMES = (*GLUE_NAMES, "squad1", "squad2", "race", "classification", "token-classification")
+TASK_NAMES = (*GLUE_NAMES, "squad1", "squad2", "race", "classification", "regression", "token-classification")
 
 
 def get_task(name: str, **options: Any) -> Task:
@@ -32,6 +32,10 @@ def get_task(name: str, **options: Any) -> Task:
         from albert_lm.tasks.text_classification import TextClassificationTask
 
         return TextClassificationTask(**_accepted(TextClassificationTask, options))
+    if name == "regression":
+        from albert_lm.tasks.text_regression import TextRegressionTask
+
+        return TextRegressionTask(**_accepted(TextRegressionTask, options))
     if name == "token-classification":
         from albert_lm.tasks.text_classification import TokenClassificationTask
 

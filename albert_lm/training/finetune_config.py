@@ -52,6 +52,7 @@ TASK_DEFAULTS: dict[str, TaskDefaults] = {
     "race": TaskDefaults(1e-5, 32, 1000, 12000, 512, dropout=0.1),
     # Users' own data: no table row; transformers' example defaults (3 epochs, 10% warmup).
     "classification": TaskDefaults(2e-5, 32, 10, None, 128, epochs=3.0),
+    "regression": TaskDefaults(2e-5, 32, 10, None, 128, epochs=3.0),
     "token-classification": TaskDefaults(5e-5, 32, 10, None, 128, epochs=3.0),
 }
 # Fraction of training spent warming up when no step count is given: from the table, else 10%.
@@ -76,7 +77,7 @@ class FinetuneConfig(LoopSettings):
     """Fine-tuning settings. Fields left None take the task's row of TASK_DEFAULTS."""
 
     task: str = setting(group="data and output")
-    """the task (GLUE name, squad1, squad2, race, classification, token-classification)"""
+    """the task (GLUE name, squad1, squad2, race, classification, regression, token-classification)"""
     model: str = setting(group="data and output", recorded=False)
     """pretrained model folder (config.json, weights and its tokenizer: spiece.model, or a distilled
     student's WordPiece vocab.txt), or hub id org/name[@rev]"""

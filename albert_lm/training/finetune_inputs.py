@@ -24,11 +24,14 @@ logger = logging.getLogger(__name__)
 
 
 def check_bi_encoder(cfg: FinetuneConfig, task: Task) -> None:
-    """--bi-encoder takes a pair regression with a fixed scale (STS-B), and no classifier options."""
+    """--bi-encoder takes a pair regression (STS-B, or --task regression on pairs: its scale is then the
+    training scores' range, `TextRegressionTask.fit_labels`), and no classifier options."""
     if not cfg.bi_encoder:
         return
-    if task.score_range is None:
-        raise ValueError(f"--bi-encoder: for STS-B (text pairs scored on a fixed scale), not {cfg.task}")
+    if task.score_range is None and task.problem_type != "regression":
+        raise ValueError(
+            f"--bi-encoder: for text pairs scored on a scale (stsb, or regression on your own pairs), not {cfg.task}"
+        )
     for option, value in {
         "--exit-heads": cfg.exit_heads,
         "--classifier-pooling": cfg.classifier_pooling,
@@ -101,6 +104,11 @@ def read_inputs(
             data,
         )
     task.fit_labels_of(train_examples, data)
+    if cfg.bi_encoder and task.score_range is None:  # a regression on single texts
+        raise ValueError(
+            f"--bi-encoder: --data {data} holds single texts, no second text (column "
+            f"{cfg.text_pair_column!r}); a bi-encoder scores the cosine of a pair's two texts"
+        )
     max_seq_length = required(cfg.max_seq_length, "max_seq_length")
     train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
     eval_sets = eval_sets_of(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)

@@ -25,7 +25,7 @@ from albert_lm.training.finetune_config import FinetuneConfig, rows_folder
 __all__ = ["finetune_rows"]
 
 Row = Mapping[str, Any] | Sequence[Any]
-_IN_MEMORY_TASKS = ("classification", "token-classification")
+_IN_MEMORY_TASKS = ("classification", "regression", "token-classification")
 
 
 def _as_dict(row: Row, task: str, n: int) -> dict[str, Any]:

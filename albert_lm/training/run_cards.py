@@ -160,7 +160,11 @@ def write_finetune_card(
         "every setting": "`finetune_config.json` beside this card",
     }  # fmt: skip
     scores = {f"dev {k}": v for k, v in record.items() if k not in ("step", "epoch", *COUNT_FIELDS)}
-    own_data = f" ({Path(cfg.data).name})" if cfg.task in ("classification", "token-classification") else ""
+    own_data = (
+        f" ({Path(cfg.data).name})"
+        if cfg.task in ("classification", "regression", "token-classification")
+        else ""
+    )
     return write_model_card(
         folder,
         title=f"ALBERT fine-tuned on {cfg.task}{own_data}",
