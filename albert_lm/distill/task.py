@@ -180,7 +180,7 @@ class TaskDistiller(Distiller):
         per_epoch = math.ceil(len(data.features) / cfg.batch_size)
         self.total_steps = task_steps(cfg, per_epoch)
         if cfg.epochs and self.total_steps < cfg.max_steps:  # the epochs end the run, not --max-steps
-            self.limit = f"--epochs {cfg.epochs:g} ({self.total_steps} steps)"
+            self.ends_by = f"--epochs {cfg.epochs:g} ({self.total_steps} steps)"
         self.lengths = [feature_length(f) for f in data.features]
         self.best: float | None = None
         self.best_record: dict[str, Any] = {}

@@ -359,7 +359,7 @@ class FineTuning(Objective):
         labels = [getattr(ex, "label", None) for ex in self.dev_sets[0].examples] if self.dev_sets else []
         if (guess := metrics.guessing(self.task.main_metric, self.best.main, labels)) is not None:
             width, rate = self.model.config.hidden_size, self.cfg.learning_rate
-            way = RATE_WAYS[1e-4 <= rate <= 1e-3]
+            way = RATE_WAYS[rate is not None and 1e-4 <= rate <= 1e-3]
             cause = RATE_CAUSE % (width, rate, way) if width < 768 else OTHER_CAUSES % rate
             logger.warning(NOTHING_LEARNED, self.task.main_metric, self.best.main, guess, cause)
         return dict(self.best.record)

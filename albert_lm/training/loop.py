@@ -115,7 +115,7 @@ class Objective(abc.ABC):
     shown: tuple[str, ...] = ("loss",)  # the train record's numbers on the log line
     warmup_fraction: float = 0.1  # of a time budget too short for the warm-up (`LoopClock`)
     slow_advice: str | None = None  # what a CPU run of many hours is told to do instead
-    limit: str | None = None  # what ends the run by its steps, in words (`LoopClock`; default its step limit)
+    ends_by: str | None = None  # what ends the run by its steps, in words (`LoopClock`): its step limit
     again: str = "continue with --resume"  # the way on, said when a signal stops the run
 
     @abc.abstractmethod
@@ -367,7 +367,7 @@ def train(
         obj.name, step=p.step, total_steps=obj.total_steps, elapsed_s=p.elapsed_s, budget=budget,
         budget_s=getattr(obj.cfg, "time_budget_s", None), scheduler=obj.scheduler,
         warmup_fraction=obj.warmup_fraction, main=obj.d.main, agree=slowest(obj.d, obj.device),
-        cpu=obj.device.type == "cpu", slow_advice=obj.slow_advice, limit=obj.limit,
+        cpu=obj.device.type == "cpu", slow_advice=obj.slow_advice, limit=obj.ends_by,
     )  # fmt: skip
     try:
         if stop is not None:
