@@ -9,8 +9,8 @@
   the best threshold on these questions (`evaluate-v2.0.py`'s `find_best_thresh`). Written from the
   published definition of `evaluate-v1.1.py` / `evaluate-v2.0.py`.
 - RACE: accuracy over questions.
-- Token classification: token accuracy and entity-level (BIO / IOB2 spans) precision, recall, F1,
-  micro-averaged as the CoNLL script does.
+- Token classification: token accuracy and entity-level precision, recall, F1 (spans of BIO / IOB2,
+  IOB1, BIOES or BILOU tags), micro-averaged as the CoNLL script does.
 
 Scores are percentages for SQuAD (as the official scripts print) and fractions in [0, 1] elsewhere
 (as the GLUE leaderboard's metric code returns them).
@@ -300,32 +300,52 @@ def _under(lowest: float) -> float:
 
 
 # --------------------------------------------------------------------------- token classification
+# Each tagging scheme's prefixes as conlleval's: B- begins an entity, I- continues one, E- (BIOES) or L-
+# (BILOU) is its last token, S- (BIOES) or U- (BILOU) a one-token entity.
+_PREFIXES = {"B": "B", "I": "I", "E": "E", "L": "E", "S": "S", "U": "S"}
+
+
 def has_spans(labels: Sequence[str]) -> bool:
-    """Whether a tag set names entity spans (BIO / IOB2: some tag is B-TYPE or I-TYPE)."""
-    return any(t.startswith(("B-", "I-")) for t in labels)
+    """Whether a tag set names entity spans: some tag is PREFIX-TYPE with a prefix of BIO / IOB, BIOES or
+    BILOU (B-PER, I-PER, E-PER, S-PER, L-PER, U-PER)."""
+    return any(_scheme_tag(t)[0] != "O" for t in labels)
 
 
-def _bio_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
-    """(type, start, end) entity spans of an IOB2 / BIO sequence; an I- without a matching B- opens one."""
+def _scheme_tag(tag: str) -> tuple[str, str]:
+    """(B, I, E, S or O, the entity type) of a tag; L- is read as E- and U- as S-; a tag without one of
+    these prefixes (O, a POS tag) is outside every entity."""
+    prefix, dash, kind = tag.partition("-")
+    if not dash or not kind or prefix not in _PREFIXES:
+        return "O", ""
+    return _PREFIXES[prefix], kind
+
+
+def entity_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """(type, start, end) entity spans of a BIO / IOB2, IOB1, BIOES or BILOU sequence, by conlleval's rules
+    (seqeval's default mode counts the same): an entity ends after an E- or S- token, or before a B-, S-,
+    O or a token of another type; an entity begins at a B- or S-, and at an I- or E- that does not continue
+    one (after O, after an entity's end, or of another type). So a lone S-LOC (or U-LOC) is one entity,
+    B-PER E-PER is one of two tokens, and I-PER after O opens one (IOB1)."""
     spans = set()
-    kind, start = None, -1
+    kind, start, last = None, 0, "O"  # the open entity's type and first token, the previous token's prefix
     for i, tag in enumerate([*tags, "O"]):
-        prefix, _, typ = tag.partition("-")
-        continues = prefix == "I" and kind == typ
-        if kind is not None and not continues:
+        prefix, typ = _scheme_tag(tag)
+        if kind is not None and (last in ("E", "S") or prefix in ("B", "S", "O") or typ != kind):
             spans.add((kind, start, i))
             kind = None
-        if prefix in ("B", "I") and not continues:
+        if kind is None and prefix != "O":
             kind, start = typ, i
+        last = prefix
     return spans
 
 
 def token_classification_metrics(
     preds: Sequence[Sequence[str]], labels: Sequence[Sequence[str]], spans: bool | None = None
 ) -> dict[str, float]:
-    """Token accuracy, and entity precision / recall / F1 over BIO spans (micro, as conlleval) with each
-    entity type's F1 (`f1_PER`, as seqeval's report gives it) where the tags name spans (`spans`: the
-    task's tag set says, so that a dev set without entities still scores F1; None: the gold tags say)."""
+    """Token accuracy, and entity-level precision / recall / F1 over the tags' spans (`entity_spans`;
+    micro-averaged over entities, as conlleval) with each entity type's F1 (`f1_PER`, as seqeval's report
+    gives it) where the tags name spans (`spans`: the task's tag set says, so that a dev set without
+    entities still scores F1; None: the gold tags say)."""
     _check_lengths(preds, labels)
     correct = total = 0
     found: dict[str, collections.Counter[str]] = {"tp": collections.Counter(), "pred": collections.Counter(),
@@ -334,7 +354,7 @@ def token_classification_metrics(
         _check_lengths(p, y)
         correct += sum(a == b for a, b in zip(p, y, strict=True))
         total += len(y)
-        ps, ys = _bio_spans(p), _bio_spans(y)
+        ps, ys = entity_spans(p), entity_spans(y)
         for key, these in (("tp", ps & ys), ("pred", ps), ("gold", ys)):
             found[key].update(kind for kind, _, _ in these)
     accuracy = correct / total if total else 0.0

@@ -2,23 +2,27 @@
 
 Text classification: one example per row (CSV with a header, or one JSON object per line) with a text
 column (`text` by default), an optional second text (`text_pair`), and a `label`. The label set is
-the sorted set of training labels; it is stored in the model's config (`id2label`), so evaluation
-and prediction use the same ids, and a dev label never seen in training is an error naming its line.
+the sorted set of training labels (in numeric order where each is a whole number: 2 before 10); it is
+stored in the model's config (`id2label`), so evaluation and prediction use the same ids, and a dev label
+never seen in training is an error naming its line.
 A row whose text is null, blank or not text (a list, an object), or a labelled row without its label, is
 an error naming the file, the line and the column: no row is skipped, and none is read as the printed
 form of a list.
 Metrics: accuracy and macro-F1.
 
-Token classification: one sentence per row with `tokens` (a list, or a space-separated string in CSV)
-and `tags` of the same length (BIO / IOB2 tags for entity F1), or CoNLL files (SPLIT.conll or SPLIT.txt:
-a word and its tag a line, the tag last, sentences apart by a blank line). Each word is tokenized on its own; its
-first piece carries the tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
+Token classification: one sentence per row with `tokens` (a list, or in CSV a cell of a JSON list or of
+words apart by spaces; an unlabelled test file may give a `text` instead, read as its words) and `tags` of
+the same length (BIO / IOB2, IOB1, BIOES or BILOU tags for entity F1), or CoNLL files (SPLIT.conll or
+SPLIT.txt: a word and its tag a line, the tag last, sentences apart by a blank line; read by
+`albert_lm.tasks.token_classification`). Each word is tokenized on its own; its first piece carries the
+tag and the others are ignored in the loss (`IGNORE_INDEX`, -100), as transformers'
 token-classification example does. A dev tag never seen in training counts as a miss, with a warning.
 A sentence longer than `max_seq_length` is read in windows of whole words, each starting halfway through
 the one before; each word is trained and tagged in the one window where it has the most words around it
 (`albert_lm.tasks.word_windows`).
 Metrics: token accuracy and entity-level precision / recall / F1 (conlleval's micro average), which picks
-the best checkpoint; tags without B-/I- prefixes (POS, IO) name no spans: accuracy alone then.
+the best checkpoint; tags without a scheme's prefix (B-, I-, E-, S-, L-, U-: POS tags, say) name no
+spans: accuracy alone then.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +45,7 @@ from albert_lm.files import InputError, atomic_write, csv_rows, decode_utf8, ite
 from albert_lm.hints import column_hint
 from albert_lm.tasks import metrics
 from albert_lm.tasks.task import Feature, Task, TokenizerLike, pair_features
+from albert_lm.tasks.token_classification import CONLL, read_conll, words_of
 from albert_lm.tasks.word_windows import owners, window_feature, word_windows
 
 logger = logging.getLogger(__name__)
@@ -133,44 +139,27 @@ def _label(row: dict[str, Any], name: str, path: Path, line: int, required: bool
     return _nfc(_scalar(value, name, path, line, "a label (text or a number)"))
 
 
+def label_order(labels: Iterable[str]) -> list[str]:
+    """Labels in id order: numeric where every one is a whole number written in decimal ("2" before "10",
+    as 0 to 11 are meant), else sorted as text."""
+    found = set(labels)
+    if found and all(_DECIMAL.fullmatch(label) for label in found):
+        return sorted(found, key=lambda label: (int(label), label))  # "7" and "07": both, in a fixed order
+    return sorted(found)
+
+
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+class UnseenLabelError(InputError):
+    """A dev label that training did not have (a fine-tuning run whose training examples were capped adds
+    so: the label may be past the cap)."""
+
+
 def _nfc(label: str) -> str:
     """A label or tag in Unicode's composed form: "Märchen" typed on a Mac (a + combining diaeresis) is the
     label its files elsewhere write with one character."""
     return unicodedata.normalize("NFC", label)
-
-
-CONLL = (".conll", ".txt")  # a token classifier's CoNLL files: a word and its tag a line
-
-
-def read_conll(path: Path, tokens: str, tags: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line of its first word, {tokens: words, tags: their tags}) of each sentence of a CoNLL file: a
-    word a line, its tag the line's last field (CoNLL-2003's POS and chunk columns between are left
-    out), a blank line between sentences, -DOCSTART- lines skipped; a line of one field is a word
-    without a tag (a test file's, all of them)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"no data file at {path}")
-    words: list[str] = []
-    labels: list[str] = []
-    start = 0
-    text = decode_utf8(path.read_bytes(), path)
-    for n, line in enumerate([*text.splitlines(), ""], start=1):
-        fields = line.split()
-        if fields and fields[0] == "-DOCSTART-":
-            continue
-        if not fields:
-            if words:
-                yield start, {tokens: words, tags: labels if labels else None}
-            words, labels = [], []
-            continue
-        tagged = len(fields) > 1
-        if (tagged and len(labels) != len(words)) or (not tagged and labels):
-            raise InputError(path, "a word without a tag among tagged words (expected WORD ... TAG)", line=n)
-        start = start if words else n
-        words.append(fields[0])
-        if tagged:
-            labels.append(fields[-1])
-    if not start:
-        raise InputError(path, "empty file")
 
 
 class _OwnFilesTask(Task):
@@ -229,7 +218,7 @@ class TextClassificationTask(_OwnFilesTask):
             pair = _optional_text(row, self.text_pair_column, path, line)
             label = _label(row, self.label_column, path, line, required)
             if label is not None and self.labels and label not in self.labels:
-                raise InputError(
+                raise UnseenLabelError(
                     path, f"label {label!r} was not seen in training ({', '.join(self.labels)})", line=line
                 )
             examples.append(TextExample(text, pair, label, line))
@@ -238,7 +227,7 @@ class TextClassificationTask(_OwnFilesTask):
     def fit_labels(self, train_examples: Sequence[TextExample]) -> None:
         """The labels seen in training; and a model trained on single texts reads single texts: a second
         text column is then not read from dev rows, nor recorded for predict (`recorded_columns`)."""
-        found = sorted({ex.label for ex in train_examples if ex.label is not None})
+        found = label_order({ex.label for ex in train_examples if ex.label is not None})
         if len(found) < 2:
             raise ValueError(
                 f"column {self.label_column!r}: text classification needs at least 2 labels in training, "
@@ -318,15 +307,23 @@ class TokenClassificationTask(_OwnFilesTask):
         unseen = collections.Counter[str]()
         conll = path.suffix.lower() in CONLL
         rows = read_conll(path, self.tokens_column, self.tags_column) if conll else read_rows(path)
+        test = split.startswith("test")
         wanted = {"--tokens-column": self.tokens_column}
-        if not split.startswith("test"):
+        if not test:
             wanted["--tags-column"] = self.tags_column
         for line, row in rows:
+            # an unlabelled row without the tokens column may give a text, its words between spaces, as
+            # `albert predict` reads it
+            text = test and self.tokens_column not in row and "text" in row
             if not examples:  # the first row: a CSV's header is every row's keys, checked once
-                _check_header(path, row, wanted)
-            tokens = _words(row, self.tokens_column, path, line)
+                _check_header(path, row, {} if text else wanted)
+            tokens = (
+                _text(row, "text", path, line).split()
+                if text
+                else _words(row, self.tokens_column, path, line)
+            )
             if row.get(self.tags_column) in (None, "", []):
-                if not split.startswith("test"):
+                if not test:
                     raise _missing(row, self.tags_column, path, line)
                 tags = None
             else:
@@ -343,12 +340,13 @@ class TokenClassificationTask(_OwnFilesTask):
         return examples
 
     def fit_labels(self, train_examples: Sequence[TokenExample]) -> None:
-        found = sorted({t for ex in train_examples for t in ex.tags or []})
+        found = label_order({t for ex in train_examples for t in ex.tags or []})
         self.labels = tuple(found)
         if not metrics.has_spans(self.labels):
             logger.warning(
-                "the tags (%s) have no B- or I- prefix, so they name no entity spans: the best checkpoint is "
-                "chosen by token accuracy, and no entity precision, recall or F1 is reported",
+                "the tags (%s) have no B- or I- prefix (nor BIOES's E-, S- or BILOU's L-, U-), so they name no "
+                "entity spans: the best checkpoint is chosen by token accuracy, and no entity precision, recall "
+                "or F1 is reported",
                 ", ".join(self.labels[:8]) + (", ..." if len(self.labels) > 8 else ""),
             )
 
@@ -414,22 +412,9 @@ class TokenClassificationTask(_OwnFilesTask):
 
 
 def _words(row: dict[str, Any], name: str, path: Path, line: int) -> list[str]:
-    """The words of column `name`: a list of non-blank texts (JSON Lines), or a space-separated string
-    (CSV); a null, an empty list or a word that is not text is refused with the file, line and column."""
-    value = row.get(name)
-    if isinstance(value, str):
-        value = value.split()
-    if value is None or value == []:
+    """The words of column `name` (`words_of`: a list, a cell's JSON list or its words between spaces); a
+    null, an empty list or a blank cell is refused as missing, with the file, line and column."""
+    words = words_of(row.get(name), name, path, line)
+    if not words:
         raise _missing(row, name, path, line)
-    if not isinstance(value, list):
-        raise InputError(
-            path, f"column {name!r}: expected a list of words, got {_json_type(value)}", line=line
-        )
-    for i, word in enumerate(value):
-        if isinstance(word, bool) or not isinstance(word, str | int | float) or not str(word).strip():
-            raise InputError(
-                path,
-                f"column {name!r}: word {i + 1} is {json.dumps(word)}, expected a non-blank text",
-                line=line,
-            )
-    return [str(word) for word in value]
+    return words

@@ -17,6 +17,7 @@ from albert_lm.runtime.finetuned import read_saved_settings
 from albert_lm.runtime.fits import check_tokenizer_fits
 from albert_lm.tasks import Task
 from albert_lm.tasks.task import Feature
+from albert_lm.tasks.text_classification import UnseenLabelError
 from albert_lm.training.evaluation import EvalSet, eval_sets_of, read_split, required
 from albert_lm.training.finetune_config import FinetuneConfig
 
@@ -111,7 +112,14 @@ def read_inputs(
         )
     max_seq_length = required(cfg.max_seq_length, "max_seq_length")
     train_features = task.featurize(train_examples, tokenizer, max_seq_length, training=True)
-    eval_sets = eval_sets_of(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
+    try:
+        eval_sets = eval_sets_of(task, data, tokenizer, max_seq_length, cfg.max_eval_examples, test=True)
+    except UnseenLabelError as e:  # a dev label training may have had past the cap: the message says so
+        cap = cfg.max_train_examples
+        if cap is None or len(train_examples) < cap:
+            raise
+        read = f"only the first {cap} training examples were read (--max-train-examples {cap})"
+        raise UnseenLabelError(e.path, f"{e.message}; {read}", line=e.line) from None
     if all(s.split.startswith("test") for s in eval_sets):
         logger.warning("no dev file for %s under %s: the last checkpoint is kept", cfg.task, data)
     return train_features, eval_sets
