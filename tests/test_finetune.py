@@ -344,6 +344,10 @@ def test_own_data_end_to_end(tiny_model, tmp_path, capsys):
     tok = str(tiny_model / "spiece.model")
     results = _finetune_cli("token-classification", bare, tokens, tmp_path / "ner-out", "--tokenizer", tok)
     assert {"accuracy", "precision", "recall", "f1"} <= set(results)
+    card = (tmp_path / "ner-out" / "best" / "README.md").read_text()  # the scores' meaning, on the card
+    assert (
+        "the words in `tokens`, tagged as `tags` was" in card and "are entity-level, micro-averaged" in card
+    )
 
 
 @pytest.mark.slow

@@ -49,7 +49,12 @@ def test_a_regression_on_own_pairs_trains_scores_and_predicts_on_the_data_scale(
     assert config["problem_type"] == "regression" and config["num_labels"] == 1
     saved = json.loads((out / "best" / "finetune_config.json").read_text())
     assert saved["task"] == "regression" and saved["score_range"] == [0.0, 10.0]
-    dev = [json.loads(line) for line in (out / "predictions" / "dev_predictions.jsonl").read_text().splitlines()]
+    card = (out / "best" / "README.md").read_text()  # what the model reads and what its scores are
+    assert "a pair of texts, `text` and `text_pair`; gives a score on the scale 0 to 10 as `label`" in card
+    assert "`mse`, the mean squared error on the data's scale" in card
+    dev = [
+        json.loads(line) for line in (out / "predictions" / "dev_predictions.jsonl").read_text().splitlines()
+    ]
     assert len(dev) == 16 and all(isinstance(r["score"], float) for r in dev)
     capsys.readouterr()
     assert main(["predict", "--model", str(out / "best"), "--input", str(data / "dev.jsonl"), "-q"]) == 0
@@ -67,6 +72,7 @@ def test_a_single_text_regression_reads_single_texts_and_records_no_scale(tiny_p
     assert main(finetune_argv("regression", tiny_pretrained, data, out, "--max-steps", "2", *QUICK)) == 0
     saved = json.loads((out / "best" / "finetune_config.json").read_text())
     assert saved["text_pair_column"] is None and saved["score_range"] == []
+    assert "a text, `text`; gives a score on the scale as `label`" in (out / "best" / "README.md").read_text()
     capsys.readouterr()
     assert main(["predict", "--model", str(out / "best"), "--text", "fine grand dull grim", "-q"]) == 0
     assert isinstance(json.loads(capsys.readouterr().out)["score"], float)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albert_lm.model.card import write_model_card
+from albert_lm.tasks.text_classification import TextClassificationTask, TokenClassificationTask
 from albert_lm.training import checkpoint as ckpt
 from albert_lm.training import preflight
 from albert_lm.training.evaluation import COUNT_FIELDS
@@ -149,7 +150,9 @@ def write_finetune_card(
         "batch size": cfg.batch_size if cfg.gradient_accumulation_steps == 1
                       else f"{cfg.batch_size} x {cfg.gradient_accumulation_steps} accumulated",
         "max sequence length": cfg.max_seq_length,
+        "reads": _columns_read(task),
         "dev examples": _dev_examples_of(cfg, record),
+        "dev scores": _SCORES.get(task.name),
         "dropout": cfg.dropout,
         "early exit": "a classifier after every layer in `exit_heads.safetensors` (PABEE); transformers reads "
                       "the last one, the model's own; `albert predict --patience 2` stops each row early"
@@ -182,6 +185,32 @@ def _dev_examples_of(cfg: FinetuneConfig, record: dict[str, Any]) -> str | None:
     if counted is not None and Path(cfg.data).is_file():
         return f"{counted} (the training file itself: the dev scores below are not held-out scores)"
     return counted
+
+
+def _columns_read(task: Task) -> str | None:
+    """The columns a model fine-tuned on one's own data reads (what `albert predict` reads by default)."""
+    if isinstance(task, TokenClassificationTask):
+        return f"the words in `{task.tokens_column}`, tagged as `{task.tags_column}` was"
+    if not isinstance(task, TextClassificationTask):  # regression's too
+        return None
+    pair = task.text_pair_column
+    texts = f"a pair of texts, `{task.text_column}` and `{pair}`" if pair else f"a text, `{task.text_column}`"
+    scale = f" {task.score_range[0]:g} to {task.score_range[1]:g}" if task.score_range else ""
+    what = f"a score on the scale{scale}" if task.problem_type == "regression" else "a label"
+    return f"{texts}; gives {what} as `{task.label_column}` held in training"
+
+
+# What the dev scores of one's own data are, where their names leave it open
+_SCORES = {
+    "token-classification": "`f1`, `precision`, `recall` are entity-level, micro-averaged over all entities as "
+                            "conlleval counts them (an entity is found only with its type and its first and last "
+                            "word right); `f1_TYPE` per entity type (0 for a type training never had); `accuracy` "
+                            "is per word",
+    "regression": "Pearson and Spearman correlation with the gold scores, and `mse`, the mean squared error on "
+                  "the data's scale",
+    "classification": "`accuracy`, and `f1_macro`: the mean of each label's F1, which a rare label moves as "
+                      "much as a common one",
+}  # fmt: skip
 
 
 # What the heads without a pooled classifier read, by task
