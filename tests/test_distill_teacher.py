@@ -100,6 +100,33 @@ def test_a_regression_teacher_for_stsb(encoder, tmp_path):
     assert -1 <= json.loads((out / "eval_results.json").read_text())["pearson"] <= 1
 
 
+def test_a_regression_on_own_pairs_is_taught_and_distilled(encoder, tiny_sst2, tmp_path):
+    """`--task regression` on one's own pairs, named by their columns: a regression teacher, and a student
+    task-distilled from it that scores on the data's scale."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "scores"
+    data.mkdir()
+    for split, n in (("train", 32), ("dev", 16)):
+        rows = []
+        for _ in range(n):
+            a, shared = list(rng.choice(WORDS, size=5)), int(rng.integers(0, 6))
+            b = a[:shared] + list(rng.choice(WORDS, size=5 - shared))
+            rows.append(json.dumps({"first": " ".join(a), "second": " ".join(b), "sim": shared / 5}))
+        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    columns = ["--text-column", "first", "--text-pair-column", "second", "--label-column", "sim"]
+    out = tmp_path / "teacher"
+    assert main(_argv(encoder, data, out, *columns, task="regression")) == 0
+    assert json.loads((out / "config.json").read_text())["problem_type"] == "regression"
+    student = ["distill", "task", "--task", "regression", "--model", str(tiny_sst2 / "base"), "--teacher", str(out),
+               "--data", str(data), "--output", str(tmp_path / "student"), "--cache", str(tmp_path / "cache"),
+               "--epochs", "1", "--batch-size", "8", "--precision", "fp32", *columns]  # fmt: skip
+    assert main(student) == 0
+    distilled = json.loads((tmp_path / "student" / "eval_results.json").read_text())
+    assert {"pearson", "mse", "teacher_pearson"} <= set(distilled), distilled
+    saved = json.loads((tmp_path / "student" / "best" / "finetune_config.json").read_text())
+    assert saved["task"] == "regression" and saved["score_range"] == [0.0, 1.0]
+
+
 def test_outputs_and_settings_are_refused_before_any_training(encoder, tiny_sst2, tmp_path, capsys):
     data, out = tiny_sst2 / "sst2", tmp_path / "teacher"
     assert main(_argv(encoder, data, out, "--epochs", "1")) == 0

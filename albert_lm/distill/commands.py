@@ -111,7 +111,7 @@ def task_options(p: argparse.ArgumentParser) -> None:
         suppress=True,
         required=TASK_REQUIRED,
         helps=_helps(),
-        choices={"task": (*GLUE_TASKS, "classification")},
+        choices={"task": (*GLUE_TASKS, "classification", "regression")},
         metavars={
             "model": "DIR",
             "teacher": "MODEL",
@@ -140,7 +140,7 @@ def teacher_options(p: argparse.ArgumentParser) -> None:
         TeacherConfig,
         suppress=True,
         required=TEACHER_REQUIRED,
-        choices={"task": (*GLUE_TASKS, "classification")},
+        choices={"task": (*GLUE_TASKS, "classification", "regression")},
         metavars={"teacher": "MODEL", "data": "DIR", "output": "DIR"},
     )
 
@@ -195,7 +195,7 @@ def run_general(args: argparse.Namespace) -> int:
 
 
 def run_task(args: argparse.Namespace) -> int:
-    """teach an ALBERT a fine-tuned teacher's predictions on a GLUE or classification task
+    """teach an ALBERT a fine-tuned teacher's predictions on a GLUE, classification or regression task
 
     Task distillation (docs/distill.md): a fine-tuned transformers classifier (or regressor) labels the
     task's training text and --extra-text once, into the teacher cache; the student (--model, an ALBERT

@@ -211,7 +211,7 @@ class TaskDistillConfig(DistillCommon):
     """`albert distill task`: a student learns a fine-tuned teacher's logits on a task's text."""
 
     task: str | None = setting(None, group="teacher and data")
-    """the task (a GLUE name or classification)"""
+    """the task (a GLUE name, or classification or regression on your own data)"""
     model: str | None = setting(None, group="teacher and data", recorded=False)
     """the student: an albert-lm or transformers ALBERT folder (or hub id), e.g. a general-distilled one"""
     data: str | None = setting(None, group="teacher and data", recorded=False)
@@ -247,11 +247,11 @@ class TaskDistillConfig(DistillCommon):
     max_eval_examples: int | None = setting(None, group="sizes")
     """use only the first N dev examples"""
     text_column: str = setting("text", group="your own data's columns")
-    """classification: text column"""
+    """classification, regression: text column"""
     text_pair_column: str | None = setting("text_pair", group="your own data's columns")
-    """classification: optional second text column"""
+    """classification, regression: optional second text column"""
     label_column: str = setting("label", group="your own data's columns")
-    """classification: label column"""
+    """classification: label column; regression: score column"""
 
     def __post_init__(self) -> None:
         self.check("TaskDistillConfig")
@@ -303,7 +303,7 @@ class TeacherConfig:
     """Settings of `albert distill teacher`."""
 
     task: str | None = setting(None, group="teacher and data")
-    """the task: a GLUE name (cola, sst2, mrpc, stsb, rte, ...) or classification (your own data)"""
+    """the task: a GLUE name (cola, sst2, mrpc, stsb, rte, ...), or classification or regression (your own data)"""
     data: str | None = setting(None, group="teacher and data")
     """the task's folder (train and dev files), or the GLUE root (the task's folder found by name)"""
     output: str | None = setting(None, group="data and output", resume=True)
@@ -334,11 +334,11 @@ class TeacherConfig:
     overwrite: bool = setting(False, group="data and output", resume=True)
     """replace the run --output holds"""
     text_column: str = setting("text", group="your own data's columns")
-    """classification: text column"""
+    """classification, regression: text column"""
     text_pair_column: str | None = setting("text_pair", group="your own data's columns")
-    """classification: optional second text column"""
+    """classification, regression: optional second text column"""
     label_column: str = setting("label", group="your own data's columns")
-    """classification: label column"""
+    """classification: label column; regression: score column"""
 
     def __post_init__(self) -> None:
         check_fields(self, "TeacherConfig")
@@ -357,11 +357,12 @@ class TeacherConfig:
             )
 
     def build_task(self) -> Any:
-        """The task, its columns set for classification."""
+        """The task, its columns set for your own data."""
         from albert_lm.tasks import get_task
 
         assert self.task is not None  # required by the command line
-        columns = ("text_column", "text_pair_column", "label_column") if self.task == "classification" else ()
+        own = self.task in ("classification", "regression")
+        columns = ("text_column", "text_pair_column", "label_column") if own else ()
         return get_task(self.task, **{k: getattr(self, k) for k in columns})
 
 

@@ -409,7 +409,9 @@ def distill_task(cfg: TaskDistillConfig, on_step: Callable[[int], None] | None =
     fcfg = cfg.finetune_settings()
     task = build_task(fcfg)
     if task.head != "sequence_classification":
-        raise ValueError(f"--task {cfg.task}: task distillation takes GLUE tasks and classification only")
+        raise ValueError(
+            f"--task {cfg.task}: task distillation takes GLUE tasks, classification and regression only"
+        )
     root = Path(cfg.cache) if cfg.cache else default_cache_dir()
     inputs = {"--model": cfg.model, "--data": cfg.data, "--cache": root, "--teacher": local_teacher(str(cfg.teacher)),
               **{f"--extra-text {f}": f for f in cfg.extra_text}}  # fmt: skip
