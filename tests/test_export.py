@@ -95,7 +95,7 @@ def test_int8_export_and_refusals(saved, tmp_path, capsys):
     assert sorted(p.name for p in out.glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]  # no leftovers
     # the folder says what it holds and how it was checked: it travels to a device without the model's card
     card = (out / "README.md").read_text()
-    assert f"albert export --model {folder} --output onnx --int8" in card
+    assert f"albert export --model {folder} --output {out} --int8" in card  # --output as given
     assert "inputs `input_ids`, `attention_mask`, `token_type_ids`" in card and "outputs `logits`" in card
     assert f"at most {report['max_abs_diff_fp32']:.1e} from PyTorch" in card
     assert f"int8: cosine {report['int8_cosine']:.4f}" in card and "Running the ONNX file" in card

@@ -76,15 +76,19 @@ def test_predict_reads_the_columns_the_model_was_fine_tuned_on(saved, tmp_path, 
         capsys,
     )
     assert code == 0 and given == rows
-    # the second text is read: without it the predictions differ
-    single = write_csv(tmp_path / "single.csv", ["review"], [(t,) for t in TEXTS])
-    _, alone, _ = run(["--model", str(model), "--input", single], capsys)
+    # the second text is read: read alone (single texts asked for, text_pair_column="") the predictions
+    # differ; a row without it is refused (tests/test_deploy_own_tasks.py)
+    alone = Predictor(model, device="cpu", precision="fp32", text_pair_column="").predict(TEXTS)
     assert probabilities(alone) != pytest.approx(probabilities(rows), abs=1e-6)
-    # plain lines are the texts, whatever the model's column is named
+    # plain lines are the texts, whatever the model's column is named (a model of single texts)
+    model = classifier(saved, "single", text_column="review", text_pair_column=None)
+    single = write_csv(tmp_path / "single.csv", ["review"], [(t,) for t in TEXTS])
+    _, from_csv, _ = run(["--model", str(model), "--input", single], capsys)
     lines = tmp_path / "in.txt"
     lines.write_text("\n".join(TEXTS) + "\n")
     code, from_lines, _ = run(["--model", str(model), "--input", str(lines)], capsys)
-    assert code == 0 and probabilities(from_lines) == pytest.approx(probabilities(alone), abs=1e-6)
+    assert code == 0 and probabilities(from_lines) == pytest.approx(probabilities(from_csv), abs=1e-6)
+    assert probabilities(from_csv) == pytest.approx(probabilities(alone), abs=1e-6)
 
 
 def test_a_missing_column_says_the_model_named_it_and_an_option_given_wins(saved, tmp_path, capsys):
@@ -192,7 +196,10 @@ def test_predictor_reads_the_models_columns_and_names_its_own_arguments(saved, t
     as_rows, as_pairs = clf.predict(rows), clf.predict(list(zip(TEXTS, PAIRS, strict=True)))
     assert probabilities(as_rows) == pytest.approx(probabilities(cli), abs=1e-6)
     assert probabilities(as_pairs) == pytest.approx(probabilities(cli), abs=1e-6)
-    assert len(clf.predict(TEXTS)) == 4
+    with pytest.raises(
+        ValueError, match=r"inputs:1: a text alone, and this classification model reads pairs"
+    ):
+        clf.predict(TEXTS)  # a pair model reads no text alone
     with pytest.raises(ValueError) as e:
         clf.predict([{"text": "Kala."}])
     message = str(e.value)

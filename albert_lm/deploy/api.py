@@ -30,12 +30,13 @@ from albert_lm.deploy.inputs import Fields
 from albert_lm.deploy.loading import model_folder
 from albert_lm.deploy.predict import TaskModel, load_task_model, model_task, predict_examples
 from albert_lm.deploy.predict_config import COLUMN_FIELDS, Columns
-from albert_lm.deploy.rows import READS, examples_of
+from albert_lm.deploy.rows import READS, examples_of, reads_pairs
 from albert_lm.kernels.device import pick_device
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.early_exit import EXIT_FILE, ExitRule, check_rule, no_heads
 from albert_lm.runtime.fits import sequence_length
 from albert_lm.settings import PRECISIONS, device_name
+from albert_lm.tasks import Task
 
 PredictInput = str | tuple[str, str] | Mapping[str, Any]
 
@@ -126,9 +127,9 @@ class Predictor:
                 self.exit_rule,
             )
         tm = self._task
-        columns = Columns.chosen(self.columns, tm.saved, api=True)
+        columns = Columns.chosen(self.columns, tm.saved, api=True, task=tm.task)
         listed = enumerate(_listed(inputs, "inputs"), start=1)
-        rows = [(n, _row(item, tm.task.head, n, columns)) for n, item in listed]
+        rows = [(n, _row(item, tm.task, n, columns)) for n, item in listed]
         got = examples_of(tm.task, rows, Fields("inputs"), columns)
         return predict_examples(tm, got.examples, got.lines)
 
@@ -240,13 +241,19 @@ def _given_columns(given: dict[str, Any]) -> dict[str, str | None]:
     return given
 
 
-def _row(item: Any, head: str, n: int, columns: Columns) -> dict[str, Any]:
+def _row(item: Any, task: Task, n: int, columns: Columns) -> dict[str, Any]:
     """A predict input as the row the command would read: a text, a pair, or the row itself."""
+    head = task.head
     if isinstance(item, str) and head in READS:  # a bare (question, context) pair is read as two texts
         shape = "(question, context) pairs" if head == "question_answering" else "row dicts"
         raise TypeError(
             f"inputs:{n}: a text alone, and this model reads {READS[head]}: give a list of {shape}, e.g. "
             f"predict([{'(question, context)' if head == 'question_answering' else 'row'}])"
+        )
+    if isinstance(item, str) and head == "sequence_classification" and reads_pairs(task, columns):
+        raise ValueError(
+            f"inputs:{n}: a text alone, and this {task.name} model reads pairs of texts: give (text, "
+            "text_pair) pairs, e.g. predict([(text, text_pair)])"
         )
     if isinstance(item, str):
         return {columns.text: item}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import logging
 import math
@@ -240,7 +241,7 @@ def _export_locked(
                   "onnxruntime": ort.__version__, "bytes": sizes, **exit_entry,
                   **_null_threshold(model_dir, saved)}  # fmt: skip
         (tmp / "export.json").write_text(json.dumps(record, indent=1) + "\n")
-        write_export_card(tmp, model_dir, record, out.name)
+        write_export_card(tmp, model_dir, record, str(out), tokenizer)
     logger.debug("exported %s -> %s (max |ORT - PyTorch| %.2e)", model_dir, out, diff)
     return ExportResult(out, names, diff, cosine, bool(exit_entry), sizes)
 
@@ -385,7 +386,12 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
     from onnxruntime.transformers.optimizer import optimize_model
 
     optimized = folder / "model.optimized.onnx"
-    with quiet("onnxruntime", "onnxruntime.transformers"):
+    # The optimizer prints (print(), past its logger and with no option to stop it) "failed in shape
+    # inference <class 'TypeError'>" where its symbolic shape inference cannot follow the graph (a
+    # bi-encoder's); it then fuses what needs no shapes, and the check below measures the result. Its
+    # stdout is kept for -v, not sent to the user's terminal or to a pipe that reads the command's output.
+    printed = io.StringIO()
+    with quiet("onnxruntime", "onnxruntime.transformers"), contextlib.redirect_stdout(printed):
         graph = optimize_model(
             str(folder / "model.onnx"),
             model_type="bert",
@@ -395,6 +401,8 @@ def _int8(ort: Any, folder: Path, config: AlbertConfig, samples: list, reference
         graph.save_model_to_file(str(optimized))
         quantize_dynamic(optimized, folder / "model.int8.onnx", weight_type=QuantType.QInt8, per_channel=True)
     optimized.unlink()
+    if printed.getvalue().strip():
+        logger.debug("ONNX Runtime's optimizer printed: %s", printed.getvalue().strip())
     _, cosine = _compare(ort, folder / "model.int8.onnx", samples, references)
     if not cosine >= INT8_FAIL:  # NaN outputs fail too
         raise ExportCheckError(

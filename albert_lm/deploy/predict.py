@@ -44,6 +44,7 @@ from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.inputs import (
     FORMATS,
     Fields,
+    Input,
     check_output,
     given_rows,
     jsonl,
@@ -53,7 +54,8 @@ from albert_lm.deploy.inputs import (
 )
 from albert_lm.deploy.int8 import quantize_int8
 from albert_lm.deploy.predict_config import Columns, PredictConfig
-from albert_lm.deploy.rows import READS, examples_of
+from albert_lm.deploy.rows import READS, examples_of, pairs_wanted, reads_pairs
+from albert_lm.files import InputError
 from albert_lm.hub import resolve_model
 from albert_lm.kernels.device import pick_device, resolved_precision
 from albert_lm.model.config import AlbertConfig
@@ -135,6 +137,9 @@ def model_task(model_dir: Path) -> tuple[Task, dict[str, Any]]:
             )
     options = {k: v for k, v in saved.items() if k not in ("task", "labels")}
     task = get_task(name, **options)
+    if hasattr(task, "text_pair_column"):  # a task on your own files: pairs or single texts, as recorded
+        # null (fine-tuned on single texts) or not recorded: None, where get_task would keep its default
+        task.text_pair_column = saved.get("text_pair_column") or None
     if task.head in ("sequence_classification", "token_classification") and not isinstance(task, GlueTask):
         # transformers writes no id2label for its default labels: LABEL_0 ... LABEL_{num_labels - 1}
         id2label = config.id2label or {i: f"LABEL_{i}" for i in range(config.num_labels)}
@@ -299,6 +304,24 @@ def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int
     return records
 
 
+def _check_single_texts(cfg: PredictConfig, task: Task, columns: Columns, fmt: str, found: Input) -> None:
+    """Single texts (--text, plain lines) refused for a model that reads more: a question and its context,
+    options, or a pair of texts (`reads_pairs`), saying how to give them."""
+    if cfg.text and task.head in READS:  # a question and its context are no single text
+        raise ValueError(
+            f"--text gives single texts, and this {task.name} model reads {READS[task.head]}: give them "
+            "as the rows of an --input file (JSON Lines or CSV, a column each)"
+        )
+    if task.head != "sequence_classification" or not reads_pairs(task, columns):
+        return
+    if cfg.text:  # predict has no option for a second text: pairs come from an --input file's columns
+        raise ValueError(pairs_wanted(task, columns, "--text"))
+    if fmt == "lines":
+        way = "; for stdin, --format csv, tsv or jsonl" if found.name == "<stdin>" else ""
+        line = found.rows[0][0] if found.rows else None
+        raise InputError(found.name, pairs_wanted(task, columns, "a plain line") + way, line=line)
+
+
 def predict(cfg: PredictConfig) -> PredictSummary:
     """Read, predict, write (see the module's docstring)."""
     if not isinstance(cfg, PredictConfig):
@@ -325,12 +348,8 @@ def predict(cfg: PredictConfig) -> PredictSummary:
         cfg.batch_size,
         cfg.exit_rule_values(),
     )
-    if cfg.text and tm.task.head in READS:  # a question and its context are no single text
-        raise ValueError(
-            f"--text gives single texts, and this {tm.task.name} model reads {READS[tm.task.head]}: give them "
-            "as the rows of an --input file (JSON Lines or CSV, a column each)"
-        )
-    columns = Columns.of(cfg, tm.saved)
+    columns = Columns.of(cfg, tm.saved, tm.task)
+    _check_single_texts(cfg, tm.task, columns, fmt, found)
     for name in sorted(columns.recorded):  # None: a model of single texts
         column = getattr(columns, name) or "none (single texts)"
         logger.info("--%s-column: %s, as the model was fine-tuned", name.replace("_", "-"), column)

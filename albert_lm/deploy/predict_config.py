@@ -75,8 +75,10 @@ class PredictConfig(ExitSettings):
 
 
 # The columns a model fine-tuned on your own data records in its finetune_config.json, by task: predict's
-# defaults for that model (an option given wins).
+# defaults for that model (an option given wins). Any other task on your own files with a second text
+# column (a `text_pair_column` attribute, as TextClassificationTask's) records the text columns too.
 RECORDED_COLUMNS = {"classification": ("text", "text_pair"), "token-classification": ("tokens",)}
+TEXT_COLUMNS = ("text", "text_pair")
 COLUMN_FIELDS = ("text", "text_pair", "tokens", "question", "context", "options")
 
 
@@ -84,7 +86,8 @@ COLUMN_FIELDS = ("text", "text_pair", "tokens", "question", "context", "options"
 class Columns:
     """Where each field of a task's input is in a row: the column given (PredictConfig's *_column
     options, Predictor's arguments), else the one the model was fine-tuned on (RECORDED_COLUMNS), else
-    the standard name."""
+    the standard name; for a GLUE model, its task's own column (sentence1, ...) where the standard one
+    is absent from a row (`alternates`)."""
 
     text: str = "text"
     text_pair: str | None = "text_pair"  # None: single texts only (fine-tuned without a second text)
@@ -94,24 +97,40 @@ class Columns:
     options: str = "options"
     recorded: frozenset[str] = frozenset()  # the fields whose column the model's finetune_config.json named
     api: bool = False  # errors name Predictor's arguments (text_column=...), not the command's options
+    alternates: tuple[tuple[str, str], ...] = ()  # (field, column read where the field's own is absent)
 
     @classmethod
-    def of(cls, cfg: PredictConfig, saved: Mapping[str, Any]) -> Columns:
-        return cls.chosen({name: getattr(cfg, f"{name}_column") for name in COLUMN_FIELDS}, saved)
+    def of(cls, cfg: PredictConfig, saved: Mapping[str, Any], task: Any = None) -> Columns:
+        given = {name: getattr(cfg, f"{name}_column") for name in COLUMN_FIELDS}
+        return cls.chosen(given, saved, task=task)
 
     @classmethod
-    def chosen(cls, given: Mapping[str, str | None], saved: Mapping[str, Any], api: bool = False) -> Columns:
-        """The columns `given` (None: not given) over the ones `saved` (finetune_config.json) records."""
+    def chosen(
+        cls, given: Mapping[str, str | None], saved: Mapping[str, Any], api: bool = False, task: Any = None
+    ) -> Columns:
+        """The columns `given` (None: not given) over the ones `saved` (finetune_config.json) records, and
+        for a GLUE `task` its own columns as the alternates of the standard ones not given."""
         values: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         recorded = set()
-        for name in RECORDED_COLUMNS.get(str(saved.get("task")), ()):
+        for name in _recorded_fields(str(saved.get("task")), task):
             value = saved.get(f"{name}_column")
             if name not in values and f"{name}_column" in saved and (value or name == "text_pair"):
                 values[name] = value or None  # text_pair null or "": fine-tuned on single texts
                 recorded.add(name)
         if values.get("text_pair") == "":
             values["text_pair"] = None
-        return cls(**values, recorded=frozenset(recorded), api=api)
+        spec = getattr(task, "spec", None)  # a GLUE task: the columns of its files (GlueSpec)
+        glue = (spec.text_a, spec.text_b) if spec is not None else (None, None)
+        alternates = tuple(
+            (name, column)
+            for name, column in zip(TEXT_COLUMNS, glue, strict=True)
+            if column and name not in values
+        )
+        return cls(**values, recorded=frozenset(recorded), api=api, alternates=alternates)
+
+    def alternate(self, name: str) -> str | None:
+        """The column read for field `name` where its own is absent from a row (a GLUE task's), or None."""
+        return dict(self.alternates).get(name)
 
     def hint(self, name: str) -> str:
         """Where the column of field `name` came from (the model's) and how to read another."""
@@ -120,4 +139,14 @@ class Columns:
         other = (
             f"Predictor(..., {name}_column=NAME)" if self.api else f"--{name.replace('_', '-')}-column NAME"
         )
-        return f"{came}{other} reads another"
+        alternate = self.alternate(name)
+        also = f", and the GLUE task's own column {alternate!r} is read where present" if alternate else ""
+        return f"{came}{other} reads another{also}"
+
+
+def _recorded_fields(name: str, task: Any) -> tuple[str, ...]:
+    """The fields whose columns a model of task `name` records: RECORDED_COLUMNS', else the text columns
+    of a task on your own files with a second text column (its `text_pair_column`)."""
+    if name in RECORDED_COLUMNS:
+        return RECORDED_COLUMNS[name]
+    return TEXT_COLUMNS if hasattr(task, "text_pair_column") else ()

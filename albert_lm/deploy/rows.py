@@ -39,9 +39,52 @@ def _column(fields: Fields, row: dict[str, Any], columns: Columns, name: str, li
             '({"question": ..., "context": ...}); `albert evaluate --model` scores a model on a SQuAD file',
             line=line,
         )
+    alternate = columns.alternate(name)  # a GLUE model: its task's own column (sentence1, ...)
+    if column not in row and alternate is not None and alternate in row:
+        return alternate
     if column not in row:
-        raise fields.absent(row, column, line, columns.hint(name))
+        way = columns.hint(name)
+        if name == "text_pair":
+            way = f"the model reads pairs of texts, and this row has no second; {way}{older_single(columns)}"
+        raise fields.absent(row, column, line, way)
     return column
+
+
+def pair_column(task: Task) -> str | None:
+    """The column of the second text of the pairs a model was fine-tuned on, None for a model of single
+    texts: a task on your own files records it (its `text_pair_column`, as `predict.model_task` reads it
+    from finetune_config.json), a GLUE task has its files' second sentence (sentence2, question2, ...)."""
+    if isinstance(task, GlueTask):
+        return task.spec.text_b
+    column = getattr(task, "text_pair_column", None)
+    return column if isinstance(column, str) and column else None
+
+
+def reads_pairs(task: Task, columns: Columns) -> bool:
+    """Whether each row needs its second text: the model was fine-tuned on pairs (or scores pairs, STS-B),
+    and no Predictor(..., text_pair_column="") asked for single texts."""
+    return task.score_range is not None or (pair_column(task) is not None and columns.text_pair is not None)
+
+
+def older_single(columns: Columns) -> str:
+    """Where a model's recorded second column is the default, the way out for a model fine-tuned on single
+    texts by an albert-lm that recorded the default for those too (before 2026-11-30)."""
+    if columns.text_pair != "text_pair" or "text_pair" not in columns.recorded:
+        return ""
+    return (
+        ' (a model fine-tuned on single texts by an older albert-lm records "text_pair" too: set '
+        '"text_pair_column": null in its finetune_config.json)'
+    )
+
+
+def pairs_wanted(task: Task, columns: Columns, given: str) -> str:
+    """The refusal of single texts (`given`: --text, plain lines) for a model that reads pairs, saying
+    where the second text goes."""
+    both = f"{columns.text!r} and {columns.text_pair!r}"
+    return (
+        f"{given} gives single texts, and this {task.name} model reads pairs of texts: give each pair as a "
+        f"row of an --input file (CSV, TSV or JSON Lines) with columns {both}{older_single(columns)}"
+    )
 
 
 def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns: Columns) -> Any:
@@ -54,6 +97,8 @@ def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns
         first, pair = text("text"), None
         if task.score_range is not None:  # a similarity on a fixed scale (STS-B): one text has no score
             pair = text("text_pair")
+        elif reads_pairs(task, columns):  # a row without the second column is refused, not read alone
+            pair = fields.optional(row, _column(fields, row, columns, "text_pair", line), line)
         elif columns.text_pair is not None:
             pair = fields.optional(row, columns.text_pair, line)
         if isinstance(task, GlueTask):
@@ -121,4 +166,4 @@ def examples_of(
     return out
 
 
-__all__ = ["READS", "examples_of"]
+__all__ = ["READS", "examples_of", "pair_column", "pairs_wanted", "reads_pairs"]

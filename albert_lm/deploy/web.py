@@ -2,7 +2,7 @@
 
 The output folder is what transformers.js reads for the model's task, plus the page and its JavaScript:
 
-    index.html app.js style.css      the page: a text box (two for similarity), the prediction, timings
+    index.html app.js style.css      the page: a text box (two for pairs), the prediction, timings
     albert-web.json                  what the page needs to know: task, labels, special ids, files
     config.json                      model_type albert; architectures AlbertForSequenceClassification
                                      (with id2label / label2id), AlbertForMaskedLM or AlbertModel
@@ -14,11 +14,11 @@ The output folder is what transformers.js reads for the model's task, plus the p
     export.json                      the checks' figures and the versions
 
 Tasks (`task`): "text-classification" (a fine-tuned classifier: the labels with their probabilities;
-regression: the score), "fill-mask" (a pretraining checkpoint's MLM head: the top 5 for each [MASK]),
-"feature-extraction" (the encoder: the mean of the last layer over the text's tokens, as `albert embed`,
-its norm, and the cosine similarity of two texts). By default a fine-tuned classifier is classified, a
-distilled student (`albert distill general`) is embedded, and a pretraining checkpoint with an MLM head
-fills masks.
+regression: the score; a second text box for a model of pairs, `rows.pair_column`), "fill-mask" (a
+pretraining checkpoint's MLM head: the top 5 for each [MASK]), "feature-extraction" (the encoder: the
+mean of the last layer over the text's tokens, as `albert embed`, its norm, and the cosine similarity of
+two texts). By default a fine-tuned classifier is classified, a distilled student (`albert distill
+general`) is embedded, and a pretraining checkpoint with an MLM head fills masks.
 
 The graphs are `export_onnx`'s (captured, checked in ONNX Runtime against PyTorch, int8 by ONNX Runtime's
 transformer optimizer and dynamic quantization); ONNX Runtime Web runs the int8 graph's fused ops
@@ -48,6 +48,7 @@ from albert_lm.data.tokenizer import AlbertTokenizer
 from albert_lm.deploy.export import exclusive_output, export_onnx
 from albert_lm.deploy.loading import DEFAULT_LENGTH, weight_names
 from albert_lm.deploy.predict import NotFineTuned, model_task, output_labels
+from albert_lm.deploy.rows import pair_column
 from albert_lm.deploy.web_files import PAGE_SOURCE, Modules, copy_javascript, copy_page, find_modules
 from albert_lm.deploy.web_tokenizer import write_web_tokenizer
 from albert_lm.files import atomic_folder, check_output_apart, read_json_object, write_json
@@ -67,8 +68,20 @@ ARCHITECTURES = {
 }
 HEADS = {"text-classification": "auto", "fill-mask": "masked_lm", "feature-extraction": "encoder"}
 DISTILLED = "distill_results.json"  # what `albert distill general` leaves in a student's folder
+# The page's wording and example texts, by task (`_kind`: a classifier of pairs, a regression).
+ABOUT = {
+    "text-classification": "classifies the text",
+    "text-classification pair": "classifies the pair of texts",
+    "regression": "scores the text",
+    "regression pair": "scores the pair of texts",
+    "fill-mask": "guesses each [MASK]",
+    "feature-extraction": "turns each text into a vector (the mean of its last layer)",
+}
 EXAMPLES = {
     "text-classification": ("A gripping, funny and moving film.", ""),
+    "text-classification pair": ("A man is playing a guitar on stage.", "A man is performing music."),
+    "regression": ("A gripping, funny and moving film.", ""),
+    "regression pair": ("A man is playing a guitar.", "A man is playing an instrument."),
     "fill-mask": ("She opened the [MASK] and walked in.", ""),
     "feature-extraction": ("A man is playing a guitar.", "Someone plays an instrument."),
 }
@@ -218,10 +231,12 @@ def _manifest(model_dir: Path, task: str, config: AlbertConfig, tokenizer: Alber
     """albert-web.json without the file names: what the page shows and how it builds the inputs."""
     saved = read_saved_settings(model_dir)
     length = min(int(saved.get("max_seq_length") or DEFAULT_LENGTH), config.max_position_embeddings)
+    head = _classifier(model_dir, config) if task == "text-classification" else {}
+    kind = _kind(task, head)
     manifest: dict[str, Any] = {
         "task": task,
         "title": f"{model_name(model_dir)}: {task.replace('-', ' ')}",
-        "about": _about(task, config),
+        "about": _about(kind, config),
         "max_length": length,
         "special_ids": {
             "cls": tokenizer.cls_token_id,
@@ -229,22 +244,35 @@ def _manifest(model_dir: Path, task: str, config: AlbertConfig, tokenizer: Alber
             "mask": tokenizer.mask_token_id,
             "pad": tokenizer.pad_token_id,
         },
-        "example": EXAMPLES[task][0],
-        "example2": EXAMPLES[task][1],
+        "example": EXAMPLES[kind][0],
+        "example2": EXAMPLES[kind][1],
+        **head,
     }
-    if task == "text-classification":
-        found, _ = model_task(model_dir)
-        spec = getattr(found, "spec", None)
-        manifest.update(
-            labels=list(output_labels(found, config)),
-            problem_type=found.problem_type or "single_label_classification",
-            pair=bool(getattr(spec, "text_b", None)),
-        )
     if task == "fill-mask":
         manifest["top_k"] = 5
     if task == "feature-extraction":
         manifest["pooling"] = "mean"
     return manifest
+
+
+def _classifier(model_dir: Path, config: AlbertConfig) -> dict[str, Any]:
+    """A classifier's fields of albert-web.json: its labels, problem type, and whether it reads pairs of
+    texts (a second text box): a GLUE pair task, or a model fine-tuned on your own pairs (the second
+    text column its finetune_config.json records, `pair_column`)."""
+    found, _ = model_task(model_dir)
+    return {
+        "labels": list(output_labels(found, config)),
+        "problem_type": found.problem_type or "single_label_classification",
+        "pair": pair_column(found) is not None,
+    }
+
+
+def _kind(task: str, head: dict[str, Any]) -> str:
+    """The key of the page's wording and examples: the task, a classifier of pairs, or a regression."""
+    if task != "text-classification":
+        return task
+    regression = head["problem_type"] == "regression" or not head["labels"]
+    return ("regression" if regression else task) + (" pair" if head["pair"] else "")
 
 
 def model_name(model_dir: Path) -> str:
@@ -255,14 +283,9 @@ def model_name(model_dir: Path) -> str:
     return model_dir.resolve().parent.name if model_dir.name == "best" else model_dir.name
 
 
-def _about(task: str, config: AlbertConfig) -> str:
+def _about(kind: str, config: AlbertConfig) -> str:
     size = f"ALBERT, {config.num_hidden_layers} layers of width {config.hidden_size}"
-    what = {
-        "text-classification": "classifies the text",
-        "fill-mask": "guesses each [MASK]",
-        "feature-extraction": "turns each text into a vector (the mean of its last layer)",
-    }[task]
-    return f"{size}, {what}, in this browser tab."
+    return f"{size}, {ABOUT[kind]}, in this browser tab."
 
 
 def _web_config(model_dir: Path, task: str, manifest: dict[str, Any]) -> dict[str, Any]:
