@@ -141,7 +141,11 @@ def test_transformers_reads_the_bi_encoders_encoder(bi_run):
 @pytest.mark.parametrize(
     ("task", "extra", "message"),
     [
-        ("sst2", [], "--bi-encoder: for STS-B"),
+        (
+            "sst2",
+            [],
+            "--bi-encoder: for text pairs scored on a scale (stsb, or regression on your own pairs), not sst2",
+        ),
         ("stsb", ["--exit-heads"], "--exit-heads: not with --bi-encoder"),
         ("stsb", ["--classifier-pooling", "mean"], "--classifier-pooling: not with --bi-encoder"),
     ],

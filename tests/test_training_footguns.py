@@ -125,7 +125,10 @@ def test_a_step_limit_inside_the_time_budget_says_the_rate_never_decayed(caplog)
         assert "the step limit of 20 steps ends the run at about 2% of the time budget 2m" in caplog.text
         _run_clock(clock, 4.0, 20 - LoopClock.WARM - LoopClock.MEASURED)
         clock.finished(20)
-    assert "the step limit of 20 steps ended the run at step 20" in caplog.text and "had not decayed" in caplog.text
+    assert (
+        "the step limit of 20 steps ended the run at step 20" in caplog.text
+        and "had not decayed" in caplog.text
+    )
     assert "schedule complete" not in caplog.text
 
 
