@@ -53,8 +53,12 @@ def world(tmp_path_factory, tiny_corpus_and_tokenizer, tiny_pretrained, albert_d
     other.write_text("\n".join(" ".join(rng.choice(words, size=12)) for _ in range(3000)) + "\n")
     train_tokenizer([other], d / "tok_b", vocab_size=200, num_threads=1)
     w["tok_b"] = d / "tok_b"
-    (d / "in.txt").write_text("a first line\nand a second one\n")
-    w["input"] = d / "in.txt"
+    pairs = [
+        {"text": "a first line", "text_pair": "a line"},
+        {"text": "and a second one", "text_pair": "one more"},
+    ]
+    (d / "in.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))  # an RTE model reads pairs
+    w["input"] = d / "in.jsonl"
     return w
 
 

@@ -154,7 +154,7 @@ def test_token_classification_tags_every_word(make_model, tmp_path, capsys):
     assert [len(r["tag_probabilities"]) for r in rows] == [3, 2, 120]
     src.write_text(json.dumps({"tokens": ["Kala", " ", "to"]}) + "\n")  # the word at fault, named
     code, rows, err = run(["--model", str(model), "--input", str(src)], capsys)
-    assert code == 1 and f"{src}:1: column 'tokens': item 2 is \" \", expected a text" in err
+    assert code == 1 and f"{src}:1: column 'tokens': word 2 is \" \", expected a non-blank text" in err
 
 
 def test_question_answering_offsets_point_at_the_answer(make_model, tmp_path, capsys):

@@ -154,6 +154,14 @@ def test_token_classification_reads_the_models_token_column(saved, tmp_path, cap
     deep = write_csv(tmp_path / "deep.csv", ["words"], [["[" * 100_000]])  # past the JSON parser's depth
     code, rows, err = run(["--model", str(model), "--input", deep], capsys)
     assert code == 1 and not rows and "deep.csv:2: column 'words': expected a JSON list" in err
+    # a Python list's printed form (pandas' to_csv): refused, as fine-tuning refuses it
+    listed = write_csv(tmp_path / "listed.csv", ["words"], [["['Kala', 'bime']"]])
+    code, rows, err = run(["--model", str(model), "--input", listed], capsys)
+    assert (
+        code == 1
+        and not rows
+        and "listed.csv:2: column 'words': ['Kala', 'bime'] is a list but not JSON" in err
+    )
     # the Python API: a list of words is one row's words, whatever its length (two is not a pair)
     predictor = Predictor(model)
     rows = predictor.predict([["Kala", "bime"], ["Kala", "bime", "to"], "Kala bime"])

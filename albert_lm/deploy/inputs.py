@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from albert_lm.files import InputError, atomic_write, check_output_apart, csv_rows, decode_utf8, jsonl_rows
 from albert_lm.hints import missing, separator_hint
+from albert_lm.tasks.token_classification import words_of
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -146,22 +147,13 @@ class Fields:
         return value
 
     def words(self, row: dict[str, Any], column: str, line: int) -> list[str]:
-        """A token classifier's words: a list (JSON Lines), or a cell's words separated by spaces, as
-        fine-tuning reads a CSV's token column; a cell holding a JSON list of texts is read as that list."""
-        value = row.get(column)
-        if not isinstance(value, str):
-            return self.strings(row, column, line)
-        try:
-            listed = json.loads(value) if value.lstrip().startswith("[") else None
-        except ValueError:  # "[ Reuters ] said": words that begin with a bracket
-            listed = None
-        except RecursionError:  # brackets nested past the parser's depth: no one's words
-            raise InputError(self.name, f"column {column!r}: expected a JSON list", line=line) from None
-        if isinstance(listed, list) and listed and all(isinstance(v, str) and v.strip() for v in listed):
-            return listed
-        if not value.split():
+        """A token classifier's words, read as fine-tuning reads them (`words_of`): a list (JSON Lines), a
+        cell holding a JSON list, or a cell's words separated by spaces; a Python list's printed form is
+        refused."""
+        words = words_of(row.get(column), column, self.name, line)
+        if not words:
             raise InputError(self.name, f"column {column!r}: no words", line=line)
-        return value.split()
+        return words
 
     def kept(self, row: dict[str, Any], columns: Sequence[str], line: int) -> dict[str, Any]:
         """The `--keep-columns` values of a row, as they are (a JSON Lines value keeps its type)."""
