@@ -89,6 +89,19 @@ def _task_folders() -> dict[str, dict[str, str]]:
         "train.conll": "word1 O\nword2\nword3 O\n\n" + _conll(tokens),
         "dev.conll": _conll(tokens[:4]),
     }
+    folders["conll_tab_no_word"] = {"train.conll": "word1\tO\n\tB-X\n\n" + _conll(tokens),
+                                    "dev.conll": _conll(tokens[:4])}  # fmt: skip
+    tagged = ["tokens,tags", *(f"{' '.join(r['tokens'])},{' '.join(r['tags'])}" for r in tokens)]
+    python_list = "\"['word1', 'river']\",O O"  # pandas' to_csv of a list column, on line 3
+    folders["tokens_python_list"] = {"train.csv": "\n".join([*tagged[:2], python_list, *tagged[2:]]) + "\n",
+                                     "dev.csv": "\n".join(tagged) + "\n"}  # fmt: skip
+    scored = [{"text": r["text"], "label": float(i % 5) / 4} for i, r in enumerate(_good(12))]
+    for name, score in (("score_word", "high"), ("score_nan", "NaN"), ("score_list", [0.5])):
+        folders[name] = {"train.jsonl": _rows(*scored[:2], {"text": "word1 river", "label": score}, *scored[2:]),
+                         "dev.jsonl": _rows(*scored[:6])}  # fmt: skip
+    folders["score_one_value"] = {"train.jsonl": _rows(*({**r, "label": 1.0} for r in scored)),
+                                  "dev.jsonl": _rows(*scored[:6])}  # fmt: skip
+    folders["score_valid"] = {"train.jsonl": _rows(*scored), "dev.jsonl": _rows(*scored[:6])}
     return folders
 
 
@@ -443,13 +456,36 @@ def _task_rows(c: _Commands) -> Cases:
             ["predictions.json", "none of"],
         ),
         (k, c.ft(i["stsb_empty_text"], task="stsb"), "refuse", ["train.tsv:4", "sentence1"]),
-        (k, c.ft(c.p["task"], "--bi-encoder"), "refuse", ["--bi-encoder", "STS-B"]),
+        (k, c.ft(c.p["task"], "--bi-encoder"), "refuse", ["--bi-encoder", "stsb"]),
         (k, c.pr(i["pred_null.jsonl"]), "refuse", ["pred_null.jsonl:2", "text"]),
         (k, c.pr(i["pred_list.jsonl"]), "refuse", ["pred_list.jsonl:2", "text"]),
         (k, c.pr(i["pred_null.jsonl"], c.best, "--skip-bad"), "ok", []),  # the bad row counted and reported
         (k, c.ft(i["csv_valid"]), "ok", []),
         (k, c.ft(i["tokens_valid"], task="token-classification"), "ok", []),
         (k, c.ft(i["conll_untagged_word"], task="token-classification"), "refuse", ["train.conll:2", "tag"]),
+        (
+            k,
+            c.ft(i["conll_tab_no_word"], task="token-classification"),
+            "refuse",
+            ["train.conll:2", "no word"],
+        ),
+        (
+            k,
+            c.ft(i["tokens_python_list"], task="token-classification"),
+            "refuse",
+            ["train.csv:3", "not JSON"],
+        ),
+        (k, c.ft(i["score_word"], task="regression"), "refuse", ["train.jsonl:3", "expected a number"]),
+        (k, c.ft(i["score_nan"], task="regression"), "refuse", ["train.jsonl:3", "expected a number"]),
+        (k, c.ft(i["score_list"], task="regression"), "refuse", ["train.jsonl:3", "label"]),
+        (k, c.ft(i["score_one_value"], task="regression"), "refuse", ["label", "2 different scores"]),
+        (k, c.ft(i["score_valid"], task="regression"), "ok", []),
+        (
+            k,
+            c.ft(i["score_valid"], "--bi-encoder", task="regression"),
+            "refuse",
+            ["--bi-encoder", "single texts"],
+        ),
     ]
     return cs
 
