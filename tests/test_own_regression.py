@@ -56,6 +56,8 @@ def test_a_regression_on_own_pairs_trains_scores_and_predicts_on_the_data_scale(
         json.loads(line) for line in (out / "predictions" / "dev_predictions.jsonl").read_text().splitlines()
     ]
     assert len(dev) == 16 and all(isinstance(r["score"], float) for r in dev)
+    gold = [json.loads(line)["label"] for line in (data / "dev.jsonl").read_text().splitlines()]
+    assert [r["gold"] for r in dev] == gold  # beside each prediction, what it should have been
     capsys.readouterr()
     assert main(["predict", "--model", str(out / "best"), "--input", str(data / "dev.jsonl"), "-q"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -265,7 +265,8 @@ class TextClassificationTask(_OwnFilesTask):
 
     def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [
-            json.dumps({"line": ex.line, "label": self.labels[p]}, ensure_ascii=False)
+            # a labelled split's gold label beside the prediction: the rows to read for what went wrong
+            json.dumps({"line": ex.line, "label": self.labels[p], **gold_field(ex.label)}, ensure_ascii=False)
             for ex, p in zip(examples, predictions, strict=True)
         ]
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
@@ -405,10 +406,17 @@ class TokenClassificationTask(_OwnFilesTask):
 
     def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [
-            json.dumps({"line": ex.line, "tokens": ex.tokens, "tags": p}, ensure_ascii=False)
+            json.dumps(
+                {"line": ex.line, "tokens": ex.tokens, "tags": p, **gold_field(ex.tags)}, ensure_ascii=False
+            )
             for ex, p in zip(examples, predictions, strict=True)
         ]
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
+
+
+def gold_field(label: Any) -> dict[str, Any]:
+    """A predictions row's `gold` field: the example's label (tags, score), where its split had one."""
+    return {} if label is None else {"gold": label}
 
 
 def _words(row: dict[str, Any], name: str, path: Path, line: int) -> list[str]:

@@ -23,7 +23,7 @@ import numpy as np
 from albert_lm.files import InputError, atomic_write
 from albert_lm.tasks import metrics
 from albert_lm.tasks.task import Feature, TokenizerLike
-from albert_lm.tasks.text_classification import TextClassificationTask
+from albert_lm.tasks.text_classification import TextClassificationTask, gold_field
 
 
 @dataclass
@@ -110,7 +110,9 @@ class TextRegressionTask(TextClassificationTask):
 
     def write_predictions(self, examples, predictions, folder: Path, split: str) -> Path:
         rows = [
-            json.dumps({"line": ex.line, "score": round(float(p), 6)}, ensure_ascii=False)
+            json.dumps(
+                {"line": ex.line, "score": round(float(p), 6), **gold_field(ex.label)}, ensure_ascii=False
+            )
             for ex, p in zip(examples, predictions, strict=True)
         ]
         return atomic_write(folder / f"{split}_predictions.jsonl", "\n".join(rows) + "\n")
