@@ -181,3 +181,16 @@ def test_an_unseen_dev_label_says_the_training_examples_were_capped(tiny_pretrai
     error = capsys.readouterr().err
     assert "dev.jsonl:1: label 'other' was not seen in training (billing, refund, shipping)" in error
     assert "--max-train-examples" not in error
+
+
+def test_predicted_tags_are_grouped_into_the_entities_they_name():
+    from albert_lm.tasks.token_classification import entities
+
+    words = ["Angela", "Merkel", "visited", "the", "Red", "Cross", "in", "Tokyo"]
+    tags = ["B-PER", "I-PER", "O", "O", "I-ORG", "I-ORG", "O", "S-LOC"]  # an I- after O begins one
+    assert entities(words, tags) == [
+        {"type": "PER", "start": 0, "end": 2, "text": "Angela Merkel"},
+        {"type": "ORG", "start": 4, "end": 6, "text": "Red Cross"},
+        {"type": "LOC", "start": 7, "end": 8, "text": "Tokyo"},
+    ]
+    assert entities(["a", "b"], ["O", "O"]) == []

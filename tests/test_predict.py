@@ -152,6 +152,18 @@ def test_token_classification_tags_every_word(make_model, tmp_path, capsys):
     assert rows[0]["tags"] == [("B-X", "I-X", "O")[i] for i in p.argmax(-1).tolist()]
     assert rows[0]["tag_probabilities"] == pytest.approx(p.max(-1).values.tolist(), abs=1e-5)
     assert [len(r["tag_probabilities"]) for r in rows] == [3, 2, 120]
+    # the entities the tags name, as words: each B-X (or X after O) begins one, its I-X continue it
+    for r in rows:
+        starts = [
+            i
+            for i, t in enumerate(r["tags"])
+            if t == "B-X" or (t == "I-X" and (i == 0 or r["tags"][i - 1] == "O"))
+        ]
+        assert [e["start"] for e in r["entities"]] == starts
+        assert all(
+            e["text"] == " ".join(r["tokens"][e["start"] : e["end"]]) and e["type"] == "X"
+            for e in r["entities"]
+        )
     src.write_text(json.dumps({"tokens": ["Kala", " ", "to"]}) + "\n")  # the word at fault, named
     code, rows, err = run(["--model", str(model), "--input", str(src)], capsys)
     assert code == 1 and f"{src}:1: column 'tokens': word 2 is \" \", expected a non-blank text" in err

@@ -67,10 +67,12 @@ from albert_lm.runtime.run_folders import no_model
 from albert_lm.runtime.task_model import load_for_task
 from albert_lm.tasks import Task, get_task
 from albert_lm.tasks.glue import GlueTask, label_names
+from albert_lm.tasks.metrics import has_spans
 from albert_lm.tasks.race import LETTERS
 from albert_lm.tasks.squad import SquadTask
 from albert_lm.tasks.squad_decoding import decode
 from albert_lm.tasks.text_classification import TokenClassificationTask
+from albert_lm.tasks.token_classification import entities
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ _ARCHITECTURE_TASKS = {
 }
 # The fields predict writes; a kept column of one of these names would replace it.
 OUTPUT_FIELDS = ("line", "label", "labels", "probabilities", "score", "tokens", "tags", "tag_probabilities",
-                 "answer", "start", "end", "index", "null_score_diff")  # fmt: skip
+                 "entities", "answer", "start", "end", "index", "null_score_diff")  # fmt: skip
 
 
 @dataclass
@@ -290,8 +292,10 @@ def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int
     if tm.task.head == "token_classification":
         assert isinstance(tm.task, TokenClassificationTask)
         tagged = tm.task.tags_and_probabilities(examples, features, outputs)
+        spans = has_spans(tm.task.labels)  # tags of a scheme (BIO, BIOES, ...): the entities they name too
         return [
             {"line": line, "tokens": ex.tokens, "tags": t, "tag_probabilities": [round(q, 6) for q in p]}
+            | ({"entities": entities(ex.tokens, t)} if spans else {})
             for ex, (t, p), line in zip(examples, tagged, lines, strict=True)
         ]
     records = [

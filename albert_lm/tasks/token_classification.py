@@ -11,13 +11,24 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from albert_lm.files import InputError, decode_utf8
+from albert_lm.tasks.metrics import entity_spans
 
 CONLL = (".conll", ".txt")  # a token classifier's CoNLL files: a word and its tag a line
+
+
+def entities(words: Sequence[str], tags: Sequence[str]) -> list[dict[str, Any]]:
+    """The entities a sentence's tags name, in order: each one's type, its words' indices [start, end) and
+    its text (the words joined by spaces), read as the scores count them (`metrics.entity_spans`: BIO,
+    IOB1, BIOES or BILOU; an I- after O begins an entity)."""
+    return [
+        {"type": kind, "start": start, "end": end, "text": " ".join(words[start:end])}
+        for kind, start, end in sorted(entity_spans(tags), key=lambda span: span[1])
+    ]
 
 
 def words_of(value: Any, column: str, path: str | os.PathLike, line: int) -> list[str]:
