@@ -257,12 +257,14 @@ INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: the program failed, not its input
 
 
 def _stopped(name: str, e: KeyboardInterrupt) -> int:
-    """SIGTERM (exit 143) or Ctrl-C (130) said in one line."""
-    if isinstance(e, _Terminated):
-        print(f"\nalbert {name}: stopped by SIGTERM", file=sys.stderr)
-        return 143
-    print(f"\nalbert {name}: interrupted", file=sys.stderr)
-    return 130
+    """SIGTERM (exit 143) or Ctrl-C (130) said in one line (one write), with what the stage that was
+    stopped keeps of its work and how to go on, where it said (`albert_lm.progress.say_kept`)."""
+    from albert_lm.progress import kept_by  # (not at the top: the parser stays free of tqdm)
+
+    kept = kept_by(e)
+    how = "stopped by SIGTERM" if isinstance(e, _Terminated) else "interrupted"
+    sys.stderr.write(f"\nalbert {name}: {how}{'; ' + kept if kept else ''}\n")
+    return 143 if isinstance(e, _Terminated) else 130
 
 
 def _interrupt_within(e: BaseException) -> KeyboardInterrupt | None:

@@ -289,7 +289,7 @@ def atomic_folder(final: str | os.PathLike, *, tmp: str | os.PathLike | None = N
         if final.exists():
             os.replace(final, old)
         os.replace(work, final)
-    except OSError:
+    except BaseException:  # also a second Ctrl-C between the two renames: the earlier `final` comes back
         shutil.rmtree(work, ignore_errors=True)
         if old.exists() and not final.exists():
             os.replace(old, final)

@@ -83,3 +83,18 @@ def logs_above_bars() -> contextlib.AbstractContextManager[None]:
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     return logging_redirect_tqdm()
+
+
+# --------------------------------------------------------------------------- what a stopped stage kept
+def say_kept(stop: BaseException, what: str) -> None:
+    """Record on the Ctrl-C or SIGTERM (`stop`) that ends a command what its stage keeps of the work done,
+    and how it goes on ("the shards finished in data/ are kept: the same command continues"): the command
+    line says it after "interrupted". A stage nearer the stop speaks first: what it said stays."""
+    if kept_by(stop) is None:
+        stop.albert_kept = what  # type: ignore[attr-defined]  # (exceptions take attributes; no notes on 3.10)
+
+
+def kept_by(stop: BaseException) -> str | None:
+    """What `say_kept` recorded on `stop`, if anything."""
+    what = getattr(stop, "albert_kept", None)
+    return what if isinstance(what, str) else None

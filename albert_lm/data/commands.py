@@ -6,12 +6,12 @@ stays free of torch.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from albert_lm.settings import (
     add_options,
     add_recipe_option,
+    add_word,
     check_range,
     option_values,
     recipe_file,
@@ -202,12 +202,19 @@ def _tokenizer_recipe(args: argparse.Namespace) -> dict:
 
 
 def data_create_options(d: argparse.ArgumentParser) -> None:
-    d.add_argument("--input", nargs="+", required=True, metavar="PATH", help=INPUT_HELP)
-    d.add_argument(
+    files = d.add_argument_group("text, tokenizer and output")
+    files.add_argument("--input", nargs="+", required=True, metavar="PATH", help=INPUT_HELP)
+    files.add_argument(
         "--tokenizer", required=True, metavar="PATH", help="spiece.model file or a folder holding one"
     )
-    d.add_argument(
+    files.add_argument(
         "--output", required=True, metavar="DIR", help="new or empty folder (or an unfinished run to resume)"
+    )
+    add_word(
+        files,
+        "overwrite",
+        help="remove the data already in --output (finished or not, made with any settings) and make it "
+        "anew; other files there stay",
     )
     from albert_lm.data.examples import INPUT_FORMATS, MASKINGS, OBJECTIVES, DataConfig
 
@@ -219,11 +226,35 @@ def data_create_options(d: argparse.ArgumentParser) -> None:
         suppress=True,
         choices={"objective": OBJECTIVES, "masking": MASKINGS, "input_format": INPUT_FORMATS},
         flags={"input_format": "--format"},
+        groups={
+            "examples": (
+                "max_seq_length",
+                "objective",
+                "masking",
+                "dupe_factor",
+                "short_seq_prob",
+                "masked_lm_prob",
+                "max_predictions_per_seq",
+                "max_ngram",
+                "seed",
+                "eval_fraction",
+            ),
+            "reading the text": (
+                "input_format",
+                "strip_gutenberg",
+                "skip_invalid_utf8",
+                "max_line_bytes",
+                "text_column",
+            ),
+        },
     )
     add_text_column(d, suppress=True)
-    d.add_argument("--shard-mb", type=float, default=4.0, metavar="MB", help="input MB per shard (default 4)")
-    d.add_argument("--workers", type=int, default=None, metavar="N", help="processes (default: CPU count)")
-    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    work = d.add_argument_group("work")
+    work.add_argument(
+        "--shard-mb", type=float, default=4.0, metavar="MB", help="input MB per shard (default 4)"
+    )
+    work.add_argument("--workers", type=int, default=None, metavar="N", help="processes (default: CPU count)")
+    work.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run_data_create(args: argparse.Namespace) -> int:
@@ -238,6 +269,7 @@ def run_data_create(args: argparse.Namespace) -> int:
     from albert_lm.data.manifest import format_summary
     from albert_lm.data.shards import create_pretraining_data
     from albert_lm.files import check_output_apart
+    from albert_lm.progress import say_kept
 
     values = {**recipe_section(args, "data"), **option_values(args, DataConfig)}
     unknown = sorted(set(values) - {f.name for f in dataclasses.fields(DataConfig)})
@@ -263,12 +295,12 @@ def run_data_create(args: argparse.Namespace) -> int:
             cfg,
             num_workers=args.workers,
             progress=not args.no_progress,
+            overwrite=args.overwrite,
         )
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the command line says which, and exits with its code)
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: the command line says which, and this after it
         kept = Path(args.output).is_dir()  # a run stopped before its first finished shard leaves nothing
         what = f"the shards finished in {args.output} are kept" if kept else "nothing was kept"
-        again = "continue" if kept else "start it again"
-        print(f"\nalbert data create: {what}: give the same command again to {again}", file=sys.stderr)
+        say_kept(stop, f"{what}: give the same command again to {'continue' if kept else 'start it again'}")
         raise
     print(format_summary(manifest))
     return 0

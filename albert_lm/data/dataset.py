@@ -142,11 +142,14 @@ class PretrainingDataset(Dataset):
     def _check_file(self, file: Path, sha: str) -> None:
         """`file` exists and has the sha256 the manifest lists for it."""
         if not file.is_file():
-            raise FileNotFoundError(f"{file}: missing (listed in {self.path / 'manifest.json'})")
+            raise FileNotFoundError(
+                f"{file}: missing (listed in {self.path / 'manifest.json'}); the `albert data create` command "
+                "that made the data, given again, makes it again"
+            )
         if file_sha256(file) != sha:
             raise ValueError(
-                f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); "
-                "recreate the data with `albert data create`"
+                f"{file}: damaged or changed (sha256 differs from {self.path / 'manifest.json'}); make the "
+                "data again: the `albert data create` command that made it, with --overwrite"
             )
 
     def _verify_unlisted(self) -> None:

@@ -9,6 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from albert_lm.data.examples import DataConfig, ExampleStats
 from albert_lm.data.plan import FORMAT_VERSION, SPLITS, Plan
 from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
@@ -34,7 +36,12 @@ def _splits(metas: list[dict]) -> tuple[dict[str, Any], ExampleStats]:
             st.add(ExampleStats(**m["stats"]))
         total.add(st)
         shards = [
-            {"dir": f"{split}/{m['index']:05d}", "examples": m["stats"]["examples"], "sha256": m["sha256"]}
+            {
+                "dir": f"{split}/{m['index']:05d}",
+                "examples": m["stats"]["examples"],
+                "sha256": m["sha256"],
+                **({"bytes": m["bytes"]} if "bytes" in m else {}),  # the sizes, checked by a rerun
+            }
             for m in ms
         ]
         splits[split] = {"examples": st.examples, "label_ones": st.label_ones, "shards": shards}
@@ -91,6 +98,66 @@ def build_manifest(
         "splits": splits,
         "summary": summary,
     }
+
+
+# --------------------------------------------------------------------------- what is still as written
+def shard_problem(folder: Path, sha256: Any, sizes: Any = None, *, hashes: bool = True) -> str | None:
+    """Why the shard in `folder` is not as it was written (None where it is): a file its record lists
+    (`sha256`: name -> sha256) missing, of another size than `sizes` records (or, where no size is
+    recorded, than its .npy header implies: cut short), or, with `hashes`, of another sha256."""
+    if not isinstance(sha256, dict) or not sha256:
+        return "its record lists no files"
+    for name, sha in sorted(sha256.items()):
+        file = folder / str(name)
+        if not file.is_file():
+            return f"{name} is missing"
+        size = file.stat().st_size
+        want = sizes.get(name) if isinstance(sizes, dict) else npy_size(file)
+        if want is None:
+            return f"{name} is not a numpy file (its header does not read)"
+        if size != want:
+            return f"{name} is {size} bytes, {want} when it was written"
+        if hashes and file_sha256(file) != sha:
+            return f"{name} differs from what was written (its sha256)"
+    return None
+
+
+def npy_size(file: Path) -> int | None:
+    """The size of a .npy file as its header gives it (header and data), None where it does not read:
+    the size check of a shard made before shards recorded their sizes."""
+    try:
+        with open(file, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read(f)
+            return f.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def damaged(out: Path, manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """What of a finished folder is no longer as manifest.json records it, cheaply: each shard's files
+    there and of their size (reading them whole to hash them is pretraining's check, minutes on a large
+    corpus), its meta.json there, and the small files beside (the tokenizer, word_start.npy) by their
+    sha256. (folder or file, why) for each, in order."""
+    found = []
+    for name, sha in sorted((manifest.get("files") or {}).items()):
+        file = out / name
+        if not file.is_file() or file_sha256(file) != sha:
+            found.append((name, "missing" if not file.is_file() else "differs from what was written"))
+    for split in SPLITS:
+        for shard in (manifest.get("splits") or {}).get(split, {}).get("shards", []):
+            folder = out / shard["dir"]
+            why = shard_problem(folder, shard.get("sha256"), shard.get("bytes"), hashes=False)
+            if why is None and not (folder / "meta.json").is_file():
+                why = "meta.json is missing"
+            if why is not None:
+                found.append((shard["dir"], why))
+    return found
 
 
 # NSP draws B from another document in half of the pairs; a split whose shards hold one document each

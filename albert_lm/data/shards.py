@@ -44,6 +44,14 @@ from typing import Any
 import numpy as np
 
 from albert_lm.data.corpus import ReadStats, iter_documents, warn_gutenberg_markers
+from albert_lm.data.data_folder import (
+    PLAN,
+    check_output,
+    holds_data,
+    holds_nothing_finished,
+    remove_data,
+    still_complete,
+)
 from albert_lm.data.examples import (
     DataConfig,
     Document,
@@ -52,27 +60,24 @@ from albert_lm.data.examples import (
     create_examples,
     static_masks,
 )
-from albert_lm.data.manifest import CHECKSUMMED, MANIFEST, WORD_START, build_manifest
+from albert_lm.data.manifest import MANIFEST, WORD_START, build_manifest, shard_problem
 from albert_lm.data.plan import SPLITS, Plan, plan_id, plan_shards
 from albert_lm.data.sources import Block, close_streams, expand_inputs
 from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
 from albert_lm.files import (
-    InputError,
     atomic_folder,
     atomic_write,
     check_output_apart,
-    describe_folder,
     file_sha256,
     folder_lock,
     read_json_object,
     write_json,
 )
-from albert_lm.progress import progress_bar
+from albert_lm.progress import progress_bar, say_kept
 from albert_lm.workers import run_pool
 
 logger = logging.getLogger(__name__)
 
-PLAN = ".albert-data-plan.json"
 _SPLIT_SEED = {"train": 0, "eval": 1}
 
 
@@ -102,7 +107,7 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
     """Read, tokenize and turn one shard's blocks into examples; write them atomically. Returns its meta."""
     cfg = DataConfig.from_dict(task["config"])
     final = Path(task["dir"])
-    done = _finished_meta(final, task["plan_id"])
+    done, damage = _finished_meta(final, task["plan_id"])
     if done is not None:
         _report(sum(b[2] - b[1] for b in task["blocks"]))
         return {**done, "skipped": True}
@@ -127,21 +132,37 @@ def build_shard(task: dict[str, Any]) -> dict[str, Any]:
             "without_text": read.without_text,
         },
     }
-    meta["sha256"] = _write_shard(final, arrays, meta)
+    meta["sha256"], meta["bytes"] = _write_shard(final, arrays, meta)
     meta["seconds"] = time.perf_counter() - t0
+    if damage is not None:
+        meta["remade"] = damage  # said by the process that runs the command (`_say_remade`)
     return meta
 
 
-def _finished_meta(final: Path, pid: str) -> dict[str, Any] | None:
-    """The meta of a shard finished by an earlier run of the same plan; a shard of another plan is removed."""
-    meta_file = final / "meta.json"
-    if not meta_file.is_file():
-        return None
-    meta = read_json_object(meta_file, "shard meta")
-    if meta.get("plan_id") == pid:
-        return meta
-    shutil.rmtree(final)
-    return None
+def _finished_meta(final: Path, pid: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the meta of a shard finished by an earlier run of the same plan, None), its files checked first;
+    a shard of another plan is removed, a damaged one too: (None, why it is made again).
+
+    A kept shard's files are checked whole, by their sha256, not only by their size: it costs about a
+    hundredth of making the shard (sha256 reads ~1 GB/s, the tokenizing a few MB/s of text per process),
+    and a shard kept on its size alone could hold damage that only pretraining's check finds, in a folder
+    this command then calls complete."""
+    if not final.exists():
+        return None, None
+    why: str | None
+    try:
+        meta = read_json_object(final / "meta.json", "shard meta")
+    except (OSError, ValueError) as e:
+        why = "meta.json is missing" if isinstance(e, FileNotFoundError) else f"meta.json does not read ({e})"
+    else:
+        if meta.get("plan_id") != pid:
+            shutil.rmtree(final)
+            return None, None
+        why = shard_problem(final, meta.get("sha256"), meta.get("bytes"))
+        if why is None:
+            return meta, None
+    shutil.rmtree(final, ignore_errors=True)
+    return None, why
 
 
 def _read_documents(
@@ -194,97 +215,31 @@ def _shard_arrays(
     return arrays
 
 
-def _write_shard(final: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, str]:
-    """Save `arrays` as NAME.npy and `meta` (with the files' sha256, returned) as meta.json in `final`.
+def _write_shard(
+    final: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Save `arrays` as NAME.npy and `meta` (with the files' sha256 and sizes, returned) as meta.json in
+    `final`.
 
     The folder is filled as `NAME.tmp-PID` beside `final` and renamed, so the shard appears complete or
-    not at all; the `.tmp-` name is what `create_pretraining_data` clears after a killed run.
+    not at all; the `.tmp-` name is what `create_pretraining_data` clears after a killed run. Each file
+    is fsynced before the rename (a few files of a few MB per shard, next to seconds of tokenizing), so
+    a machine that goes down right after it cannot leave a shard with the final name and empty files.
     """
-    checksums = {}
+    checksums, sizes = {}, {}
     with atomic_folder(final, tmp=final.with_name(f"{final.name}.tmp-{os.getpid()}")) as tmp:
         for name, arr in arrays.items():
-            np.save(tmp / f"{name}.npy", arr)
-            checksums[f"{name}.npy"] = file_sha256(tmp / f"{name}.npy")
-        write_json(tmp / "meta.json", {**meta, "sha256": checksums})
-    return checksums
+            file = tmp / f"{name}.npy"
+            with open(file, "wb") as f:
+                np.save(f, arr)
+                f.flush()
+                os.fsync(f.fileno())
+            checksums[file.name], sizes[file.name] = file_sha256(file), file.stat().st_size
+        write_json(tmp / "meta.json", {**meta, "sha256": checksums, "bytes": sizes}, durable=True)
+    return checksums, sizes
 
 
 # ----------------------------------------------------------------------------------------- the command
-# What a run writes in its output folder (besides the shards in the split folders).
-_OWN_FILES = (MANIFEST, PLAN, *CHECKSUMMED)
-
-
-def _check_output(out: Path, pid: str, cfg: DataConfig) -> None:
-    """The output folder is new, empty, or a run of the same plan (resume); anything else is an error."""
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--output {out}: exists and is not a folder")
-    if not out.exists() or not any(out.iterdir()):
-        return
-    for marker in (MANIFEST, PLAN):
-        if (out / marker).is_file():
-            try:
-                kept = read_json_object(out / marker)
-            except InputError:
-                kept = {}
-            if kept.get("plan_id") == pid:
-                return
-            raise FileExistsError(f"--output {out}: holds {_other_plan(out, marker, kept, cfg)}")
-    raise FileExistsError(
-        f"--output {out}: folder holds other files ({describe_folder(out)}); give a new or empty --output"
-    )
-
-
-def _other_plan(out: Path, marker: str, kept: dict[str, Any], cfg: DataConfig) -> str:
-    """What the output holds, made by another plan, and what differs: the settings as the marker file
-    records them, else the inputs or the tokenizer (whose content the plan's hash also covers)."""
-    recorded = kept.get("config")
-    before: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
-    now = asdict(cfg)
-    differs = [
-        f"{k}: {before[k]!r} there, {v!r} now" for k, v in now.items() if k in before and before[k] != v
-    ]
-    why = (
-        "; ".join(differs)
-        or "the same settings, other inputs or another tokenizer (or an input edited since)"
-    )
-    if marker == MANIFEST:
-        return (
-            f"finished pretraining data made otherwise ({why}); choose a new --output for this data, or "
-            "remove that folder"
-        )
-    return (
-        f"an unfinished run made otherwise ({why}; {describe_folder(out)}): rerun the command that started "
-        "it to finish it, or choose a new --output (or remove that folder)"
-    )
-
-
-def _holds_nothing_finished(out: Path) -> bool:
-    """Whether `out` holds only what a run writes, and no finished shard with examples: nothing of value,
-    which a failed run removes, so that the rerun with corrected settings is not refused."""
-    if (out / MANIFEST).exists() or any(p.name not in (*_OWN_FILES, *SPLITS) for p in out.iterdir()):
-        return False
-    for split in SPLITS:
-        for shard in (out / split).iterdir() if (out / split).is_dir() else []:
-            if ".tmp-" in shard.name:
-                continue
-            try:
-                examples = read_json_object(shard / "meta.json")["stats"]["examples"]
-            except (OSError, ValueError, KeyError, TypeError):
-                return False  # not ours, or not readable: keep it
-            if examples:
-                return False
-    return True
-
-
-def _clear_unfinished(out: Path) -> None:
-    """Remove what an unfinished run wrote in `out` (see `_holds_nothing_finished`)."""
-    logger.debug("%s: removing what this failed run wrote (no finished shard with examples)", out)
-    for split in SPLITS:
-        shutil.rmtree(out / split, ignore_errors=True)
-    for name in _OWN_FILES:
-        (out / name).unlink(missing_ok=True)
-
-
 def create_pretraining_data(
     inputs: Sequence[str | os.PathLike],
     tokenizer: str | os.PathLike,
@@ -292,6 +247,7 @@ def create_pretraining_data(
     cfg: DataConfig,
     num_workers: int | None = None,
     progress: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Turn `inputs` into sharded examples under `output`; returns the manifest (with a 'summary').
 
@@ -299,7 +255,8 @@ def create_pretraining_data(
     (`albert_lm.data.sources.expand_inputs`). Everything is checked before anything is written (settings,
     the tokenizer, every input, an output apart from them all, and free or resumable); the writing holds
     `folder_lock(output)`, so a second run on the same folder is refused instead of mixing its files
-    with this one's."""
+    with this one's. `overwrite`: data already in `output` (finished or not, of any settings) is removed
+    first, not resumed; anything else there stays."""
     t0 = time.perf_counter()
     cfg.validate()
     out = Path(output)
@@ -315,17 +272,26 @@ def create_pretraining_data(
     finally:
         close_streams()
     pid = plan_id(plan, cfg, tokenizer_identity(tok))
-    _check_output(out, pid, cfg)
+    check_output(out, pid, cfg, overwrite)
     try:
         with folder_lock(out):  # made with its missing parents; removed where a failure leaves them empty
-            _check_output(out, pid, cfg)  # again, now that no other run can write there
+            check_output(out, pid, cfg, overwrite)  # again, now that no other run can write there
+            if overwrite and holds_data(out):
+                logger.info("--overwrite: removing the data in %s", out)
+                remove_data(out)
             try:
                 return _create(out, tok, plan, pid, cfg, files, num_workers, progress, t0)
-            except BaseException:  # bad input found while reading, no examples, Ctrl-C, ...
+            except BaseException as stop:  # bad input found while reading, no examples, Ctrl-C, ...
                 # the cleanup never hides the cause: the error raised is the one that stopped the run
                 with contextlib.suppress(OSError):
-                    if _holds_nothing_finished(out):
-                        _clear_unfinished(out)
+                    if holds_nothing_finished(out):
+                        logger.debug("%s: removing what this failed run wrote (no finished shard)", out)
+                        remove_data(out)
+                    elif isinstance(stop, KeyboardInterrupt):
+                        say_kept(
+                            stop,
+                            f"the shards finished in {out} are kept: give the same command again to continue",
+                        )
                 raise
     finally:
         close_streams()
@@ -352,9 +318,8 @@ def _create(
     t0: float,
 ) -> dict[str, Any]:
     """The writing part of `create_pretraining_data`, in the locked and checked output folder."""
-    if (out / MANIFEST).is_file():
-        logger.info("%s: already complete (plan %s); nothing to do", out, pid)
-        return read_json_object(out / MANIFEST, "manifest")
+    if (out / MANIFEST).is_file() and (finished := still_complete(out, pid)) is not None:
+        return finished
     write_json(out / PLAN, {"plan_id": pid, "config": asdict(cfg)})
     for split in SPLITS:
         for stale in (out / split).glob("*.tmp-*") if (out / split).is_dir() else []:
@@ -402,6 +367,12 @@ def _create(
     return manifest
 
 
+def _say_remade(meta: dict[str, Any], out: str) -> None:
+    """A line for a shard a stopped run had finished that was not as written, made again."""
+    if meta.get("remade"):
+        logger.warning("%s/%s/%05d: %s; made again", out, meta["split"], meta["index"], meta["remade"])
+
+
 def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, progress: bool) -> list[dict]:
     bar = progress_bar(show=progress, total=total_bytes, unit="B", unit_scale=True, desc="albert data create")
     try:
@@ -414,11 +385,13 @@ def _run_tasks(tasks: list[dict], tok_dir: str, workers: int, total_bytes: int, 
                 load=_load_state,
                 load_args=(tok_dir,),
                 progress=bar,
+                on_result=lambda meta: _say_remade(meta, tok_dir),
             )
         _load_state(tok_dir, None)
         metas = []
         for t in tasks:
             metas.append(build_shard(t))
+            _say_remade(metas[-1], tok_dir)
             bar.update(sum(b[2] - b[1] for b in t["blocks"]))
         return metas
     finally:

@@ -9,6 +9,8 @@ which keeps a uniform sample of `input_sentence_size` lines (reservoir sampling,
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import logging
 import os
@@ -16,8 +18,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,9 @@ from albert_lm.data.tokenizer import (
     SPIECE_UNDERLINE,
     USER_DEFINED_SYMBOLS,
     AlbertTokenizer,
-    preprocess_text,
 )
-from albert_lm.data.unspaced import unwrap_lines
+from albert_lm.data.training_lines import MAX_SENTENCE_BYTES, Rule, Sentences
+from albert_lm.data.training_lines import fit_line as fit_line  # where callers found it first
 from albert_lm.files import atomic_write, check_output_apart, describe_folder, folder_lock
 
 logger = logging.getLogger(__name__)
@@ -95,10 +96,34 @@ def train_tokenizer(
     if not add_dummy_prefix:  # only then: the English settings stay the released model's, byte for byte
         # and a space keeps a piece of its own, even where the training text has none (else: <unk>)
         settings.update(add_dummy_prefix=False, required_chars=SPIECE_UNDERLINE)
-    # a second run on the same --output is refused at once; a failure leaves no folder made for it (the
-    # model is written there only once it is trained)
-    with folder_lock(out):
-        return _train(inputs, _output_folder(out, overwrite), rule, settings, seed)
+    return _train_into(out, overwrite, inputs, rule, settings, seed)
+
+
+def _train_into(
+    out: Path, overwrite: bool, inputs: list[str], rule: Rule, settings: dict[str, Any], seed: int
+) -> AlbertTokenizer:
+    """Train, then write into `out`. --output is made only once there is a model to write, so that a run
+    killed while it reads or trains (minutes on a large text) leaves no empty folder behind; one there
+    already is checked, and held, from the start: a second run on it is refused at once."""
+    existed = out.is_dir()
+    with folder_lock(out) if existed else contextlib.nullcontext():
+        if existed:
+            _output_folder(out, overwrite)
+        else:
+            _check_can_make(out)
+        model, sentences = _train(inputs, rule, settings, seed)
+        with contextlib.nullcontext() if existed else folder_lock(out):
+            return _finish(_output_folder(out, overwrite), model, rule, settings, sentences)
+
+
+def _check_can_make(out: Path) -> None:
+    """Refuse at once an --output that could not be made once the model is trained: one under a file,
+    or in a folder this process may not write."""
+    there = next((p for p in out.parents if p.exists() or p.is_symlink()), Path("."))
+    if not there.is_dir():
+        raise NotADirectoryError(f"--output {out}: {there} is not a folder")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"cannot make a folder in {there}", str(out))
 
 
 MIN_VOCAB_SIZE = 5 + len(USER_DEFINED_SYMBOLS) + 1  # the special pieces, the user-defined ones, one more
@@ -121,25 +146,13 @@ def _check_settings(vocab_size: Any, max_line_bytes: Any, coverage: Any, sample:
         raise ValueError(f"input_sentence_size {sample!r}: expected a whole number of lines, at least 1")
 
 
-@dataclass(frozen=True)
-class Rule:
-    """How the inputs are read and normalized for training (`train_tokenizer`'s arguments)."""
-
-    do_lower_case: bool
-    keep_accents: bool
-    strip_gutenberg: bool = False
-    skip_invalid_utf8: bool = False
-    max_line_bytes: int = 1 << 20
-    text_column: str = "text"
-    language: str | None = None
-
-
 _STOP_WAIT_S = 5.0
 _SPM_TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _SPM_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
-HEARTBEAT_S = 30.0  # a line this often while SentencePiece reads and trains (minutes on a large text)
+# a line this often while SentencePiece chooses the pieces (minutes on a large text); the reading has its bar
+HEARTBEAT_S = 30.0
 
 
 def _in_thread(
@@ -181,10 +194,16 @@ def _in_thread(
 
 
 def _train(
-    inputs: Sequence[str | os.PathLike], out: Path, rule: Rule, settings: dict[str, Any], seed: int
-) -> AlbertTokenizer:
-    """The training and the writing of `train_tokenizer`, in its locked and checked output folder."""
-    sentences = _Sentences(inputs, rule)
+    inputs: Sequence[str | os.PathLike], rule: Rule, settings: dict[str, Any], seed: int
+) -> tuple[bytes, Sentences]:
+    """The training of `train_tokenizer`: the model's bytes, and what was read."""
+    sentences = Sentences(inputs, rule)
+    logger.info(
+        "reading %d file%s (%.1f MB) for the tokenizer",
+        len(inputs),
+        "" if len(inputs) == 1 else "s",
+        sentences.total_bytes / 1e6,
+    )
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
@@ -193,7 +212,7 @@ def _train(
                 sentence_iterator=iter(sentences), model_writer=model, **settings
             ),
             sentences.halt,
-            sentences.say,
+            lambda elapsed_s: _heartbeat(sentences, elapsed_s),
         )
     except RuntimeError as e:
         if sentences.error is not None:  # the reader's own error (bad input, Ctrl-C), not SentencePiece's
@@ -205,7 +224,25 @@ def _train(
         raise _vocabulary_error(e) from None
     if sentences.error is not None:
         raise sentences.error
-    tok = _write(out, model.getvalue(), rule)
+    return model.getvalue(), sentences
+
+
+def _heartbeat(sentences: Sentences, elapsed_s: float) -> None:
+    """A line every HEARTBEAT_S once the reading (which has its bar) has ended: SentencePiece chooses the
+    pieces then, in C++, with nothing to count."""
+    if sentences.finished:
+        logger.info(
+            "tokenizer: %d lines all read; SentencePiece is choosing the pieces (%.0f s)",
+            sentences.lines,
+            elapsed_s,
+        )
+
+
+def _finish(
+    out: Path, model: bytes, rule: Rule, settings: dict[str, Any], sentences: Sentences
+) -> AlbertTokenizer:
+    """The writing of `train_tokenizer`, in its locked and checked output folder, and what it says."""
+    tok = _write(out, model, rule)
     if sentences.split:
         logger.info(
             "%d lines over %d bytes were split at sentence ends to fit SentencePiece's limit",
@@ -330,103 +367,3 @@ def _output_folder(out: Path, overwrite: bool) -> Path:
             )
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-# SentencePiece's sentence limit (its default is 4192 bytes, and longer lines are skipped without a word).
-MAX_SENTENCE_BYTES = 16384
-_SENTENCE_END = re.compile(r"((?<=[.!?;:])\s+|(?<=[。！？．；])\s*)")
-
-
-def fit_line(text: str, limit: int = MAX_SENTENCE_BYTES) -> list[str]:
-    """`text` as lines of at most `limit` UTF-8 bytes: whole sentences joined while they fit (with the
-    space between them, or none after a CJK sentence end), a sentence still too long cut at spaces, a
-    word too long cut at characters. Nothing is lost but the separators where a line is cut."""
-    if len(text.encode()) <= limit:
-        return [text]
-    out: list[str] = []
-    current = ""
-    parts = _SENTENCE_END.split(text)  # sentences, and between them the separators ("" after a CJK end)
-    for k in range(0, len(parts), 2):
-        for n, unit in enumerate(_cut(parts[k], limit, " ")):
-            sep = "" if n == 0 and k and not parts[k - 1] else " "
-            joined = f"{current}{sep}{unit}" if current else unit
-            if len(joined.encode()) <= limit:
-                current = joined
-            else:
-                out.append(current)
-                current = unit
-    return [*out, current] if current else out
-
-
-def _cut(text: str, limit: int, sep: str) -> list[str]:
-    """Pieces of `text` under `limit` bytes: split at `sep`, then at characters."""
-    if len(text.encode()) <= limit:
-        return [text]
-    if sep:
-        return [p for word in text.split(sep) if word for p in _cut(word, limit, "")]
-    pieces, current = [], ""
-    for ch in text:
-        if len((current + ch).encode()) > limit:
-            pieces.append(current)
-            current = ""
-        current += ch
-    return [*pieces, current]
-
-
-class _Sentences:
-    """The inputs' non-empty lines after `preprocess_text`, counted (`lines`) as they are read."""
-
-    def __init__(self, inputs: Sequence[str | os.PathLike], rule: Rule) -> None:
-        self.inputs, self.rule = inputs, rule
-        self.lines = 0
-        self.split = 0  # lines over the limit, split
-        self.without_text = 0  # JSON Lines or Parquet records whose text is null or empty, left out
-        self.error: BaseException | None = None  # what stopped the reading (SentencePiece hides it)
-        self.stop = threading.Event()  # set when the command is interrupted: the reading ends
-        self.finished = False  # the reading has ended (SentencePiece then trains in C++ alone)
-
-    def __iter__(self) -> Iterator[str]:
-        try:
-            yield from self._lines()
-        except BaseException as e:
-            self.error = e
-            raise
-        finally:
-            self.finished = True
-
-    def say(self, elapsed_s: float) -> None:
-        """The heartbeat of a long training: lines read so far, or that SentencePiece now builds the pieces."""
-        what = "all read; SentencePiece is choosing the pieces" if self.finished else "read so far"
-        logger.info("tokenizer: %d lines %s (%.0f s)", self.lines, what, elapsed_s)
-
-    def halt(self) -> bool:
-        """Stop the reading at its next line (called from another thread); whether it was still going."""
-        self.stop.set()
-        return not self.finished
-
-    def left_out(self) -> str:
-        """The records left out for want of text, in words for the summary ("" where none was)."""
-        n = self.without_text
-        return f" ({n} record{'s' if n != 1 else ''} with a null or empty text field left out)" if n else ""
-
-    def _lines(self) -> Iterator[str]:
-        from albert_lm.data.corpus import ReadStats, iter_text_lines
-
-        r = self.rule
-        for path in self.inputs:
-            stats = ReadStats()
-            lines = iter_text_lines(
-                Path(path), r.strip_gutenberg, r.skip_invalid_utf8, r.max_line_bytes, r.text_column, stats
-            )
-            for line in unwrap_lines(lines):
-                text = preprocess_text(line, lower=r.do_lower_case, keep_accents=r.keep_accents)
-                if not text:
-                    continue
-                parts = fit_line(text)
-                self.split += len(parts) > 1
-                for part in parts:
-                    self.lines += 1
-                    yield part
-                if self.stop.is_set():
-                    raise KeyboardInterrupt
-            self.without_text += stats.without_text  # the file read to its end: its count is whole

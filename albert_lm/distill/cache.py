@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from albert_lm.files import folder_lock, read_json_object, write_json
-from albert_lm.progress import progress_bar
+from albert_lm.progress import progress_bar, say_kept
 
 logger = logging.getLogger(__name__)
 
@@ -314,10 +314,17 @@ class TeacherCache:
                     len(self.texts),
                     (rows - rows_done) / max(seconds - start, 1e-9),
                 )
-        except BaseException:
+        except BaseException as stop:
             if not sums:  # nothing of the entry is done: leave nothing behind
                 for name in (PROGRESS, VALUES, META):
                     (self.folder / name).unlink(missing_ok=True)
+            elif isinstance(stop, KeyboardInterrupt):  # Ctrl-C, SIGTERM: the command line says what is kept
+                rows = min(len(sums) * CHUNK, len(self.texts))
+                say_kept(
+                    stop,
+                    f"the teacher outputs computed so far ({rows} of {len(self.texts)} rows) are kept in "
+                    f"{self.folder}: give the same command again to continue",
+                )
             raise
         finally:
             bar.close()

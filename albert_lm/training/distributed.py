@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,6 +18,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from albert_lm.progress import say_kept
 
 
 @dataclass
@@ -69,14 +72,30 @@ def gather(obj: Any, d: DistInfo) -> list[Any]:
 
 
 class StopFlag:
-    """SIGTERM / SIGINT set a flag; the loop finishes its step, saves, and returns."""
+    """SIGTERM / SIGINT set a flag; the loop finishes its step, saves, and returns.
+
+    The first signal is answered at once, from the handler, in one line (on the main rank: a step of a
+    large model on a CPU takes long enough to press Ctrl-C again, or to reach for kill -9, thinking it
+    went unheard); a second Ctrl-C quits at once, unsaved (KeyboardInterrupt, exit 130). A checkpoint
+    it lands in the middle of is never half there: it is written in a temporary folder and renamed
+    (`albert_lm.files.atomic_folder`); the KeyboardInterrupt removes that folder (and puts back the
+    folder of the same step it was replacing), and one a kill leaves is removed when the run resumes."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
+        self._says = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the job
+        self._pid = os.getpid()  # a DataLoader worker forked from the run inherits this handler: it is silent
 
     def __call__(self, signum: int, frame: Any) -> None:
-        self.signum = signum
+        if self.signum is not None and signum == signal.SIGINT:
+            stop = KeyboardInterrupt("Ctrl-C again")
+            say_kept(stop, "not saved: --resume goes on from the last checkpoint saved before, if any")
+            raise stop
+        if self.signum is None and self._says and os.getpid() == self._pid:
+            with contextlib.suppress(OSError):  # a closed stderr must not stop the run
+                os.write(2, _stopping_line(signum).encode())
+        self.signum = self.signum or signum
 
     def install(self) -> None:
         if hasattr(signal, "SIGTERM"):
@@ -92,3 +111,13 @@ class StopFlag:
         """Whether any rank got SIGTERM / SIGINT: all ranks agree, so they stop after the same step."""
         flag = torch.tensor([float(self.signum is not None)], device=device)
         return bool(all_reduce(flag, d, dist.ReduceOp.MAX).item())
+
+
+def _stopping_line(signum: int) -> str:
+    """What the first signal is answered with (a terminal's line starts after the ^C it echoed)."""
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    start = "\n" if sys.stderr is not None and sys.stderr.isatty() else ""
+    return (
+        f"{start}{name}: stopping after this step and saving a checkpoint (Ctrl-C again to quit at once, "
+        "unsaved)\n"
+    )
