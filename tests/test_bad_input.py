@@ -245,9 +245,8 @@ def test_another_run_in_the_output_folder_is_never_overwritten(run_world, capsys
     refused(
         capsys,
         _finetune(run, run_world["task"], ft, "--seed", "2"),
-        "holds another run",
-        "best/",
-        "--overwrite",
+        "holds a finished fine-tuning run (step 2, ",
+        "--overwrite to redo it",
         untouched=(ft,),
     )
     # a tokenizer folder

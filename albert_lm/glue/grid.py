@@ -341,8 +341,7 @@ def _resumed(
 
 
 def _name(job: tuple[str, float, int]) -> str:
-    task, rate, seed = job
-    return f"{task} lr {rate:g} seed {seed}"
+    return f"{job[0]} lr {job[1]:g} seed {job[2]}"
 
 
 def _say_stopped(
@@ -355,11 +354,12 @@ def _say_stopped(
     saved = {j: latest_checkpoint(run_folder(cfg, *j)) for j in under_way}
     said = [f"{_name(j)} at step {checkpoint_step(c)}" if c else f"{_name(j)} before a first checkpoint (starts again)"
             for j, c in saved.items()]  # fmt: skip
-    logger.warning(
-        "glue: stopped; %d of %d runs are finished and kept in %s: the same command runs the %d others%s",
-        len(jobs) - len(left), len(jobs), cfg.output, len(left),
-        f"; stopped part-way, they continue where saved: {', '.join(said)}" if said else "",
-    )  # fmt: skip
+    done, n = len(jobs) - len(left), len(left)
+    rest = ("them" if n > 1 else "it") if not done else "the other one" if n == 1 else f"the {n} others"
+    kept = (f"{done} of {len(jobs)} runs are finished and kept in {cfg.output}" if done else
+            f"none of the {n} runs is finished" if n > 1 else "the run is not finished")  # fmt: skip
+    logger.warning("glue: stopped; %s: the same command runs %s%s", kept, rest,
+                   f"; stopped part-way, they continue where saved: {', '.join(said)}" if said else "")  # fmt: skip
 
 
 def glue_device(cfg: GlueConfig) -> str:

@@ -67,7 +67,16 @@ from albert_lm.training.evaluation import (
     required,
     scores_by_depth,
 )
-from albert_lm.training.finetune_config import FinetuneConfig, is_rows_folder, schedule
+from albert_lm.training.finetune_config import (
+    FinetuneConfig,
+    check_new_length,
+    finished_run,
+    is_rows_folder,
+    moved_rows,
+    nothing_learned,
+    resumed_schedule,
+    schedule,  # noqa: F401 (where callers find it)
+)
 from albert_lm.training.finetune_inputs import (
     check_bi_encoder,
     finetune_tokenizer,
@@ -121,8 +130,8 @@ def finetune(cfg: FinetuneConfig, on_step: Callable[[int], None] | None = None) 
         if cfg.overwrite:
             run_folder.remove_run(FINETUNING, out)
         ckpt.remove_stale_temporaries(out)
-        if cfg.resume and latest is None:
-            logger.warning("--resume: no checkpoint in %s, starting from step 0", out)
+        if latest is None:  # a run killed before its first checkpoint: its logs go
+            run_folder.clear_logs(FINETUNING, out, cfg.resume)
         return _finetune(cfg, task, tokenizer, device, out, train_features, eval_sets, given, latest, on_step)
 
 
@@ -140,11 +149,12 @@ def _finetune(
 ) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    total, warmup, steps_per_epoch = schedule(cfg, len(train_features))
+    total, warmup, steps_per_epoch, before = resumed_schedule(cfg, len(train_features), latest)
     model = load_for_task(task, latest or cfg.model, cfg).to(device)
     out.mkdir(parents=True, exist_ok=True)
     run = FineTuning(cfg, task, tokenizer, device, out, eval_sets, model_given, model, train_features, rng)
     run.plan(warmup, total, steps_per_epoch)
+    run.resumed = (latest, before) if latest is not None and before is not None else None
     logger.info(
         "%s: %d train features, %d steps (%d warmup, %d per epoch), batch %d x %d, lr %g, on %s",
         cfg.task, len(train_features), total, warmup, steps_per_epoch, cfg.batch_size,
@@ -175,13 +185,9 @@ FINETUNING = RunKind(
     SAVED_FILE,
     settings_where(FinetuneConfig, "resume"),
     state_keys=("step", "batches_drawn", "optimizer", "scheduler", "ranks", "elapsed_s"),
+    finished=finished_run,
+    unchanged=moved_rows,
 )
-NOTHING_LEARNED = "best dev %s %.4f is no better than %s: the model learned nothing it can use. %s"
-RATE_CAUSE = ("At hidden size %d the usual cause is the rate: --learning-rate %g; %s. Else check the labels and "
-              "the columns read")  # fmt: skip  # defaults: H 768's
-RATE_WAYS = ("small models want 1e-4 to 1e-3 (albert glue's grid)",  # one inside can fail where another works:
-             "try the other rates of albert glue's grid (1e-4, 3e-4, 1e-3)")  # fmt: skip
-OTHER_CAUSES = "Check the labels, the columns read and --learning-rate %g"
 SLOW_ADVICE = (
     "Bound it: --max-train-examples 10000 (what albert glue's CPU recipe takes), fewer --epochs or --max-steps; "
     "a checkpoint every --save-every steps lets --resume continue it if it is stopped"
@@ -196,11 +202,11 @@ def _check_folders(cfg: FinetuneConfig, locked: bool = False) -> Path | None:
     if not (model / "config.json").is_file():
         raise no_model(model)
     inputs = {"--model": model, "--data": cfg.data, "--tokenizer": cfg.tokenizer}
-    latest = ckpt.latest_checkpoint(out) if out.is_dir() else None
+    latest = ckpt.latest_checkpoint(out, SAVED_FILE)
     run_folder.check_output(
         FINETUNING, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest, locked=locked
-    )
-    return latest if cfg.resume else None
+    )  # then a damaged newer checkpoint skipped is said (once)
+    return ckpt.resume_checkpoint(out, SAVED_FILE, say=not locked) if cfg.resume else None
 
 
 @dataclass
@@ -224,6 +230,7 @@ class FineTuning(Objective):
     kind = FINETUNING
     slow_advice = SLOW_ADVICE
     drawn = 0  # batches drawn from `batches` so far: the data position a checkpoint saves
+    resumed: tuple[Path, int] | None = None  # (checkpoint, the run's length) of a resume given another
 
     def __init__(
         self,
@@ -238,14 +245,8 @@ class FineTuning(Objective):
         features: list[Feature],
         rng: np.random.Generator,
     ) -> None:
-        self.name, self.cfg, self.task, self.tokenizer, self.device, self.out = (
-            f"finetune {cfg.task}",
-            cfg,
-            task,
-            tokenizer,
-            device,
-            out,
-        )
+        self.name, self.cfg, self.task, self.tokenizer = f"finetune {cfg.task}", cfg, task, tokenizer
+        self.device, self.out = device, out
         self.precision, self.eval_sets, self.model, self.features = cfg.precision, eval_sets, model, features
         self.model_given = model_given  # --model as typed, where it was a hub id (cfg.model: its snapshot)
         # GLUE's label names (negative/positive, ...) in config.json, of best/ and of every checkpoint:
@@ -294,7 +295,11 @@ class FineTuning(Objective):
 
     def restore(self, state: dict[str, Any]) -> None:
         """The batches drawn replayed (they depend on the seed alone), the best evaluation so far (its
-        model and predictions are in OUTPUT already) and the exit heads."""
+        model and predictions are in OUTPUT already) and the exit heads; given another length, the new
+        length's learning rate from the first step on (`check_new_length` says it)."""
+        if self.resumed is not None:
+            check_new_length(int(state["step"]), self.total_steps, self.resumed[1], self.resumed[0])
+            ckpt.rate_from_schedule(self.scheduler)
         for _ in range(int(state["batches_drawn"])):
             next(self.batches)
         self.drawn = int(state["batches_drawn"])
@@ -359,9 +364,7 @@ class FineTuning(Objective):
         labels = [getattr(ex, "label", None) for ex in self.dev_sets[0].examples] if self.dev_sets else []
         if (guess := metrics.guessing(self.task.main_metric, self.best.main, labels)) is not None:
             width, rate = self.model.config.hidden_size, self.cfg.learning_rate
-            way = RATE_WAYS[rate is not None and 1e-4 <= rate <= 1e-3]
-            cause = RATE_CAUSE % (width, rate, way) if width < 768 else OTHER_CAUSES % rate
-            logger.warning(NOTHING_LEARNED, self.task.main_metric, self.best.main, guess, cause)
+            logger.warning("%s", nothing_learned(self.task.main_metric, self.best.main, guess, width, rate))
         return dict(self.best.record)
 
     def plot(self) -> None:
@@ -373,24 +376,11 @@ def _by_depth(run: FineTuning) -> dict[str, list[float]]:
     batch_size = required(run.cfg.eval_batch_size, "eval_batch_size")
     pad = run.tokenizer.pad_token_id
     assert run.best is not None
-    scores = scores_by_depth(
-        run.task,
-        run.out / "best",
-        run.dev_sets,
-        batch_size,
-        pad,
-        run.device,
-        run.cfg.precision,
-        run.best.record,
-    )
-    for suffix in (s.suffix for s in run.dev_sets):
-        main = scores.get(run.task.main_metric + suffix, [])
-        logger.info(
-            "dev %s by depth 1 .. %d: %s",
-            run.task.main_metric + suffix,
-            len(main),
-            " ".join(f"{v:.4g}" for v in main),
-        )
+    scores = scores_by_depth(run.task, run.out / "best", run.dev_sets, batch_size, pad, run.device,
+                             run.cfg.precision, run.best.record)  # fmt: skip
+    for name in (run.task.main_metric + s.suffix for s in run.dev_sets):
+        main = scores.get(name, [])
+        logger.info("dev %s by depth 1 .. %d: %s", name, len(main), " ".join(f"{v:.4g}" for v in main))
     return scores
 
 

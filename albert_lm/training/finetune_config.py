@@ -9,8 +9,10 @@ fraction when the steps or epochs are changed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -71,6 +73,18 @@ def is_rows_folder(data: str, output: str) -> bool:
     return rows.parent == out.parent and rows.name.startswith(f".{out.name}.rows-")
 
 
+def moved_rows(saved: Mapping[str, Any], now: FinetuneConfig) -> list[str]:
+    """["data"] where a resumed run's --data is the rows folder of `finetune_rows` beside its output, made
+    again beside the output's new name (the run's folder moved or copied): the same rows, by their digest,
+    not another data set."""
+    before, output = saved.get("data"), saved.get("output")
+    if not isinstance(before, str) or not isinstance(output, str) or not is_rows_folder(before, output):
+        return []
+    digest = Path(before).name.rsplit(".rows-", 1)[1]
+    same = is_rows_folder(now.data, now.output) and Path(now.data).name.endswith(f".rows-{digest}")
+    return ["data"] if same else []
+
+
 @documented
 @dataclass
 class FinetuneConfig(LoopSettings):
@@ -83,13 +97,13 @@ class FinetuneConfig(LoopSettings):
     student's WordPiece vocab.txt), or hub id org/name[@rev]"""
     data: str = setting(group="data and output", recorded=False)
     """the task's folder (train/dev files) or one file"""
-    output: str = setting(group="data and output", recorded=False)
+    output: str = setting(group="data and output", resume=True, recorded=False)
     """output folder"""
     tokenizer: str | None = setting(None, group="data and output", recorded=False)
     """spiece.model (or its folder) when --model has none"""
-    max_steps: int | None = setting(None, group="batch and optimizer")
+    max_steps: int | None = setting(None, group="batch and optimizer", resume=True)
     """optimizer steps (default: the task's)"""
-    epochs: float | None = setting(None, group="batch and optimizer")
+    epochs: float | None = setting(None, group="batch and optimizer", resume=True)
     """train for this many epochs instead of --max-steps (--max-steps wins where both are given)"""
     batch_size: int | None = setting(None, group="batch and optimizer")
     """training batch size (default: the task's)"""
@@ -219,8 +233,9 @@ class FinetuneConfig(LoopSettings):
         }
 
 
-def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, int]:
-    """(total optimizer steps, warmup steps, steps per epoch) from the config and the task's row."""
+def schedule(cfg: FinetuneConfig, num_train_features: int, say: bool = True) -> tuple[int, int, int]:
+    """(total optimizer steps, warmup steps, steps per epoch) from the config and the task's row (`say`:
+    log which of --max-steps and --epochs the run follows, where both are given)."""
     d = TASK_DEFAULTS[cfg.task]
     if cfg.batch_size is None:
         raise ValueError("schedule() takes a resolved config (FinetuneConfig.resolved())")
@@ -228,7 +243,7 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
     steps_per_epoch = max(1, math.ceil(num_train_features / per_step))
     if cfg.max_steps is not None:
         total = cfg.max_steps
-        if cfg.epochs is not None:  # both typed: say which one the run follows
+        if cfg.epochs is not None and say:  # both typed: say which one the run follows
             logging.getLogger(__name__).info(
                 steps_override_line(total, cfg.epochs, max(1, math.ceil(cfg.epochs * steps_per_epoch)))
             )
@@ -247,6 +262,97 @@ def schedule(cfg: FinetuneConfig, num_train_features: int) -> tuple[int, int, in
     else:
         warmup = round(total * _DEFAULT_WARMUP_FRACTION)
     return total, warmup, steps_per_epoch
+
+
+def resumed_schedule(
+    cfg: FinetuneConfig, num_train_features: int, latest: Path | None
+) -> tuple[int, int, int, int | None]:
+    """`schedule`, and of a run resumed from checkpoint `latest` the length the run had where --max-steps
+    or --epochs changed it (else None). The learning-rate schedule is then the new length's, its warm-up
+    the run's (begun, or done), fitted to the new length where it is as long."""
+    from albert_lm.files import read_json_object
+
+    total, warmup, per_epoch = schedule(cfg, num_train_features)
+    if latest is None:
+        return total, warmup, per_epoch, None
+    saved = read_json_object(latest / SAVED_FILE, "fine-tuning settings")
+    try:
+        had = dataclasses.replace(cfg, max_steps=saved.get("max_steps"), epochs=saved.get("epochs"))
+    except ValueError as e:
+        raise InputError(latest / SAVED_FILE, str(e)) from None
+    before, run_warmup, _ = schedule(had, num_train_features, say=False)
+    if before == total:
+        return total, warmup, per_epoch, None
+    if cfg.warmup_steps is None:  # the task's fraction of the old length: the warm-up the run has had
+        from albert_lm.training.optim import fit_warmup
+
+        warmup = fit_warmup(run_warmup, total, _DEFAULT_WARMUP_FRACTION, "finetune")
+    return total, warmup, per_epoch, before
+
+
+def finished_run(out: Path) -> str | None:
+    """A finished fine-tuning run in `out` in words, "a finished fine-tuning run (step 120, dev accuracy
+    0.61)" (its metrics.jsonl, eval_results.json and best/finetune_config.json), or None where it holds
+    none (or what it holds cannot be read: the refusal then names the files)."""
+    from albert_lm.files import read_json_object
+    from albert_lm.tasks import get_task
+
+    try:
+        best = read_json_object(out / "eval_results.json", "evaluation results")
+        saved = read_json_object(out / "best" / SAVED_FILE, "fine-tuning settings")
+        metric = get_task(saved["task"], labels=saved.get("labels") or ()).main_metric
+        lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    steps = [r.get("step") for r in map(_record, lines)]
+    last = max((s for s in steps if isinstance(s, int)), default=best.get("step"))
+    value = best.get(metric)
+    if not isinstance(value, int | float):
+        return f"a finished fine-tuning run (step {last})"
+    at = "" if best.get("step") == last else f" at step {best.get('step')}"
+    return (
+        f"a finished fine-tuning run (step {last}, {'' if not at else 'best '}dev {metric} {value:.4g}{at})"
+    )
+
+
+def _record(line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError:  # a line cut short by a kill
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def check_new_length(step: int, total: int, before: int, latest: Path) -> None:
+    """A resumed fine-tuning given another length (`total` steps, by --max-steps or --epochs; `before`, the
+    run's) at `step`: refused where it cannot train on (below the step reached, or at it where the run had
+    not finished: it would end there, its rate not decayed), else said."""
+    if total < step or (total == step and before > step):
+        raise ValueError(
+            f"--resume: the run in {latest} has reached step {step} of its {before}; --max-steps or --epochs "
+            f"make it {total} steps, so it would {'go back' if total < step else 'end there without training'}: "
+            f"give --max-steps above {step}, or drop --max-steps and --epochs to finish its {before} steps"
+        )
+    logging.getLogger("albert_lm.training.finetune").warning(
+        "--resume: %d steps (the run was for %d): the learning-rate schedule is now a %d-step run's, from "
+        "step %d on", total, before, total, step,
+    )  # fmt: skip
+
+
+NOTHING_LEARNED = "best dev %s %.4f is no better than %s: the model learned nothing it can use. %s"
+RATE_CAUSE = ("At hidden size %d the usual cause is the rate: --learning-rate %g; %s. Else check the labels and "
+              "the columns read")  # fmt: skip  # defaults: H 768's
+RATE_WAYS = ("small models want 1e-4 to 1e-3 (albert glue's grid)",  # one inside can fail where another works:
+             "try the other rates of albert glue's grid (1e-4, 3e-4, 1e-3)")  # fmt: skip
+OTHER_CAUSES = "Check the labels, the columns read and --learning-rate %g"
+
+
+def nothing_learned(metric: str, best: float, guess: str, width: int, rate: float | None) -> str:
+    """What a run whose best dev `metric` is no better than guessing (`guess`, `metrics.guessing`) is told:
+    at a hidden size below 768 (`width`) the usual cause is the learning rate (`rate`)."""
+    way = RATE_WAYS[rate is not None and 1e-4 <= rate <= 1e-3]
+    cause = RATE_CAUSE % (width, rate, way) if width < 768 else OTHER_CAUSES % rate
+    return NOTHING_LEARNED % (metric, best, guess, cause)
 
 
 def steps_override_line(max_steps: int, epochs: float, epoch_steps: int) -> str:

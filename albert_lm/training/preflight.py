@@ -15,6 +15,7 @@ expected; the CLI prints it as one line.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -26,6 +27,8 @@ from albert_lm.training import run_folder
 from albert_lm.training.pretrain_config import PretrainConfig
 from albert_lm.training.run_folder import MODEL_FILES, RunKind
 from albert_lm.values import settings_where
+
+logger = logging.getLogger(__name__)
 
 # What a resumed run may change: where it reads and writes, how often it logs, saves and evaluates, and
 # where it runs, as each field's metadata says (`albert_lm.values.setting`). Anything else changed would
@@ -77,6 +80,38 @@ def remove_run(out: Path) -> None:
     run_folder.remove_run(PRETRAINING, out)
     if isinstance(data, str) and is_text_data(data, out) and (out / TEXT_DATA).is_dir():
         shutil.rmtree(out / TEXT_DATA)
+
+
+def remove_finished_model(cfg: PretrainConfig, latest: Path) -> None:
+    """A finished run resumed to train on (another --max-steps or --time-budget): the model files it finished
+    with in the output folder (weights, config, tokenizer, settings, card) removed, said, before it trains,
+    so that a run stopped again leaves no older model beside its newer checkpoints, nor a settings file a
+    resume would read its old length from. Its checkpoint of that step keeps that model while it is kept."""
+    from albert_lm.model.card import CARD_FILE, is_model_card
+    from albert_lm.training.checkpoint import WEIGHTS
+    from albert_lm.training.clock import budget_seconds
+
+    out = Path(cfg.output)
+    if not any((out / name).is_file() for name in (*WEIGHTS, SETTINGS_FILE)):
+        return
+    made = (
+        out / SETTINGS_FILE if (out / SETTINGS_FILE).is_file() else latest / SETTINGS_FILE
+    )  # of those files
+    saved = read_json_object(made, "run configuration")
+    if (
+        saved.get("max_steps") == cfg.max_steps
+        and budget_seconds(saved.get("time_budget")) == cfg.time_budget_s
+    ):
+        return  # the same run: nothing to train, or its final files written again
+    names = [*WEIGHTS, *MODEL_FILES, SETTINGS_FILE, *([CARD_FILE] if is_model_card(out / CARD_FILE) else [])]
+    found = [name for name in dict.fromkeys(names) if (out / name).is_file()]  # the weights first
+    logger.warning(
+        "--resume: the run in %s had finished; it trains on, so its model files there (%s) are removed now "
+        "and written again when it ends (%s holds the model of step %s while it is kept)",
+        out, ", ".join(found), latest, latest.name.rsplit("-", 1)[-1],
+    )  # fmt: skip
+    for name in found:
+        (out / name).unlink()
 
 
 def check_resume(cfg: PretrainConfig, latest: Path) -> None:

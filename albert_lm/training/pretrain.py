@@ -45,7 +45,8 @@ from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.files import read_json_object, write_json
 from albert_lm.kernels.device import autocast
 from albert_lm.model.heads import AlbertForPreTraining
-from albert_lm.training import preflight, run_cards
+from albert_lm.training import checkpoint as ckpt
+from albert_lm.training import preflight, run_cards, run_folder
 from albert_lm.training.clock import budget_seconds, say_budget_changed
 from albert_lm.training.distributed import DistInfo, all_reduce
 from albert_lm.training.loop import LoopResult, Objective, Progress, to_device, train
@@ -82,12 +83,8 @@ class Pretraining(Objective):
 
     def __init__(self, run: Run) -> None:
         self.run, self.cfg, self.d, self.out, self.device = run, run.cfg, run.d, run.out, run.device
-        self.name, self.precision, self.model, self.module = (
-            "pretrain",
-            run.cfg.precision,
-            run.model,
-            run.wrapped,
-        )
+        self.name, self.precision = "pretrain", run.cfg.precision
+        self.model, self.module = run.model, run.wrapped
         self.optimizer, self.scheduler = run.optimizer, run.scheduler
         self.total_steps, self.eval_every = run.cfg.max_steps, run.cfg.eval_every
         self.data = data_record(run)  # what every checkpoint records of the data: made once
@@ -166,12 +163,12 @@ class Pretraining(Objective):
         model card. Returns the last train record and every evaluation ({"SPLIT_METRIC": value})."""
         run = self.run
         run.step, run.metrics = p.step, p.metrics
-        if run.d.main:
-            run.model.save_pretrained(run.out)
-            if run.tokenizer is not None:
-                run.tokenizer.save_pretrained(run.out)
-            write_json(run.out / preflight.SETTINGS_FILE, run.cfg.to_dict())
-            run_cards.final_cards(run)  # README.md: what the model is, how it was made, its scores
+        if run.d.main:  # one set, moved in once written (`write_model_set`)
+            run_folder.write_model_set(run.out, lambda folder: _final_files(run, folder))
+            last = run.out / f"checkpoint-{run.step}"  # its card again, with the final evaluation's scores
+            if last.is_dir():
+                title = f"ALBERT pretraining checkpoint at step {run.step:,}"
+                run_cards.write_pretraining_card(run, last, last, title)
             logger.info("final model in %s", run.out)
         found = {f"{split}_{k}": v for split, m in evals.items() for k, v in m.items()}
         if run.d.main and "eval_mlm_acc" in found and "eval" in run.evals:
@@ -181,6 +178,17 @@ class Pretraining(Objective):
     def plot(self) -> None:
         if (self.out / METRICS_FILE).stat().st_size > 0:
             plot_metrics(self.out, ("mlm_acc", "sop_acc"))
+
+
+def _final_files(run: Run, folder: Path) -> None:
+    """The finished model's files, written into `folder` to be moved into the output folder: weights,
+    tokenizer, the run's configuration and README.md (what the model is, how it was made, its scores)."""
+    run.model.save_pretrained(folder)
+    if run.tokenizer is not None:
+        run.tokenizer.save_pretrained(folder)
+    write_json(folder / preflight.SETTINGS_FILE, run.cfg.to_dict())
+    title = f"ALBERT pretrained with albert-lm ({run.step:,} steps)"
+    run_cards.write_pretraining_card(run, folder, run.out, title)
 
 
 # --------------------------------------------------------------------------- the first baseline
@@ -217,9 +225,7 @@ def unigram_baseline(
 def _beside_unigram(run: Run, accuracy: float) -> float:
     """The unigram guess's held-out MLM accuracy; a warning where the model's is no better: it has learned
     word frequencies only, and a task fine-tuned from it starts from nothing (a run of too few steps)."""
-    scored = (
-        run.cfg.eval_batches * run.cfg.batch_size
-    )  # the sequences the evaluation scored (`evaluation_loader`)
+    scored = run.cfg.eval_batches * run.cfg.batch_size  # the sequences it scored (`evaluation_loader`)
     guess = unigram_baseline(run.loader.dataset, run.evals["eval"], eval_limit=scored)["unigram_mlm_acc"]
     if accuracy <= guess + UNIGRAM_MARGIN:
         logger.warning(
@@ -359,22 +365,20 @@ def _processes(n: int) -> str:
 
 def say_if_extended(run: Run, before: Any, step: int) -> None:
     """A run given another --max-steps than it was started for (`before`; one it can still train to:
-    `_check_length`) goes on under the new length's schedule, said with the rate it is at (rank 0)."""
+    `_check_length`) goes on under the new length's schedule from its first step (every rank), said with
+    the rate it is at (rank 0)."""
     cfg = run.cfg
-    if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget or not run.d.main:
+    if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget:
         return
+    ckpt.rate_from_schedule(run.scheduler)  # the checkpoint's rate is the old length's
     warmup = scheduled_warmup(run.scheduler, cfg.warmup_steps, cfg.max_steps)
     factor = learning_rate_factor(step, warmup, cfg.max_steps, cfg.poly_power)
-    logger.warning(
-        "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's; at step %d "
-        "the rate is %.3g (%.0f%% of the peak)",
-        cfg.max_steps,
-        before,
-        cfg.max_steps,
-        step,
-        cfg.learning_rate * factor,
-        100 * factor,
-    )
+    if run.d.main:
+        logger.warning(
+            "--max-steps %d (the run was for %d): the learning-rate schedule is now a %d-step run's; at step %d "
+            "the rate is %.3g (%.0f%% of the peak)", cfg.max_steps, before, cfg.max_steps, step,
+            cfg.learning_rate * factor, 100 * factor,
+        )  # fmt: skip
 
 
 @torch.no_grad()

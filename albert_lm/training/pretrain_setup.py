@@ -36,7 +36,7 @@ from albert_lm.kernels.precision import resolve_precision
 from albert_lm.model.config import AlbertConfig
 from albert_lm.model.heads import AlbertForPreTraining
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight
+from albert_lm.training import preflight, run_folder
 from albert_lm.training.clock import budget_seconds, check_budget_kept, run_length
 from albert_lm.training.distributed import DistInfo, init_distributed
 from albert_lm.training.model_init import build_model_config, initial_model
@@ -211,10 +211,12 @@ def _prepare_output(cfg: PretrainConfig, d: DistInfo, latest: Path | None) -> Pa
             preflight.remove_run(out)
         out.mkdir(parents=True, exist_ok=True)
         ckpt.remove_stale_temporaries(out)
+        if latest is None:  # a run killed before its first checkpoint: its logs go
+            run_folder.clear_logs(preflight.PRETRAINING, out, cfg.resume)
+        else:
+            preflight.remove_finished_model(cfg, latest)
     if d.world > 1:
         dist.barrier()
-    if cfg.resume and latest is None and d.main:
-        logger.warning("--resume: no complete checkpoint in %s, starting from step 0", out)
     return out
 
 
@@ -351,10 +353,10 @@ def setup(
     cfg, device, d = _start_process(cfg)
     if train_dataset is None:
         train_dataset, eval_dataset, tokenizer = _load_data(cfg)
-    latest = ckpt.latest_checkpoint(cfg.output)
+    latest = ckpt.latest_checkpoint(cfg.output, preflight.SETTINGS_FILE)
     _check_inputs(cfg, latest, train_dataset, eval_dataset, tokenizer, d)
-    if cfg.overwrite:
-        latest = None  # what the folder holds is removed next
+    # under --overwrite what the folder holds is removed next; a resume says which damaged ones it skips
+    latest = ckpt.resume_checkpoint(cfg.output, preflight.SETTINGS_FILE, d.main) if cfg.resume else None
     with contextlib.ExitStack() as held:
         # one run at a time writes a folder: a second is refused before it clears or writes anything
         if d.main:

@@ -12,15 +12,15 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert_lm.files import check_not_busy, check_output_apart, describe_folder, read_json_object
+from albert_lm.files import check_not_busy, check_output_apart, describe_folder, fsync_dir, read_json_object
 from albert_lm.model.card import CARD_FILE, is_model_card
 from albert_lm.training import checkpoint as ckpt
-from albert_lm.training.monitor import CURVES_FILE, TENSORBOARD_DIR
+from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,22 @@ class RunKind:
     # Whatever else the run writes into the output folder (besides its curves, TensorBoard events,
     # checkpoints, and with `writes` its model card): --overwrite removes that, and only that (`remove_run`).
     outputs: tuple[str, ...] = ()
+    # The finished run in a folder in words ("a finished fine-tuning run (step 120, dev accuracy 0.61)"),
+    # or None where it holds none: what the refusal to run there again says.
+    finished: Callable[[Path], str | None] | None = None
+    # The settings whose values differ from the saved ones (`saved`, `now`) but not what they name: the
+    # same data in another place (`check_resume`).
+    unchanged: Callable[[Mapping[str, Any], Any], Iterable[str]] | None = None
+
+
+# A run's logs: what a run killed before its first checkpoint leaves (`logs_only`).
+LOGS = frozenset({CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR})
+# The settings file of each kind of run, in its output folder or its checkpoints (`_check_kind`).
+SETTINGS_FILES = {
+    "pretrain_config.json": "pretraining",
+    "finetune_config.json": "fine-tuning",
+    "distill_config.json": "distillation",
+}
 
 
 def check_output(
@@ -66,8 +82,10 @@ def check_output(
     locked: bool = False,
 ) -> None:
     """Refuse an output that is, holds or lies inside an input (always), that is a file, that another
-    command is writing (unless `locked`: this process holds its lock), or that holds another run (unless
-    `resume`, which continues the newest checkpoint `latest`, or `overwrite`)."""
+    command is writing (unless `locked`: this process holds its lock), that holds another kind of run, or
+    that holds another run (unless `resume`, which continues the newest checkpoint `latest`, or
+    `overwrite`). A folder holding only the logs of a run killed before its first checkpoint holds no run
+    (`logs_only`: the run replaces them)."""
     check_output_apart(out, inputs)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output {out}: exists and is not a folder")
@@ -75,16 +93,27 @@ def check_output(
         check_not_busy(out)
     if resume and overwrite:
         raise ValueError("--resume continues the run in --output, --overwrite replaces it: give one of them")
-    if not out.is_dir():
+    if not out.is_dir() or logs_only(kind, out):
         return
-    finished = any((out / name).exists() for name in kind.run_files)
+    if not overwrite:
+        _check_kind(kind, out, resume)
+    saved = ckpt.all_checkpoints(out)
+    finished = bool(saved) or any((out / name).exists() for name in kind.run_files)
     replaced = [name for name in kind.writes if (out / name).exists()]
     if replaced and latest is None and not finished and not overwrite:
         raise FileExistsError(
             f"--output {out} holds {', '.join(replaced)}, not a run's, which the run would replace: choose "
             "another --output, or --overwrite to replace what it holds"
         )
+    done = kind.finished(out) if kind.finished is not None and latest is None and finished else None
+    if done and not overwrite:  # a finished run, named as such (its step and score)
+        again = "nothing to resume; " if resume else ""
+        raise FileExistsError(
+            f"--output {out} holds {done}: {again}--overwrite to redo it, or choose another --output"
+        )
     if resume:
+        if latest is None and saved:  # every checkpoint there damaged: each named
+            ckpt.resume_checkpoint(out, kind.settings_file or None)
         if latest is None and finished:
             raise FileExistsError(
                 f"--output {out} holds a run with no checkpoint to resume from ({describe_folder(out)}): "
@@ -93,12 +122,63 @@ def check_output(
         return
     if (latest is not None or finished) and not overwrite:
         # a kind that resumes says what there is to resume: a checkpoint, or a run finished without one
-        what = "" if not kind.state_keys else f"checkpoint {latest.name}; " if latest else "no checkpoint; "
+        none = "no whole checkpoint; " if saved else "no checkpoint; "
+        what = "" if not kind.state_keys else f"checkpoint {latest.name}; " if latest else none
         resumable = "pass --resume to continue it, " if kind.state_keys and latest else ""
         raise FileExistsError(
             f"--output {out} holds another run ({what}{describe_folder(out)}): {resumable}pass --overwrite "
             "to replace it, or choose another --output"
         )
+
+
+def logs_only(kind: RunKind, out: Path) -> list[str]:
+    """The names in `out` of a run's logs (metrics.jsonl, tensorboard/, training_curves.png), where they are
+    all of the run's files there: no checkpoint, no model, no results. A run killed before its first
+    checkpoint leaves them: a resume starts it from step 0, and the same command runs it, either replacing
+    them (`clear_logs`). Else []."""
+    if not out.is_dir() or ckpt.all_checkpoints(out):
+        return []
+    names = {*kind.run_files, *kind.writes, *kind.outputs, kind.settings_file, *LOGS} - {""}
+    found = sorted(name for name in names if (out / name).exists())
+    return found if METRICS_FILE in found and set(found) <= LOGS else []  # a run's first file is its metrics
+
+
+def clear_logs(kind: RunKind, out: Path, resume: bool) -> None:
+    """Before a run starts (holding the folder): the logs of a run killed before its first checkpoint
+    (`logs_only`) removed, said; a resume with nothing to continue says it starts from step 0. A run's
+    curves must not carry another run's records."""
+    found = logs_only(kind, out)
+    if found:
+        logger.warning(
+            "%s%s holds only the logs of a %s run stopped before its first checkpoint (%s): starting from "
+            "step 0, replacing them",
+            "--resume: " if resume else "", out, kind.name, ", ".join(found),
+        )  # fmt: skip
+        for name in found:
+            if (out / name).is_dir():
+                shutil.rmtree(out / name)
+            else:
+                (out / name).unlink()
+    elif resume:
+        logger.warning("--resume: no checkpoint in %s, starting from step 0", out)
+
+
+def _check_kind(kind: RunKind, out: Path, resume: bool) -> None:
+    """Refuse a folder holding another kind's run (its settings file in the folder or in its newest
+    checkpoint, and not this kind's), naming it: a fine-tuning resumed in a pretraining run's folder found no
+    settings file of its own there."""
+    if not kind.settings_file:
+        return
+    newest = ckpt.all_checkpoints(out)[-1:]
+    for folder in (*newest, out):
+        theirs = [f for f in SETTINGS_FILES if f != kind.settings_file and (folder / f).is_file()]
+        if theirs and not (folder / kind.settings_file).is_file():
+            other = SETTINGS_FILES[theirs[0]]
+            raise FileExistsError(
+                f"--output {out} holds a {other} run ({folder / theirs[0]}), not a {kind.name} one: "
+                f"{'nothing of it to resume; ' if resume else ''}choose another --output (the model there is "
+                f"{folder}: give it as the model to start from)"
+            )
 
 
 def remove_run(kind: RunKind, out: Path) -> None:
@@ -108,7 +188,7 @@ def remove_run(kind: RunKind, out: Path) -> None:
     names = {*kind.run_files, *kind.writes, *kind.outputs, CURVES_FILE, TENSORBOARD_DIR}
     if kind.writes and is_model_card(out / CARD_FILE):  # a run that writes its model here writes its card
         names.add(CARD_FILE)
-    names |= {f".{n}.{end}" for n in names for end in ("tmp", "old")}
+    names |= {f".{n}.{end}" for n in names for end in ("tmp", "old")} | {ckpt.FINAL_TMP}
     gone = sorted(p for p in out.iterdir() if p.name in names or ckpt.checkpoint_step(p) is not None)
     if gone:
         logger.info("--overwrite: removing %s from %s", ", ".join(p.name for p in gone), out)
@@ -117,6 +197,32 @@ def remove_run(kind: RunKind, out: Path) -> None:
             shutil.rmtree(p)
         else:
             p.unlink()
+
+
+def write_model_set(out: Path, fill: Callable[[Path], None]) -> None:
+    """A finished run's model files (weights, config, tokenizer, settings, card) into its output folder as
+    one set: `fill(folder)` writes them into a temporary folder there, then they are moved in, the old
+    weights removed first and the new ones moved last. A run killed part-way never leaves weights beside
+    another model's config or card: its weights are missing, and a resume writes the set again."""
+    tmp = out / ckpt.FINAL_TMP
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        fill(tmp)
+        for file in (p for p in tmp.iterdir() if p.is_file()):
+            with open(file, "rb") as f:
+                os.fsync(f.fileno())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    names = sorted(p.name for p in tmp.iterdir())
+    weights = [name for name in names if name in ckpt.WEIGHTS]
+    for name in ckpt.WEIGHTS:
+        (out / name).unlink(missing_ok=True)
+    for name in [*(n for n in names if n not in weights), *weights]:
+        os.replace(tmp / name, out / name)
+    tmp.rmdir()
+    fsync_dir(out)
 
 
 def changed_settings(saved: Mapping[str, Any], now: Any, ignore: Iterable[str] = ()) -> list[str]:
@@ -145,10 +251,18 @@ _PATH_SETTINGS = frozenset(
 
 
 def _same_path(name: str, before: Any, now: Any) -> bool:
-    """Whether two values of a path setting name the same place, seen from here."""
+    """Whether two values of a path setting name the same place, seen from here: the same path, or paths to
+    one file or folder (through a link)."""
     if name not in _PATH_SETTINGS or not isinstance(before, str) or not isinstance(now, str):
         return False
-    return bool(before and now) and os.path.abspath(before) == os.path.abspath(now)
+    if not (before and now):
+        return False
+    if os.path.abspath(before) == os.path.abspath(now) or os.path.realpath(before) == os.path.realpath(now):
+        return True
+    try:
+        return os.path.samefile(before, now)
+    except OSError:  # one of them is not there (a hub id, a folder since removed)
+        return False
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -165,10 +279,12 @@ def _as_json(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_resume(kind: RunKind, latest: Path, now: Any) -> None:
-    """A resumed run keeps the settings it was started with (`kind.may_change` aside): the settings
-    dataclass `now` against the settings file saved in the checkpoint `latest` (`changed_settings`)."""
+    """A resumed run keeps the settings it was started with (`kind.may_change` aside, and what
+    `kind.unchanged` finds the same): the settings dataclass `now` against the settings file saved in the
+    checkpoint `latest` (`changed_settings`)."""
     saved = read_json_object(latest / kind.settings_file, f"{kind.name} settings")
-    changed = changed_settings(saved, now, kind.may_change)
+    same = kind.unchanged(saved, now) if kind.unchanged is not None else ()
+    changed = changed_settings(saved, now, {*kind.may_change, *same})
     if changed:
         raise ValueError(
             f"--resume: the settings differ from the run in {latest} ({'; '.join(changed)}). A resumed run "
