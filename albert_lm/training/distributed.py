@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from albert_lm.progress import say_kept
+from albert_lm.workers import in_worker
 
 
 @dataclass
@@ -84,7 +85,8 @@ class StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
-        self._says = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the job
+        # under torchrun rank 0 speaks for the job; in a worker of a pool (albert glue), the command does
+        self._says = os.environ.get("RANK", "0") == "0" and not in_worker()
         self._pid = os.getpid()  # a DataLoader worker forked from the run inherits this handler: it is silent
 
     def __call__(self, signum: int, frame: Any) -> None:
