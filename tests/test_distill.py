@@ -122,6 +122,34 @@ def _student(w: SimpleNamespace, folder: Path, **changes) -> Path:
 
 
 # --------------------------------------------------------------------------- general distillation
+def test_a_distillation_killed_before_its_first_checkpoint_or_with_a_damaged_one_resumes(
+    world, tmp_path, caplog
+):
+    """A folder of logs only (killed before its first checkpoint) is a run that never saved: --resume starts
+    it; a damaged newest checkpoint is skipped, said, for the newest whole one."""
+    out = tmp_path / "student"
+    (out / "tensorboard").mkdir(parents=True)
+    (out / "metrics.jsonl").write_text("")
+    with caplog.at_level("WARNING"):
+        assert (
+            main(
+                _general(world, out, "--max-steps", "4", "--save-every", "2", "--keep-last", "0", "--resume")
+            )
+            == 0
+        )
+    assert "holds only the logs of a distillation run stopped before its first checkpoint" in caplog.text
+    (out / "checkpoint-4" / "training_state.pt").unlink()  # the newest damaged: checkpoint-2 is resumed
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert (
+            main(
+                _general(world, out, "--max-steps", "6", "--save-every", "2", "--keep-last", "0", "--resume")
+            )
+            == 0
+        )
+    assert "skipping the damaged checkpoint" in caplog.text and "checkpoint-4" in caplog.text
+
+
 def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
     out = tmp_path / "student"
     before = teacher.forward_batches

@@ -166,7 +166,9 @@ def check_output(cfg: DistillCommon, inputs: dict[str, Any]) -> Path | None:
     """Before any work: the output is apart from the inputs, holds no other run (unless --resume or
     --overwrite) and, resumed, keeps its settings. Returns the checkpoint to resume from."""
     out = Path(cfg.output)
-    latest = ckpt.latest_checkpoint(out) if out.is_dir() else None
+    # resumed, the newest whole checkpoint, each damaged one newer than it said
+    find = ckpt.resume_checkpoint if cfg.resume else ckpt.latest_checkpoint
+    latest = find(out, CONFIG_FILE) if out.is_dir() else None
     run_folder.check_output(
         DISTILLATION, out, inputs, resume=cfg.resume, overwrite=cfg.overwrite, latest=latest
     )
@@ -187,8 +189,8 @@ def prepare_output(cfg: DistillCommon, latest: Path | None) -> Path:
         run_folder.remove_run(DISTILLATION, out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt.remove_stale_temporaries(out)
-    if cfg.resume and latest is None:
-        logger.warning("--resume: no checkpoint in %s, starting from step 0", out)
+    if latest is None:  # a run killed before its first checkpoint left only logs: a run that never saved
+        run_folder.clear_logs(DISTILLATION, out, cfg.resume)
     return out
 
 
