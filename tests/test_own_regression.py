@@ -62,10 +62,18 @@ def test_a_regression_on_own_pairs_trains_scores_and_predicts_on_the_data_scale(
     assert main(["predict", "--model", str(out / "best"), "--input", str(data / "dev.jsonl"), "-q"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 16 and all(set(r) >= {"line", "score"} and "label" not in r for r in rows)
-    assert (
-        main(["evaluate", "--task", "regression", "--model", str(out / "best"), "--data", str(data), "-q"])
-        == 0
-    )
+    assert main(["evaluate", "--model", str(out / "best"), "--data", str(data), "-q"]) == 0
+    same = json.loads(capsys.readouterr().out.splitlines()[-1])
+    # the same rows under other column names: evaluate reads them where it is told to
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    dev_rows = [json.loads(line) for line in (data / "dev.jsonl").read_text().splitlines()]
+    (renamed / "dev.jsonl").write_text("".join(
+        json.dumps({"a": r["text"], "b": r["text_pair"], "sim": r["label"]}) + "\n" for r in dev_rows))  # fmt: skip
+    args = ["evaluate", "--model", str(out / "best"), "--data", str(renamed), "-q", "--text-column", "a",
+            "--text-pair-column", "b", "--label-column", "sim"]  # fmt: skip
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["pearson"] == pytest.approx(same["pearson"])
 
 
 def test_a_single_text_regression_reads_single_texts_and_records_no_scale(tiny_pretrained, tmp_path, capsys):

@@ -311,6 +311,13 @@ def evaluate_options(p: argparse.ArgumentParser) -> None:
             "a SQuAD predictions file": ("predictions", "na_probs", "na_prob_thresh"),
             "a fine-tuned model": ("model", "output", "overwrite", "batch_size", "max_seq_length"),
             "early exit (a model fine-tuned with --exit-heads)": ("patience", "exit_confidence", "depth"),
+            "your own data's columns": (
+                "text_column",
+                "text_pair_column",
+                "label_column",
+                "tokens_column",
+                "tags_column",
+            ),
             "machine": ("device", "precision"),
         },
     )
@@ -367,6 +374,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             overwrite=cfg.overwrite,
             exit_rule=cfg.exit_rule_values(),
             max_eval_examples=cfg.max_eval_examples,
+            columns=cfg.columns(),
         )
     else:
         raise ValueError("give --predictions (score a file) or --model (run a fine-tuned model)")

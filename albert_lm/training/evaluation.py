@@ -225,19 +225,22 @@ def evaluate_model(
     overwrite: bool = False,
     exit_rule: dict[str, Any] | None = None,
     max_eval_examples: int | None = None,
+    columns: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run the fine-tuned model `model_dir` (a folder or hub id) on the dev set(s) of `task_name` (a GLUE
     name, squad1, race, classification, ...) in `data`; writes eval_results.json and predictions to `output`
     (a folder apart from the model and the data; earlier results replaced only with `overwrite`). Returns
     the metrics, `rows_per_s`, and per dev file `eval_examples` and `eval_examples_in_file`
     (`max_eval_examples` caps each file). `exit_rule`: `ExitRule`'s arguments, for a model with exit heads:
-    the results then add the mean layers used, `mean_depth`, and the full depth's `full_depth_*`, `speedup`."""
+    the results then add the mean layers used, `mean_depth`, and the full depth's `full_depth_*`, `speedup`.
+    `columns`: your own data's columns (text_column=..., FinetuneConfig's names) where the data's are not
+    the ones the model was fine-tuned on."""
     _check_counts(batch_size=batch_size, max_seq_length=max_seq_length, max_eval_examples=max_eval_examples)
     rule = ExitRule(**(exit_rule or {}))
     model_dir, data = _eval_inputs(model_dir, Path(data), batch_size, max_seq_length)
     if output:
         _check_eval_output(Path(output), model_dir, data, overwrite)
-    saved, cfg = _eval_config(task_name, model_dir, data, output, batch_size, max_seq_length, device)
+    saved, cfg = _eval_config(task_name, model_dir, data, output, batch_size, max_seq_length, device, columns)
     model_config = AlbertConfig.from_pretrained(model_dir)
     max_seq_length = sequence_length(
         max_seq_length, required(cfg.max_seq_length, "max_seq_length"), model_config, model_dir
@@ -343,9 +346,10 @@ def _eval_config(
     batch_size: int | None,
     max_seq_length: int | None,
     device: str,
+    columns: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], FinetuneConfig]:
     """(the model's saved fine-tuning settings, the settings to evaluate with): the saved ones, with this
-    task, folders, device and the sizes given here."""
+    task, folders, device, the sizes and the columns given here."""
     saved = read_saved_settings(model_dir)
     check_saved_config(model_dir, saved)
     if saved.get("task") not in (None, task_name):
@@ -353,7 +357,7 @@ def _eval_config(
     known = {f.name for f in dataclasses.fields(FinetuneConfig)}
     settings = {k: v for k, v in saved.items() if k in known}
     settings.update(task=task_name, model=str(model_dir), data=str(data), output=str(output or "-"))
-    settings.update(device=device, overwrite=False)
+    settings.update(device=device, overwrite=False, **(columns or {}))
     # SQuAD 2.0: the threshold the model answers with (predict's), not one chosen on the data it is scored
     # on; best_f1 and best_exact still say what the best threshold on this data would give
     settings["null_score_diff_threshold"] = null_threshold(model_dir, saved)

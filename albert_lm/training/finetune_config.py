@@ -409,6 +409,21 @@ class EvaluateConfig(ExitSettings):
     all), as finetune and glue take it"""
     device: str = "auto"
     precision: Precision = "auto"
+    text_column: str | None = None
+    """your own data: the text's column (default: the one the model was fine-tuned on)"""
+    text_pair_column: str | None = None
+    """your own data: the second text's column (default: the model's)"""
+    label_column: str | None = None
+    """your own data: the label's (or the score's) column (default: the model's)"""
+    tokens_column: str | None = None
+    """your own data: the words' column of a token classifier (default: the model's)"""
+    tags_column: str | None = None
+    """your own data: the tags' column of a token classifier (default: the model's)"""
+
+    def columns(self) -> dict[str, str]:
+        """The columns given, by setting name, over the ones the model was fine-tuned on."""
+        names = ("text_column", "text_pair_column", "label_column", "tokens_column", "tags_column")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
     def __post_init__(self) -> None:
         check_fields(self, "evaluate")
