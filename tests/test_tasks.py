@@ -527,7 +527,8 @@ def test_json_files_write_other_scripts_as_themselves(tmp_path):
     task.labels = ("Достоевский", "Толстой")
     examples = [TextExample("text", None, "Толстой", 2)]
     written = task.write_predictions(examples, [0], tmp_path, "dev").read_text(encoding="utf-8")
-    assert json.loads(written) == {"line": 2, "label": "Достоевский"} and "Достоевский" in written
+    assert json.loads(written) == {"line": 2, "label": "Достоевский", "gold": "Толстой"}
+    assert "Достоевский" in written and "Толстой" in written
     assert "Märchen" in write_json(tmp_path / "s.json", {"label": "Märchen"}).read_text(encoding="utf-8")
     escaped = os.fsdecode(
         b"caf\xe9"
