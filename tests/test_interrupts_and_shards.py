@@ -104,6 +104,29 @@ def test_a_finished_folder_damaged_since_is_repaired_by_the_same_command(
     assert _files(out) == reference
 
 
+def test_a_manifest_naming_a_folder_outside_the_data_is_refused_and_removes_nothing(
+    tiny_corpus_and_tokenizer, tmp_path, capsys
+):
+    """What a finished folder's check finds damaged is removed: a shard record whose folder is not one of
+    the data's own (edited by hand, or a shared folder's) is refused, naming the field, never followed."""
+    corpus, tok = tiny_corpus_and_tokenizer
+    out = tmp_path / "data"
+    assert main(data_argv(corpus, tok, out, *SMALL_SHARDS)) == 0
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    manifest = json.loads((out / "manifest.json").read_text())
+    for where in ("../victim", str(victim)):
+        manifest["splits"]["train"]["shards"][0].update(dir=where, sha256=None)
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        assert main(data_argv(corpus, tok, out, *SMALL_SHARDS)) == 1
+        err = capsys.readouterr().err
+        assert (
+            "manifest.json: splits.train.shards[0].dir:" in err
+            and "expected a shard folder train/NNNNN" in err
+        )
+        assert victim.is_dir() and (out / "train" / "00000").is_dir()
+
+
 def test_overwrite_replaces_data_made_otherwise_and_keeps_other_files(
     tiny_corpus_and_tokenizer, tmp_path, capsys
 ):
@@ -353,3 +376,22 @@ def test_tokenizer_training_shows_its_reading_and_makes_the_folder_only_to_write
     with pytest.raises(NotADirectoryError, match="is not a folder"):
         train_tokenizer([text], tmp_path / "a-file" / "tok", vocab_size=150, num_threads=1)
     assert not bars
+
+
+def test_data_create_stopped_under_overwrite_says_to_continue_without_it(
+    tiny_corpus_and_tokenizer, tmp_path, monkeypatch, capsys
+):
+    """--overwrite removes the data at every start: the way on after a stop is the command without it."""
+    corpus, tok = tiny_corpus_and_tokenizer
+    out = tmp_path / "data"
+    build, made = shards.build_shard, []
+
+    def stopped_after_two(task):  # noqa: ANN001, ANN202
+        if len(made) == 2:
+            raise KeyboardInterrupt
+        made.append(build(task))
+        return made[-1]
+
+    monkeypatch.setattr(shards, "build_shard", stopped_after_two)
+    assert main(data_argv(corpus, tok, out, *SMALL_SHARDS, "--overwrite")) == 130
+    assert "are kept: give the same command again without --overwrite to continue" in capsys.readouterr().err

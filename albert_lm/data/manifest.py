@@ -5,6 +5,7 @@ folder only once it is complete and can check every file it reads.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 from albert_lm.data.examples import DataConfig, ExampleStats
 from albert_lm.data.plan import FORMAT_VERSION, SPLITS, Plan
 from albert_lm.data.tokenizer import RULE_KEYS, AlbertTokenizer
-from albert_lm.files import file_sha256
+from albert_lm.files import InputError, file_sha256
 
 MANIFEST = "manifest.json"
 WORD_START = "word_start.npy"
@@ -145,19 +146,40 @@ def damaged(out: Path, manifest: dict[str, Any]) -> list[tuple[str, str]]:
     corpus), its meta.json there, and the small files beside (the tokenizer, word_start.npy) by their
     sha256. (folder or file, why) for each, in order."""
     found = []
-    for name, sha in sorted((manifest.get("files") or {}).items()):
+    for name, sha in sorted(_field(manifest, "files", dict, out).items()):
+        if name not in CHECKSUMMED:  # a path the folder's own files never are: what is damaged is removed
+            raise InputError(out / MANIFEST, f"files: {name!r} is not one of {', '.join(CHECKSUMMED)}")
         file = out / name
         if not file.is_file() or file_sha256(file) != sha:
             found.append((name, "missing" if not file.is_file() else "differs from what was written"))
+    splits = _field(manifest, "splits", dict, out)
     for split in SPLITS:
-        for shard in (manifest.get("splits") or {}).get(split, {}).get("shards", []):
-            folder = out / shard["dir"]
+        shards = _field(
+            _field(splits, split, dict, out, f"splits.{split}"), "shards", list, out, f"splits.{split}"
+        )
+        for n, shard in enumerate(shards):
+            where = shard.get("dir") if isinstance(shard, dict) else None
+            if not isinstance(where, str) or not re.fullmatch(rf"{split}/\d{{5}}", where):
+                raise InputError(
+                    out / MANIFEST,
+                    f"splits.{split}.shards[{n}].dir: {where!r}, expected a shard folder {split}/NNNNN",
+                )
+            folder = out / where
             why = shard_problem(folder, shard.get("sha256"), shard.get("bytes"), hashes=False)
             if why is None and not (folder / "meta.json").is_file():
                 why = "meta.json is missing"
             if why is not None:
-                found.append((shard["dir"], why))
+                found.append((where, why))
     return found
+
+
+def _field(record: dict[str, Any], key: str, kind: type, out: Path, where: str = "") -> Any:
+    """`record[key]`, of type `kind` (a missing one: empty), or an error naming the manifest and the field."""
+    value = record.get(key) or kind()
+    if not isinstance(value, kind):
+        name = f"{where}.{key}" if where else key
+        raise InputError(out / MANIFEST, f"{name}: expected a JSON {'object' if kind is dict else 'list'}")
+    return value
 
 
 # NSP draws B from another document in half of the pairs; a split whose shards hold one document each

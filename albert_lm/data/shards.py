@@ -287,10 +287,11 @@ def create_pretraining_data(
                     if holds_nothing_finished(out):
                         logger.debug("%s: removing what this failed run wrote (no finished shard)", out)
                         remove_data(out)
-                    elif isinstance(stop, KeyboardInterrupt):
+                    elif isinstance(stop, KeyboardInterrupt):  # --overwrite again would remove them
+                        again = "again without --overwrite" if overwrite else "again"
                         say_kept(
                             stop,
-                            f"the shards finished in {out} are kept: give the same command again to continue",
+                            f"the shards finished in {out} are kept: give the same command {again} to continue",
                         )
                 raise
     finally:
