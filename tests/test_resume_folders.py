@@ -396,3 +396,18 @@ def test_a_stopped_glue_suite_counts_the_runs_left_in_words(tmp_path, caplog):
         f"glue: stopped; 2 of 3 runs are finished and kept in {tmp_path / '1,2,3'}: the same command runs the "
         "other one"
     )
+
+
+def test_a_resumed_run_keeps_the_label_order_its_head_was_trained_in(tiny_pretrained, tmp_path, monkeypatch):
+    """Labels "2" and "10" are now ordered as numbers; a run checkpointed by an albert-lm that ordered them
+    as text ("10" first) resumes in its own order, or its head's rows would swap meanings."""
+    data = labelled_rows(tmp_path / "data", {"2": WORDS["yes"], "10": WORDS["no"]}, {"train": 32, "dev": 12})
+    _stopped(monkeypatch, 3, lambda: finetune(_ft(tiny_pretrained, data, tmp_path / "run")))
+    saved = tmp_path / "run" / "checkpoint-3" / "finetune_config.json"
+    settings = json.loads(saved.read_text())
+    assert settings["labels"] == ["2", "10"]  # a new run's order
+    saved.write_text(json.dumps({**settings, "labels": ["10", "2"]}))  # the order an older albert-lm wrote
+    _stopped(monkeypatch, 5, lambda: finetune(_ft(tiny_pretrained, data, tmp_path / "run", resume=True)))
+    resumed = tmp_path / "run" / "checkpoint-5"  # what the resumed run trained its head as
+    assert json.loads((resumed / "finetune_config.json").read_text())["labels"] == ["10", "2"]
+    assert json.loads((resumed / "config.json").read_text())["id2label"] == {"0": "10", "1": "2"}

@@ -123,7 +123,7 @@ def finetune(cfg: FinetuneConfig, on_step: Callable[[int], None] | None = None) 
     if latest is not None:  # after the settings are fitted to the model and the device, as the run saved them
         run_folder.check_resume(FINETUNING, latest, cfg)
     # Everything is read and checked before the first file is written.
-    train_features, eval_sets = read_inputs(cfg, task, data, tokenizer)
+    train_features, eval_sets = read_inputs(cfg, task, data, tokenizer, latest)
     # Held until the run ends: a second command writing this folder is refused instead of mixing files.
     with folder_lock(out):
         latest = _check_folders(cfg, locked=True)  # again: another run may have finished there meanwhile

@@ -43,6 +43,16 @@ def check_bi_encoder(cfg: FinetuneConfig, task: Task) -> None:
             )
 
 
+def _labels_as_trained(task: Task, latest: Path) -> None:
+    """A resumed run's labels in the order of the checkpoint's head (its finetune_config.json): the same
+    labels fitted by another albert-lm may come in another order (whole numbers are now sorted as numbers),
+    and the head's rows must keep meaning what they were trained to."""
+    saved = read_saved_settings(latest).get("labels")
+    if saved and task.labels and sorted(saved) == sorted(task.labels) and tuple(saved) != task.labels:
+        logger.info("--resume: the labels in the order %s was trained in", latest)
+        task.labels = tuple(saved)
+
+
 def finetune_tokenizer(cfg: FinetuneConfig) -> AlbertTokenizer:
     """The model's own tokenizer; --tokenizer only for a model without one (or the same vocabulary)."""
     own = Path(cfg.model)
@@ -86,9 +96,10 @@ def fit_to_model_and_device(cfg: FinetuneConfig) -> torch.device:
 
 
 def read_inputs(
-    cfg: FinetuneConfig, task: Task, data: Path, tokenizer: AlbertTokenizer
+    cfg: FinetuneConfig, task: Task, data: Path, tokenizer: AlbertTokenizer, latest: Path | None = None
 ) -> tuple[list[Feature], list[EvalSet]]:
-    """Training features (the task's labels fitted on them) and every evaluation set, read and checked."""
+    """Training features (the task's labels fitted on them; resumed from checkpoint `latest`, in the order
+    its head was trained in) and every evaluation set, read and checked."""
     train_examples = read_split(task, data, "train", cfg.max_train_examples)
     if train_examples is None:
         names = sorted(p.name for p in data.iterdir())[:8] if data.is_dir() else []
@@ -105,6 +116,8 @@ def read_inputs(
             data,
         )
     task.fit_labels_of(train_examples, data)
+    if latest is not None:
+        _labels_as_trained(task, latest)
     if cfg.bi_encoder and task.score_range is None:  # a regression on single texts
         raise ValueError(
             f"--bi-encoder: --data {data} holds single texts, no second text (column "
