@@ -439,8 +439,10 @@ def test_a_stopped_suite_says_what_is_kept_and_how_to_go_on(
             Path(run.output).mkdir(parents=True)
             (Path(run.output) / grid.RUN_STARTED).write_text(json.dumps(kept))
         (Path(cfg.output) / grid.RUN_RECORD).write_text(json.dumps(record))
-        (Path(cfg2.output) / "checkpoint-7").mkdir()  # the second saved at step 7, the third not yet
-        (Path(cfg2.output) / "checkpoint-7" / STATE_FILE).write_bytes(b"")
+        saved = Path(cfg2.output) / "checkpoint-7"  # the second saved at step 7, the third not yet
+        shutil.copytree(tiny_model, saved, ignore=shutil.ignore_patterns("*.pt", "*.json", "spiece.model"))
+        shutil.copy(tiny_model / "config.json", saved)
+        torch.save({}, saved / STATE_FILE)
         on_result((job, {"accuracy": 0.5}))
         raise KeyboardInterrupt
 

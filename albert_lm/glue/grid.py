@@ -41,7 +41,7 @@ from albert_lm.glue.config import GLUE5, RESULTS_FILE, GlueConfig, check_inputs,
 from albert_lm.glue.report import summarize
 from albert_lm.hub import resolve_model
 from albert_lm.progress import logs_above_bars, progress_bar
-from albert_lm.runtime.run_folders import checkpoint_step, latest_checkpoint
+from albert_lm.training.checkpoint import checkpoint_step, latest_checkpoint
 from albert_lm.training.finetune_config import FinetuneConfig
 from albert_lm.training.run_folder import changed_settings
 from albert_lm.values import settings_where
