@@ -75,10 +75,13 @@ class PredictConfig(ExitSettings):
 
 
 # The columns a model fine-tuned on your own data records in its finetune_config.json, by task: predict's
-# defaults for that model (an option given wins). Any other task on your own files with a second text
-# column (a `text_pair_column` attribute, as TextClassificationTask's) records the text columns too.
-RECORDED_COLUMNS = {"classification": ("text", "text_pair"), "token-classification": ("tokens",)}
+# defaults for that model (an option given wins).
 TEXT_COLUMNS = ("text", "text_pair")
+RECORDED_COLUMNS = {
+    "classification": TEXT_COLUMNS,
+    "regression": TEXT_COLUMNS,
+    "token-classification": ("tokens",),
+}
 COLUMN_FIELDS = ("text", "text_pair", "tokens", "question", "context", "options")
 
 
@@ -112,7 +115,7 @@ class Columns:
         for a GLUE `task` its own columns as the alternates of the standard ones not given."""
         values: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         recorded = set()
-        for name in _recorded_fields(str(saved.get("task")), task):
+        for name in RECORDED_COLUMNS.get(str(saved.get("task")), ()):
             value = saved.get(f"{name}_column")
             if name not in values and f"{name}_column" in saved and (value or name == "text_pair"):
                 values[name] = value or None  # text_pair null or "": fine-tuned on single texts
@@ -142,11 +145,3 @@ class Columns:
         alternate = self.alternate(name)
         also = f", and the GLUE task's own column {alternate!r} is read where present" if alternate else ""
         return f"{came}{other} reads another{also}"
-
-
-def _recorded_fields(name: str, task: Any) -> tuple[str, ...]:
-    """The fields whose columns a model of task `name` records: RECORDED_COLUMNS', else the text columns
-    of a task on your own files with a second text column (its `text_pair_column`)."""
-    if name in RECORDED_COLUMNS:
-        return RECORDED_COLUMNS[name]
-    return TEXT_COLUMNS if hasattr(task, "text_pair_column") else ()

@@ -34,6 +34,7 @@ import torch
 
 from albert_lm.files import atomic_folder, write_json
 from albert_lm.model.encoder import AlbertPreTrainedModel
+from albert_lm.model.weights import NATIVE, SAFETENSORS
 from albert_lm.runtime.run_folders import (  # noqa: F401 (found where deploy finds them too)
     PREFIX,
     STATE_FILE,
@@ -73,17 +74,6 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def rate_from_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
-    """The optimizer's learning rate set from `scheduler` at its restored step: a run resumed with another
-    length has a schedule of that length, whose rate its next step must take (the rate a checkpoint restores
-    is the old schedule's). Of the run's own schedule, the rate it restored (the same product as its step)."""
-    if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
-        step, groups = scheduler.last_epoch, scheduler.optimizer.param_groups
-        for group, base, factor in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
-            group["lr"] = base * factor(step)
-        scheduler._last_lr = [group["lr"] for group in groups]  # what get_last_lr() says
 
 
 # --------------------------------------------------------------------------- writing them
@@ -155,7 +145,7 @@ def _prune(root: Path, saved: Path, keep_last: int, settings_file: str | None) -
 
 
 # --------------------------------------------------------------------------- which one a resume reads
-WEIGHTS = ("model.safetensors", "albert_lm.safetensors")  # transformers' layout, albert-lm's own
+WEIGHTS = (SAFETENSORS, NATIVE)  # transformers' layout, albert-lm's own
 
 
 def all_checkpoints(output_dir: str | os.PathLike) -> list[Path]:

@@ -85,7 +85,7 @@ from albert_lm.training.finetune_inputs import (
 )
 from albert_lm.training.loop import Objective, Progress, to_device, train
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, plot_metrics
-from albert_lm.training.optim import build_optimizer, build_scheduler
+from albert_lm.training.optim import build_optimizer, build_scheduler, rate_from_schedule
 from albert_lm.training.run_cards import write_finetune_card
 from albert_lm.training.run_folder import RunKind
 from albert_lm.values import settings_where
@@ -299,7 +299,7 @@ class FineTuning(Objective):
         length's learning rate from the first step on (`check_new_length` says it)."""
         if self.resumed is not None:
             check_new_length(int(state["step"]), self.total_steps, self.resumed[1], self.resumed[0])
-            ckpt.rate_from_schedule(self.scheduler)
+            rate_from_schedule(self.scheduler)
         for _ in range(int(state["batches_drawn"])):
             next(self.batches)
         self.drawn = int(state["batches_drawn"])

@@ -372,3 +372,14 @@ def time_budget_spent(
     assert isinstance(factor, TimeBudgetFactor), "a time budget needs build_time_budget_scheduler"
     factor.progress = min(1.0, elapsed_s / budget_s)
     return elapsed_s >= budget_s
+
+
+def rate_from_schedule(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
+    """The optimizer's learning rate set from `scheduler` at its restored step: a run resumed with another
+    length has a schedule of that length, whose rate its next step must take (the rate a checkpoint restores
+    is the old schedule's). Of the run's own schedule, the rate it restored (the same product as its step)."""
+    if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+        step, groups = scheduler.last_epoch, scheduler.optimizer.param_groups
+        for group, base, factor in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
+            group["lr"] = base * factor(step)
+        scheduler._last_lr = [group["lr"] for group in groups]  # what get_last_lr() says

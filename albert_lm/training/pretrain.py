@@ -45,8 +45,7 @@ from albert_lm.data.masking import IGNORE_INDEX
 from albert_lm.files import read_json_object, write_json
 from albert_lm.kernels.device import autocast
 from albert_lm.model.heads import AlbertForPreTraining
-from albert_lm.training import checkpoint as ckpt
-from albert_lm.training import preflight, run_cards, run_folder
+from albert_lm.training import optim, preflight, run_cards, run_folder
 from albert_lm.training.clock import budget_seconds, say_budget_changed
 from albert_lm.training.distributed import DistInfo, all_reduce
 from albert_lm.training.loop import LoopResult, Objective, Progress, to_device, train
@@ -370,7 +369,7 @@ def say_if_extended(run: Run, before: Any, step: int) -> None:
     cfg = run.cfg
     if not isinstance(before, int) or before == cfg.max_steps or cfg.time_budget:
         return
-    ckpt.rate_from_schedule(run.scheduler)  # the checkpoint's rate is the old length's
+    optim.rate_from_schedule(run.scheduler)  # the checkpoint's rate is the old length's
     warmup = scheduled_warmup(run.scheduler, cfg.warmup_steps, cfg.max_steps)
     factor = learning_rate_factor(step, warmup, cfg.max_steps, cfg.poly_power)
     if run.d.main:
