@@ -102,19 +102,20 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-_IN_WORKER = [False]  # set in a worker process of `run_pool`
+_IN_WORKER = False  # set in a worker process of `run_pool`
 
 
 def in_worker() -> bool:
     """Whether this process is a worker of `run_pool`: its parent answers Ctrl-C for the command."""
-    return _IN_WORKER[0]
+    return _IN_WORKER
 
 
 def _init_worker(load: Callable[..., None] | None, load_args: tuple, counts: Any, parent: int) -> None:
     """A worker process: Ctrl-C is the parent's to handle (it stops the workers), and SIGTERM ends the
     worker quietly (a forked worker would otherwise run the command's handler and print a traceback).
     A worker whose parent is gone (killed by SIGKILL or for memory, which no handler sees) ends too."""
-    _IN_WORKER[0] = True
+    global _IN_WORKER
+    _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()

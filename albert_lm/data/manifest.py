@@ -113,7 +113,7 @@ def shard_problem(folder: Path, sha256: Any, sizes: Any = None, *, hashes: bool 
         if not file.is_file():
             return f"{name} is missing"
         size = file.stat().st_size
-        want = sizes.get(name) if isinstance(sizes, dict) else npy_size(file)
+        want = sizes.get(name) if isinstance(sizes, dict) and name in sizes else npy_size(file)
         if want is None:
             return f"{name} is not a numpy file (its header does not read)"
         if size != want:
