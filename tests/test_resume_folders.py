@@ -164,13 +164,18 @@ def test_a_fine_tuning_folder_of_logs_only_is_a_run_that_never_saved(
     assert ("--resume: " in caplog.text) == resume
     assert _records(out) == _records(tmp_path / "whole")
     assert not (out / "tensorboard" / "events.out.tfevents.1.killed").exists()
-    for more in ("best", "eval_results.json"):  # a model or results: a run, refused as before
-        other = tmp_path / f"with-{more}"
-        _killed_before_a_checkpoint(other)
-        (other / more).mkdir() if more == "best" else (other / more).write_text("{}")
-        with pytest.raises(FileExistsError, match="no checkpoint"):
-            finetune(_ft(tiny_pretrained, rows, other, resume=resume))
-        assert (other / "metrics.jsonl").is_file()
+    # killed after its first evaluation (best/ written) and before its first checkpoint (every 500 steps
+    # by default): still a run that never saved
+    after = tmp_path / "after-an-evaluation"
+    _killed_before_a_checkpoint(after)
+    (after / "best").mkdir()
+    assert finetune(_ft(tiny_pretrained, rows, after, resume=resume)) == whole
+    other = tmp_path / "finished"  # results: a finished run, refused as before
+    _killed_before_a_checkpoint(other)
+    (other / "eval_results.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="no checkpoint|finished"):
+        finetune(_ft(tiny_pretrained, rows, other, resume=resume))
+    assert (other / "metrics.jsonl").is_file()
 
 
 def test_a_pretraining_folder_of_logs_only_is_a_run_that_never_saved(tmp_path, caplog, one_thread):

@@ -187,6 +187,7 @@ FINETUNING = RunKind(
     state_keys=("step", "batches_drawn", "optimizer", "scheduler", "ranks", "elapsed_s"),
     finished=finished_run,
     unchanged=moved_rows,
+    interim=frozenset({"best", "predictions"}),  # the best evaluation before the first checkpoint
 )
 SLOW_ADVICE = (
     "Bound it: --max-train-examples 10000 (what albert glue's CPU recipe takes), fewer --epochs or --max-steps; "

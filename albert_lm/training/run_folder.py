@@ -59,6 +59,9 @@ class RunKind:
     # The settings whose values differ from the saved ones (`saved`, `now`) but not what they name: the
     # same data in another place (`check_resume`).
     unchanged: Callable[[Mapping[str, Any], Any], Iterable[str]] | None = None
+    # What else the run writes before its first checkpoint (fine-tuning's best/ at its first evaluation):
+    # with the logs alone, a run killed before it saved (`logs_only`).
+    interim: frozenset[str] = frozenset()
 
 
 # A run's logs: what a run killed before its first checkpoint leaves (`logs_only`).
@@ -132,15 +135,16 @@ def check_output(
 
 
 def logs_only(kind: RunKind, out: Path) -> list[str]:
-    """The names in `out` of a run's logs (metrics.jsonl, tensorboard/, training_curves.png), where they are
-    all of the run's files there: no checkpoint, no model, no results. A run killed before its first
+    """The names in `out` of a run's logs (metrics.jsonl, tensorboard/, training_curves.png, and what it
+    writes before its first checkpoint, `interim`), where they are all of the run's files there: no
+    checkpoint, no model, no results. A run killed before its first
     checkpoint leaves them: a resume starts it from step 0, and the same command runs it, either replacing
     them (`clear_logs`). Else []."""
     if not out.is_dir() or ckpt.all_checkpoints(out):
         return []
     names = {*kind.run_files, *kind.writes, *kind.outputs, kind.settings_file, *LOGS} - {""}
     found = sorted(name for name in names if (out / name).exists())
-    return found if METRICS_FILE in found and set(found) <= LOGS else []  # a run's first file is its metrics
+    return found if METRICS_FILE in found and set(found) <= LOGS | kind.interim else []  # its first: metrics
 
 
 def clear_logs(kind: RunKind, out: Path, resume: bool) -> None:
