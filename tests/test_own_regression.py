@@ -50,7 +50,10 @@ def test_a_regression_on_own_pairs_trains_scores_and_predicts_on_the_data_scale(
     saved = json.loads((out / "best" / "finetune_config.json").read_text())
     assert saved["task"] == "regression" and saved["score_range"] == [0.0, 10.0]
     card = (out / "best" / "README.md").read_text()  # what the model reads and what its scores are
-    assert "a pair of texts, `text` and `text_pair`; gives a score on the scale 0 to 10 as `label`" in card
+    assert (
+        "a pair of texts, `text` and `text_pair`; gives a score on the scale of `label`, 0 to 10 in training"
+        in card
+    )
     assert "`mse`, the mean squared error on the data's scale" in card
     dev = [
         json.loads(line) for line in (out / "predictions" / "dev_predictions.jsonl").read_text().splitlines()
@@ -82,7 +85,7 @@ def test_a_single_text_regression_reads_single_texts_and_records_no_scale(tiny_p
     assert main(finetune_argv("regression", tiny_pretrained, data, out, "--max-steps", "2", *QUICK)) == 0
     saved = json.loads((out / "best" / "finetune_config.json").read_text())
     assert saved["text_pair_column"] is None and saved["score_range"] == []
-    assert "a text, `text`; gives a score on the scale as `label`" in (out / "best" / "README.md").read_text()
+    assert "a text, `text`; gives a score on the scale of `label`" in (out / "best" / "README.md").read_text()
     capsys.readouterr()
     assert main(["predict", "--model", str(out / "best"), "--text", "fine grand dull grim", "-q"]) == 0
     assert isinstance(json.loads(capsys.readouterr().out)["score"], float)
@@ -118,3 +121,14 @@ def test_a_score_that_is_not_a_number_is_refused_with_its_line_and_column(tmp_pa
     (tmp_path / "nan.jsonl").write_text('{"text": "a", "label": "nan"}\n')
     with pytest.raises(ValueError, match="expected a number"):
         get_task("regression").read(tmp_path / "nan.jsonl", "train")
+
+
+def test_training_scores_on_a_wide_scale_are_warned_of(tmp_path, caplog):
+    """A 1-to-10 rating barely learned where the same scores mapped to -1..1 did: said at the start."""
+    task = get_task("regression")
+    for scale, warned in ((10.0, True), (1.0, False)):
+        data = _scored(tmp_path / f"x{scale:g}", pairs=False, sizes={"train": 32}, scale=scale)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="albert_lm.tasks.text_regression"):
+            task.fit_labels(task.read(data / "train.jsonl", "train"))
+        assert ("the training scores spread wide" in caplog.text) == warned

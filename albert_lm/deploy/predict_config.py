@@ -30,7 +30,7 @@ class PredictConfig(ExitSettings):
     format: Literal["auto", "lines", "csv", "tsv", "jsonl"] = "auto"
     """input format (auto: from the file's extension; plain lines otherwise and for stdin)"""
     text_column: str | None = None
-    """column of the text (classification, token classification; default: the one the model was
+    """column of the text (classification, regression, token classification; default: the one the model was
     fine-tuned on, as its finetune_config.json records it, else text)"""
     text_pair_column: str | None = None
     """column of the second text of a pair, used where present (default: the model's, else text_pair)"""

@@ -132,8 +132,9 @@ class FinetuneConfig(LoopSettings):
     AlbertForSequenceClassification would read [CLS] instead: such a folder's outputs are albert-lm's);
     default: the model folder's own (cls unless it says mean)"""
     bi_encoder: bool = setting(False, group="the model")
-    """STS-B: fine-tune as a bi-encoder (sentence-BERT): each text encoded alone, the pair scored by the
-    cosine of their mean vectors times 5, trained towards the gold score; the folder is then also a
+    """STS-B, or regression on your own pairs: fine-tune as a bi-encoder (sentence-BERT): each text encoded
+    alone, the pair scored by the cosine of their mean vectors mapped onto the scale (STS-B's 0 to 5; the
+    training scores' lowest to highest), trained towards the gold score; the folder is then also a
     sentence embedder (`albert embed`), and predict, evaluate and export score pairs as usual"""
     eval_every: int | None = setting(None, group="evaluation and records")
     """evaluate every N steps (default: once per epoch and at the end)"""
@@ -154,11 +155,11 @@ class FinetuneConfig(LoopSettings):
     max_qa_length: int = setting(128, group="question answering and multiple choice")
     """RACE: question + option tokens kept"""
     text_column: str = setting("text", group="your own data's columns")
-    """classification: text column"""
+    """classification, regression: text column"""
     text_pair_column: str | None = setting("text_pair", group="your own data's columns")
-    """classification: optional second text column"""
+    """classification, regression: optional second text column"""
     label_column: str = setting("label", group="your own data's columns")
-    """classification: label column"""
+    """classification: label column; regression: the score's column"""
     tokens_column: str = setting("tokens", group="your own data's columns")
     """token classification: tokens column"""
     tags_column: str = setting("tags", group="your own data's columns")

@@ -195,9 +195,10 @@ def _columns_read(task: Task) -> str | None:
         return None
     pair = task.text_pair_column
     texts = f"a pair of texts, `{task.text_column}` and `{pair}`" if pair else f"a text, `{task.text_column}`"
-    scale = f" {task.score_range[0]:g} to {task.score_range[1]:g}" if task.score_range else ""
-    what = f"a score on the scale{scale}" if task.problem_type == "regression" else "a label"
-    return f"{texts}; gives {what} as `{task.label_column}` held in training"
+    if task.problem_type != "regression":
+        return f"{texts}; gives a label as `{task.label_column}` held in training"
+    scale = f", {task.score_range[0]:g} to {task.score_range[1]:g} in training" if task.score_range else ""
+    return f"{texts}; gives a score on the scale of `{task.label_column}`{scale}"
 
 
 # What the dev scores of one's own data are, where their names leave it open
