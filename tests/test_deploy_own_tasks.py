@@ -166,6 +166,10 @@ def test_predict_refuses_a_row_without_a_pair_models_second_text(saved, tmp_path
     )
     code, rows, _ = run(["--model", str(model), "--input", bad, "--text-pair-column", "Hypothesis"], capsys)
     assert code == 0 and [r["probabilities"] for r in rows] == pairs
+    short = tmp_path / "short.csv"  # a CSV row that ends before the second text: no text there either
+    short.write_text(f"premise,hypothesis\n{TEXTS[0]}\n", encoding="utf-8")
+    code, rows, err = run(["--model", str(model), "--input", str(short)], capsys)
+    assert code == 1 and rows == [] and f"{short}:2: no value in column 'hypothesis'" in error_line(err)
     # a JSON Lines row without it: its line, or left out under --skip-bad
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"premise": TEXTS[0], "hypothesis": PAIRS[0]}) + "\n"

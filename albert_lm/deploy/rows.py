@@ -98,7 +98,14 @@ def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns
         if task.score_range is not None:  # a similarity on a fixed scale (STS-B): one text has no score
             pair = text("text_pair")
         elif reads_pairs(task, columns):  # a row without the second column is refused, not read alone
-            pair = fields.optional(row, _column(fields, row, columns, "text_pair", line), line)
+            column = _column(fields, row, columns, "text_pair", line)
+            if row[column] is None:  # a CSV row that ends before it, or a JSON null
+                raise InputError(
+                    fields.name,
+                    f"no value in column {column!r}: the model reads pairs of texts, and this row has no second",
+                    line=line,
+                )
+            pair = fields.optional(row, column, line)
         elif columns.text_pair is not None:
             pair = fields.optional(row, columns.text_pair, line)
         if isinstance(task, GlueTask):
