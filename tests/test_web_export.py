@@ -256,6 +256,10 @@ def test_pair_classifier_page_takes_two_texts(models, browser, serve, tmp_path):
     expected = Predictor(folder, device="cpu", precision="fp32").predict([(a, b)])[0]
     page = Page(browser, serve(out), "fp32")
     got = page.predict(a, b)
+    page.page.fill("#text2", "  ")  # the second box left empty: asked for, never scored on the first alone
+    page.page.click("#run")
+    page.page.wait_for_function("document.body.dataset.state === 'error'", timeout=60_000)
+    assert "give the second text too" in page.page.evaluate("window.albertError")
     page.close(tmp_path / "pair.png")
     assert len(got["input_ids"]) == 16 and got["input_ids"].count(3) == 2
     assert got["label"] == expected["label"]

@@ -105,7 +105,9 @@ function softmax(xs) {
 
 async function classify(text, text2) {
   const m = page.manifest;
-  const { ids, types } = build(encodeText(text), m.pair && text2 ? encodeText(text2) : null);
+  // A model of pairs never scores a text alone (albert predict refuses such a row too).
+  if (m.pair && !text2.trim()) throw new Error("This model reads pairs of texts: give the second text too.");
+  const { ids, types } = build(encodeText(text), m.pair ? encodeText(text2) : null);
   const logits = Array.from((await run(ids, types)).logits.data);
   const result = { input_ids: ids, logits };
   if (m.problem_type === "regression" || !m.labels.length) {
