@@ -251,6 +251,7 @@ def test_web_export_of_a_bi_encoder_prints_no_library_line_and_its_page_scores_t
     assert manifest["pair"] is True and manifest["problem_type"] == "regression"
     assert "scores the pair of texts" in manifest["about"] and "classifies" not in manifest["about"]
     assert manifest["example2"] and "film" not in manifest["example"]
+    assert manifest["title"].endswith(": regression")
 
 
 def _python_block(text: str, containing: str) -> str:

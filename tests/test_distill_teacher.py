@@ -125,6 +125,9 @@ def test_a_regression_on_own_pairs_is_taught_and_distilled(encoder, tiny_sst2, t
     assert {"pearson", "mse", "teacher_pearson"} <= set(distilled), distilled
     saved = json.loads((tmp_path / "student" / "best" / "finetune_config.json").read_text())
     assert saved["task"] == "regression" and saved["score_range"] == [0.0, 1.0]
+    card = (tmp_path / "student" / "best" / "README.md").read_text()  # what it read and learnt from
+    assert "a pair of texts, `first` and `second`; gives a score on the scale of `sim`" in card
+    assert "the teacher's scores (squared difference)" in card and "temperature" not in card
 
 
 def test_outputs_and_settings_are_refused_before_any_training(encoder, tiny_sst2, tmp_path, capsys):

@@ -235,7 +235,7 @@ def _manifest(model_dir: Path, task: str, config: AlbertConfig, tokenizer: Alber
     kind = _kind(task, head)
     manifest: dict[str, Any] = {
         "task": task,
-        "title": f"{model_name(model_dir)}: {task.replace('-', ' ')}",
+        "title": f"{model_name(model_dir)}: {kind.split()[0].replace('-', ' ')}",  # a regression's own
         "about": _about(kind, config),
         "max_length": length,
         "special_ids": {

@@ -11,7 +11,7 @@ from albert_lm.distill.distiller import CONFIG_FILE
 from albert_lm.model.card import write_model_card
 from albert_lm.tasks import Task
 from albert_lm.training.evaluation import COUNT_FIELDS
-from albert_lm.training.run_cards import dev_examples
+from albert_lm.training.run_cards import columns_read, dev_examples
 
 HEAD_FILE = "distill_head.safetensors"  # a general student's projection to the teacher's space
 
@@ -72,8 +72,8 @@ def write_task_card(
         "data": cfg.data,
         "augmented text": f"{cfg.augment} variants of each training text, labelled by the teacher"
                           if cfg.augment else "no",
-        "losses": f"the teacher's soft labels at temperature {cfg.temperature:g}"
-                  + (f", gold labels at weight {cfg.hard_label_weight:g}" if cfg.hard_label_weight else ""),
+        "reads": columns_read(task),
+        "losses": _task_losses(cfg, task),
         "steps": f"{steps:,}; this model is step {record['step']:,}, the best dev {task.main_metric}",
         "learning rate": _schedule(cfg),
         "batch size": cfg.batch_size,
@@ -91,6 +91,16 @@ def write_task_card(
         location=location,
         replaces=location,
     )
+
+
+def _task_losses(cfg: TaskDistillConfig, task: Task) -> str:
+    """What a task-distilled student learnt from: the teacher's soft labels, or a regression teacher's
+    scores (the squared difference), and the gold labels where they weigh."""
+    regression = task.problem_type == "regression"
+    taught = "the teacher's scores (squared difference)" if regression else (
+        f"the teacher's soft labels at temperature {cfg.temperature:g}")  # fmt: skip
+    gold = f", gold {'scores' if regression else 'labels'} at weight {cfg.hard_label_weight:g}"
+    return taught + (gold if cfg.hard_label_weight else "")
 
 
 def _sentence_vector(cfg: GeneralDistillConfig, pooling: str) -> str | None:

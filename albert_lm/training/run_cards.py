@@ -150,7 +150,7 @@ def write_finetune_card(
         "batch size": cfg.batch_size if cfg.gradient_accumulation_steps == 1
                       else f"{cfg.batch_size} x {cfg.gradient_accumulation_steps} accumulated",
         "max sequence length": cfg.max_seq_length,
-        "reads": _columns_read(task),
+        "reads": columns_read(task),
         "dev examples": _dev_examples_of(cfg, record),
         "dev scores": _SCORES.get(task.name),
         "dropout": cfg.dropout,
@@ -187,7 +187,7 @@ def _dev_examples_of(cfg: FinetuneConfig, record: dict[str, Any]) -> str | None:
     return counted
 
 
-def _columns_read(task: Task) -> str | None:
+def columns_read(task: Task) -> str | None:
     """The columns a model fine-tuned on one's own data reads (what `albert predict` reads by default)."""
     if isinstance(task, TokenClassificationTask):
         return f"the words in `{task.tokens_column}`, tagged as `{task.tags_column}` was"
