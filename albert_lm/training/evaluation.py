@@ -233,8 +233,7 @@ def evaluate_model(
     the metrics, `rows_per_s`, and per dev file `eval_examples` and `eval_examples_in_file`
     (`max_eval_examples` caps each file). `exit_rule`: `ExitRule`'s arguments, for a model with exit heads:
     the results then add the mean layers used, `mean_depth`, and the full depth's `full_depth_*`, `speedup`.
-    `columns`: your own data's columns (text_column=..., FinetuneConfig's names) where the data's are not
-    the ones the model was fine-tuned on."""
+    `columns`: your own data's columns (text_column=...) where not the ones the model was fine-tuned on."""
     _check_counts(batch_size=batch_size, max_seq_length=max_seq_length, max_eval_examples=max_eval_examples)
     rule = ExitRule(**(exit_rule or {}))
     model_dir, data = _eval_inputs(model_dir, Path(data), batch_size, max_seq_length)
