@@ -78,36 +78,6 @@ def tsv(path: Path, header: list[str], rows) -> str:
     return str(path)
 
 
-@pytest.fixture
-def fake_modules(tmp_path) -> Path:
-    """A node_modules with tiny stand-ins for the files the web export copies, at the pinned versions (as
-    tests/test_web_export.py's): the export runs whole without npm or a browser."""
-    page = ROOT / "albert_lm" / "deploy" / "web"
-    pins = json.loads((page / "package.json").read_text())["dependencies"]
-    lock = json.loads((page / "package-lock.json").read_text())["packages"]
-    root = tmp_path / "node_modules"
-    files = {
-        "@huggingface/transformers/dist/transformers.min.js": b"export const env = {};\n",
-        "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": b"export default 0;\n",
-        "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": b"\0asm\x01\0\0\0",
-        "@huggingface/transformers/LICENSE": b"Apache License (stand-in)\n",
-        "@huggingface/tokenizers/LICENSE": b"Apache License (stand-in)\n",
-        "@huggingface/jinja/LICENSE": b"MIT License (stand-in)\n",
-    }
-    for name, content in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(content)
-    for package, version in (
-        ("@huggingface/transformers", pins["@huggingface/transformers"]),
-        ("onnxruntime-web", lock["node_modules/onnxruntime-web"]["version"]),
-        ("@huggingface/tokenizers", "0.0.0"),
-        ("@huggingface/jinja", "0.0.0"),
-        ("onnxruntime-common", "0.0.0"),
-    ):
-        write_json(root / package / "package.json", {"name": package, "version": version, "license": "MIT"})
-    return root
-
-
 def web_export(model: Path, out: Path, modules: Path, capsys) -> tuple[dict, str]:
     """albert-web.json of the web export of `model`, and what the command printed (stdout and stderr)."""
     pytest.importorskip("onnxruntime")
@@ -120,7 +90,10 @@ def web_export(model: Path, out: Path, modules: Path, capsys) -> tuple[dict, str
 
 # --------------------------------------------------------------------------- the web page of a pair model
 def test_web_page_of_a_pair_classifier_on_your_own_columns_has_a_second_text_box(
-    saved, fake_modules, tmp_path, capsys
+    saved,
+    fake_modules,
+    tmp_path,
+    capsys,
 ):
     import albert_lm.deploy.web as web
     from albert_lm.model.config import AlbertConfig
@@ -241,7 +214,10 @@ def test_predict_reads_a_glue_models_own_columns_where_the_standard_ones_are_abs
 
 # --------------------------------------------------------------------------- what the exports say
 def test_web_export_of_a_bi_encoder_prints_no_library_line_and_its_page_scores_the_pair(
-    saved, fake_modules, tmp_path, capsys
+    saved,
+    fake_modules,
+    tmp_path,
+    capsys,
 ):
     """ONNX Runtime's optimizer prints "failed in shape inference" for a bi-encoder's graph: not to the
     user. The page of a regression says it scores, and offers a pair of texts that fit a similarity."""

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 from conftest import distill_task_argv, labelled_rows, two_step_finetune_argv
-from test_web_export import fake_modules  # noqa: F401 - a fixture: the npm files' stand-ins
 
 from albert_lm.cli import main
 from albert_lm.data.tokenizer import AlbertTokenizer
@@ -62,7 +61,7 @@ def test_embed_finetune_and_distill_task_take_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_export_makes_its_page(fake_modules, tmp_path, capsys):  # noqa: F811 - the fixture imported above
+def test_export_makes_its_page(fake_modules, tmp_path, capsys):
     """`albert export --format web` on it: an embedding page, its graphs checked against PyTorch (the
     browser's run of such a page is tests/test_web_export.py's)."""
     out = tmp_path / "web"

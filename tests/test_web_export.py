@@ -410,36 +410,6 @@ def test_every_package_in_lib_has_its_licence(tmp_path):
 
 
 # --------------------------------------------------------------------------- refusals (no browser)
-@pytest.fixture
-def fake_modules(tmp_path) -> Path:
-    """A node_modules with tiny stand-ins for the files the export copies, at the pinned versions (they
-    pass its checks, tests/test_hostile_web.py): the refusals come before the export."""
-    page = ROOT / "albert_lm" / "deploy" / "web"
-    pins = json.loads((page / "package.json").read_text())["dependencies"]
-    lock = json.loads((page / "package-lock.json").read_text())["packages"]
-    root = tmp_path / "node_modules"
-    files = {
-        "@huggingface/transformers/dist/transformers.min.js": b"export const env = {};\n",
-        "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": b"export default 0;\n",
-        "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": b"\0asm\x01\0\0\0",
-        "@huggingface/transformers/LICENSE": b"Apache License (stand-in)\n",
-        "@huggingface/tokenizers/LICENSE": b"Apache License (stand-in)\n",
-        "@huggingface/jinja/LICENSE": b"MIT License (stand-in)\n",
-    }
-    for name, content in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(content)
-    for package, version in (
-        ("@huggingface/transformers", pins["@huggingface/transformers"]),
-        ("onnxruntime-web", lock["node_modules/onnxruntime-web"]["version"]),
-        ("@huggingface/tokenizers", "0.0.0"),
-        ("@huggingface/jinja", "0.0.0"),
-        ("onnxruntime-common", "0.0.0"),
-    ):
-        write_json(root / package / "package.json", {"name": package, "version": version, "license": "MIT"})
-    return root
-
-
 def one_error(capsys) -> str:
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
