@@ -15,7 +15,8 @@ from albert_lm import AlbertForPreTraining, AlbertForSequenceClassification
 from albert_lm.cli import main
 from albert_lm.kernels.precision import resolve_precision
 from albert_lm.tasks.batches import collate, length_bucketed_batches
-from albert_lm.training.finetune import FinetuneConfig, finetune, schedule
+from albert_lm.training.finetune import FinetuneConfig, finetune
+from albert_lm.training.finetune_config import schedule
 
 
 # --------------------------------------------------------------------------- units

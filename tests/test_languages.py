@@ -286,7 +286,7 @@ def test_chinese_sentence_ends_closing_quotes_and_wrapped_lines(tmp_path) -> Non
 
 
 def test_long_lines_of_chinese_fit_sentencepiece_without_spaces_added() -> None:
-    from albert_lm.data.tokenizer_training import fit_line
+    from albert_lm.data.training_lines import fit_line
 
     text = "".join(f"天下大勢分久必合{k}。" for k in range(3000))
     parts = fit_line(text, 1000)

@@ -34,7 +34,6 @@ from albert_lm.data.tokenizer import (
     AlbertTokenizer,
 )
 from albert_lm.data.training_lines import MAX_SENTENCE_BYTES, Rule, Sentences
-from albert_lm.data.training_lines import fit_line as fit_line  # where callers found it first
 from albert_lm.files import atomic_write, check_output_apart, describe_folder, folder_lock
 
 logger = logging.getLogger(__name__)

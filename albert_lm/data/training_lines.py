@@ -131,12 +131,12 @@ class Sentences:
 
 
 def _counted(lines: Iterator[str], bar: Any, size: int) -> Iterator[str]:
-    """`lines` of a file of `size` bytes, their bytes counted onto `bar` every few thousand lines (at most
-    `size` while it is read: a compressed file's text is larger than the file), and `size` in all once it
-    has been read."""
+    """`lines` of a file of `size` bytes, their characters counted onto `bar` as bytes every few thousand
+    lines (at most `size` while it is read: a compressed file's text is larger than the file), and `size`
+    in all once it has been read. Characters, not each line encoded again: a bar needs no exact count."""
     shown = pending = 0
     for n, line in enumerate(lines, start=1):
-        pending += len(line.encode("utf-8", "surrogatepass")) + 1
+        pending += len(line) + 1
         if n % 4096 == 0:
             step = min(pending, size - shown)
             bar.update(step)

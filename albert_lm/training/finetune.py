@@ -75,7 +75,6 @@ from albert_lm.training.finetune_config import (
     moved_rows,
     nothing_learned,
     resumed_schedule,
-    schedule,  # noqa: F401 (where callers find it)
 )
 from albert_lm.training.finetune_inputs import (
     check_bi_encoder,
