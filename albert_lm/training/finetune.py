@@ -67,21 +67,14 @@ from albert_lm.training.evaluation import (
     required,
     scores_by_depth,
 )
-from albert_lm.training.finetune_config import (
-    FinetuneConfig,
-    check_new_length,
-    finished_run,
-    is_rows_folder,
-    moved_rows,
-    nothing_learned,
-    resumed_schedule,
-)
+from albert_lm.training.finetune_config import FinetuneConfig, is_rows_folder, nothing_learned
 from albert_lm.training.finetune_inputs import (
     check_bi_encoder,
     finetune_tokenizer,
     fit_to_model_and_device,
     read_inputs,
 )
+from albert_lm.training.finetune_resume import check_new_length, finished_run, moved_rows, resumed_schedule
 from albert_lm.training.loop import Objective, Progress, to_device, train
 from albert_lm.training.monitor import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, plot_metrics
 from albert_lm.training.optim import build_optimizer, build_scheduler, rate_from_schedule
