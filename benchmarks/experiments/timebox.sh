@@ -1,4 +1,4 @@
-# Sourced by the device scripts (gpu_check.sh, distill_glue_task.sh): one time-boxed step. Needs RUNS and LOG;
+# Sourced by the device scripts (gpu_check.sh, gpu_students.sh, gpu_glue_precision.sh, distill_glue_task.sh): one time-boxed step. Needs RUNS and LOG;
 # DEADLINE (seconds from the script's start) is optional.
 
 # run NAME LIMIT CMD...: CMD with its output in $RUNS/NAME.log, time-boxed (and ended 10 s before
