@@ -23,7 +23,7 @@
 set -uo pipefail
 
 OUT=${OUT:-out/gpu-check}
-GPU=${GPU:-.gpu}                       # tok/, data/ (albert data create), glue/{CoLA,SST-2,MRPC,STS-B,RTE}
+GPU=${GPU:-.gpu}                       # tok/, data/ (albert data create), glue/{CoLA,SST-2,MRPC,STS-B,RTE}, site/ (optional)
 RUNS=${RUNS:-runs/gpu-check}
 DEVICE=${DEVICE:-cuda}
 STEPS=${STEPS:-env glue-random tests pretrain pack bench glue pack}
@@ -59,7 +59,8 @@ fi
 
 seconds() { "$PY" -c "from albert_lm.settings import parse_duration as p; print(int(p('$1')))"; }
 
-source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...
+source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...; carried_site FROM TO
+carried_site "$GPU/site" "$RUNS/carried" || exit 1  # Bling Fire, where the machine lacks it
 
 glue_cmd() { # glue_cmd NAME MODEL: the `albert glue` command line, in GLUE_CMD
     GLUE_CMD=("${ALBERT[@]}" glue --model "$2" --data "$GPU/glue" --output "$RUNS/$1" --seeds "$GLUE_SEEDS"
@@ -160,7 +161,7 @@ step_glue() {
 
 step_pack() {
     (cd "$RUNS" && tar czf "$OUT/results.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' \
-        --exclude='*.pt' --exclude='random' --exclude='site' --exclude='spiece.model' -- *) 2>> "$LOG"
+        --exclude='*.pt' --exclude='random' --exclude='site' --exclude='carried' --exclude='spiece.model' -- *) 2>> "$LOG"
     if [[ -f $RUNS/pretrain/model.safetensors && ! -f $OUT/model.bf16.safetensors.part-aa ]]; then
         # the model itself, in bf16, in parts of 15 MB (what comes back from a lent machine is limited)
         "$PY" -c "import torch; from safetensors.torch import load_file, save_file

@@ -7,7 +7,7 @@
 # training examples (both rounds' protocol).
 # What the machine cannot fetch comes from $SRC: tok/ (`albert tokenizer train --recipe gpu-10min` on the
 # books), book_sentences.txt.xz (the books' distinct sentences, one per line), glue/{CoLA,STS-B}/*.tsv.xz,
-# and site/blingfire (Bling Fire's module and its library, xz-compressed: `albert data create` imports it).
+# and site/blingfire (Bling Fire's module and its library, xz-compressed: albert_lm.cli imports it).
 # Results under $OUT: precision-log.txt and precision.tar.gz (logs, metrics, both tables).
 # Rehearsal on a CPU (not a measurement):
 #   DEVICE=cpu MAX_STEPS=5 GLUE_ARGS="--max-train-examples 32 --max-eval-examples 32" SEEDS=1 \
@@ -26,23 +26,19 @@ LIMIT_DATA=${LIMIT_DATA:-120}
 LIMIT_PRETRAIN=${LIMIT_PRETRAIN:-280}
 LIMIT_GLUE=${LIMIT_GLUE:-200}
 PY=${PY:-python3}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 ALBERT=("$PY" -m albert_lm.cli)
-mkdir -p "$OUT" "$RUNS/site"
-export PYTHONPATH=$PWD:$(cd "$RUNS/site" && pwd)${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+mkdir -p "$OUT" "$RUNS"
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/precision-log.txt
 
-source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...
+source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...; carried_site FROM TO
+carried_site "$SRC/site" "$RUNS/site" || exit 1
 
 "$PY" - "$SRC" "$RUNS" <<'EOF' >> "$LOG" 2>&1 || { echo "inputs failed" | tee -a "$LOG"; exit 1; }
 import lzma, shutil, sys
 from pathlib import Path
 src, runs = Path(sys.argv[1]), Path(sys.argv[2])
-shutil.copytree(src / "site", runs / "site", dirs_exist_ok=True)
-for xz in (runs / "site").glob("*/*.xz"):
-    with lzma.open(xz) as f, open(xz.with_suffix(""), "wb") as g:
-        shutil.copyfileobj(f, g)
-    xz.unlink()
 (runs / "text").mkdir(exist_ok=True)
 with lzma.open(src / "book_sentences.txt.xz") as f, open(runs / "text" / "books.txt", "wb") as g:
     shutil.copyfileobj(f, g)

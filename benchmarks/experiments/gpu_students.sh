@@ -40,24 +40,20 @@ LIMIT_TEACHERS=${LIMIT_TEACHERS:-150}
 LIMIT_GENERAL=${LIMIT_GENERAL:-230}
 LIMIT_GLUE=${LIMIT_GLUE:-330}
 PY=${PY:-python3}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 ALBERT=("$PY" -m albert_lm.cli)
-mkdir -p "$OUT" "$RUNS/site"
-export PYTHONPATH=$PWD:$(cd "$RUNS/site" && pwd)${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+mkdir -p "$OUT" "$RUNS"
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/log.txt
 
-source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...
+source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...; carried_site FROM TO
+carried_site "$SRC/site" "$RUNS/site" || exit 1
 
 # The inputs: the teacher's weights restored to fp32, the text and GLUE unpacked.
 "$PY" - "$SRC" "$RUNS" <<'EOF' >> "$LOG" 2>&1 || { echo "inputs failed" | tee -a "$LOG"; exit 1; }
 import lzma, shutil, subprocess, sys
 from pathlib import Path
 src, runs = Path(sys.argv[1]), Path(sys.argv[2])
-shutil.copytree(src / "site", runs / "site", dirs_exist_ok=True)  # Bling Fire, which albert_lm.cli imports
-for xz in (runs / "site").glob("*/*.xz"):
-    with lzma.open(xz) as f, open(xz.with_suffix(""), "wb") as g:
-        shutil.copyfileobj(f, g)
-    xz.unlink()
 packed = runs / "teacher-packed"
 shutil.copytree(src / "teacher", packed, dirs_exist_ok=True)
 with lzma.open(packed / "packed.safetensors.xz") as f, open(packed / "packed.safetensors", "wb") as g:

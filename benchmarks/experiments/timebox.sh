@@ -1,4 +1,5 @@
-# Sourced by the device scripts (gpu_check.sh, gpu_students.sh, gpu_glue_precision.sh, distill_glue_task.sh): one time-boxed step. Needs RUNS and LOG;
+# Sourced by the device scripts (gpu_check.sh, gpu_students.sh, gpu_glue_precision.sh, distill_glue_task.sh): one
+# time-boxed step, and the Python modules a script carries. `run` needs RUNS and LOG;
 # DEADLINE (seconds from the script's start) is optional.
 
 # run NAME LIMIT CMD...: CMD with its output in $RUNS/NAME.log, time-boxed (and ended 10 s before
@@ -19,4 +20,19 @@ run() {
     echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$LOG"
     grep -v -E '^\s*$|it/s\]|s/it\]' "$RUNS/$name.log" | tail -n 30 >> "$LOG"
     return $rc
+}
+
+# carried_site FROM TO: Python modules the machine lacks, carried in FROM (each file may be xz-compressed),
+# unpacked into TO and put on PYTHONPATH. Bling Fire is one: albert_lm.cli imports it, and the lent GPU
+# machine's image has no copy (round 3 carried its module and library, site/blingfire).
+carried_site() {
+    [[ -d $1 ]] || return 0
+    mkdir -p "$2" && cp -r "$1/." "$2/" || return 1
+    "${PY:-python3}" -c "import lzma, pathlib, shutil, sys
+for xz in pathlib.Path(sys.argv[1]).rglob('*.xz'):
+    with lzma.open(xz) as f, open(xz.with_suffix(''), 'wb') as g:
+        shutil.copyfileobj(f, g)
+    xz.unlink()" "$2" || return 1
+    PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$(cd "$2" && pwd)
+    export PYTHONPATH
 }
