@@ -773,6 +773,30 @@ def test_token_cache_gives_the_live_teachers_losses_and_runs_no_teacher_in_a_ste
     assert (tmp_path / "again" / "model.safetensors").is_file()
 
 
+def test_with_token_level_losses_the_sentence_vectors_come_from_the_same_teacher_pass(
+    world, tmp_path, monkeypatch
+):
+    """The teacher already runs on every sentence the student reads: its sentence vectors are pooled from
+    that pass (no teacher cache filled before the first step), and they are the vectors the cache would
+    hold (the same ids: the tiny corpus's sentences fit max_seq_length; fp16 rounding apart)."""
+    from albert_lm.distill import general
+
+    base = ["--tokenizer", "teacher", "--token-hidden-weight", "1", "--max-steps", "2", "--log-every", "1"]
+    runs = {}
+    for name in ("pass", "cache"):
+        if name == "cache":  # the vectors computed once into the cache, as without the token-level losses
+            monkeypatch.setattr(general, "sentence_targets", lambda cfg: "cache")
+        cache = tmp_path / f"cache-{name}"
+        assert main([*_general(world, tmp_path / name, *base), "--cache", str(cache)]) == 0
+        entries = sorted(p.name.split("-")[0] for p in cache.iterdir()) if cache.is_dir() else []
+        assert entries == ([] if name == "pass" else ["sentence"]), entries
+        records = [json.loads(ln) for ln in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        runs[name] = next(r for r in records if r["split"] == "train")
+    for loss in ("embedding_loss", "relation_loss", "token_hidden_loss"):
+        assert runs["pass"][loss] == pytest.approx(runs["cache"][loss], rel=1e-2, abs=1e-4), loss
+    assert runs["pass"]["embedding_loss"] > 0.05  # a loss worth comparing
+
+
 def test_token_cache_is_refused_where_it_cannot_serve(world, tmp_path, capsys):
     out = tmp_path / "out"
     _refused(

@@ -13,7 +13,10 @@ The losses (each with its weight; docs/distill.md says why the defaults are what
 - (d) token level, for a student that reads the teacher's tokens (`--tokenizer teacher`): the last
   layer's self-attention relations and per-token states against the teacher's, which runs on the same
   ids in each step, or once per sentence into the teacher cache with --token-cache
-  (`albert_lm.distill.token_level`).
+  (`albert_lm.distill.token_level`). The teacher's sentence vectors of (a) and (b) then come from that
+  pass, its last states pooled as it pools ("pass"; not with (c), whose masks it would pool); otherwise
+  each sentence's vector is computed once into the teacher cache before the first step ("cache"), a
+  pass of its own over the text (on a shared GPU, ~2,700 sentences a second: docs/gpu.md, round 3).
 
 The projection is not part of the student: it is saved beside it as distill_head.safetensors (weight
 (D, H), bias (D,)), for users who want vectors in the teacher's space; the model folder itself is an
@@ -31,6 +34,7 @@ import copy
 import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +113,13 @@ def relation_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- the mode
 @dataclasses.dataclass
 class _Text:
-    """The sentences, which are held out, the student's ids, the teacher's vectors (a memory map)."""
+    """The sentences, which are held out, the student's ids, the teacher's vectors (a memory map; None
+    where they come from the teacher's pass in each step: `sentence_targets`)."""
 
     sentences: list[str]
     held: np.ndarray  # (N,) bool
     encoded: Encoded
-    targets: np.ndarray  # (N, D) float16
+    targets: np.ndarray | None  # (N, D) float16
 
 
 class GeneralDistiller(Distiller):
@@ -133,10 +138,12 @@ class GeneralDistiller(Distiller):
         sts: dict[str, Any] | None,
         teacher: dict[str, Any],
         token_teacher: TeacherTokens | CachedTeacherTokens | None = None,
+        pool: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         self.cfg, self.out, self.device, self.precision = cfg, out, device, precision
         self.tokenizer, self.model, self.text, self.sts, self.teacher = tokenizer, model, text, sts, teacher
-        self.projection = nn.Linear(model.config.hidden_size, text.targets.shape[1]).to(device)
+        self.projection = nn.Linear(model.config.hidden_size, teacher["dim"]).to(device)
+        self.pool = pool  # the teacher's pooling, for sentence vectors from its pass in each step
         self.module = nn.ModuleDict({"student": model, "projection": self.projection})
         self.total_steps = cfg.max_steps
         self.train_idx = np.flatnonzero(~text.held)
@@ -180,6 +187,18 @@ class GeneralDistiller(Distiller):
         finally:
             encoder.set_depth(full)
 
+    def _teacher(
+        self, ids: torch.Tensor, mask: torch.Tensor, batch: list[int]
+    ) -> tuple[dict[str, torch.Tensor] | None, torch.Tensor]:
+        """The teacher's token outputs on the student's ids (masked too, with --mlm-weight; None without the
+        token-level losses) and its sentence vectors: from the cache, or pooled from that same pass."""
+        t = None if self.token_teacher is None else self.token_teacher(ids, mask, batch)
+        if self.text.targets is None:  # the sentence as the student reads it, cut at max_seq_length
+            assert t is not None and self.pool is not None
+            return t, self.pool(t["hidden"], mask)
+        rows = np.asarray(self.text.targets[np.asarray(batch)], dtype=np.float32)
+        return t, torch.from_numpy(rows).to(self.device)
+
     def _losses(
         self, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None, batch: list[int]
     ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -189,7 +208,7 @@ class GeneralDistiller(Distiller):
             encoded = self.model.albert(input_ids=inputs["input_ids"].to(dev), attention_mask=mask)
         hidden = encoded.last_hidden_state
         pooled = mean_pool(hidden.float(), mask)  # (B, H)
-        target = torch.from_numpy(np.asarray(self.text.targets[np.asarray(batch)], dtype=np.float32)).to(dev)
+        t, target = self._teacher(inputs["input_ids"].to(dev), mask, batch)
         total = torch.zeros((), device=dev)
         parts: dict[str, float] = {}
         if cfg.embedding_weight:
@@ -202,8 +221,7 @@ class GeneralDistiller(Distiller):
             cls = encoded.pooler_output.float()
             c = embedding_loss(self.projection(cls), target, cfg.embedding_loss) + relation_loss(cls, target)
             total, parts["cls_loss"] = total + cfg.cls_weight * c, float(c.detach())
-        if self.token_teacher is not None:  # the teacher on the same ids (masked too, with --mlm-weight)
-            t = self.token_teacher(inputs["input_ids"].to(dev), mask, batch)
+        if t is not None:
             if cfg.token_relation_weight:
                 r = torch.stack(
                     [
@@ -356,7 +374,8 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         max_segments=cfg.max_segments,
         progress=progress,
     )
-    targets = _sentence_targets(cfg, root, teacher, sentences, progress)
+    from_pass = sentence_targets(cfg) == "pass"
+    targets = None if from_pass else _sentence_targets(cfg, root, teacher, sentences, progress)
     token_teacher: TeacherTokens | CachedTeacherTokens | None = live
     if live is not None and cfg.token_cache:  # the teacher's token outputs once, not in each step
         where = (root, teacher.fingerprint, cfg.teacher_batch_size)
@@ -365,11 +384,15 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         _teacher_sts(cfg, teacher, root, sts)
     text = _Text(sentences, held_out(sentences, cfg.eval_segments), Encoded.of(tokenizer, sentences), targets)
     pooling = f"{teacher.pooling.mode} pooling" + (", normalized" if teacher.pooling.normalize else "")
-    about = {"name": cfg.teacher, "pooling": pooling, "sts": sts["teacher"] if sts else {}}
+    about = {"name": cfg.teacher, "pooling": pooling, "sts": sts["teacher"] if sts else {},
+             "dim": teacher.dim}  # fmt: skip
     with folder_lock(cfg.output):
         out = prepare_output(cfg, latest)
         model = build_student(cfg, mc, latest, teacher, tokenizer).to(device)
-        d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about, token_teacher)
+        pool = teacher.pool if from_pass else None
+        d = GeneralDistiller(
+            cfg, out, device, precision, tokenizer, model, text, sts, about, token_teacher, pool
+        )
         logger.info(
             "student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
             model.albert.num_parameters() / 1e6,
@@ -381,6 +404,11 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         if latest is None and sts is not None:
             _record_teacher(out, sts["teacher"])
         return distill(d, latest)
+
+
+def sentence_targets(cfg: GeneralDistillConfig) -> str:
+    """Where the teacher's sentence vectors come from (module docstring): "pass" or "cache"."""
+    return "pass" if cfg.token_weights and not cfg.mlm_weight else "cache"
 
 
 def _sentence_targets(

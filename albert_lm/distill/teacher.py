@@ -253,14 +253,14 @@ class SentenceTeacher(_Teacher):
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32: one batch of texts through the teacher, pooled."""
         inputs = self._inputs(texts)
-        hidden = self._forward(inputs).last_hidden_state.float()  # (B, S, D)
-        if self.pooling.mode == "cls":
-            pooled = hidden[:, 0]
-        else:
-            pooled = mean_pool(hidden, inputs["attention_mask"])
-        if self.pooling.normalize:
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
-        return self._finite(pooled.cpu().numpy())
+        hidden = self._forward(inputs).last_hidden_state  # (B, S, D)
+        return self._finite(self.pool(hidden, inputs["attention_mask"]).cpu().numpy())
+
+    def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, D) float32: the teacher's last hidden states (B, S, D) pooled as the teacher pools."""
+        hidden = hidden.float()
+        pooled = hidden[:, 0] if self.pooling.mode == "cls" else mean_pool(hidden, mask)
+        return torch.nn.functional.normalize(pooled, dim=-1) if self.pooling.normalize else pooled
 
 
 class TaskTeacher(_Teacher):

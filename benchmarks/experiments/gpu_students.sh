@@ -73,8 +73,9 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "transformer
 EOF
 STS=${STS_ARGS-"--sts $RUNS/glue/STS-B/dev.tsv"}
 
-# 1 and 2 side by side: five teachers, then each general arm (one teacher cache: the first arm fills it,
-# the second waits and reads it).
+# 1 and 2 side by side: five teachers, then each general arm (with the token-level losses the teacher's
+# sentence vectors come from its pass in each step; without them the first arm fills the teacher cache
+# and the second waits and reads it).
 teacher_pids=()
 for t in CoLA:cola:6:32:1e-4 SST-2:sst2:3:128:1e-4 MRPC:mrpc:6:32:1e-4 STS-B:stsb:3:32:1e-4 RTE:rte:6:32:1e-4; do
     IFS=: read -r folder task epochs batch lr <<< "$t"
@@ -96,7 +97,7 @@ for arm in $GENERAL_ARMS; do
         --log-every 100 --cache "$RUNS/cache" --output "$RUNS/$name" --device "$DEVICE" --overwrite -q \
         --no-tensorboard $GENERAL_ARGS &
     general_pids+=($!)
-    sleep 20  # the first arm takes the cache's fill; the second waits for it
+    sleep 20  # where a cache is filled, the first arm fills it; the second waits for it
 done
 wait "${teacher_pids[@]}"
 
