@@ -530,7 +530,12 @@ def test_resume_from_another_folder_names_the_folder_the_run_started_in(tmp_path
     (run / "finetune_config.json").write_text(json.dumps(saved))
     monkeypatch.chdir(tmp_path)
     argv = ["finetune", "--output", "start/runs/ft", "--resume"]
-    refused(capsys, argv, "--data glue/SST-2", "is relative", f"from {tmp_path / 'start'}")
+    refused(capsys, argv, "--data glue/SST-2", "is relative", f"from {tmp_path / 'start'}",
+            "or give that option again with a path from here")  # fmt: skip
+    # given again with a path from here, it is read from there (no refusal about the saved one)
+    capsys.readouterr()
+    assert main([*argv, "--data", str(tmp_path / "start" / "glue" / "SST-2")]) != 0
+    assert "is relative" not in capsys.readouterr().err
     # the same file given as --config: its relative paths are read from here, and the message says so
     config = str(run / "finetune_config.json")
     refused(capsys, ["finetune", "--config", config], f"--config {config}: its --data glue/SST-2: not found",

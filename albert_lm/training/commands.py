@@ -218,7 +218,8 @@ def _check_started_here(args: argparse.Namespace, settings: Path, resumed: bool 
         )
     raise FileNotFoundError(
         f"--output {args.output} --resume: the run's {paths} {'is' if len(lost) == 1 else 'are'} relative "
-        f"to the folder it was started in, not found from here ({os.getcwd()}): run the same command {where}"
+        f"to the folder it was started in, not found from here ({os.getcwd()}): run the same command {where}, "
+        f"or give {'that option' if len(lost) == 1 else 'those options'} again with a path from here"
     )
 
 
