@@ -188,9 +188,16 @@ def test_predicted_tags_are_grouped_into_the_entities_they_name():
 
     words = ["Angela", "Merkel", "visited", "the", "Red", "Cross", "in", "Tokyo"]
     tags = ["B-PER", "I-PER", "O", "O", "I-ORG", "I-ORG", "O", "S-LOC"]  # an I- after O begins one
-    assert entities(words, tags) == [
-        {"type": "PER", "start": 0, "end": 2, "text": "Angela Merkel"},
-        {"type": "ORG", "start": 4, "end": 6, "text": "Red Cross"},
-        {"type": "LOC", "start": 7, "end": 8, "text": "Tokyo"},
+    assert entities(words, tags) == [  # characters in the words joined by spaces
+        {"type": "PER", "start": 0, "end": 2, "char_start": 0, "char_end": 13, "text": "Angela Merkel"},
+        {"type": "ORG", "start": 4, "end": 6, "char_start": 26, "char_end": 35, "text": "Red Cross"},
+        {"type": "LOC", "start": 7, "end": 8, "char_start": 39, "char_end": 44, "text": "Tokyo"},
     ]
     assert entities(["a", "b"], ["O", "O"]) == []
+    # in the text the words were split from: its own spacing kept, the offsets point at it
+    said = "  Angela\tMerkel visited the Red  Cross in Tokyo."
+    found = entities(said.split(), tags, said)
+    assert [(e["char_start"], e["char_end"], e["text"]) for e in found] == [
+        (2, 15, "Angela\tMerkel"), (28, 38, "Red  Cross"), (42, 48, "Tokyo."),
+    ]  # fmt: skip
+    assert all(said[e["char_start"] : e["char_end"]] == e["text"] for e in found)

@@ -164,6 +164,14 @@ def test_token_classification_tags_every_word(make_model, tmp_path, capsys):
             e["text"] == " ".join(r["tokens"][e["start"] : e["end"]]) and e["type"] == "X"
             for e in r["entities"]
         )
+    # a text's entities carry their characters in it, its own spacing kept
+    said = " Dunora  pesi Kala\tbime to "
+    src.write_text(json.dumps({"text": said}) + "\n")
+    code, rows, _ = run(["--model", str(model), "--input", str(src)], capsys)
+    assert code == 0 and rows[0]["tokens"] == said.split() and rows[0]["entities"]
+    for e in rows[0]["entities"]:
+        assert said[e["char_start"] : e["char_end"]] == e["text"]
+        assert e["text"].split() == rows[0]["tokens"][e["start"] : e["end"]]
     src.write_text(json.dumps({"tokens": ["Kala", " ", "to"]}) + "\n")  # the word at fault, named
     code, rows, err = run(["--model", str(model), "--input", str(src)], capsys)
     assert code == 1 and f"{src}:1: column 'tokens': word 2 is \" \", expected a non-blank text" in err

@@ -295,7 +295,7 @@ def predict_examples(tm: TaskModel, examples: Sequence[Any], lines: Sequence[int
         spans = has_spans(tm.task.labels)  # tags of a scheme (BIO, BIOES, ...): the entities they name too
         return [
             {"line": line, "tokens": ex.tokens, "tags": t, "tag_probabilities": [round(q, 6) for q in p]}
-            | ({"entities": entities(ex.tokens, t)} if spans else {})
+            | ({"entities": entities(ex.tokens, t, ex.text)} if spans else {})
             for ex, (t, p), line in zip(examples, tagged, lines, strict=True)
         ]
     records = [

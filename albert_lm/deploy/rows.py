@@ -113,10 +113,13 @@ def _example(task: Task, row: dict[str, Any], line: int, fields: Fields, columns
         return TextExample(first, pair, None, line)
     if task.head == "token_classification":
         if columns.tokens in row:
-            return TokenExample(fields.words(row, columns.tokens, line), None, line)
+            cell = row[columns.tokens]  # a cell of words apart by spaces: their offsets in it (entities)
+            said = cell if isinstance(cell, str) and not cell.lstrip().startswith("[") else None
+            return TokenExample(fields.words(row, columns.tokens, line), None, line, said)
         # neither the model's own token column nor a text: the message names the token column
         missing = "tokens" in columns.recorded and columns.text not in row
-        return TokenExample(text("tokens" if missing else "text").split(), None, line)
+        said = text("tokens" if missing else "text")
+        return TokenExample(said.split(), None, line, said)
     if task.head == "question_answering":
         return SquadExample(str(line), text("question"), text("context"), [])
     options = fields.strings(row, _column(fields, row, columns, "options", line), line)

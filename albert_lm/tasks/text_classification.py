@@ -278,6 +278,7 @@ class TokenExample:
     tokens: list[str]
     tags: list[str] | None
     line: int
+    text: str | None = None  # the text the words were split from, where they came as one (predict's input)
 
 
 class TokenClassificationTask(_OwnFilesTask):

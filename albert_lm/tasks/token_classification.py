@@ -21,14 +21,35 @@ from albert_lm.tasks.metrics import entity_spans
 CONLL = (".conll", ".txt")  # a token classifier's CoNLL files: a word and its tag a line
 
 
-def entities(words: Sequence[str], tags: Sequence[str]) -> list[dict[str, Any]]:
-    """The entities a sentence's tags name, in order: each one's type, its words' indices [start, end) and
-    its text (the words joined by spaces), read as the scores count them (`metrics.entity_spans`: BIO,
+def entities(words: Sequence[str], tags: Sequence[str], text: str | None = None) -> list[dict[str, Any]]:
+    """The entities a sentence's tags name, in order: each one's type, its words' indices [start, end),
+    its characters [char_start, char_end) in `text` (the text the words were split from; without one, the
+    words joined by spaces) and that text, read as the scores count them (`metrics.entity_spans`: BIO,
     IOB1, BIOES or BILOU; an I- after O begins an entity)."""
-    return [
-        {"type": kind, "start": start, "end": end, "text": " ".join(words[start:end])}
-        for kind, start, end in sorted(entity_spans(tags), key=lambda span: span[1])
-    ]
+    text, starts = word_offsets(words, text)
+    found = []
+    for kind, start, end in sorted(entity_spans(tags), key=lambda span: span[1]):
+        first, last = starts[start], starts[end - 1] + len(words[end - 1])
+        found.append({"type": kind, "start": start, "end": end, "char_start": first, "char_end": last,
+                      "text": text[first:last]})  # fmt: skip
+    return found
+
+
+def word_offsets(words: Sequence[str], text: str | None) -> tuple[str, list[int]]:
+    """(text, where each word begins in it): the words found in order in `text`, or, where there is none or
+    a word is not there (the words were given as a list), in the words joined by spaces."""
+    if text is not None:
+        starts, at = [], 0
+        for word in words:
+            at = text.find(word, at)
+            if at < 0:
+                break
+            starts.append(at)
+            at += len(word)
+        else:
+            return text, starts
+    joined = " ".join(words)
+    return joined, [sum(len(w) + 1 for w in words[:i]) for i in range(len(words))]
 
 
 def words_of(value: Any, column: str, path: str | os.PathLike, line: int) -> list[str]:
