@@ -175,6 +175,7 @@ def test_general_end_to_end_and_the_cache_reused(world, tmp_path, capsys):
         "embedding_loss" in r and "sts_spearman" in r for r in evals
     )
     card = (out / "README.md").read_text()
+    assert "warmup 1 step (--warmup-steps 200, fitted to the run)" in card  # the 6-step run's, said so
     assert (
         "albert distill general" in card
         and "zero-shot STS-B pearson" in card
@@ -496,6 +497,8 @@ def test_task_end_to_end_and_predict_evaluate_take_it(world, tmp_path, capsys):
     assert not list(out.glob("checkpoint-*"))  # what --resume needed, gone with the end, as finetune's
     card = (out / "best" / "README.md").read_text()  # a model card, as albert finetune's best/ has
     assert "# ALBERT distilled on classification" in card and "albert distill task" in card
+    # the warm-up the 6-step run took, not the setting it could not take whole
+    assert "warmup 1 step (--warmup-steps " in card and "fitted to the run)" in card
     best = json.loads((out / "best" / "eval_results.json").read_text())
     assert f"dev accuracy | {best['accuracy']:.4f}" in card
     assert f"teacher | {world.task_teacher} (dev accuracy {results['teacher_accuracy']:.4f})" in card

@@ -23,9 +23,10 @@ def write_general_card(
     sentences: int,
     held: int,
     last: dict[str, Any],
+    warmup: int,
 ) -> None:
-    """The student folder's card: how it was taught (`sentences` trained on, `held` out), its held-out
-    losses and zero-shot scores (`last`)."""
+    """The student folder's card: how it was taught (`sentences` trained on, `held` out; the `warmup`
+    steps its schedule took), its held-out losses and zero-shot scores (`last`)."""
     losses = {"sentence embedding": cfg.embedding_weight, "in-batch relations": cfg.relation_weight,
               "masked LM": cfg.mlm_weight}  # fmt: skip
     made_by = {
@@ -35,7 +36,7 @@ def write_general_card(
                 f"({held:,} more held out)",
         "losses (weights)": ", ".join(f"{k} {v:g}" for k, v in losses.items() if v),
         "sentence vector": _sentence_vector(cfg, teacher["pooling"]),
-        "learning rate": _schedule(cfg),
+        "learning rate": _schedule(cfg, warmup),
         "batch size": cfg.batch_size,
         "max sequence length": cfg.max_seq_length,
         "time budget": cfg.time_budget,
@@ -59,6 +60,7 @@ def write_task_card(
     teacher_dev: dict[str, Any],
     steps: int,
     location: Path,
+    warmup: int,
 ) -> None:
     """The card of a task-distilled student's best/ (`folder`, renamed to `location` later): how it
     learnt the teacher's logits, its dev scores (`record`) beside the teacher's (`teacher_dev`)."""
@@ -75,7 +77,7 @@ def write_task_card(
         "reads": columns_read(task),
         "losses": _task_losses(cfg, task),
         "steps": f"{steps:,}; this model is step {record['step']:,}, the best dev {task.main_metric}",
-        "learning rate": _schedule(cfg),
+        "learning rate": _schedule(cfg, warmup),
         "batch size": cfg.batch_size,
         "max sequence length": cfg.max_seq_length,
         "dev examples": dev_examples(record),
@@ -123,5 +125,8 @@ def _sentence_vector(cfg: GeneralDistillConfig, pooling: str) -> str | None:
     )
 
 
-def _schedule(cfg: GeneralDistillConfig | TaskDistillConfig) -> str:
-    return f"{cfg.learning_rate:g} ({cfg.optimizer}, warmup {cfg.warmup_steps} steps, linear decay)"
+def _schedule(cfg: GeneralDistillConfig | TaskDistillConfig, warmup: int) -> str:
+    """The rate and its schedule: the warm-up the run took, and the --warmup-steps it was fitted from."""
+    fitted = f" (--warmup-steps {cfg.warmup_steps}, fitted to the run)" if warmup != cfg.warmup_steps else ""
+    steps = f"{warmup} step{'' if warmup == 1 else 's'}"
+    return f"{cfg.learning_rate:g} ({cfg.optimizer}, warmup {steps}{fitted}, linear decay)"

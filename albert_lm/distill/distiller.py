@@ -35,7 +35,14 @@ from albert_lm.training import run_folder
 from albert_lm.training.clock import budget_seconds, check_budget_kept, say_budget_changed
 from albert_lm.training.loop import LoopResult, Objective, Progress, train
 from albert_lm.training.monitor import METRICS_FILE, plot_metrics
-from albert_lm.training.optim import build_optimizer, build_scheduler, build_time_budget_scheduler, fit_warmup
+from albert_lm.training.optim import (
+    TimeBudgetFactor,
+    build_optimizer,
+    build_scheduler,
+    build_time_budget_scheduler,
+    fit_warmup,
+    fitted_warmup,
+)
 from albert_lm.training.run_folder import MODEL_FILES, RunKind
 
 logger = logging.getLogger(__name__)
@@ -156,6 +163,14 @@ class Distiller(Objective):
 
     def plot(self) -> None:
         plot_metrics(self.out)
+
+    def warmup_taken(self) -> int:
+        """The warm-up the run's schedule has: --warmup-steps fitted to a shorter run (`fit_warmup`), or
+        under a time budget the steps the clock set it to (what the cards report)."""
+        factor = getattr(self.scheduler, "lr_lambdas", [None])[0]
+        if isinstance(factor, TimeBudgetFactor):
+            return factor.warmup_steps
+        return fitted_warmup(int(getattr(self.cfg, "warmup_steps")), self.total_steps, WARMUP_FRACTION)  # noqa: B009
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return autocast(self.device, self.precision)

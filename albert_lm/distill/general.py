@@ -312,9 +312,8 @@ class GeneralDistiller(Distiller):
             **{f"teacher_{k}": v for k, v in self.teacher.get("sts", {}).items()},
         }  # fmt: skip
         write_json(self.out / RESULTS_FILE, result)
-        write_general_card(
-            self.out, self.cfg, self.teacher, len(self.train_idx), int(self.text.held.sum()), last
-        )
+        held, warmup = int(self.text.held.sum()), self.warmup_taken()
+        write_general_card(self.out, self.cfg, self.teacher, len(self.train_idx), held, last, warmup)
         logger.info("student in %s: %s", self.out, ", ".join(f"{k} {v:.4f}" for k, v in last.items()))
         return result
 
@@ -389,10 +388,9 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
     with folder_lock(cfg.output):
         out = prepare_output(cfg, latest)
         model = build_student(cfg, mc, latest, teacher, tokenizer).to(device)
-        pool = teacher.pool if from_pass else None
-        d = GeneralDistiller(
-            cfg, out, device, precision, tokenizer, model, text, sts, about, token_teacher, pool
-        )
+        pool = teacher.pool if from_pass else None  # the sentence vectors from the token-level pass
+        d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about, token_teacher,
+                             pool)  # fmt: skip
         logger.info(
             "student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
             model.albert.num_parameters() / 1e6,

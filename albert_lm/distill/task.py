@@ -260,7 +260,14 @@ class TaskDistiller(Distiller):
             write_json(tmp / "eval_results.json", record)
             write_json(tmp / CONFIG_FILE, self.cfg.to_dict())
             write_task_card(
-                tmp, self.cfg, self.task, record, self.data.teacher_dev, self.total_steps, self.out / "best"
+                tmp,
+                self.cfg,
+                self.task,
+                record,
+                self.data.teacher_dev,
+                self.total_steps,
+                self.out / "best",
+                self.warmup_taken(),
             )
         for s in self.data.dev:
             self.task.write_predictions(s.examples, preds[s.split], self.out / "predictions", s.split)
