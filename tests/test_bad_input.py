@@ -309,6 +309,19 @@ def test_a_path_written_another_way_is_the_same_setting_when_resuming(tmp_path, 
         assert changed_settings(saved, FinetuneConfig(task="sst2", model="m", data=data, output=output)) == []
     other = FinetuneConfig(task="sst2", model="m", data="glue/RTE", output="runs/x")
     assert changed_settings(saved, other) == ["data: 'glue/SST-2' there, 'glue/RTE' now"]
+    # resumed from another folder, where the saved relative path is not found: the same folder given again
+    # with a path from here is no change (as the refusal asks); a folder of another name is one
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "start" / "glue" / "SST-2").mkdir(parents=True)
+    (tmp_path / "start" / "glue" / "RTE").mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
+    again = FinetuneConfig(
+        task="sst2", model="m", data=str(tmp_path / "start" / "glue" / "SST-2"), output="o"
+    )
+    assert changed_settings(saved, again, ignore=("output",)) == []
+    wrong = FinetuneConfig(task="sst2", model="m", data=str(tmp_path / "start" / "glue" / "RTE"), output="o")
+    assert changed_settings(saved, wrong, ignore=("output",)) != []
 
 
 # --------------------------------------------------------------------------- damaged files

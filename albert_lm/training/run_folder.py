@@ -255,14 +255,18 @@ _PATH_SETTINGS = frozenset(
 
 
 def _same_path(name: str, before: Any, now: Any) -> bool:
-    """Whether two values of a path setting name the same place, seen from here: the same path, or paths to
-    one file or folder (through a link)."""
+    """Whether two values of a path setting name the same place, seen from here: the same path, paths to
+    one file or folder (through a link), or a path relative to the folder the run started in, not found
+    from here, given again as a path from here that ends with it (what a refused resume asks for)."""
     if name not in _PATH_SETTINGS or not isinstance(before, str) or not isinstance(now, str):
         return False
     if not (before and now):
         return False
     if os.path.abspath(before) == os.path.abspath(now) or os.path.realpath(before) == os.path.realpath(now):
         return True
+    if not os.path.isabs(before) and not os.path.exists(before) and os.path.exists(now):
+        tail = Path(os.path.normpath(before)).parts
+        return ".." not in tail and Path(os.path.abspath(now)).parts[-len(tail) :] == tail
     try:
         return os.path.samefile(before, now)
     except OSError:  # one of them is not there (a hub id, a folder since removed)
