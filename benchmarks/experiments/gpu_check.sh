@@ -47,11 +47,8 @@ LIMIT_GLUE=${LIMIT_GLUE:-150}
 LIMIT_GLUE_BESIDE=${LIMIT_GLUE_BESIDE:-90}        # the untrained arm beside the tests
 DEADLINE=${DEADLINE:-}                 # seconds: no step runs past it (a lease's command limit, less margin)
 PY=${PY:-python3}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-ALBERT=("$PY" -m albert_lm.cli)
-mkdir -p "$OUT" "$RUNS"
-OUT=$(cd "$OUT" && pwd)
-LOG=$OUT/log.txt
+source "$(dirname "$0")/timebox.sh"  # device_start LOG_NAME; run NAME LIMIT CMD...; carried_site FROM TO
+device_start log.txt || exit 1
 if compgen -G ".whl/*.whl" > /dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$RUNS/site" \
         .whl/*.whl >> "$LOG" 2>&1 && export PYTHONPATH=$PYTHONPATH:$(cd "$RUNS/site" && pwd)
@@ -59,7 +56,6 @@ fi
 
 seconds() { "$PY" -c "from albert_lm.settings import parse_duration as p; print(int(p('$1')))"; }
 
-source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...; carried_site FROM TO
 carried_site "$GPU/site" "$RUNS/carried" || exit 1  # Bling Fire, where the machine lacks it
 
 glue_cmd() { # glue_cmd NAME MODEL: the `albert glue` command line, in GLUE_CMD

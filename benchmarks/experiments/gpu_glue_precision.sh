@@ -26,13 +26,9 @@ LIMIT_DATA=${LIMIT_DATA:-120}
 LIMIT_PRETRAIN=${LIMIT_PRETRAIN:-280}
 LIMIT_GLUE=${LIMIT_GLUE:-200}
 PY=${PY:-python3}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-ALBERT=("$PY" -m albert_lm.cli)
-mkdir -p "$OUT" "$RUNS"
-OUT=$(cd "$OUT" && pwd)
-LOG=$OUT/precision-log.txt
 
-source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...; carried_site FROM TO
+source "$(dirname "$0")/timebox.sh"  # device_start LOG_NAME; run NAME LIMIT CMD...; carried_site FROM TO
+device_start precision-log.txt || exit 1
 carried_site "$SRC/site" "$RUNS/site" || exit 1
 
 "$PY" - "$SRC" "$RUNS" <<'EOF' >> "$LOG" 2>&1 || { echo "inputs failed" | tee -a "$LOG"; exit 1; }

@@ -40,13 +40,9 @@ LIMIT_TEACHERS=${LIMIT_TEACHERS:-150}
 LIMIT_GENERAL=${LIMIT_GENERAL:-230}
 LIMIT_GLUE=${LIMIT_GLUE:-330}
 PY=${PY:-python3}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-ALBERT=("$PY" -m albert_lm.cli)
-mkdir -p "$OUT" "$RUNS"
-OUT=$(cd "$OUT" && pwd)
-LOG=$OUT/log.txt
 
-source "$(dirname "$0")/timebox.sh"  # run NAME LIMIT CMD...; carried_site FROM TO
+source "$(dirname "$0")/timebox.sh"  # device_start LOG_NAME; run NAME LIMIT CMD...; carried_site FROM TO
+device_start log.txt || exit 1
 carried_site "$SRC/site" "$RUNS/site" || exit 1
 
 # The inputs: the teacher's weights restored to fp32, the text and GLUE unpacked.

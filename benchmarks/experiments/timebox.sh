@@ -1,5 +1,5 @@
-# Sourced by the device scripts (gpu_check.sh, gpu_students.sh, gpu_glue_precision.sh, distill_glue_task.sh): one
-# time-boxed step, and the Python modules a script carries. `run` needs RUNS and LOG;
+# Sourced by the device scripts (gpu_check.sh, gpu_students.sh, gpu_glue_precision.sh, distill_glue_task.sh): their
+# common start, one time-boxed step, and the Python modules a script carries. `run` needs RUNS and LOG;
 # DEADLINE (seconds from the script's start) is optional.
 
 # run NAME LIMIT CMD...: CMD with its output in $RUNS/NAME.log, time-boxed (and ended 10 s before
@@ -35,4 +35,14 @@ for xz in pathlib.Path(sys.argv[1]).rglob('*.xz'):
     xz.unlink()" "$2" || return 1
     PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$(cd "$2" && pwd)
     export PYTHONPATH
+}
+
+# device_start LOG_NAME: the device scripts' common start: albert-lm from the checkout, on PYTHONPATH; the
+# command line in ALBERT; $OUT (made absolute) and $RUNS made; LOG=$OUT/LOG_NAME.
+device_start() {
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+    ALBERT=("${PY:-python3}" -m albert_lm.cli)
+    mkdir -p "$OUT" "$RUNS" || return 1
+    OUT=$(cd "$OUT" && pwd)
+    LOG=$OUT/$1
 }
