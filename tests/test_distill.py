@@ -788,13 +788,15 @@ def test_with_token_level_losses_the_sentence_vectors_come_from_the_same_teacher
     runs = {}
     for name in ("pass", "cache"):
         if name == "cache":  # the vectors computed once into the cache, as without the token-level losses
-            monkeypatch.setattr(general, "sentence_targets", lambda cfg: "cache")
+            monkeypatch.setattr(general, "sentence_target_source", lambda cfg: "cache")
         cache = tmp_path / f"cache-{name}"
         assert main([*_general(world, tmp_path / name, *base), "--cache", str(cache)]) == 0
         entries = sorted(p.name.split("-")[0] for p in cache.iterdir()) if cache.is_dir() else []
         assert entries == ([] if name == "pass" else ["sentence"]), entries
         records = [json.loads(ln) for ln in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         runs[name] = next(r for r in records if r["split"] == "train")
+        said = json.loads((tmp_path / name / "distill_results.json").read_text())["teacher_vectors_from"]
+        assert said == ("its token-level pass in each step" if name == "pass" else "the teacher cache")
     for loss in ("embedding_loss", "relation_loss", "token_hidden_loss"):
         assert runs["pass"][loss] == pytest.approx(runs["cache"][loss], rel=1e-2, abs=1e-4), loss
     assert runs["pass"]["embedding_loss"] > 0.05  # a loss worth comparing

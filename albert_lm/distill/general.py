@@ -114,7 +114,7 @@ def relation_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
 @dataclasses.dataclass
 class _Text:
     """The sentences, which are held out, the student's ids, the teacher's vectors (a memory map; None
-    where they come from the teacher's pass in each step: `sentence_targets`)."""
+    where they come from the teacher's pass in each step: `sentence_target_source`)."""
 
     sentences: list[str]
     held: np.ndarray  # (N,) bool
@@ -309,6 +309,7 @@ class GeneralDistiller(Distiller):
         result = {
             **last, "student_parameters": self.model.albert.num_parameters(),
             "student_parameters_with_heads": self.model.num_parameters(), "teacher": self.teacher["name"],
+            "teacher_vectors_from": self.teacher["vectors"],
             **{f"teacher_{k}": v for k, v in self.teacher.get("sts", {}).items()},
         }  # fmt: skip
         write_json(self.out / RESULTS_FILE, result)
@@ -373,8 +374,8 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         max_segments=cfg.max_segments,
         progress=progress,
     )
-    from_pass = sentence_targets(cfg) == "pass"
-    targets = None if from_pass else _sentence_targets(cfg, root, teacher, sentences, progress)
+    from_pass = sentence_target_source(cfg) == "pass"
+    targets = None if from_pass else _cached_targets(cfg, root, teacher, sentences, progress)
     token_teacher: TeacherTokens | CachedTeacherTokens | None = live
     if live is not None and cfg.token_cache:  # the teacher's token outputs once, not in each step
         where = (root, teacher.fingerprint, cfg.teacher_batch_size)
@@ -383,8 +384,9 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         _teacher_sts(cfg, teacher, root, sts)
     text = _Text(sentences, held_out(sentences, cfg.eval_segments), Encoded.of(tokenizer, sentences), targets)
     pooling = f"{teacher.pooling.mode} pooling" + (", normalized" if teacher.pooling.normalize else "")
-    about = {"name": cfg.teacher, "pooling": pooling, "sts": sts["teacher"] if sts else {},
-             "dim": teacher.dim}  # fmt: skip
+    vectors = "its token-level pass in each step" if from_pass else "the teacher cache"  # said in the results
+    about = {"name": cfg.teacher, "pooling": pooling, "sts": sts["teacher"] if sts else {}, "dim": teacher.dim,
+             "vectors": vectors}  # fmt: skip
     with folder_lock(cfg.output):
         out = prepare_output(cfg, latest)
         model = build_student(cfg, mc, latest, teacher, tokenizer).to(device)
@@ -392,24 +394,21 @@ def distill_general(cfg: GeneralDistillConfig, progress: bool = True) -> LoopRes
         d = GeneralDistiller(cfg, out, device, precision, tokenizer, model, text, sts, about, token_teacher,
                              pool)  # fmt: skip
         logger.info(
-            "student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s, %s",
-            model.albert.num_parameters() / 1e6,
-            len(sentences),
-            int(text.held.sum()),
-            cfg.teacher,
-            precision,
-        )
+            "student: %.2fM parameters (encoder), %d sentences (%d held out), teacher %s (its vectors from "
+            "%s), %s", model.albert.num_parameters() / 1e6, len(sentences), int(text.held.sum()), cfg.teacher,
+            vectors, precision,
+        )  # fmt: skip
         if latest is None and sts is not None:
             _record_teacher(out, sts["teacher"])
         return distill(d, latest)
 
 
-def sentence_targets(cfg: GeneralDistillConfig) -> str:
+def sentence_target_source(cfg: GeneralDistillConfig) -> str:
     """Where the teacher's sentence vectors come from (module docstring): "pass" or "cache"."""
     return "pass" if cfg.token_weights and not cfg.mlm_weight else "cache"
 
 
-def _sentence_targets(
+def _cached_targets(
     cfg: GeneralDistillConfig, root: Path, teacher: SentenceTeacher, sentences: list[str], progress: bool
 ) -> np.ndarray:
     """The teacher's pooled vector of every sentence, (N, D) fp16, from the teacher cache (filled first

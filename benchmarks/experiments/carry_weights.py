@@ -4,8 +4,10 @@ A lent GPU machine takes 64 MiB of files a call and has no network; all-MiniLM-L
 (45 in fp16). `pack` stores each matrix as int8 with one fp16 scale per row (symmetric, absmax / 127)
 and every vector (biases, LayerNorm) in fp16: about a quarter of fp32. `unpack` restores an fp32
 folder that transformers and albert-lm read as they read the original. The round trip changes each
-weight by at most half a quantization step of its row; `--check` measures what that does to the
-encoder's mean-pooled vectors on a file of sentences (cosine against the original's).
+weight by at most half a quantization step of its row (the scale is rounded to fp16 before the weights
+are quantized with it); `check` measures what that does to the encoder's mean-pooled vectors on a file
+of sentences (cosine against the original's). Other weight files of a hub snapshot (PyTorch, ONNX,
+OpenVINO, TensorFlow, Rust) are left out.
 
     python benchmarks/experiments/carry_weights.py pack SRC_FOLDER PACKED_FOLDER
     python benchmarks/experiments/carry_weights.py unpack PACKED_FOLDER OUT_FOLDER
@@ -24,10 +26,21 @@ from safetensors.torch import load_file, save_file
 WEIGHTS = "model.safetensors"
 
 
+OTHER_WEIGHTS = {
+    "pytorch_model.bin",
+    "tf_model.h5",
+    "rust_model.ot",
+    "flax_model.msgpack",
+    "onnx",
+    "openvino",
+}
+
+
 def copy_rest(src: Path, dst: Path, skip: str) -> None:
-    """The folder's other files (config, tokenizer, sentence-transformers' pooling folders) as they are."""
+    """The folder's other files (config, tokenizer, sentence-transformers' pooling folders) as they are;
+    not the same weights in other formats."""
     for f in src.iterdir():
-        if f.name == skip or f.name.startswith("."):
+        if f.name == skip or f.name.startswith(".") or f.name in OTHER_WEIGHTS:
             continue
         if f.is_dir():
             shutil.copytree(f, dst / f.name, dirs_exist_ok=True)
@@ -41,7 +54,7 @@ def pack(src: Path, dst: Path) -> None:
     for name, w in load_file(src / WEIGHTS).items():
         w = w.float()
         if w.dim() == 2:
-            scale = w.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
+            scale = (w.abs().amax(dim=1, keepdim=True) / 127.0).half().float().clamp_min(2**-24)
             out[name + ".int8"] = torch.round(w / scale).clamp(-127, 127).to(torch.int8)
             out[name + ".scale"] = scale.half()
         else:

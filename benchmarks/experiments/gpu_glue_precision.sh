@@ -15,7 +15,7 @@
 set -uo pipefail
 
 SRC=${SRC:-.gpu/s3}
-OUT=${OUT:-out/gpu-students}
+OUT=${OUT:-out/gpu-students}       # beside the students' results: one call brings both back
 RUNS=${RUNS:-runs/gpu-precision}
 DEVICE=${DEVICE:-cuda}
 DEADLINE=${DEADLINE:-570}
@@ -58,5 +58,5 @@ for p in fp32 bf16; do
 done
 wait
 (cd "$RUNS" && tar czf "$OUT/precision.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' --exclude='data' \
-    --exclude='text' --exclude='glue' --exclude='*.pt' --exclude='predictions' -- *) 2>> "$LOG"
+    --exclude='text' --exclude='glue' --exclude='site' --exclude='*.pt' --exclude='predictions' -- *) 2>> "$LOG"
 echo "=== done $(date -u +%T)" | tee -a "$LOG"

@@ -15,7 +15,7 @@ state and rate on the device (checked against albert-lm's LAMB on the CPU: lamb_
 bf16 autocast, same seeded weights everywhere, one sequence in ten half padding, CUDA events, median of
 --repeats; MFU as gpu_speed.py (encoder matrix multiplies, 3x forward, over the datasheet peak). Checks:
 the first step's loss against eager albert-lm's (--loss-rtol) and the first update against an eager
-step's, |dw - dw_eager| / |dw_eager| (bf16 gradients flip LAMB's smallest updates: a few tenths at most).
+step's, |dw - dw_eager| / |dw_eager| (bf16 gradients flip LAMB's smallest updates: a few tenths of a percent).
 Rehearsal on a CPU (CUDA graphs skipped, the static step uncaptured; not a measurement):
   python benchmarks/experiments/gpu_step.py --device cpu --preset albert-tiny --batch 4 --repeats 2 \
     --budget 3000 --json step.json
@@ -90,8 +90,12 @@ class StaticLamb:
     def step(self) -> None:
         b1, b2 = self.betas
         self.step_count.add_(1)
-        for (params, decay, trust), ms, vs in zip(self.groups, self.m, self.v, strict=True):
-            grads = [p.grad for p in params if p.grad is not None]
+        for (every, decay, trust), all_m, all_v in zip(self.groups, self.m, self.v, strict=True):
+            live = [
+                i for i, p in enumerate(every) if p.grad is not None
+            ]  # as albert-lm's LAMB: the rest wait
+            params, ms, vs = [every[i] for i in live], [all_m[i] for i in live], [all_v[i] for i in live]
+            grads = [p.grad for p in params]
             torch._foreach_mul_(ms, b1)
             torch._foreach_add_(ms, grads, alpha=1.0 - b1)
             torch._foreach_mul_(vs, b2)
@@ -443,6 +447,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         main()
-    sys.exit(0)
+    except KeyboardInterrupt:  # stopped (SIGTERM or Ctrl-C): the table of what it measured is printed
+        sys.exit(130)

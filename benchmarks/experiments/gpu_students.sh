@@ -46,7 +46,7 @@ device_start log.txt || exit 1
 carried_site "$SRC/site" "$RUNS/site" || exit 1
 
 # The inputs: the teacher's weights restored to fp32, the text and GLUE unpacked.
-"$PY" - "$SRC" "$RUNS" <<'EOF' >> "$LOG" 2>&1 || { echo "inputs failed" | tee -a "$LOG"; exit 1; }
+"$PY" - "$SRC" "$RUNS" "$(dirname "$0")/carry_weights.py" <<'EOF' >> "$LOG" 2>&1 || { echo "inputs failed" | tee -a "$LOG"; exit 1; }
 import lzma, shutil, subprocess, sys
 from pathlib import Path
 src, runs = Path(sys.argv[1]), Path(sys.argv[2])
@@ -55,7 +55,7 @@ shutil.copytree(src / "teacher", packed, dirs_exist_ok=True)
 with lzma.open(packed / "packed.safetensors.xz") as f, open(packed / "packed.safetensors", "wb") as g:
     shutil.copyfileobj(f, g)
 (packed / "packed.safetensors.xz").unlink()
-subprocess.run([sys.executable, "benchmarks/experiments/carry_weights.py", "unpack", str(packed), str(runs / "teacher-base")], check=True)
+subprocess.run([sys.executable, sys.argv[3], "unpack", str(packed), str(runs / "teacher-base")], check=True)
 with lzma.open(src / "book_sentences.txt.xz") as f, open(runs / "book_sentences.txt", "wb") as g:
     shutil.copyfileobj(f, g)
 for xz in (src / "glue").glob("*/*.xz"):
@@ -143,7 +143,8 @@ wait "$shipped_pid"
 
 # What comes back: logs, scores and curves (no weights), and each general student in fp16.
 (cd "$RUNS" && tar czf "$OUT/results.tar.gz" --exclude='*.safetensors' --exclude='checkpoint-*' --exclude='cache' \
-    --exclude='glue' --exclude='book_sentences.txt' --exclude='teacher-*' --exclude='*.pt' --exclude='vocab.txt' \
+    --exclude='glue' --exclude='book_sentences.txt' --exclude='teacher-base' --exclude='teacher-packed' \
+    --exclude='site' --exclude='*.pt' --exclude='vocab.txt' \
     --exclude='tokenizer.json' --exclude='predictions' -- *) 2>> "$LOG"
 for arm in $GENERAL_ARMS; do
     name=${arm%%:*}
