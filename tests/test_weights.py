@@ -152,3 +152,33 @@ def test_weights_file_gets_the_same_permissions_as_the_config(saved):
 
     mode = {p.name: stat.S_IMODE(p.stat().st_mode) for p in saved.iterdir()}
     assert mode["model.safetensors"] == mode["config.json"]  # not private: others may read what we share
+
+
+def test_identical_saves_in_separate_processes_write_identical_bytes(tmp_path):
+    """safetensors writes its header's metadata from a hash map seeded anew in each process: with more than
+    one key, two identical runs wrote files whose bytes differed. The native layout and the early-exit
+    heads (which once carried a second key) come out byte for byte the same from four processes."""
+    import hashlib
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from albert_lm import AlbertConfig, AlbertModel\n"
+        "from albert_lm.model.early_exit import ExitHeads\n"
+        "torch.manual_seed(0)\n"
+        "c = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_attention_heads=2,\n"
+        "                 intermediate_size=32, num_hidden_layers=3, max_position_embeddings=16, num_labels=2)\n"
+        "out = Path(sys.argv[1])\n"
+        "AlbertModel(c).save_pretrained(out, layout='native')\n"
+        "ExitHeads(c).save(out)\n"
+    )
+    digests = set()
+    for i in range(4):
+        out = tmp_path / str(i)
+        subprocess.run([sys.executable, "-c", script, str(out)], check=True, cwd=tmp_path)
+        files = sorted(p for p in out.iterdir() if p.suffix == ".safetensors")
+        assert len(files) == 2, files
+        digests.add(tuple(hashlib.sha256(p.read_bytes()).hexdigest() for p in files))
+    assert len(digests) == 1

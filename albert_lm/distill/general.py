@@ -287,11 +287,8 @@ class GeneralDistiller(Distiller):
     def write_files(self, folder: Path, p: Progress | None = None) -> None:
         self.tokenizer.save_pretrained(folder)
         write_json(folder / CONFIG_FILE, self.cfg.to_dict())
-        meta = {"input": "the student's mean-pooled last layer (albert embed --pooling mean)",
-                "output": f"the teacher's space ({self.teacher['name']}, {self.teacher['pooling']})"}  # fmt: skip
-        write_weights(
-            folder / HEAD_FILE, {k: v.float() for k, v in self.projection.state_dict().items()}, meta
-        )
+        # the projection from the student's mean-pooled last layer into the teacher's space (docs/distill.md)
+        write_weights(folder / HEAD_FILE, {k: v.float() for k, v in self.projection.state_dict().items()})
 
     def own_state(self) -> dict[str, Any]:
         return {"projection": {k: v.detach().cpu() for k, v in self.projection.state_dict().items()}}

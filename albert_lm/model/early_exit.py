@@ -60,7 +60,7 @@ class ExitHeads(nn.Module):
 
     def save(self, folder: Path) -> None:
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.state_dict().items()}
-        write_weights(folder / EXIT_FILE, state, {"what": "early-exit classifiers after layers 1 .. L-1"})
+        write_weights(folder / EXIT_FILE, state)  # the early-exit classifiers after layers 1 .. L-1
 
     @classmethod
     def load(cls, folder: Path, config: AlbertConfig) -> ExitHeads | None:

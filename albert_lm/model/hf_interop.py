@@ -201,7 +201,7 @@ def save_model(model: torch.nn.Module, path: str | os.PathLike, layout: str = "a
             config.save_pretrained(folder)
         else:
             file = folder / NATIVE
-            write_weights(file, state, {"layout": "albert-lm"})
+            write_weights(file, state)
             config.save_pretrained(folder, model_type="albert-lm")
     finally:
         config.extra = extra

@@ -155,8 +155,12 @@ def read_weights(folder: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Pa
     return read_safetensors(file), file
 
 
-def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
+def write_weights(file: Path, state: dict[str, torch.Tensor]) -> None:
     """Write safetensors atomically: a temporary file beside `file`, renamed over it once complete.
+
+    The header's metadata is {"format": "pt"} alone (what transformers checks): safetensors writes the
+    metadata from a hash map, in an order that changes from one process to the next, so a second key
+    would make two identical runs write files that differ in their bytes.
 
     `safetensors.torch.save` could hand its bytes to `albert_lm.files.atomic_write`, but it builds the
     whole file in memory first (a second copy of the model: 0.9 GB for albert-xxlarge in fp32), while
@@ -170,7 +174,7 @@ def write_weights(file: Path, state: dict[str, torch.Tensor], metadata: dict[str
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
     tmp = file.with_name(f".{file.name}.{secrets.token_hex(4)}.tmp")
     try:
-        save_file(tensors, tmp, metadata={"format": "pt", **(metadata or {})})
+        save_file(tensors, tmp, metadata={"format": "pt"})
         os.chmod(tmp, file_mode())  # safetensors creates it private (0600); give it what open() would
         os.replace(tmp, file)
     except BaseException as e:
