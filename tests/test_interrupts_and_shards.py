@@ -32,19 +32,26 @@ def _shard_count(out: Path) -> int:
     return sum(1 for split in ("train", "eval") for _ in (out / split).iterdir())
 
 
+def _made_then_cut(corpus: Path, tok: Path, out: Path) -> tuple[dict[str, bytes], int, int]:
+    """A data folder made whole (its files, its shard count), then train/00002/tokens.npy cut to 100
+    bytes: (files, shards, the cut file's size before)."""
+    assert main(data_argv(corpus, tok, out, *SMALL_SHARDS)) == 0
+    reference, shards_made = _files(out), _shard_count(out)
+    size = (out / "train/00002/tokens.npy").stat().st_size
+    os.truncate(out / "train/00002/tokens.npy", 100)
+    return reference, shards_made, size
+
+
 # --------------------------------------------------------------------------- data create: damaged shards
 def test_a_stopped_runs_damaged_shards_are_made_again_with_a_line_each(
     tiny_corpus_and_tokenizer, tmp_path, capsys, caplog
 ):
     corpus, tok = tiny_corpus_and_tokenizer
     out = tmp_path / "data"
-    assert main(data_argv(corpus, tok, out, *SMALL_SHARDS)) == 0
-    reference, shards_made = _files(out), _shard_count(out)
+    reference, shards_made, size = _made_then_cut(corpus, tok, out)
     assert shards_made > 4
     # a stopped run (no manifest yet) whose finished shards were damaged since
     (out / "manifest.json").unlink()
-    size = (out / "train/00002/tokens.npy").stat().st_size
-    os.truncate(out / "train/00002/tokens.npy", 100)
     (out / "train/00001/labels.npy").unlink()
     flipped = bytearray((out / "train/00003/offsets.npy").read_bytes())
     flipped[-1] ^= 1  # the same size, another byte: only its sha256 tells
@@ -70,10 +77,7 @@ def test_a_finished_folder_damaged_since_is_repaired_by_the_same_command(
 ):
     corpus, tok = tiny_corpus_and_tokenizer
     out = tmp_path / "data"
-    assert main(data_argv(corpus, tok, out, *SMALL_SHARDS)) == 0
-    reference, shards_made = _files(out), _shard_count(out)
-    size = (out / "train/00002/tokens.npy").stat().st_size
-    os.truncate(out / "train/00002/tokens.npy", 100)
+    reference, shards_made, size = _made_then_cut(corpus, tok, out)
     (out / "eval/00000/labels.npy").unlink()
     (out / "word_start.npy").write_bytes(b"not the table")
     with caplog.at_level("INFO", logger="albert_lm.data.data_folder"):
