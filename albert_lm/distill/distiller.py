@@ -36,12 +36,11 @@ from albert_lm.training.clock import budget_seconds, check_budget_kept, say_budg
 from albert_lm.training.loop import LoopResult, Objective, Progress, train
 from albert_lm.training.monitor import METRICS_FILE, plot_metrics
 from albert_lm.training.optim import (
-    TimeBudgetFactor,
     build_optimizer,
     build_scheduler,
     build_time_budget_scheduler,
     fit_warmup,
-    fitted_warmup,
+    scheduled_warmup,
 )
 from albert_lm.training.run_folder import MODEL_FILES, RunKind
 
@@ -167,10 +166,7 @@ class Distiller(Objective):
     def warmup_taken(self) -> int:
         """The warm-up the run's schedule has: --warmup-steps fitted to a shorter run (`fit_warmup`), or
         under a time budget the steps the clock set it to (what the cards report)."""
-        factor = getattr(self.scheduler, "lr_lambdas", [None])[0]
-        if isinstance(factor, TimeBudgetFactor):
-            return factor.warmup_steps
-        return fitted_warmup(int(getattr(self.cfg, "warmup_steps")), self.total_steps, WARMUP_FRACTION)  # noqa: B009
+        return scheduled_warmup(self.scheduler, self.cfg.warmup_steps, self.total_steps, WARMUP_FRACTION)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return autocast(self.device, self.precision)

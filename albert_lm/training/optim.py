@@ -330,15 +330,18 @@ class TimeBudgetFactor:
 
 
 def scheduled_warmup(
-    scheduler: torch.optim.lr_scheduler.LRScheduler, warmup_steps: int, max_steps: int
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    warmup_steps: int,
+    max_steps: int,
+    fraction: float = PAPER_WARMUP_FRACTION,
 ) -> int:
-    """The warm-up a pretraining run's `scheduler` has: `warmup_steps` fitted to a run not longer than it
-    (`fit_warmup`), or, under a time budget, to the steps the budget allows (the clock sets it once it has
-    measured the pace)."""
+    """The warm-up a run's `scheduler` has: `warmup_steps` fitted to a run not longer than it (`fit_warmup`,
+    `fraction` of the run: pretraining's is the paper's), or, under a time budget, to the steps the budget
+    allows (the clock sets it once it has measured the pace)."""
     factor = getattr(scheduler, "lr_lambdas", [None])[0]
     if isinstance(factor, TimeBudgetFactor):
         return factor.warmup_steps
-    return fitted_warmup(warmup_steps, max_steps, PAPER_WARMUP_FRACTION)
+    return fitted_warmup(warmup_steps, max_steps, fraction)
 
 
 def build_time_budget_scheduler(
