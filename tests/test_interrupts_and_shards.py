@@ -265,6 +265,21 @@ def test_ctrl_c_between_the_renames_of_a_folder_swap_puts_the_earlier_folder_bac
 
 
 # --------------------------------------------------------------------------- what a stopped stage kept
+def _stop_building_after(monkeypatch, n: int) -> list[dict]:  # noqa: ANN001
+    """Shards are built as usual until `n` are made; the next is stopped as Ctrl-C stops it. Returns the
+    shards made, as they are made."""
+    build, made = shards.build_shard, []
+
+    def stopped(task):  # noqa: ANN001, ANN202
+        if len(made) == n:
+            raise KeyboardInterrupt
+        made.append(build(task))
+        return made[-1]
+
+    monkeypatch.setattr(shards, "build_shard", stopped)
+    return made
+
+
 def test_pretrain_text_stopped_in_its_data_stage_says_the_shards_are_kept(
     tiny_corpus_and_tokenizer, tiny_pretrained, tmp_path, monkeypatch, capsys
 ):
@@ -273,7 +288,6 @@ def test_pretrain_text_stopped_in_its_data_stage_says_the_shards_are_kept(
     argv = ["pretrain", "--init-from", str(tiny_pretrained), "--text", str(corpus), "--output", str(out),
             "--batch-size", "4", "--max-steps", "1", "--no-tensorboard", "--no-plot"]  # fmt: skip
     create, build = shards.create_pretraining_data, shards.build_shard
-    made: list[dict] = []
 
     def small_shards(inputs, tokenizer, output, cfg, **kw):  # noqa: ANN001, ANN003, ANN202
         return create(
@@ -284,14 +298,8 @@ def test_pretrain_text_stopped_in_its_data_stage_says_the_shards_are_kept(
             **kw,
         )
 
-    def stopped_after_two(task):  # noqa: ANN001, ANN202
-        if len(made) == 2:
-            raise KeyboardInterrupt
-        made.append(build(task))
-        return made[-1]
-
     monkeypatch.setattr(shards, "create_pretraining_data", small_shards)
-    monkeypatch.setattr(shards, "build_shard", stopped_after_two)
+    made = _stop_building_after(monkeypatch, 2)
     assert main(argv) == 130
     err = capsys.readouterr().err
     assert (
@@ -388,14 +396,6 @@ def test_data_create_stopped_under_overwrite_says_to_continue_without_it(
     """--overwrite removes the data at every start: the way on after a stop is the command without it."""
     corpus, tok = tiny_corpus_and_tokenizer
     out = tmp_path / "data"
-    build, made = shards.build_shard, []
-
-    def stopped_after_two(task):  # noqa: ANN001, ANN202
-        if len(made) == 2:
-            raise KeyboardInterrupt
-        made.append(build(task))
-        return made[-1]
-
-    monkeypatch.setattr(shards, "build_shard", stopped_after_two)
+    _stop_building_after(monkeypatch, 2)
     assert main(data_argv(corpus, tok, out, *SMALL_SHARDS, "--overwrite")) == 130
     assert "are kept: give the same command again without --overwrite to continue" in capsys.readouterr().err
